@@ -1,0 +1,280 @@
+// Package cuda is trainmem's device layer: one Device interface with three
+// implementations (Host: the CPU with real memory; Shape: allocator
+// bookkeeping only, for dry runs of any size; CUDA: NVIDIA GPUs, behind the
+// cuda build tag), one caching allocator shared by all three, and the kernel
+// families the executor in package train lowers the GPT-2 graph to.
+//
+// Every device allocates through the same Allocator, so a dry run on Shape
+// reproduces the allocator statistics of a real run byte for byte; the
+// devices differ only in where segments come from and whether kernels compute.
+//
+// Error policy: methods return errors; an error names the kernel and the bad
+// argument. Arguments are checked by the same validation code on every device
+// (check.go), so a wrong shape fails on Shape exactly as it would on a GPU.
+// Panics are reserved for broken invariants inside the package.
+//
+// This package imports no other package of trainmem.
+package cuda
+
+import (
+	"fmt"
+	"time"
+)
+
+// DType is the storage type of a buffer's elements. Kernels compute in fp32
+// (fp64 for F64 buffers, used by the float64 reference checks) whatever the
+// storage type, as GPU kernels do.
+type DType uint8
+
+const (
+	F32  DType = iota // IEEE binary32
+	F16               // IEEE binary16 (storage only)
+	BF16              // bfloat16 (storage only)
+	F64               // IEEE binary64 (reference computations)
+	I32               // token ids
+)
+
+// Size is the element size in bytes.
+func (d DType) Size() int {
+	switch d {
+	case F16, BF16:
+		return 2
+	case F64:
+		return 8
+	default:
+		return 4
+	}
+}
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "fp32"
+	case F16:
+		return "fp16"
+	case BF16:
+		return "bf16"
+	case F64:
+		return "fp64"
+	case I32:
+		return "int32"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Float reports whether d holds floating-point values.
+func (d DType) Float() bool { return d != I32 }
+
+// Category tags every allocation with the memory category it belongs to. The
+// names are trainmem's vocabulary everywhere: estimates, allocator statistics
+// and reports.
+type Category uint8
+
+const (
+	Params      Category = iota // working weights (fp16/bf16 under mixed precision, else fp32)
+	Grads                       // parameter gradients
+	Master                      // fp32 master weights (mixed precision only)
+	AdamM                       // first moment (Adam's m; SGD momentum's buffer)
+	AdamV                       // second moment (Adam's v)
+	Activations                 // forward values kept for the backward pass
+	Temporaries                 // values that die inside a phase
+	Workspace                   // kernel and library scratch
+	Gathered                    // ZeRO-3 parameters fetched for use
+	Comm                        // collective buffers
+	NumCategories
+)
+
+var categoryNames = [NumCategories]string{
+	"params", "grads", "master", "adam_m", "adam_v",
+	"activations", "temporaries", "workspace", "gathered", "comm",
+}
+
+func (c Category) String() string {
+	if c < NumCategories {
+		return categoryNames[c]
+	}
+	return fmt.Sprintf("Category(%d)", uint8(c))
+}
+
+// Categories lists every category in report order.
+func Categories() []Category {
+	cs := make([]Category, NumCategories)
+	for i := range cs {
+		cs[i] = Category(i)
+	}
+	return cs
+}
+
+// ParseCategory is the inverse of Category.String.
+func ParseCategory(s string) (Category, error) {
+	for i, n := range categoryNames {
+		if n == s {
+			return Category(i), nil
+		}
+	}
+	return 0, fmt.Errorf("cuda: unknown memory category %q (valid: params, grads, master, adam_m, adam_v, activations, temporaries, workspace, gathered, comm)", s)
+}
+
+// Mark is a point on a device's timeline (a CUDA event on a GPU, a wall-clock
+// reading on the host, nothing on Shape).
+type Mark interface{}
+
+// MatMul describes C = Alpha·op(A)·op(B) + Beta·C for Batch matrices, in
+// row-major order. op(A) is M×K, op(B) is K×N, C is M×N. LDA, LDB and LDC are
+// the row strides of the stored matrices in elements (0 means dense: the
+// stored row length). StrideA, StrideB, StrideC step from one batch element to
+// the next, in elements (0 means dense: rows×LD). Batch 0 means 1. Offsets
+// into a buffer are expressed with Buffer.View.
+type MatMul struct {
+	TransA, TransB            bool
+	M, N, K                   int
+	A, B, C                   *Buffer
+	LDA, LDB, LDC             int
+	StrideA, StrideB, StrideC int
+	Batch                     int
+	Alpha, Beta               float32
+}
+
+// AdamArgs are the hyperparameters of one Adam or AdamW update. Step counts
+// from 1 (bias correction). GradScale multiplies every gradient before use
+// (1/loss-scale under fp16 loss scaling, else 1). WeightDecay is decoupled
+// (AdamW) when Decoupled is set, else added to the gradient (Adam with L2).
+type AdamArgs struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	Decoupled                          bool
+	Step                               int
+	GradScale                          float32
+}
+
+// SGDArgs are the hyperparameters of one SGD update, with momentum when
+// Momentum > 0 (then the momentum buffer is required).
+type SGDArgs struct {
+	LR, Momentum, WeightDecay float32
+	GradScale                 float32
+}
+
+// Kernels are the kernel families the executor lowers the GPT-2 graph to. All
+// dimensions are in elements; N is the number of rows (batch·sequence), C the
+// channels, V the vocabulary, NH the heads. Every float buffer may be stored
+// in any float DType unless a kernel says otherwise; arithmetic is fp32 (fp64
+// when every float operand is F64). Outputs are overwritten, never
+// accumulated, unless a kernel says otherwise.
+type Kernels interface {
+	// Fill sets every element of dst to v.
+	Fill(dst *Buffer, v float32) error
+	// Cast converts src into dst elementwise (same length; any float types).
+	Cast(dst, src *Buffer) error
+	// Add computes y = a + b elementwise (same length). y may alias a or b.
+	Add(y, a, b *Buffer) error
+
+	// Embedding: out[b·T+t, :] = wte[tokens[b·T+t], :] + wpe[t, :].
+	// tokens is I32 of length B·T with ids in [0, V) where V = wte.Len/C;
+	// wpe has at least T rows; out is (B·T, C).
+	Embedding(out, tokens, wte, wpe *Buffer, B, T, C int) error
+	// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i], :] += dout[i, :].
+	EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int) error
+	// EmbeddingBackwardPositions: dwpe[t, :] = Σ_b dout[b·T+t, :] for t < T;
+	// rows t ≥ T of dwpe are zero.
+	EmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error
+
+	// LayerNormStats writes stats (F32, N×2) = per row (mean, 1/sqrt(var+eps)),
+	// var the biased variance over C.
+	LayerNormStats(stats, x *Buffer, N, C int, eps float32) error
+	// LayerNorm: y = (x - mean)·rstd·w + b, with stats from LayerNormStats.
+	LayerNorm(y, x, stats, w, b *Buffer, N, C int) error
+	// LayerNormBackwardX: dx = rstd·(g - mean_c(g) - xhat·mean_c(g·xhat)),
+	// g = dy·w, xhat = (x - mean)·rstd.
+	LayerNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error
+	// LayerNormBackwardW: dw[c] = Σ_i dy[i, c]·xhat[i, c].
+	LayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error
+	// SumRows: dst[c] = Σ_i src[i, c] (bias gradients), src N×C, dst C.
+	SumRows(dst, src *Buffer, N, C int) error
+	// AddBias: y[i, c] += b[c] in place, y N×C.
+	AddBias(y, b *Buffer, N, C int) error
+	// MatMul runs one (batched) matrix multiply; see the MatMul type.
+	MatMul(m MatMul) error
+
+	// GELU: y = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) elementwise.
+	GELU(y, x *Buffer) error
+	// GELUBackward: dx = dy·GELU'(x).
+	GELUBackward(dx, dy, x *Buffer) error
+
+	// AttentionProbs: for qkv (B·T, 3C) laid out as [q | k | v], each C wide
+	// and split into NH heads of C/NH channels, p (B, NH, T, T) is the causal
+	// softmax of q·kᵀ/sqrt(C/NH): row t has T-1-t trailing exact zeros.
+	AttentionProbs(p, qkv *Buffer, B, T, C, NH int) error
+	// AttentionOut: y (B·T, C), head h's channels = p[b, h]·v[b, h].
+	AttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error
+	// AttentionBackward: dqkv (B·T, 3C), the gradient of AttentionOut through
+	// both q·kᵀ (via p) and v. scratch is F32 with at least
+	// AttentionScratchLen(T, NH) elements.
+	AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH int) error
+
+	// CrossEntropy: loss (F32, 1 element) = mean over N rows of
+	// -log softmax(logits[i, :])[targets[i]]; targets I32 in [0, V).
+	// scratch is F32 with at least CrossEntropyScratchLen(N) elements.
+	CrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) error
+	// CrossEntropyBackward: dlogits = (softmax(logits) - onehot(targets))·dloss[0]/N,
+	// dloss an F32 buffer of one element.
+	CrossEntropyBackward(dlogits, dloss, logits, targets *Buffer, N, V int) error
+
+	// Adam updates one parameter range. With master == nil, param (F32 or
+	// F64) is updated in place; otherwise the fp32 master is updated and
+	// param = cast(master). grad may be in any float type.
+	Adam(param, grad, master, m, v *Buffer, a AdamArgs) error
+	// SGD updates one parameter range, with the momentum buffer mom when
+	// a.Momentum > 0 (nil otherwise); master as for Adam.
+	SGD(param, grad, master, mom *Buffer, a SGDArgs) error
+	// NonFinite reports whether x holds an Inf or a NaN (fp16 loss scaling).
+	// On Shape it is always false.
+	NonFinite(x *Buffer) (bool, error)
+}
+
+// AttentionScratchLen is the F32 scratch, in elements, that AttentionBackward
+// needs: one batch element's score gradients, NH·T·T.
+func AttentionScratchLen(T, NH int) int { return NH * T * T }
+
+// CrossEntropyScratchLen is the F32 scratch, in elements, that CrossEntropy
+// needs: one loss per row.
+func CrossEntropyScratchLen(N int) int { return N }
+
+// Device is where trainmem allocates and computes.
+type Device interface {
+	// Name says which device this is, e.g. "host (2 threads, OpenBLAS)".
+	Name() string
+	// Computes is false for devices that only keep books (Shape).
+	Computes() bool
+
+	// Alloc takes n elements of dt from the caching allocator, tagged cat.
+	Alloc(cat Category, dt DType, n int) (*Buffer, error)
+	// Free returns b (which must come from Alloc, not View) to the cache.
+	Free(b *Buffer)
+	// Stats returns the allocator statistics.
+	Stats() Stats
+	// ResetPeakStats sets every peak to the current value.
+	ResetPeakStats()
+	// EmptyCache releases every unused cached segment to the device.
+	EmptyCache() error
+	// MemInfo returns the device's free and total memory in bytes (what
+	// cuMemGetInfo reports on a GPU; the capacity and reserved bytes on
+	// Shape; the machine's available and total memory on the host).
+	MemInfo() (free, total int64, err error)
+
+	// Upload copies host values into dst, converting to dst's DType. src is
+	// a []float32, []float64 or []int32 of length dst.Len.
+	Upload(dst *Buffer, src any) error
+	// Download copies src into dst, a []float32, []float64 or []int32 of
+	// length src.Len, converting from src's DType.
+	Download(dst any, src *Buffer) error
+
+	// Mark records a point on the device's timeline; Elapsed is the device
+	// time between two marks.
+	Mark() (Mark, error)
+	Elapsed(from, to Mark) (time.Duration, error)
+	// Synchronize waits for all queued work.
+	Synchronize() error
+	// Close releases everything the device holds.
+	Close() error
+
+	Kernels
+}

@@ -1,0 +1,52 @@
+package cuda
+
+// Stat is one statistic as PyTorch's memory_stats() reports it: the current
+// value, its peak since the last reset, and the running totals of what was
+// added and removed.
+type Stat struct {
+	Current, Peak, Allocated, Freed int64
+}
+
+func (s *Stat) add(n int64) {
+	s.Current += n
+	s.Allocated += n
+	if s.Current > s.Peak {
+		s.Peak = s.Current
+	}
+}
+
+func (s *Stat) sub(n int64) {
+	s.Current -= n
+	s.Freed += n
+}
+
+func (s *Stat) resetPeak() { s.Peak = s.Current }
+
+// Stats is the caching allocator's state, named after PyTorch's
+// torch.cuda.memory_stats() (the "all" pool), with trainmem's per-category
+// split added.
+type Stats struct {
+	AllocatedBytes     Stat // bytes in blocks handed out (rounded sizes)
+	RequestedBytes     Stat // bytes asked for (before rounding)
+	ReservedBytes      Stat // bytes in segments taken from the device
+	ActiveBytes        Stat // bytes in active blocks (= allocated: trainmem runs one stream)
+	InactiveSplitBytes Stat // free bytes inside segments that are split (fragmentation)
+
+	Allocation    Stat // count of blocks handed out
+	Segment       Stat // count of segments
+	Active        Stat // count of active blocks
+	InactiveSplit Stat // count of free blocks inside split segments
+
+	NumAllocRetries int64 // times the cache was emptied to retry a failed segment allocation
+	NumOOMs         int64 // allocations that failed after the retry
+	NumAllocs       int64 // Alloc calls that succeeded
+	NumFrees        int64 // Free calls
+
+	// Per category: bytes allocated (rounded) and requested, current and peak
+	// each on its own timeline.
+	CategoryAllocated [NumCategories]Stat
+	CategoryRequested [NumCategories]Stat
+	// AtPeak is the rounded bytes of each category at the moment
+	// AllocatedBytes reached its peak: where the memory went at the peak.
+	AtPeak [NumCategories]int64
+}

@@ -1,0 +1,195 @@
+// Package model is trainmem's GPT-2: its configuration and presets, the
+// parameter table, the gorgonia graph built from trainmem's own ops, the
+// llm.c checkpoint format, and the closed-form memory formulas of the
+// literature (estimate.go), each citing its source.
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Config is a GPT-2 shape.
+type Config struct {
+	Name    string // preset name, or "custom"
+	Layers  int    // transformer blocks, L
+	Hidden  int    // channels, h (C in llm.c)
+	Heads   int    // attention heads, a; must divide Hidden
+	Vocab   int    // vocabulary, V (50257 for GPT-2's BPE; not padded: parameter counts are exact)
+	Context int    // learned positions, the longest sequence (1024 for GPT-2)
+	// Untied gives the model its own output projection (lm_head, V×h)
+	// instead of reusing the token embedding (GPT-2 ties them).
+	Untied bool
+}
+
+// Presets, smallest first. GPT-2 shapes are from Radford et al. 2019
+// (Table 2) and the released checkpoints; 6b is GPT-J-6B's shape (hidden
+// 4096, 28 layers, 16 heads, vocabulary 50400, context 2048, untied head) as
+// a GPT-2-style model.
+var presets = []Config{
+	{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64},
+	{Name: "gpt2", Layers: 12, Hidden: 768, Heads: 12, Vocab: 50257, Context: 1024},
+	{Name: "gpt2-medium", Layers: 24, Hidden: 1024, Heads: 16, Vocab: 50257, Context: 1024},
+	{Name: "gpt2-large", Layers: 36, Hidden: 1280, Heads: 20, Vocab: 50257, Context: 1024},
+	{Name: "gpt2-xl", Layers: 48, Hidden: 1600, Heads: 25, Vocab: 50257, Context: 1024},
+	{Name: "6b", Layers: 28, Hidden: 4096, Heads: 16, Vocab: 50400, Context: 2048, Untied: true},
+}
+
+// PresetNames lists the presets, smallest first.
+func PresetNames() []string {
+	names := make([]string, len(presets))
+	for i, p := range presets {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// Preset returns the named preset.
+func Preset(name string) (Config, error) {
+	for _, p := range presets {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return Config{}, fmt.Errorf("model: unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
+}
+
+// Validate checks that every size is positive and that the heads divide
+// the hidden size.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", c.Layers}, {"hidden", c.Hidden}, {"heads", c.Heads}, {"vocab", c.Vocab}, {"context", c.Context}} {
+		if f.v <= 0 {
+			return fmt.Errorf("model: %s must be a positive integer, got %d", f.name, f.v)
+		}
+	}
+	if c.Hidden%c.Heads != 0 {
+		var ok []string
+		for a := 1; a <= c.Hidden && len(ok) < 12; a++ {
+			if c.Hidden%a == 0 {
+				ok = append(ok, fmt.Sprint(a))
+			}
+		}
+		return fmt.Errorf("model: heads %d does not divide hidden %d (valid head counts include %s)", c.Heads, c.Hidden, strings.Join(ok, ", "))
+	}
+	return nil
+}
+
+// HeadDim is the channels per head, h/a.
+func (c Config) HeadDim() int { return c.Hidden / c.Heads }
+
+// Param is one row of the parameter table: a named tensor, its shape, its
+// element count and its offset (in elements) in the flat parameter buffer.
+type Param struct {
+	Name   string
+	Shape  []int
+	Count  int64
+	Offset int64
+	// Layer is the transformer block the tensor belongs to, or -1 for the
+	// embeddings, the final layer norm and the head.
+	Layer int
+	// Decay is true for the matrices that weight decay applies to (the 2-D
+	// weights: embeddings and linear layers), false for biases and layer
+	// norm gains, as in GPT-2 training practice.
+	Decay bool
+}
+
+// Params is the parameter table in flat-buffer order: embeddings, then each
+// block's tensors together (so a block is one contiguous range, as ZeRO-3
+// gathering wants), then the final layer norm and, when untied, the head.
+// Linear weights are stored (out, in) as in llm.c: y = x·Wᵀ + b.
+func (c Config) Params() []Param {
+	h, L := c.Hidden, c.Layers
+	var ps []Param
+	var off int64
+	add := func(name string, layer int, decay bool, shape ...int) {
+		n := int64(1)
+		for _, d := range shape {
+			n *= int64(d)
+		}
+		ps = append(ps, Param{Name: name, Shape: shape, Count: n, Offset: off, Layer: layer, Decay: decay})
+		off += n
+	}
+	add("wte", -1, true, c.Vocab, h) // token embedding (V, h); also the head when tied
+	add("wpe", -1, true, c.Context, h)
+	for l := 0; l < L; l++ {
+		p := fmt.Sprintf("h%d.", l)
+		add(p+"ln1.w", l, false, h)
+		add(p+"ln1.b", l, false, h)
+		add(p+"attn.qkv.w", l, true, 3*h, h)
+		add(p+"attn.qkv.b", l, false, 3*h)
+		add(p+"attn.proj.w", l, true, h, h)
+		add(p+"attn.proj.b", l, false, h)
+		add(p+"ln2.w", l, false, h)
+		add(p+"ln2.b", l, false, h)
+		add(p+"mlp.fc.w", l, true, 4*h, h)
+		add(p+"mlp.fc.b", l, false, 4*h)
+		add(p+"mlp.proj.w", l, true, h, 4*h)
+		add(p+"mlp.proj.b", l, false, h)
+	}
+	add("lnf.w", -1, false, h)
+	add("lnf.b", -1, false, h)
+	if c.Untied {
+		add("lm_head.w", -1, true, c.Vocab, h)
+	}
+	return ps
+}
+
+// NumParams is the exact parameter count, Φ: V·h + ctx·h + L·(12h² + 13h) +
+// 2h, plus V·h for an untied head. GPT-2 (124M) has 124,439,808; gpt2-xl
+// 1,557,611,200.
+func (c Config) NumParams() int64 {
+	h, L := int64(c.Hidden), int64(c.Layers)
+	n := int64(c.Vocab)*h + int64(c.Context)*h + L*(12*h*h+13*h) + 2*h
+	if c.Untied {
+		n += int64(c.Vocab) * h
+	}
+	return n
+}
+
+// LayerParams is the parameter count of one transformer block, 12h² + 13h.
+func (c Config) LayerParams() int64 {
+	h := int64(c.Hidden)
+	return 12*h*h + 13*h
+}
+
+// ParamByName finds a row of the parameter table.
+func (c Config) ParamByName(name string) (Param, bool) {
+	for _, p := range c.Params() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+func (c Config) String() string {
+	head := "tied head"
+	if c.Untied {
+		head = "untied head"
+	}
+	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s, %s parameters",
+		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, Comma(c.NumParams()))
+}
+
+// Comma formats n with thousands separators: 124439808 → "124,439,808".
+func Comma(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

@@ -1,0 +1,64 @@
+package model
+
+import "testing"
+
+// Parameter counts of the released GPT-2 checkpoints: 124,439,808 for the
+// 124M model (llm.c's train_gpt2.c prints "num_parameters: 124439808") and
+// 1,557,611,200 for gpt2-xl (Hugging Face's GPT2LMHeadModel, tied head).
+func TestNumParamsPublished(t *testing.T) {
+	for _, tc := range []struct {
+		preset string
+		want   int64
+	}{
+		{"gpt2", 124439808},
+		{"gpt2-medium", 354823168},
+		{"gpt2-large", 774030080},
+		{"gpt2-xl", 1557611200},
+	} {
+		c, err := Preset(tc.preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.NumParams(); got != tc.want {
+			t.Errorf("%s: NumParams = %d, want %d", tc.preset, got, tc.want)
+		}
+	}
+}
+
+func TestParamTableMatchesCount(t *testing.T) {
+	for _, name := range PresetNames() {
+		c, _ := Preset(name)
+		var sum int64
+		for i, p := range c.Params() {
+			if p.Offset != sum {
+				t.Fatalf("%s: %s at offset %d, want %d", name, p.Name, p.Offset, sum)
+			}
+			n := int64(1)
+			for _, d := range p.Shape {
+				n *= int64(d)
+			}
+			if n != p.Count {
+				t.Fatalf("%s: row %d %s count %d != shape product %d", name, i, p.Name, p.Count, n)
+			}
+			sum += p.Count
+		}
+		if sum != c.NumParams() {
+			t.Errorf("%s: table sums to %d, NumParams = %d", name, sum, c.NumParams())
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	c, _ := Preset("gpt2")
+	c.Heads = 7
+	if err := c.Validate(); err == nil {
+		t.Error("heads 7 with hidden 768 accepted")
+	}
+	c.Heads, c.Layers = 12, 0
+	if err := c.Validate(); err == nil {
+		t.Error("zero layers accepted")
+	}
+	if _, err := Preset("gpt5"); err == nil {
+		t.Error("unknown preset accepted")
+	}
+}
