@@ -157,8 +157,11 @@ type SGDArgs struct {
 // dimensions are in elements; N is the number of rows (batch·sequence), C the
 // channels, V the vocabulary, NH the heads. Every float buffer may be stored
 // in any float DType unless a kernel says otherwise; arithmetic is fp32 (fp64
-// when every float operand is F64). Outputs are overwritten, never
-// accumulated, unless a kernel says otherwise.
+// when every float operand is F64). Buffers a kernel documents as F32 (layer
+// norm statistics, the loss, scratch) are F64 instead when the kernel's other
+// float operands are F64: that is the float64 reference mode used by the
+// finite-difference checks. Outputs are overwritten, never accumulated,
+// unless a kernel says otherwise.
 type Kernels interface {
 	// Fill sets every element of dst to v.
 	Fill(dst *Buffer, v float32) error
