@@ -1,0 +1,398 @@
+package train
+
+import (
+	"fmt"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+// Options configure a Trainer.
+type Options struct {
+	Precision  Precision
+	Checkpoint CheckpointPolicy
+	Optimizer  Optimizer
+	// LossScale configures fp16's dynamic loss scaling; ignored otherwise.
+	LossScale LossScaleOptions
+}
+
+// Trainer runs a compiled schedule on a device: it owns the model states
+// (one flat buffer per category, carved by the parameter table) and executes
+// one training step at a time.
+type Trainer struct {
+	dev   cuda.Device
+	cfg   model.Config
+	B, T  int
+	opts  Options
+	sched *Schedule
+
+	params, grads, master, m, v *cuda.Buffer // flat model states; master, m, v may be nil
+	paramView, gradView         []*cuda.Buffer
+	masterView, mView, vView    []*cuda.Buffer
+
+	slots  []*cuda.Buffer // live buffer of every slot
+	inputs map[int]any    // host data of the step's input slots
+	scaler *lossScaler
+	steps  int // steps run, skipped ones included
+	step   int // updates applied (Adam's bias-correction step)
+}
+
+// New builds the GPT-2 graph for cfg at batch B and sequence T, compiles its
+// schedule and allocates the model states on dev. Parameters start at zero:
+// call SetParams.
+func New(dev cuda.Device, cfg model.Config, B, T int, opts Options) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if B <= 0 {
+		return nil, fmt.Errorf("train: batch must be a positive integer, got %d", B)
+	}
+	if T <= 0 || T > cfg.Context {
+		return nil, fmt.Errorf("train: sequence length %d is outside 1..%d, the context of %s", T, cfg.Context, cfg.Name)
+	}
+	if err := opts.Optimizer.validate(); err != nil {
+		return nil, err
+	}
+	dt := tensor.Float32
+	if opts.Precision == FP64 {
+		dt = tensor.Float64
+	}
+	gr, err := model.Build(cfg, B, T, dt)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := compile(gr, opts.Precision, opts.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	t := &Trainer{dev: dev, cfg: cfg, B: B, T: T, opts: opts, sched: sched,
+		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
+	t.scaler = newLossScaler(opts.Precision == FP16, opts.LossScale)
+	if err := t.allocStates(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// allocStates takes the model states from the allocator, one flat buffer
+// per category, and binds the parameter and gradient slots to views of them.
+func (t *Trainer) allocStates() error {
+	n := int(t.cfg.NumParams())
+	p := t.opts.Precision
+	var err error
+	alloc := func(cat cuda.Category, dt cuda.DType) *cuda.Buffer {
+		if err != nil {
+			return nil
+		}
+		var b *cuda.Buffer
+		if b, err = t.dev.Alloc(cat, dt, n); err == nil {
+			err = t.dev.Fill(b, 0)
+		}
+		return b
+	}
+	t.params = alloc(cuda.Params, p.ParamDType())
+	t.grads = alloc(cuda.Grads, p.ParamDType())
+	if p.Mixed() {
+		t.master = alloc(cuda.Master, p.StateDType())
+	}
+	if t.opts.Optimizer.firstMoment() {
+		t.m = alloc(cuda.AdamM, p.StateDType())
+	}
+	if t.opts.Optimizer.secondMoment() {
+		t.v = alloc(cuda.AdamV, p.StateDType())
+	}
+	if err != nil {
+		return err
+	}
+	views := func(b *cuda.Buffer) []*cuda.Buffer {
+		if b == nil {
+			return nil
+		}
+		var vs []*cuda.Buffer
+		for _, r := range t.cfg.Params() {
+			vs = append(vs, b.View(int(r.Offset), int(r.Count)))
+		}
+		return vs
+	}
+	t.paramView, t.gradView = views(t.params), views(t.grads)
+	t.masterView, t.mView, t.vView = views(t.master), views(t.m), views(t.v)
+	for i := range t.paramView {
+		t.slots[t.sched.ParamSlots[i]] = t.paramView[i]
+		t.slots[t.sched.GradSlots[i]] = t.gradView[i]
+	}
+	return nil
+}
+
+// Schedule is the compiled step.
+func (t *Trainer) Schedule() *Schedule { return t.sched }
+
+// Device is the device the trainer runs on.
+func (t *Trainer) Device() cuda.Device { return t.dev }
+
+// SetParams loads the weights, a []float32 or []float64 in flat table
+// order; under mixed precision the fp32 master copy is loaded and cast.
+func (t *Trainer) SetParams(flat any) error {
+	if t.master != nil {
+		if err := t.dev.Upload(t.master, flat); err != nil {
+			return err
+		}
+		return t.dev.Cast(t.params, t.master)
+	}
+	return t.dev.Upload(t.params, flat)
+}
+
+// Params downloads the weights (the master copy under mixed precision) in
+// flat table order.
+func (t *Trainer) Params() ([]float32, error) {
+	src := t.params
+	if t.master != nil {
+		src = t.master
+	}
+	out := make([]float32, src.Len)
+	return out, t.dev.Download(out, src)
+}
+
+// Grads downloads the gradients of the last step, unscaled, in flat table
+// order, as float64.
+func (t *Trainer) Grads() ([]float64, error) {
+	out := make([]float64, t.grads.Len)
+	if err := t.dev.Download(out, t.grads); err != nil {
+		return nil, err
+	}
+	if s := t.scaler.used; s != 1 {
+		for i := range out {
+			out[i] /= s
+		}
+	}
+	return out, nil
+}
+
+// Step runs one training step (forward, backward, optimizer) on a batch of
+// B·T tokens and their next-token targets.
+func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
+	rec, err := t.ForwardBackward(tokens, targets)
+	if err != nil {
+		return rec, err
+	}
+	t.steps++
+	m0, err := t.dev.Mark()
+	if err != nil {
+		return rec, err
+	}
+	skipped, err := t.update()
+	if err != nil {
+		return rec, err
+	}
+	m1, err := t.dev.Mark()
+	if err != nil {
+		return rec, err
+	}
+	if err := t.dev.Synchronize(); err != nil {
+		return rec, err
+	}
+	d, err := t.dev.Elapsed(m0, m1)
+	if err != nil {
+		return rec, err
+	}
+	rec.OptimizerMs = ms(d)
+	rec.Skipped = skipped
+	rec.LossScale = t.scaler.used
+	rec.finish(t)
+	return rec, nil
+}
+
+// ForwardBackward runs the forward and backward passes, leaving the
+// gradients in the grads buffer, without updating the weights.
+func (t *Trainer) ForwardBackward(tokens, targets []int32) (Record, error) {
+	var rec Record
+	if len(tokens) != t.B*t.T || len(targets) != t.B*t.T {
+		return rec, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", t.B*t.T, len(tokens), len(targets))
+	}
+	t.dev.ResetPeakStats()
+	t.inputs[t.sched.Tokens] = tokens
+	t.inputs[t.sched.Targets] = targets
+	seed := t.scaler.begin()
+	if t.opts.Precision == FP64 {
+		t.inputs[t.sched.DLoss] = []float64{seed}
+	} else {
+		t.inputs[t.sched.DLoss] = []float32{float32(seed)}
+	}
+
+	var spent [numPhases]time.Duration
+	phase := Phase(0)
+	mark, err := t.dev.Mark()
+	if err != nil {
+		return rec, err
+	}
+	for i := range t.sched.Instrs {
+		in := &t.sched.Instrs[i]
+		if in.Phase != phase {
+			now, err := t.dev.Mark()
+			if err != nil {
+				return rec, err
+			}
+			d, err := t.dev.Elapsed(mark, now)
+			if err != nil {
+				return rec, err
+			}
+			spent[phase] += d
+			phase, mark = in.Phase, now
+		}
+		if err := t.exec(in); err != nil {
+			t.release()
+			return rec, fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)
+		}
+		if in.Out == t.sched.Loss {
+			loss, err := t.scalar(t.slots[in.Out])
+			if err != nil {
+				t.release()
+				return rec, err
+			}
+			rec.Loss = loss
+		}
+		for _, sl := range in.Free {
+			t.dev.Free(t.slots[sl])
+			t.slots[sl] = nil
+		}
+	}
+	end, err := t.dev.Mark()
+	if err != nil {
+		return rec, err
+	}
+	if err := t.dev.Synchronize(); err != nil {
+		return rec, err
+	}
+	d, err := t.dev.Elapsed(mark, end)
+	if err != nil {
+		return rec, err
+	}
+	spent[phase] += d
+	rec.ForwardMs, rec.RecomputeMs, rec.BackwardMs = ms(spent[Forward]), ms(spent[Recompute]), ms(spent[Backward])
+	return rec, nil
+}
+
+// exec allocates an instruction's output and the step inputs it reads for
+// the first time, then runs its kernels.
+func (t *Trainer) exec(in *Instr) error {
+	for _, a := range in.Args {
+		if t.slots[a] != nil {
+			continue
+		}
+		sl := &t.sched.Slots[a]
+		if !sl.Input {
+			return fmt.Errorf("argument %s is not live", sl.Node.Name())
+		}
+		b, err := t.dev.Alloc(sl.Cat, sl.DType, sl.Len)
+		if err != nil {
+			return err
+		}
+		t.slots[a] = b
+		if err := t.dev.Upload(b, t.inputs[a]); err != nil {
+			return err
+		}
+	}
+	if t.slots[in.Out] == nil {
+		sl := &t.sched.Slots[in.Out]
+		b, err := t.dev.Alloc(sl.Cat, sl.DType, sl.Len)
+		if err != nil {
+			return err
+		}
+		t.slots[in.Out] = b
+	}
+	args := make([]*cuda.Buffer, len(in.Args))
+	for i, a := range in.Args {
+		args[i] = t.slots[a]
+	}
+	return in.run(t, t.slots[in.Out], args)
+}
+
+// release frees every live non-persistent buffer after a failed step, so the
+// allocator is back to the model states.
+func (t *Trainer) release() {
+	for sl, b := range t.slots {
+		if b != nil && !t.sched.Slots[sl].Persistent {
+			t.dev.Free(b)
+			t.slots[sl] = nil
+		}
+	}
+}
+
+// scalar reads a one-element buffer.
+func (t *Trainer) scalar(b *cuda.Buffer) (float64, error) {
+	if !t.dev.Computes() {
+		return 0, nil
+	}
+	v := make([]float64, 1)
+	if err := t.dev.Download(v, b); err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// update runs the optimizer over every parameter, unless fp16 loss scaling
+// finds an overflow; it reports whether the step was skipped.
+func (t *Trainer) update() (skipped bool, err error) {
+	if t.scaler.enabled {
+		bad, err := t.dev.NonFinite(t.grads)
+		if err != nil {
+			return false, err
+		}
+		if err := t.scaler.observe(bad); err != nil {
+			return bad, err
+		}
+		if bad {
+			return true, nil
+		}
+	}
+	t.step++
+	gs := float32(1 / t.scaler.used)
+	o := t.opts.Optimizer
+	for i, r := range t.cfg.Params() {
+		var master, m, v *cuda.Buffer
+		if t.masterView != nil {
+			master = t.masterView[i]
+		}
+		if t.mView != nil {
+			m = t.mView[i]
+		}
+		if t.vView != nil {
+			v = t.vView[i]
+		}
+		wd := float32(0)
+		if r.Decay {
+			wd = o.WeightDecay
+		}
+		switch o.Kind {
+		case Adam, AdamW:
+			err = t.dev.Adam(t.paramView[i], t.gradView[i], master, m, v, cuda.AdamArgs{
+				LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: wd,
+				Decoupled: o.Kind == AdamW, Step: t.step, GradScale: gs})
+		case SGD, Momentum:
+			err = t.dev.SGD(t.paramView[i], t.gradView[i], master, m, cuda.SGDArgs{
+				LR: o.LR, Momentum: o.momentum(), WeightDecay: wd, GradScale: gs})
+		}
+		if err != nil {
+			return false, fmt.Errorf("train: update of %s: %w", r.Name, err)
+		}
+	}
+	t.scaler.grow()
+	return false, nil
+}
+
+// Close frees the model states.
+func (t *Trainer) Close() error {
+	t.release()
+	for _, b := range []*cuda.Buffer{t.params, t.grads, t.master, t.m, t.v} {
+		if b != nil {
+			t.dev.Free(b)
+		}
+	}
+	t.params, t.grads, t.master, t.m, t.v = nil, nil, nil, nil, nil
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

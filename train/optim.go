@@ -1,0 +1,179 @@
+package train
+
+import (
+	"fmt"
+	"math"
+)
+
+// OptimizerKind names an update rule.
+type OptimizerKind uint8
+
+const (
+	Adam     OptimizerKind = iota // Adam with L2 weight decay added to the gradient
+	AdamW                         // Adam with decoupled weight decay (Loshchilov & Hutter 2019)
+	SGD                           // plain stochastic gradient descent
+	Momentum                      // SGD with heavy-ball momentum
+)
+
+// ParseOptimizer reads adam, adamw, sgd or momentum.
+func ParseOptimizer(s string) (OptimizerKind, error) {
+	for k, n := range optimizerNames {
+		if n == s {
+			return OptimizerKind(k), nil
+		}
+	}
+	return 0, fmt.Errorf("train: unknown optimizer %q (valid: adam, adamw, sgd, momentum)", s)
+}
+
+var optimizerNames = [...]string{"adam", "adamw", "sgd", "momentum"}
+
+func (k OptimizerKind) String() string { return optimizerNames[k] }
+
+// Optimizer is an update rule and its hyperparameters. Weight decay applies
+// to the parameter-table rows marked Decay (embeddings and linear weights).
+type Optimizer struct {
+	Kind         OptimizerKind
+	LR           float32
+	Beta1, Beta2 float32 // Adam's moment decay rates
+	Eps          float32
+	WeightDecay  float32
+	MomentumRate float32 // Momentum's rate (0.9 when zero)
+}
+
+// DefaultOptimizer returns kind with the usual hyperparameters: lr 3e-4,
+// betas (0.9, 0.999), eps 1e-8 (PyTorch's defaults), weight decay 0.1 for
+// AdamW as in GPT-2-style training (nanoGPT) and 0 otherwise, momentum 0.9.
+func DefaultOptimizer(kind OptimizerKind) Optimizer {
+	o := Optimizer{Kind: kind, LR: 3e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	if kind == AdamW {
+		o.WeightDecay = 0.1
+	}
+	if kind == Momentum {
+		o.MomentumRate = 0.9
+	}
+	return o
+}
+
+func (o Optimizer) validate() error {
+	bad := func(name string, v float32, valid string) error {
+		return fmt.Errorf("train: %s %g is invalid (valid: %s)", name, v, valid)
+	}
+	switch {
+	case !(o.LR > 0) || math.IsInf(float64(o.LR), 0):
+		return bad("learning rate", o.LR, "a finite number > 0")
+	case o.WeightDecay < 0:
+		return bad("weight decay", o.WeightDecay, ">= 0")
+	}
+	if o.Kind == Adam || o.Kind == AdamW {
+		switch {
+		case o.Beta1 < 0 || o.Beta1 >= 1:
+			return bad("beta1", o.Beta1, "0 <= beta1 < 1")
+		case o.Beta2 < 0 || o.Beta2 >= 1:
+			return bad("beta2", o.Beta2, "0 <= beta2 < 1")
+		case !(o.Eps > 0):
+			return bad("eps", o.Eps, "> 0")
+		}
+	}
+	if o.Kind == Momentum && (o.momentum() <= 0 || o.momentum() >= 1) {
+		return bad("momentum", o.momentum(), "0 < momentum < 1")
+	}
+	return nil
+}
+
+// firstMoment reports whether the rule keeps a first-moment buffer
+// (adam_m; SGD momentum's buffer too).
+func (o Optimizer) firstMoment() bool { return o.Kind != SGD }
+
+// secondMoment reports whether the rule keeps adam_v.
+func (o Optimizer) secondMoment() bool { return o.Kind == Adam || o.Kind == AdamW }
+
+func (o Optimizer) momentum() float32 {
+	if o.Kind != Momentum {
+		return 0
+	}
+	if o.MomentumRate == 0 {
+		return 0.9
+	}
+	return o.MomentumRate
+}
+
+// LossScaleOptions configure fp16's dynamic loss scaling; zero fields take
+// PyTorch GradScaler's defaults (initial scale 2^16, growth ×2 after 2000
+// clean steps, backoff ×0.5) and a floor of 1.
+type LossScaleOptions struct {
+	Init, Growth, Backoff, Floor float64
+	Interval                     int
+}
+
+// lossScaler multiplies the loss seed by a scale so that small fp16
+// gradients do not flush to zero, and divides it out in the update. Disabled
+// (any precision but fp16) it is a no-op with scale 1.
+type lossScaler struct {
+	enabled bool
+	opts    LossScaleOptions
+	scale   float64 // the scale the next backward pass uses
+	used    float64 // the scale of the gradients now in the grads buffer
+	clean   int     // steps since the last overflow or growth
+	skipped int     // consecutive skipped steps
+}
+
+func newLossScaler(enabled bool, o LossScaleOptions) *lossScaler {
+	if o.Init == 0 {
+		o.Init = 65536
+	}
+	if o.Growth == 0 {
+		o.Growth = 2
+	}
+	if o.Backoff == 0 {
+		o.Backoff = 0.5
+	}
+	if o.Floor == 0 {
+		o.Floor = 1
+	}
+	if o.Interval == 0 {
+		o.Interval = 2000
+	}
+	s := &lossScaler{enabled: enabled, opts: o, scale: 1, used: 1}
+	if enabled {
+		s.scale, s.used = o.Init, o.Init
+	}
+	return s
+}
+
+// begin returns the seed of a backward pass.
+func (s *lossScaler) begin() float64 {
+	s.used = s.scale
+	return s.scale
+}
+
+// observe takes the overflow check of a step's gradients: on an overflow the
+// scale backs off, and a scale that falls below the floor is an error, not
+// an endless run of skipped steps.
+func (s *lossScaler) observe(overflow bool) error {
+	if !s.enabled {
+		return nil
+	}
+	if !overflow {
+		s.skipped = 0
+		return nil
+	}
+	s.clean = 0
+	s.skipped++
+	s.scale *= s.opts.Backoff
+	if s.scale < s.opts.Floor {
+		return fmt.Errorf("train: fp16 gradients overflow even at loss scale %g (%d steps skipped in a row; floor %g): the loss has diverged; lower --lr or use --precision bf16", s.used, s.skipped, s.opts.Floor)
+	}
+	return nil
+}
+
+// grow counts a clean step and raises the scale after Interval of them.
+func (s *lossScaler) grow() {
+	if !s.enabled {
+		return
+	}
+	s.clean++
+	if s.clean >= s.opts.Interval {
+		s.scale *= s.opts.Growth
+		s.clean = 0
+	}
+}
