@@ -1,0 +1,874 @@
+package model
+
+// The closed-form memory model of transformer training: what the literature
+// says one rank holds, per category, for a model and a training setup. It is
+// the first of trainmem's three answers (estimate, simulate, measure); its
+// error against the other two is what the reports explain.
+//
+// Every figure is an exact integer number of bytes (no float rounding), and
+// every formula names its source:
+//
+//   - Model states: Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+//     Toward Training Trillion Parameter Models", Section 3.1 (mixed-precision
+//     Adam holds 2Φ + 2Φ + KΦ bytes, K = 12) and Section 5.1 / Table 1
+//     (per-rank sharding of the three stages).
+//   - Activations, "zero_paper": the same paper, Section 3.2: 12 · h · b · s · L
+//     values a replica (GPT-2 1.5B at b=32, s=1K: about 60 GB in 16 bits).
+//   - Activations, "korthikanti": Korthikanti et al. 2022, "Reducing
+//     Activation Recomputation in Large Transformer Models" (arXiv
+//     2205.05198), Section 4.1 (s·b·h·(34 + 5·a·s/h) bytes a layer), Section
+//     4.2 and Table 2 (tensor and sequence parallel, selective and full
+//     recomputation), Section 4.3 (input embedding and output layer terms).
+//   - Checkpointing every K layers: Chen et al. 2016, "Training Deep Nets
+//     with Sublinear Memory Cost" (K = ceil(sqrt(L)) gives O(sqrt(L)) memory).
+//   - FLOPs: Narayanan et al. 2021, "Efficient Large-Scale Language Model
+//     Training on GPU Clusters Using Megatron-LM", Section 5.1, and
+//     Korthikanti et al. 2022, Appendix A: a forward pass is
+//     L·(24·b·s·h² + 4·b·s²·h) + 2·b·s·h·V, a training step three of them.
+//   - Tensor parallelism: Shoeybi et al. 2019 (Megatron-LM), Section 3.
+//
+// What the formulas leave out, trainmem's simulate and measure show:
+// temporaries that die inside a phase, kernel workspaces, allocator rounding
+// and caching, and (on a GPU) the CUDA context.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Names of the memory categories, spelt as package cuda's Category.String
+// (this package does not import cuda: the dependency runs the other way).
+const (
+	CatParams      = "params"      // working weights (16-bit under mixed precision)
+	CatGrads       = "grads"       // parameter gradients
+	CatMaster      = "master"      // fp32 master weights (mixed precision only)
+	CatAdamM       = "adam_m"      // first moment: Adam's m, or SGD momentum's buffer
+	CatAdamV       = "adam_v"      // second moment: Adam's v
+	CatActivations = "activations" // forward values kept for the backward pass
+	CatGathered    = "gathered"    // ZeRO-3 parameters fetched for use
+)
+
+// Formula names, the keys of the "activations" object in trainmem's JSON.
+const (
+	ZeROPaper   = "zero_paper"
+	Korthikanti = "korthikanti"
+)
+
+// Formulas lists the activation formulas in report order.
+func Formulas() []string { return []string{ZeROPaper, Korthikanti} }
+
+// FormulaSource is the citation of an activation formula.
+func FormulaSource(f string) string {
+	switch f {
+	case ZeROPaper:
+		return "Rajbhandari et al. 2020 (ZeRO), Section 3.2: 12·h·b·s·L values"
+	case Korthikanti:
+		return "Korthikanti et al. 2022, Section 4.1 Eq. 1, Table 2, Section 4.3: sbh·(34 + 5as/h) bytes a layer"
+	}
+	return ""
+}
+
+// ParseFormula checks a formula name.
+func ParseFormula(s string) (string, error) {
+	for _, f := range Formulas() {
+		if s == f {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("model: unknown formula %q (valid: %s)", s, strings.Join(Formulas(), ", "))
+}
+
+// Precision is the training precision. FP16 and BF16 mean mixed precision:
+// 16-bit weights, gradients and activations, fp32 master weights and
+// optimizer moments (Micikevicius et al. 2018).
+type Precision uint8
+
+const (
+	FP32 Precision = iota
+	FP16
+	BF16
+)
+
+var precisionNames = []string{"fp32", "fp16", "bf16"}
+
+func (p Precision) String() string {
+	if int(p) < len(precisionNames) {
+		return precisionNames[p]
+	}
+	return fmt.Sprintf("Precision(%d)", uint8(p))
+}
+
+// ParsePrecision is the inverse of Precision.String.
+func ParsePrecision(s string) (Precision, error) {
+	for i, n := range precisionNames {
+		if s == n {
+			return Precision(i), nil
+		}
+	}
+	return 0, fmt.Errorf("model: unknown precision %q (valid: %s)", s, strings.Join(precisionNames, ", "))
+}
+
+// Mixed reports whether p keeps fp32 master weights beside 16-bit ones.
+func (p Precision) Mixed() bool { return p == FP16 || p == BF16 }
+
+// Size is the bytes of one working value (weights, gradients, activations):
+// 2 under mixed precision, 4 in fp32.
+func (p Precision) Size() int64 {
+	if p.Mixed() {
+		return 2
+	}
+	return 4
+}
+
+// Optimizer is the update rule, which decides the optimizer states.
+type Optimizer uint8
+
+const (
+	Adam     Optimizer = iota // Kingma & Ba 2015: m and v
+	AdamW                     // Loshchilov & Hutter 2019: m and v, decoupled decay
+	SGD                       // no state
+	Momentum                  // SGD with momentum: one buffer, reported as adam_m
+)
+
+var optimizerNames = []string{"adam", "adamw", "sgd", "momentum"}
+
+func (o Optimizer) String() string {
+	if int(o) < len(optimizerNames) {
+		return optimizerNames[o]
+	}
+	return fmt.Sprintf("Optimizer(%d)", uint8(o))
+}
+
+// ParseOptimizer is the inverse of Optimizer.String.
+func ParseOptimizer(s string) (Optimizer, error) {
+	for i, n := range optimizerNames {
+		if s == n {
+			return Optimizer(i), nil
+		}
+	}
+	return 0, fmt.Errorf("model: unknown optimizer %q (valid: %s)", s, strings.Join(optimizerNames, ", "))
+}
+
+// States is bytes per model-state category. As a rate (PerParam) it is
+// bytes a parameter; as a result (Estimate.States) bytes on one rank.
+type States struct {
+	Params int64 // working weights: 2 bytes under mixed precision, 4 in fp32
+	Grads  int64 // gradients, in the working dtype
+	Master int64 // fp32 master weights, mixed precision only
+	AdamM  int64 // Adam's m, or the momentum buffer (the "first moment")
+	AdamV  int64 // Adam's v
+}
+
+// Total is the sum over categories.
+func (s States) Total() int64 { return s.Params + s.Grads + s.Master + s.AdamM + s.AdamV }
+
+// Optimizer is the optimizer-state part, the ZeRO paper's K (per parameter)
+// or KΦ: master weights and moments.
+func (s States) Optimizer() int64 { return s.Master + s.AdamM + s.AdamV }
+
+// Named lists the categories with their package cuda names, in report order.
+func (s States) Named() []Term {
+	return []Term{
+		{Name: CatParams, Bytes: s.Params},
+		{Name: CatGrads, Bytes: s.Grads},
+		{Name: CatMaster, Bytes: s.Master},
+		{Name: CatAdamM, Bytes: s.AdamM},
+		{Name: CatAdamV, Bytes: s.AdamV},
+	}
+}
+
+// PerParam is the model-state bytes a parameter. Mixed-precision Adam holds
+// 2 + 2 + 4 + 4 + 4 = 16 (ZeRO paper Section 3.1: 2Φ + 2Φ + KΦ, K = 12);
+// fp32 Adam 4 + 4 + 4 + 4 = 16; fp32 SGD 4 + 4 = 8; SGD momentum adds one
+// fp32 buffer, reported in adam_m.
+func PerParam(p Precision, o Optimizer) States {
+	w := p.Size()
+	s := States{Params: w, Grads: w}
+	if p.Mixed() {
+		s.Master = 4
+	}
+	switch o {
+	case Adam, AdamW:
+		s.AdamM, s.AdamV = 4, 4
+	case Momentum:
+		s.AdamM = 4
+	}
+	return s
+}
+
+// ZeROStates is what one of n data-parallel ranks holds of phi parameters'
+// model states at ZeRO stage 0 to 3 (Rajbhandari et al. 2020, Section 5 and
+// Table 1): stage 1 shards the optimizer states (master, m, v), stage 2 also
+// the gradients, stage 3 also the weights. A sharded category holds
+// ceil(phi/n) parameters' worth on every rank (the last shard padded, as the
+// implementations do), so n·shard ≥ phi. With K the optimizer bytes a
+// parameter: stage 0 (2+2+K)Φ, stage 1 2Φ+2Φ+KΦ/n, stage 2 2Φ+(2+K)Φ/n,
+// stage 3 (2+2+K)Φ/n.
+func ZeROStates(phi int64, p Precision, o Optimizer, n, stage int) (States, error) {
+	if phi < 0 || n < 1 || stage < 0 || stage > 3 {
+		return States{}, fmt.Errorf("model: ZeRO states of %d parameters on %d ranks at stage %d: out of range", phi, n, stage)
+	}
+	var c calc
+	r := PerParam(p, o)
+	shard := ceilDiv(phi, int64(n))
+	count := func(sharded bool) int64 {
+		if sharded {
+			return shard
+		}
+		return phi
+	}
+	s := States{
+		Params: c.mul(count(stage >= 3), r.Params),
+		Grads:  c.mul(count(stage >= 2), r.Grads),
+		Master: c.mul(count(stage >= 1), r.Master),
+		AdamM:  c.mul(count(stage >= 1), r.AdamM),
+		AdamV:  c.mul(count(stage >= 1), r.AdamV),
+	}
+	c.add(s.Params, s.Grads, s.Master, s.AdamM, s.AdamV)
+	return s, c.err()
+}
+
+// CheckpointKind is a gradient-checkpointing policy.
+type CheckpointKind uint8
+
+const (
+	CheckpointNone      CheckpointKind = iota // keep every activation
+	CheckpointFull                            // keep each layer's input; recompute one layer at a time (every:1)
+	CheckpointEvery                           // keep the input of every K-th layer; recompute a segment of K at a time
+	CheckpointSqrt                            // every:K with K = ceil(sqrt(L)) (Chen et al. 2016)
+	CheckpointSelective                       // drop only the attention scores (Korthikanti et al. 2022, Section 5)
+)
+
+// Checkpoint is a checkpointing policy; Every is K for CheckpointEvery.
+type Checkpoint struct {
+	Kind  CheckpointKind
+	Every int
+}
+
+// CheckpointPolicies are the policy spellings, for messages and fit's table.
+const CheckpointPolicies = "none, full, every:K (K from 1 to the layers), sqrt, selective"
+
+// ParseCheckpoint reads none, full, every:K, sqrt or selective. K is checked
+// against the layers by Setup.Validate.
+func ParseCheckpoint(s string) (Checkpoint, error) {
+	switch s {
+	case "none":
+		return Checkpoint{Kind: CheckpointNone}, nil
+	case "full":
+		return Checkpoint{Kind: CheckpointFull}, nil
+	case "sqrt":
+		return Checkpoint{Kind: CheckpointSqrt}, nil
+	case "selective":
+		return Checkpoint{Kind: CheckpointSelective}, nil
+	}
+	if k, ok := strings.CutPrefix(s, "every:"); ok {
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 1 {
+			return Checkpoint{}, fmt.Errorf("model: bad checkpoint policy %q: K must be a positive integer (valid: %s)", s, CheckpointPolicies)
+		}
+		return Checkpoint{Kind: CheckpointEvery, Every: n}, nil
+	}
+	return Checkpoint{}, fmt.Errorf("model: unknown checkpoint policy %q (valid: %s)", s, CheckpointPolicies)
+}
+
+func (c Checkpoint) String() string {
+	switch c.Kind {
+	case CheckpointNone:
+		return "none"
+	case CheckpointFull:
+		return "full"
+	case CheckpointEvery:
+		return fmt.Sprintf("every:%d", c.Every)
+	case CheckpointSqrt:
+		return "sqrt"
+	case CheckpointSelective:
+		return "selective"
+	}
+	return fmt.Sprintf("Checkpoint(%d)", c.Kind)
+}
+
+// Segment is the layers per recomputed segment for layers layers: 1 for
+// full, K for every:K (at most layers), ceil(sqrt(layers)) for sqrt, and 0
+// for none and selective, which recompute no whole layer.
+func (c Checkpoint) Segment(layers int) int {
+	switch c.Kind {
+	case CheckpointFull:
+		return 1
+	case CheckpointEvery:
+		return min(c.Every, layers)
+	case CheckpointSqrt:
+		k := int(math.Ceil(math.Sqrt(float64(layers))))
+		for k > 1 && (k-1)*(k-1) >= layers { // guard float rounding
+			k--
+		}
+		for k*k < layers {
+			k++
+		}
+		return k
+	}
+	return 0
+}
+
+// Setup is a model and a training setup, seen from one rank.
+type Setup struct {
+	// Model is the shape. A zero Model (Layers 0) with Params > 0 is a
+	// parameter-only setup: model states, no activations.
+	Model  Config
+	Params int64 // Φ of a parameter-only setup; ignored when Model has a shape
+
+	Batch int // micro-batch per rank, b
+	Seq   int // sequence length, s (at most Model.Context)
+
+	Precision  Precision
+	Optimizer  Optimizer
+	Checkpoint Checkpoint
+
+	Ranks int // data-parallel ranks N; ZeRO shards over them (1: no data parallelism)
+	ZeRO  int // ZeRO stage 0 (plain data parallel) to 3
+	TP    int // tensor-parallel ranks t (Megatron-LM); must divide the heads
+	PP    int // pipeline stages P (1F1B schedule); must divide the layers
+	// SequenceParallel splits the layer norms' and dropouts' activations
+	// over the tensor-parallel ranks too (Korthikanti et al. Section 4.2.2).
+	SequenceParallel bool
+}
+
+// ParamsOnly reports whether s has no model shape, only a parameter count.
+func (s Setup) ParamsOnly() bool { return s.Model.Layers == 0 && s.Params > 0 }
+
+// Validate checks every field and names the bad value and what is valid.
+func (s Setup) Validate() error {
+	if !s.ParamsOnly() {
+		if err := s.Model.Validate(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case s.Ranks < 1:
+		return fmt.Errorf("model: ranks %d: must be a positive integer", s.Ranks)
+	case s.ZeRO < 0 || s.ZeRO > 3:
+		return fmt.Errorf("model: ZeRO stage %d (valid: 0, 1, 2, 3)", s.ZeRO)
+	case s.TP < 1:
+		return fmt.Errorf("model: tensor-parallel ranks %d: must be a positive integer", s.TP)
+	case s.PP < 1:
+		return fmt.Errorf("model: pipeline stages %d: must be a positive integer", s.PP)
+	case int(s.Precision) >= len(precisionNames):
+		return fmt.Errorf("model: unknown precision %v (valid: %s)", s.Precision, strings.Join(precisionNames, ", "))
+	case int(s.Optimizer) >= len(optimizerNames):
+		return fmt.Errorf("model: unknown optimizer %v (valid: %s)", s.Optimizer, strings.Join(optimizerNames, ", "))
+	}
+	if s.ParamsOnly() {
+		if s.TP != 1 || s.PP != 1 {
+			return errors.New("model: tensor and pipeline parallelism need a model shape (a preset or layers, hidden, heads), not only a parameter count")
+		}
+		return nil
+	}
+	m := s.Model
+	switch {
+	case s.Batch < 1:
+		return fmt.Errorf("model: batch %d: must be a positive integer", s.Batch)
+	case s.Seq < 1 || s.Seq > m.Context:
+		return fmt.Errorf("model: sequence length %d (valid: 1 to the context, %d)", s.Seq, m.Context)
+	case m.Heads%s.TP != 0:
+		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d heads (valid: %s)", s.TP, m.Heads, divisors(m.Heads))
+	case m.Layers%s.PP != 0:
+		return fmt.Errorf("model: pipeline stages %d do not divide the %d layers (valid: %s)", s.PP, m.Layers, divisors(m.Layers))
+	}
+	c := s.Checkpoint
+	switch c.Kind {
+	case CheckpointNone, CheckpointFull, CheckpointSqrt, CheckpointSelective:
+	case CheckpointEvery:
+		if c.Every < 1 || c.Every > m.Layers {
+			return fmt.Errorf("model: checkpoint every:%d (valid: every:K with K from 1 to the %d layers)", c.Every, m.Layers)
+		}
+	default:
+		return fmt.Errorf("model: unknown checkpoint policy %v (valid: %s)", c, CheckpointPolicies)
+	}
+	return nil
+}
+
+func divisors(n int) string {
+	var ds []string
+	for d := 1; d <= n && len(ds) < 12; d++ {
+		if n%d == 0 {
+			ds = append(ds, strconv.Itoa(d))
+		}
+	}
+	return strings.Join(ds, ", ")
+}
+
+// Term is one named share of a total, in bytes.
+type Term struct {
+	Name  string
+	Bytes int64
+}
+
+// Activations is one formula's activation bytes on the reported rank, for
+// the setup's checkpoint policy, split into terms that sum to Total.
+type Activations struct {
+	Formula string
+	Source  string
+	Terms   []Term
+	Total   int64
+}
+
+// Comm is the data-parallel communication of one rank in one step.
+type Comm struct {
+	// Collective names the collectives: "all-reduce" (plain data parallel),
+	// "reduce-scatter + all-gather" (ZeRO-1/2), "all-gather ×2 +
+	// reduce-scatter" (ZeRO-3), or "none" (one rank).
+	Collective string
+	// Elements is the ZeRO paper's volume (Section 7): 2Φ for data parallel
+	// and ZeRO-1/2, 3Φ for ZeRO-3, Φ the rank's parameters.
+	Elements int64
+	// Bytes is Elements in the gradient dtype.
+	Bytes int64
+	// RingBytes is what a ring implementation sends: each of the 2 (or 3)
+	// passes sends N-1 of the N equal shards, ceil(Φ/N) elements each, so
+	// about 2(N-1)/N·Φ elements.
+	RingBytes int64
+	DType     string
+}
+
+// Recompute is the checkpoint policy's compute price for one micro-batch
+// of the whole model (not only one rank), in FLOPs.
+type Recompute struct {
+	Forward   float64 // F = L·(24·b·s·h² + 4·b·s²·h) + 2·b·s·h·V
+	Step      float64 // 3F: forward, and a backward of twice the forward
+	Recompute float64 // extra forward work of the policy
+	Fraction  float64 // Recompute / Step
+}
+
+// Estimate is the closed-form memory of one rank: the rank the setup loads
+// most (with pipeline stages, the stage with the largest total).
+type Estimate struct {
+	Setup Setup
+	// Params is Φ, the whole model's parameters.
+	Params int64
+	// RankParams is the parameters the reported rank holds before ZeRO
+	// sharding: its pipeline stage's share, split over tensor-parallel ranks.
+	RankParams int64
+	// Stage is the reported pipeline stage (0 is the first).
+	Stage int
+	// States are the model states of the rank.
+	States States
+	// Gathered is the ZeRO-3 working copy of the largest unit the rank
+	// gathers at once (embeddings, one block, or the head), in the working
+	// dtype; 0 below stage 3 and for parameter-only setups.
+	Gathered int64
+	// Activations has one entry per formula, in Formulas order; empty for a
+	// parameter-only setup.
+	Activations []Activations
+	Comm        Comm
+	Recompute   Recompute
+}
+
+// ActivationBytes is one formula's activation total (0 when absent).
+func (e Estimate) ActivationBytes(formula string) int64 {
+	for _, a := range e.Activations {
+		if a.Formula == formula {
+			return a.Total
+		}
+	}
+	return 0
+}
+
+// Total is the rank's bytes with the given activation formula: model
+// states, the ZeRO-3 gathered copy and activations.
+func (e Estimate) Total(formula string) int64 {
+	return e.States.Total() + e.Gathered + e.ActivationBytes(formula)
+}
+
+// ErrOverflow is returned when a figure would not fit in int64 bytes.
+var ErrOverflow = errors.New("model: sizes too large: the estimate exceeds 2^63-1 bytes")
+
+// Estimate computes the closed-form memory of the setup. The reported rank
+// is the one with the largest total by the korthikanti formula.
+func (s Setup) Estimate() (Estimate, error) { return s.EstimateBy(Korthikanti) }
+
+// EstimateBy is Estimate with the formula that picks the reported pipeline
+// stage (the stage whose total by that formula is largest).
+func (s Setup) EstimateBy(formula string) (Estimate, error) {
+	if _, err := ParseFormula(formula); err != nil {
+		return Estimate{}, err
+	}
+	if err := s.Validate(); err != nil {
+		return Estimate{}, err
+	}
+	if s.ParamsOnly() {
+		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params}
+		var err error
+		if e.States, err = ZeROStates(s.Params, s.Precision, s.Optimizer, s.Ranks, s.ZeRO); err != nil {
+			return Estimate{}, err
+		}
+		e.Comm, err = dataParallelComm(s.Params, s)
+		return e, err
+	}
+	var best Estimate
+	// The first stage holds the embeddings and P micro-batches in flight;
+	// middle stages hold the same blocks with fewer in flight and no
+	// embeddings, so the heaviest stage is the first or the last.
+	stages := []int{0}
+	if s.PP > 1 {
+		stages = append(stages, s.PP-1)
+	}
+	for i, st := range stages {
+		e, err := s.estimateStage(st)
+		if err != nil {
+			return Estimate{}, err
+		}
+		if i == 0 || e.Total(formula) > best.Total(formula) {
+			best = e
+		}
+	}
+	return best, nil
+}
+
+func (s Setup) estimateStage(stage int) (Estimate, error) {
+	m := s.Model
+	e := Estimate{Setup: s, Params: m.NumParams(), Stage: stage}
+	var c calc
+	e.RankParams = s.stageParams(stage, &c)
+	if err := c.err(); err != nil {
+		return Estimate{}, err
+	}
+	var err error
+	if e.States, err = ZeROStates(e.RankParams, s.Precision, s.Optimizer, s.Ranks, s.ZeRO); err != nil {
+		return Estimate{}, err
+	}
+	if s.ZeRO == 3 && s.Ranks > 1 {
+		e.Gathered = c.mul(s.largestUnit(stage, &c), s.Precision.Size())
+	}
+	e.Activations = []Activations{s.zeroPaper(stage, &c), s.korthikanti(stage, &c)}
+	c.add(e.States.Total(), e.Gathered, e.Activations[0].Total, e.Activations[1].Total)
+	if err := c.err(); err != nil {
+		return Estimate{}, err
+	}
+	if e.Comm, err = dataParallelComm(e.RankParams, s); err != nil {
+		return Estimate{}, err
+	}
+	e.Recompute = s.recompute()
+	return e, nil
+}
+
+// stageParams counts the parameters one tensor-parallel rank of a pipeline
+// stage holds. Megatron-LM's split (Shoeybi et al. 2019, Section 3): qkv
+// and fc are split by columns (weights and biases), the attention and MLP
+// projections by rows (their biases replicated), layer norms replicated:
+// 12h²/t + 7h/t + 6h a block. The token embedding is split over the
+// vocabulary (ceil(V/t) rows on the largest rank), positions replicated.
+// The first stage holds the embeddings, the last the final layer norm and
+// the head: with a tied head the last stage keeps its own copy of wte, as
+// Megatron-LM does when P > 1.
+func (s Setup) stageParams(stage int, c *calc) int64 {
+	m := s.Model
+	h, t := int64(m.Hidden), int64(s.TP)
+	block := c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h))
+	n := c.mul(int64(m.Layers/s.PP), block)
+	vocabRows := c.mul(ceilDiv(int64(m.Vocab), t), h)
+	first, last := stage == 0, stage == s.PP-1
+	if first {
+		n = c.add(n, vocabRows, c.mul(int64(m.Context), h))
+	}
+	if last {
+		n = c.add(n, c.mul(2, h))
+		if m.Untied || !first {
+			n = c.add(n, vocabRows)
+		}
+	}
+	return n
+}
+
+// largestUnit is the largest set of parameters ZeRO-3 gathers at once on a
+// stage, as trainmem's schedule gathers them: the embeddings (wte and wpe),
+// one block, or the final layer norm with the head. This term is trainmem's,
+// not the ZeRO paper's (Table 1 counts model states only).
+func (s Setup) largestUnit(stage int, c *calc) int64 {
+	m := s.Model
+	h, t := int64(m.Hidden), int64(s.TP)
+	unit := c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h))
+	vocabRows := c.mul(ceilDiv(int64(m.Vocab), t), h)
+	if stage == 0 {
+		unit = max(unit, c.add(vocabRows, c.mul(int64(m.Context), h)))
+	}
+	if stage == s.PP-1 && (m.Untied || stage != 0) {
+		unit = max(unit, c.add(vocabRows, c.mul(2, h)))
+	}
+	return unit
+}
+
+// inFlight is the micro-batches whose activations a stage holds at once
+// under the 1F1B schedule (Narayanan et al. 2021, Section 2.2): P on the
+// first stage, one fewer on each next one.
+func (s Setup) inFlight(stage int) int64 { return int64(s.PP - stage) }
+
+// LayerActivations is one transformer layer's stored activations in bytes,
+// split as Korthikanti et al. 2022, Section 4.1: attention 11·sbh and
+// Scores 5·a·s²·b (together the paper's attention block), MLP 19·sbh, the
+// two layer norms 4·sbh; 34·sbh + 5·a·s²·b in all, with 16-bit values and
+// 1-byte dropout masks.
+type LayerActivations struct {
+	Attention  int64 // the qkv input, q, k, v, the projection input, the dropout mask
+	Scores     int64 // softmax output, its dropout mask and output: the a·s²·b terms
+	MLP        int64 // fc input, GELU input, projection input, dropout mask
+	LayerNorms int64 // the two layer norms' inputs
+}
+
+// Total is the layer's sum.
+func (l LayerActivations) Total() int64 { return l.Attention + l.Scores + l.MLP + l.LayerNorms }
+
+// KorthikantiLayer is one layer's activation bytes after Korthikanti et al.
+// 2022 (Section 4.1 Eq. 1 and Table 2), for e-byte stored values (2 in the
+// paper, 4 for fp32 training), t tensor-parallel ranks, with or without
+// sequence parallelism. The paper's bytes split into values and 1-byte
+// dropout masks: values 16·sbh + 2·a·s²·b elements of e bytes, masks
+// 2·sbh + a·s²·b bytes, so e = 2 gives sbh·(34 + 5as/h). Under tensor
+// parallelism the qkv input, the fc input, both layer norms' inputs and both
+// dropout masks (the paper's 10·sbh) stay whole on every rank, the rest is
+// split t ways: sbh·(10 + 24/t + 5as/(ht)) (Eq. 2); sequence parallelism
+// splits the 10·sbh too: sbh·(34 + 5as/h)/t (Eq. 4). t must divide a and h.
+func KorthikantiLayer(s, b, h, a, e, t int64, sequenceParallel bool) (LayerActivations, error) {
+	if s < 1 || b < 1 || h < 1 || a < 1 || e < 1 || t < 1 || a%t != 0 || h%t != 0 {
+		return LayerActivations{}, fmt.Errorf("model: Korthikanti layer s=%d b=%d h=%d a=%d e=%d t=%d: sizes must be positive and t must divide a and h", s, b, h, a, e, t)
+	}
+	var c calc
+	l := korthikantiLayer(s, b, h, a, e, t, sequenceParallel, &c)
+	return l, c.err()
+}
+
+func korthikantiLayer(s, b, h, a, e, t int64, sp bool, c *calc) LayerActivations {
+	sbh := c.mul(s, b, h)
+	sbhT := c.mul(s, b, h/t)             // sbh/t, exact: t divides h
+	scores := c.mul(a/t, s, s, b)        // a·s²·b/t, exact: t divides a
+	whole := func() int64 { return sbh } // a replicated [s, b, h] tensor
+	if sp {
+		whole = func() int64 { return sbhT } // sequence parallel: split along s
+	}
+	return LayerActivations{
+		// qkv input (e) + dropout mask (1), whole; q, k, v and the
+		// projection input (4e), split.
+		Attention: c.add(c.mul(e+1, whole()), c.mul(4*e, sbhT)),
+		// softmax output and dropout output (2e) + dropout mask (1).
+		Scores: c.mul(2*e+1, scores),
+		// fc input (e) + dropout mask (1), whole; GELU input and projection
+		// input, each 4h wide (8e), split.
+		MLP: c.add(c.mul(e+1, whole()), c.mul(8*e, sbhT)),
+		// two layer-norm inputs.
+		LayerNorms: c.mul(2*e, whole()),
+	}
+}
+
+// ZeROPaperLayer is one layer's activation bytes by the ZeRO paper (Section
+// 3.2): 12·h·b·s values of e bytes.
+func ZeROPaperLayer(s, b, h, e int64) (int64, error) {
+	var c calc
+	n := c.mul(12, h, b, s, e)
+	return n, c.err()
+}
+
+// zeroPaper is the ZeRO paper's count for a stage: 12·h·b·s values a layer,
+// for every layer of every micro-batch in flight. The paper has no
+// tensor-parallel split and no attention-score term, so --tp leaves it whole
+// and selective checkpointing leaves it as it is. Checkpointing keeps one
+// h·b·s value a checkpointed layer plus the segment being recomputed.
+func (s Setup) zeroPaper(stage int, c *calc) Activations {
+	m := s.Model
+	sz, bz, hz, e := int64(s.Seq), int64(s.Batch), int64(m.Hidden), s.Precision.Size()
+	layer := c.mul(12, hz, bz, sz, e)
+	input := c.mul(hz, bz, sz, e)
+	act := Activations{Formula: ZeROPaper, Source: FormulaSource(ZeROPaper)}
+	L := int64(m.Layers / s.PP)
+	f := s.inFlight(stage)
+	if k := int64(s.Checkpoint.Segment(m.Layers / s.PP)); k > 0 {
+		act.Terms = []Term{
+			{"checkpoints", c.mul(f, ceilDiv(L, k), input)},
+			{"recompute_segment", c.mul(k, layer)},
+		}
+	} else {
+		act.Terms = []Term{{"layers", c.mul(f, L, layer)}}
+	}
+	act.Total = sumTerms(act.Terms, c)
+	return act
+}
+
+// korthikanti is Korthikanti et al.'s count for a stage: per layer
+// KorthikantiLayer for every layer of every micro-batch in flight, then the
+// terms of Section 4.3. Those are quoted from the paper as reproduced in
+// secondary sources (the expression after Eq. 5, sbhL/t·(p/L + δ_{p=1}·4/L·
+// (1 + v/h))); trainmem's copy of the paper was not at hand to check the
+// equation number, so the code cites the section only:
+//   - the input embedding's dropout mask, sbh·p/t bytes on the first stage
+//     (p micro-batches in flight; 1 byte each; /t with sequence parallelism,
+//     which the paper assumes; whole without it);
+//   - the final layer norm's input, 2sbh/t, and the output projection's
+//     input, 2sbh/t (here e·sbh each, whole without sequence parallelism);
+//   - the cross-entropy's fp32 logits, 4sbv/t (vocabulary-parallel: ceil(v/t)
+//     columns on the largest rank).
+//
+// The paper counts the output terms only when p = 1, because it reports the
+// first stage; trainmem puts them on the last stage (one micro-batch in
+// flight there) and reports whichever stage is heavier.
+//
+// Checkpoint policies (the paper's Table 2 and Section 5): selective drops
+// the a·s²·b terms and recomputes one layer's at a time (that layer's
+// Scores are the working set); full keeps each layer's input (e·sbh a
+// layer: the paper's 2sbh) plus one layer recomputed at a time; every:K and
+// sqrt keep one input every K layers plus a K-layer segment.
+func (s Setup) korthikanti(stage int, c *calc) Activations {
+	m := s.Model
+	sz, bz, hz, az := int64(s.Seq), int64(s.Batch), int64(m.Hidden), int64(m.Heads)
+	e, t := s.Precision.Size(), int64(s.TP)
+	sp := s.SequenceParallel && t > 1
+	layer := korthikantiLayer(sz, bz, hz, az, e, t, sp, c)
+	whole := c.mul(sz, bz, hz) // a [s, b, h] tensor on one rank, in elements
+	if sp {
+		whole = c.mul(sz, bz, hz/t)
+	}
+	L := int64(m.Layers / s.PP)
+	f := s.inFlight(stage)
+	act := Activations{Formula: Korthikanti, Source: FormulaSource(Korthikanti)}
+	switch s.Checkpoint.Kind {
+	case CheckpointNone:
+		n := c.mul(f, L)
+		act.Terms = []Term{
+			{"attention", c.mul(n, layer.Attention)},
+			{"attention_scores", c.mul(n, layer.Scores)},
+			{"mlp", c.mul(n, layer.MLP)},
+			{"layer_norms", c.mul(n, layer.LayerNorms)},
+		}
+	case CheckpointSelective:
+		n := c.mul(f, L)
+		act.Terms = []Term{
+			{"attention", c.mul(n, layer.Attention)},
+			{"mlp", c.mul(n, layer.MLP)},
+			{"layer_norms", c.mul(n, layer.LayerNorms)},
+			{"recompute_scores", layer.Scores},
+		}
+	default:
+		k := int64(s.Checkpoint.Segment(m.Layers / s.PP))
+		act.Terms = []Term{
+			{"checkpoints", c.mul(f, ceilDiv(L, k), e, whole)},
+			{"recompute_segment", c.mul(k, layer.Total())},
+		}
+	}
+	if stage == 0 {
+		act.Terms = append(act.Terms, Term{"embedding_dropout", c.mul(f, whole)})
+	}
+	if stage == s.PP-1 {
+		act.Terms = append(act.Terms,
+			Term{"final_layer_norm", c.mul(e, whole)},
+			Term{"output_projection", c.mul(e, whole)},
+			Term{"logits", c.mul(4, sz, bz, ceilDiv(int64(m.Vocab), t))},
+		)
+	}
+	act.Total = sumTerms(act.Terms, c)
+	return act
+}
+
+// recompute is the compute price of the checkpoint policy, after the FLOP
+// count of Narayanan et al. 2021 (Section 5.1) and Korthikanti et al. 2022
+// (Appendix A): a forward pass F = L·(24·b·s·h² + 4·b·s²·h) + 2·b·s·h·V
+// (matrix multiplies only), a step 3F. Full, every:K and sqrt recompute
+// every layer's forward once (not the logits): a bit under a third more;
+// selective recomputes only the attention-score products, L·4·b·s²·h.
+func (s Setup) recompute() Recompute {
+	m := s.Model
+	b, sq, h, v, L := float64(s.Batch), float64(s.Seq), float64(m.Hidden), float64(m.Vocab), float64(m.Layers)
+	layers := L * (24*b*sq*h*h + 4*b*sq*sq*h)
+	r := Recompute{Forward: layers + 2*b*sq*h*v}
+	r.Step = 3 * r.Forward
+	switch s.Checkpoint.Kind {
+	case CheckpointFull, CheckpointEvery, CheckpointSqrt:
+		r.Recompute = layers
+	case CheckpointSelective:
+		r.Recompute = L * 4 * b * sq * sq * h
+	}
+	r.Fraction = r.Recompute / r.Step
+	return r
+}
+
+// dataParallelComm is the per-step data-parallel traffic of one rank
+// holding phi parameters (ZeRO paper Section 7): all-reduce of the
+// gradients for plain data parallelism, 2Φ; reduce-scatter of the gradients
+// and all-gather of the updated weights for ZeRO-1 and -2, 2Φ; for ZeRO-3
+// an all-gather of the weights in forward and again in backward plus the
+// reduce-scatter, 3Φ. Gradients and weights travel in the working dtype.
+func dataParallelComm(phi int64, s Setup) (Comm, error) {
+	cm := Comm{Collective: "none", DType: s.Precision.String()}
+	if s.Precision == FP32 {
+		cm.DType = "fp32"
+	}
+	if s.Ranks == 1 {
+		return cm, nil
+	}
+	var c calc
+	passes := int64(2)
+	switch s.ZeRO {
+	case 0:
+		cm.Collective = "all-reduce (gradients)"
+	case 1, 2:
+		cm.Collective = "reduce-scatter (gradients) + all-gather (weights)"
+	case 3:
+		cm.Collective = "all-gather (weights, forward) + all-gather (weights, backward) + reduce-scatter (gradients)"
+		passes = 3
+	}
+	n := int64(s.Ranks)
+	w := s.Precision.Size()
+	cm.Elements = c.mul(passes, phi)
+	cm.Bytes = c.mul(cm.Elements, w)
+	cm.RingBytes = c.mul(passes, n-1, ceilDiv(phi, n), w)
+	return cm, c.err()
+}
+
+func sumTerms(ts []Term, c *calc) int64 {
+	var sum int64
+	for _, t := range ts {
+		sum = c.add(sum, t.Bytes)
+	}
+	return sum
+}
+
+// ceilDiv is ceil(a/b) for a ≥ 0, b ≥ 1, without overflow near 2^63.
+func ceilDiv(a, b int64) int64 {
+	if a == 0 {
+		return 0
+	}
+	return (a-1)/b + 1
+}
+
+// calc multiplies and adds non-negative int64s and remembers an overflow,
+// so that a formula reads as the formula and still never wraps around.
+type calc struct{ overflow bool }
+
+func (c *calc) mul(xs ...int64) int64 {
+	p := int64(1)
+	for _, x := range xs {
+		if x != 0 && p > math.MaxInt64/x {
+			c.overflow = true
+			return 0
+		}
+		p *= x
+	}
+	return p
+}
+
+func (c *calc) add(xs ...int64) int64 {
+	var s int64
+	for _, x := range xs {
+		if s > math.MaxInt64-x {
+			c.overflow = true
+			return 0
+		}
+		s += x
+	}
+	return s
+}
+
+func (c *calc) err() error {
+	if c.overflow {
+		return ErrOverflow
+	}
+	return nil
+}
