@@ -192,13 +192,15 @@ func compile(gr *model.Graph, prec Precision, pol CheckpointPolicy) (*Schedule, 
 		if !ok || sg < 0 || !usedByBackward(n) {
 			continue
 		}
+		// A value a later segment reads is that segment's checkpoint. (A
+		// selective segment is one node, read only by the rest of its block.)
 		crosses := false
 		for _, c := range consumers[n] {
 			if !backward[c] && seg[c] != sg {
 				crosses = true
 			}
 		}
-		if !crosses {
+		if pol.Selective || !crosses {
 			dropped[n] = true
 			s.Dropped = append(s.Dropped, n)
 		}
