@@ -1,0 +1,69 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+)
+
+// virtualBase is where the shape device's address space starts: 1 TiB on
+// 64-bit machines, far from zero so that a stray zero address stands out.
+const virtualBase uintptr = 1 << (bits.UintSize - 24)
+
+// virtualSpace is the shape device's SegmentSource: segments are address
+// ranges with nothing behind them, taken from a bump pointer and never
+// reused, and a segment fails when it would take the reserved bytes past
+// the capacity, as cudaMalloc fails on a card of that size.
+type virtualSpace struct {
+	mu       sync.Mutex
+	capacity int64 // 0: unlimited
+	reserved int64
+	next     uintptr
+	live     map[uintptr]int64
+}
+
+func newVirtualSpace(capacity int64) *virtualSpace {
+	return &virtualSpace{capacity: capacity, next: virtualBase, live: make(map[uintptr]int64)}
+}
+
+func (v *virtualSpace) AllocSegment(size int64) (Segment, error) {
+	if size <= 0 {
+		return Segment{}, fmt.Errorf("cuda: shape: segment of %d bytes", size)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.capacity > 0 && v.reserved+size > v.capacity {
+		return Segment{}, fmt.Errorf("%w: a segment of %s does not fit (%s of %s reserved)",
+			ErrNoMemory, FormatBytes(size), FormatBytes(v.reserved), FormatBytes(v.capacity))
+	}
+	s := Segment{Base: v.next, Size: size}
+	// Keep segments aligned to 2 MiB, as the CUDA driver does.
+	v.next += uintptr((size + RoundLarge - 1) / RoundLarge * RoundLarge)
+	v.reserved += size
+	v.live[s.Base] = size
+	return s, nil
+}
+
+func (v *virtualSpace) FreeSegment(s Segment) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if n, ok := v.live[s.Base]; !ok || n != s.Size {
+		return fmt.Errorf("cuda: shape: freeing unknown segment %#x (%d bytes)", s.Base, s.Size)
+	}
+	delete(v.live, s.Base)
+	v.reserved -= s.Size
+	return nil
+}
+
+// MemInfo reports capacity minus reserved and the capacity; an unlimited
+// space reports a total of math.MaxInt64.
+func (v *virtualSpace) MemInfo() (free, total int64, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	total = v.capacity
+	if total == 0 {
+		total = math.MaxInt64
+	}
+	return total - v.reserved, total, nil
+}
