@@ -258,10 +258,12 @@ func compile(gr *model.Graph, prec Precision, pol CheckpointPolicy) (*Schedule, 
 			s.Loss = live[n]
 		}
 	}
-	// Dropped values are gone after the forward pass (their slots die at
-	// their last forward use).
-	for n := range dropped {
-		delete(live, n)
+	// After the forward pass only the kept activations remain: temporaries
+	// and dropped values died at their last forward use.
+	for _, n := range nodes {
+		if n.Op() != nil && !backward[n] && (dropped[n] || !usedByBackward(n)) {
+			delete(live, n)
+		}
 	}
 
 	// Backward, recomputing a segment before its first use.

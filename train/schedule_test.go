@@ -43,8 +43,13 @@ func TestScheduleLiveness(t *testing.T) {
 				live[i] = sl.Persistent
 			}
 			computed := map[string]int{}
+			phaseOf := map[int]Phase{}
 			for i, in := range s.Instrs {
+				phaseOf[in.Out] = in.Phase
 				for _, a := range in.Args {
+					if p, ok := phaseOf[a]; ok && p == Forward && s.Slots[a].Cat.String() == "temporaries" && in.Phase != Forward {
+						t.Fatalf("instr %d (%s %s) reads the forward temporary %s", i, in.Phase, in.Node.Name(), s.Slots[a].Node.Name())
+					}
 					if !live[a] && !s.Slots[a].Input {
 						t.Fatalf("instr %d (%s %s) reads slot %d (%s), not live", i, in.Phase, in.Node.Name(), a, s.Slots[a].Node.Name())
 					}
