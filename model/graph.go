@@ -1,0 +1,264 @@
+package model
+
+// The GPT-2 training graph built from trainmem's own ops (ops.go): forward
+// pass, loss, and the backward graph from gorgonia's symbolic
+// differentiation. Build binds no values: the graph is a description for
+// trainmem's executor, so gpt2-xl at any batch builds in milliseconds without
+// allocating a tensor.
+
+import (
+	"fmt"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Graph is one GPT-2 training step as a gorgonia expression graph.
+type Graph struct {
+	Config Config
+	B, T   int          // batch and sequence length; N = B·T rows
+	Dtype  tensor.Dtype // Float32 or Float64: the dtype of every float node
+
+	G *G.ExprGraph
+
+	Tokens  *G.Node // input token ids, Int32 (B·T), row-major (b, t)
+	Targets *G.Node // next-token targets, Int32 (B·T)
+	// DLoss is the seed of the backward pass, a scalar input: the gradient
+	// of the loss, which the executor binds to the loss scale (1 without
+	// loss scaling).
+	DLoss *G.Node
+	// Params are the parameter input nodes, one per row of Config.Params(),
+	// in table order, named and shaped as the table.
+	Params []*G.Node
+	Loss   *G.Node // the mean cross-entropy, a scalar of Dtype
+	// Grads[i] is the gradient node of Params[i] (the same shape).
+	Grads []*G.Node
+	// Layer maps every forward op node (not the inputs, not the backward
+	// nodes) to the forward layer it belongs to: EmbeddingLayer for the
+	// embedding, 0..L-1 for the transformer blocks, HeadLayer(L) for the
+	// final layer norm, the logits and the loss.
+	Layer map[*G.Node]int
+}
+
+// EmbeddingLayer is the forward layer of the embedding in Graph.Layer.
+const EmbeddingLayer = -1
+
+// HeadLayer is the forward layer of the final layer norm, the logits and the
+// loss in Graph.Layer: the number of blocks, L.
+func (c Config) HeadLayer() int { return c.Layers }
+
+// LayerOf returns the forward layer of n, and false when n is not a forward
+// op node of g.
+func (g *Graph) LayerOf(n *G.Node) (int, bool) {
+	l, ok := g.Layer[n]
+	return l, ok
+}
+
+// Build makes the training graph of cfg for a batch of B sequences of T
+// tokens (T ≤ cfg.Context) with float nodes of dtype dt (tensor.Float32 or
+// tensor.Float64).
+//
+// The forward pass is GPT-2's pre-LN transformer: x = wte[tokens] + wpe; per
+// block x += attn.proj(attention(attn.qkv(ln1(x)))), x += mlp.proj(gelu(
+// mlp.fc(ln2(x)))); then lnf, logits = lnf·wteᵀ (or lm_head.wᵀ when untied),
+// loss = mean cross-entropy. The backward graph comes from
+// gorgonia.Backpropagate seeded with DLoss, so it holds only trainmem's ops
+// and gorgonia's "+" where gradients of a value with several consumers
+// accumulate (see IsGradAccumulation); Build checks that.
+func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if B <= 0 || T <= 0 {
+		return nil, fmt.Errorf("model: batch %d and sequence length %d must be positive", B, T)
+	}
+	if T > cfg.Context {
+		return nil, fmt.Errorf("model: sequence length %d exceeds %s's context of %d positions (valid: 1..%d)", T, cfg.Name, cfg.Context, cfg.Context)
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("model: graph dtype %v is not supported (valid: float32, float64)", dt)
+	}
+	if int64(B)*int64(T) > 1<<31-1 {
+		return nil, fmt.Errorf("model: batch×sequence %d×%d exceeds 2³¹-1 rows", B, T)
+	}
+
+	b := &builder{
+		gr:   &Graph{Config: cfg, B: B, T: T, Dtype: dt, G: G.NewGraph(), Layer: map[*G.Node]int{}},
+		seen: map[*G.Node]bool{},
+	}
+	gr, g := b.gr, b.gr.G
+	N, C, V, L := B*T, cfg.Hidden, cfg.Vocab, cfg.Layers
+
+	gr.Tokens = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("tokens"))
+	gr.Targets = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("targets"))
+	gr.DLoss = G.NewScalar(g, dt, G.WithName("dloss"))
+	table := cfg.Params()
+	byName := make(map[string]*G.Node, len(table))
+	for _, p := range table {
+		n := G.NewTensor(g, dt, len(p.Shape), G.WithShape(p.Shape...), G.WithName(p.Name))
+		gr.Params = append(gr.Params, n)
+		byName[p.Name] = n
+	}
+	P := func(name string) *G.Node { return byName[name] }
+
+	// Embedding.
+	b.layer = EmbeddingLayer
+	x := b.apply("embed", &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context}, gr.Tokens, P("wte"), P("wpe"))
+
+	layerNorm := func(name string, x *G.Node, w, bias *G.Node) *G.Node {
+		stats := b.apply(name+".stats", &LNStatsOp{N: N, C: C, Eps: LayerNormEps}, x)
+		return b.apply(name, &LayerNormOp{N: N, C: C}, x, stats, w, bias)
+	}
+	linear := func(name string, x *G.Node, in, out int, w, bias *G.Node) *G.Node {
+		if bias == nil {
+			return b.apply(name, &LinearOp{N: N, In: in, Out: out}, x, w)
+		}
+		return b.apply(name, &LinearOp{N: N, In: in, Out: out, Bias: true}, x, w, bias)
+	}
+
+	for l := 0; l < L; l++ {
+		b.layer = l
+		p := fmt.Sprintf("h%d.", l)
+		h := layerNorm(p+"ln1", x, P(p+"ln1.w"), P(p+"ln1.b"))
+		qkv := linear(p+"attn.qkv", h, C, 3*C, P(p+"attn.qkv.w"), P(p+"attn.qkv.b"))
+		probs := b.apply(p+"attn.probs", &AttnProbsOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv)
+		att := b.apply(p+"attn.out", &AttnOutOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv, probs)
+		proj := linear(p+"attn.proj", att, C, C, P(p+"attn.proj.w"), P(p+"attn.proj.b"))
+		x = b.apply(p+"res1", &AddOp{N: N, C: C}, x, proj)
+
+		h = layerNorm(p+"ln2", x, P(p+"ln2.w"), P(p+"ln2.b"))
+		fc := linear(p+"mlp.fc", h, C, 4*C, P(p+"mlp.fc.w"), P(p+"mlp.fc.b"))
+		gelu := b.apply(p+"mlp.gelu", &GELUOp{N: N, C: 4 * C}, fc)
+		proj = linear(p+"mlp.proj", gelu, 4*C, C, P(p+"mlp.proj.w"), P(p+"mlp.proj.b"))
+		x = b.apply(p+"res2", &AddOp{N: N, C: C}, x, proj)
+	}
+
+	// Head.
+	b.layer = cfg.HeadLayer()
+	h := layerNorm("lnf", x, P("lnf.w"), P("lnf.b"))
+	head := P("wte")
+	if cfg.Untied {
+		head = P("lm_head.w")
+	}
+	logits := linear("logits", h, C, V, head, nil)
+	gr.Loss = b.apply("loss", &CrossEntropyOp{N: N, V: V}, logits, gr.Targets)
+	if b.err != nil {
+		return nil, b.err
+	}
+
+	grads, err := G.Backpropagate(G.Nodes{gr.Loss}, G.Nodes{gr.DLoss}, G.Nodes(gr.Params))
+	if err != nil {
+		return nil, fmt.Errorf("model: differentiating %s: %w", cfg.Name, err)
+	}
+	if len(grads) != len(gr.Params) {
+		return nil, fmt.Errorf("model: differentiation returned %d gradients for %d parameters", len(grads), len(gr.Params))
+	}
+	for i, d := range grads {
+		if !d.Shape().Eq(gr.Params[i].Shape()) {
+			return nil, fmt.Errorf("model: gradient of %s has shape %v, want %v", table[i].Name, d.Shape(), gr.Params[i].Shape())
+		}
+	}
+	gr.Grads = grads
+	if err := CheckOps(g); err != nil {
+		return nil, err
+	}
+	return gr, nil
+}
+
+// builder applies forward ops, names their nodes and records their layers.
+type builder struct {
+	gr    *Graph
+	layer int
+	seen  map[*G.Node]bool
+	err   error
+}
+
+func (b *builder) apply(name string, op G.Op, children ...*G.Node) *G.Node {
+	if b.err != nil {
+		return nil
+	}
+	n, err := G.ApplyOpWithName(op, name, children...)
+	if err != nil {
+		b.err = fmt.Errorf("model: building %s: %w", name, err)
+		return nil
+	}
+	// gorgonia merges nodes of equal hash without comparing children; two
+	// forward nodes of GPT-2 are never the same computation, so a merge
+	// here is a 32-bit hash collision and the graph would be wrong.
+	if b.seen[n] {
+		b.err = fmt.Errorf("model: building %s: gorgonia merged it with an existing node (a hash collision); the graph would be wrong", name)
+		return nil
+	}
+	b.seen[n] = true
+	b.gr.Layer[n] = b.layer
+	return n
+}
+
+// IsTrainmemOp reports whether op is one of trainmem's own ops (ops.go,
+// ops_backward.go).
+func IsTrainmemOp(op G.Op) bool {
+	switch op.(type) {
+	case *EmbeddingOp, *LNStatsOp, *LayerNormOp, *LinearOp, *AttnProbsOp, *AttnOutOp,
+		*GELUOp, *AddOp, *CrossEntropyOp,
+		*EmbeddingGradTokensOp, *EmbeddingGradPositionsOp, *LayerNormGradXOp, *LayerNormGradWOp,
+		*SumRowsOp, *LinearGradXOp, *LinearGradWOp, *AttnGradOp, *GELUGradOp, *CrossEntropyGradOp:
+		return true
+	}
+	return false
+}
+
+// IsGradAccumulation reports whether op is gorgonia's elementwise "+" that
+// symbolic differentiation inserts (through ReduceAdd) where a value with
+// several consumers sums its gradients. gorgonia does not export the type,
+// so it is recognised by its Go type name and its String ("+ false": the
+// operator and retSame).
+func IsGradAccumulation(op G.Op) bool {
+	return fmt.Sprintf("%T", op) == "gorgonia.elemBinOp" && strings.HasPrefix(op.String(), "+ ")
+}
+
+// CheckOps returns an error naming the first node of g whose op is neither
+// trainmem's nor gorgonia's gradient accumulation "+", nor an input: such a
+// node could not be lowered by trainmem's executor.
+func CheckOps(g *G.ExprGraph) error {
+	for _, n := range g.AllNodes() {
+		if n.Op() == nil { // an input
+			continue
+		}
+		op := n.Op()
+		if IsTrainmemOp(op) || IsGradAccumulation(op) {
+			continue
+		}
+		return fmt.Errorf("model: node %q has op %v (%T), which is neither trainmem's nor gorgonia's gradient \"+\"", n.Name(), op, op)
+	}
+	return nil
+}
+
+// Args returns n's arguments in order (gorgonia keeps them as the node's
+// outgoing edges).
+func Args(n *G.Node) []*G.Node {
+	from := n.Graph().From(n.ID())
+	if from == nil {
+		return nil
+	}
+	args := make([]*G.Node, 0, from.Len())
+	for from.Next() {
+		args = append(args, from.Node().(*G.Node))
+	}
+	return args
+}
+
+// Order returns g's nodes in an order that computes every node after its
+// arguments (inputs first): gorgonia.Sort's order, which puts roots first,
+// reversed.
+func Order(g *G.ExprGraph) ([]*G.Node, error) {
+	sorted, err := G.Sort(g)
+	if err != nil {
+		return nil, fmt.Errorf("model: sorting the graph: %w", err)
+	}
+	order := make([]*G.Node, len(sorted))
+	for i, n := range sorted {
+		order[len(sorted)-1-i] = n
+	}
+	return order, nil
+}

@@ -1,0 +1,48 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+)
+
+// InitStd is the standard deviation of GPT-2's initial embeddings and linear
+// weights (Radford et al. 2019; nanoGPT's _init_weights).
+const InitStd = 0.02
+
+// InitParams returns freshly initialised parameters of cfg, flat in
+// Config.Params() order, with GPT-2's scheme: embeddings and linear weights
+// (the untied head included) drawn from normal(0, 0.02); the residual output
+// projections attn.proj.w and mlp.proj.w from normal(0, 0.02/sqrt(2L)), so
+// that the residual stream's variance does not grow with depth ("we scale the
+// weights of residual layers at initialization by a factor of 1/√N where N
+// is the number of residual layers", Radford et al. 2019, §2.3); biases 0;
+// layer-norm gains 1. The same seed gives the same values, bit for bit: each
+// tensor draws from its own PCG stream, seeded by seed and its index in the
+// table, so a tensor's values do not depend on the tensors before it.
+func InitParams(cfg Config, seed uint64) []float32 {
+	table := cfg.Params()
+	params := make([]float32, cfg.NumParams())
+	residualStd := InitStd / math.Sqrt(2*float64(cfg.Layers))
+	for i, p := range table {
+		dst := params[p.Offset : p.Offset+p.Count]
+		switch {
+		case strings.HasSuffix(p.Name, "ln1.w"), strings.HasSuffix(p.Name, "ln2.w"), p.Name == "lnf.w":
+			for j := range dst {
+				dst[j] = 1
+			}
+		case len(p.Shape) == 1: // biases (layer-norm biases included)
+			// already zero
+		default:
+			std := InitStd
+			if strings.HasSuffix(p.Name, "attn.proj.w") || strings.HasSuffix(p.Name, "mlp.proj.w") {
+				std = residualStd
+			}
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			for j := range dst {
+				dst[j] = float32(rng.NormFloat64() * std)
+			}
+		}
+	}
+	return params
+}

@@ -1,0 +1,342 @@
+package model
+
+// The reference GPT-2: the same model as Build's, written only with
+// gorgonia's built-in ops, differentiated by gorgonia.Grad and run on
+// gorgonia's TapeMachine. It shares nothing with trainmem's ops or executor
+// but the parameter table, so it is the independent check of the executor
+// (loss and every gradient) and the baseline of the speed benchmark. It is an
+// ordinary gorgonia program on purpose: no fused ops, no tricks. It is not fast
+// and allocates fresh values on every step (the TapeMachine does).
+
+import (
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Reference is GPT-2 on gorgonia's TapeMachine for one batch shape.
+type Reference struct {
+	Config Config
+	B, T   int
+	Dtype  tensor.Dtype
+
+	g       *G.ExprGraph
+	tokens  *G.Node // Int (B·T): ByIndices wants tensor.Int indices
+	onehot  *G.Node // (B·T, V): one-hot targets, bound every step
+	params  []*G.Node
+	loss    *G.Node
+	grads   G.Nodes
+	machine G.VM
+}
+
+// NewReference builds the reference graph of cfg for batches of B sequences
+// of T tokens (T ≤ cfg.Context), in dt (tensor.Float32 or tensor.Float64).
+func NewReference(cfg Config, B, T int, dt tensor.Dtype) (r *Reference, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if B <= 0 || T <= 0 {
+		return nil, fmt.Errorf("model: batch %d and sequence length %d must be positive", B, T)
+	}
+	if T > cfg.Context {
+		return nil, fmt.Errorf("model: sequence length %d exceeds %s's context of %d positions (valid: 1..%d)", T, cfg.Name, cfg.Context, cfg.Context)
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("model: reference dtype %v is not supported (valid: float32, float64)", dt)
+	}
+	// gorgonia reports some errors by panicking (NewTapeMachine, shape
+	// mismatches deep inside ops): return them as errors.
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("model: building the reference graph: gorgonia panicked: %v", p)
+		}
+	}()
+	r = &Reference{Config: cfg, B: B, T: T, Dtype: dt, g: G.NewGraph()}
+	if err := r.build(); err != nil {
+		return nil, fmt.Errorf("model: building the reference graph: %w", err)
+	}
+	r.machine = G.NewTapeMachine(r.g)
+	return r, nil
+}
+
+// refBuilder threads the first error through the graph construction so that
+// the model reads as a formula.
+type refBuilder struct {
+	g   *G.ExprGraph
+	dt  tensor.Dtype
+	err error
+}
+
+func (b *refBuilder) do(f func() (*G.Node, error)) *G.Node {
+	if b.err != nil {
+		return nil
+	}
+	n, err := f()
+	if err != nil {
+		b.err = err
+	}
+	return n
+}
+
+// scalar is a constant of the graph's dtype.
+func (b *refBuilder) scalar(v float64) *G.Node {
+	if b.dt == tensor.Float32 {
+		return G.NewConstant(float32(v))
+	}
+	return G.NewConstant(v)
+}
+
+func (r *Reference) build() error {
+	cfg, B, T := r.Config, r.B, r.T
+	N, C, V, NH := B*T, cfg.Hidden, cfg.Vocab, cfg.Heads
+	hs := C / NH
+	b := &refBuilder{g: r.g, dt: r.Dtype}
+	g := r.g
+
+	r.tokens = G.NewVector(g, tensor.Int, G.WithShape(N), G.WithName("tokens"))
+	r.onehot = G.NewMatrix(g, r.Dtype, G.WithShape(N, V), G.WithName("onehot_targets"))
+	byName := map[string]*G.Node{}
+	for _, p := range cfg.Params() {
+		n := G.NewTensor(g, r.Dtype, len(p.Shape), G.WithShape(p.Shape...), G.WithName(p.Name))
+		r.params = append(r.params, n)
+		byName[p.Name] = n
+	}
+	P := func(name string) *G.Node { return byName[name] }
+
+	// Position ids 0..T-1 for each sequence of the batch.
+	pos := make([]int, N)
+	for i := range pos {
+		pos[i] = i % T
+	}
+	posIDs := G.NewConstant(tensor.New(tensor.WithShape(N), tensor.WithBacking(pos)), G.WithName("positions"))
+
+	// Causal mask added to the attention scores: 0 on and below the
+	// diagonal, -1e9 above it (exp underflows to exactly 0).
+	mask := make([]float64, B*NH*T*T)
+	for i := range mask {
+		t, s := (i/T)%T, i%T
+		if s > t {
+			mask[i] = -1e9
+		}
+	}
+	maskNode := G.NewConstant(r.tensorOf([]int{B * NH, T, T}, mask), G.WithName("causal_mask"))
+
+	// x = wte[tokens] + wpe[positions]: (N, C)
+	tok := b.do(func() (*G.Node, error) { return G.ByIndices(P("wte"), r.tokens, 0) })
+	pe := b.do(func() (*G.Node, error) { return G.ByIndices(P("wpe"), posIDs, 0) })
+	x := b.do(func() (*G.Node, error) { return G.Add(tok, pe) })
+
+	layerNorm := func(x, w, bias *G.Node) *G.Node {
+		mean := b.do(func() (*G.Node, error) { return G.Mean(x, 1) })                                      // (N)
+		xc := b.do(func() (*G.Node, error) { return G.BroadcastSub(x, mean, nil, []byte{1}) })             // (N, C)
+		sq := b.do(func() (*G.Node, error) { return G.Square(xc) })                                        // (N, C)
+		variance := b.do(func() (*G.Node, error) { return G.Mean(sq, 1) })                                 // (N)
+		ve := b.do(func() (*G.Node, error) { return G.Add(variance, b.scalar(LayerNormEps)) })             // (N)
+		rstd := b.do(func() (*G.Node, error) { return G.Pow(ve, b.scalar(-0.5)) })                         // (N), not InverseSqrt: its gradient is wrong
+		xhat := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}) }) // (N, C)
+		y := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xhat, w, nil, []byte{0}) })     // (N, C)
+		return b.do(func() (*G.Node, error) { return G.BroadcastAdd(y, bias, nil, []byte{0}) })
+	}
+	linear := func(x, w, bias *G.Node) *G.Node { // x (N, in), w (out, in)
+		wt := b.do(func() (*G.Node, error) { return G.Transpose(w) })
+		y := b.do(func() (*G.Node, error) { return G.Mul(x, wt) }) // (N, out)
+		if bias == nil {
+			return y
+		}
+		return b.do(func() (*G.Node, error) { return G.BroadcastAdd(y, bias, nil, []byte{0}) })
+	}
+	heads := func(qkv *G.Node, part int) *G.Node { // → (B·NH, T, hs)
+		s := b.do(func() (*G.Node, error) { return G.Slice(qkv, nil, G.S(part*C, (part+1)*C)) })  // (N, C)
+		s = b.do(func() (*G.Node, error) { return G.Reshape(s, tensor.Shape{B, T, NH, hs}) })     // (B, T, NH, hs)
+		s = b.do(func() (*G.Node, error) { return G.Transpose(s, 0, 2, 1, 3) })                   // (B, NH, T, hs)
+		return b.do(func() (*G.Node, error) { return G.Reshape(s, tensor.Shape{B * NH, T, hs}) }) // (B·NH, T, hs)
+	}
+	attention := func(qkv *G.Node) *G.Node {
+		q, k, v := heads(qkv, 0), heads(qkv, 1), heads(qkv, 2)
+		att := b.do(func() (*G.Node, error) { return G.BatchedMatMul(q, k, false, true) })            // (B·NH, T, T)
+		att = b.do(func() (*G.Node, error) { return G.Mul(att, b.scalar(1/math.Sqrt(float64(hs)))) }) // scaled
+		att = b.do(func() (*G.Node, error) { return G.Add(att, maskNode) })                           // causal
+		att = b.do(func() (*G.Node, error) { return G.Reshape(att, tensor.Shape{B * NH * T, T}) })    // rows
+		att = b.do(func() (*G.Node, error) { return G.SoftMax(att, 1) })                              // over keys
+		att = b.do(func() (*G.Node, error) { return G.Reshape(att, tensor.Shape{B * NH, T, T}) })     // (B·NH, T, T)
+		y := b.do(func() (*G.Node, error) { return G.BatchedMatMul(att, v) })                         // (B·NH, T, hs)
+		y = b.do(func() (*G.Node, error) { return G.Reshape(y, tensor.Shape{B, NH, T, hs}) })         // (B, NH, T, hs)
+		y = b.do(func() (*G.Node, error) { return G.Transpose(y, 0, 2, 1, 3) })                       // (B, T, NH, hs)
+		return b.do(func() (*G.Node, error) { return G.Reshape(y, tensor.Shape{N, C}) })              // (N, C)
+	}
+	gelu := func(x *G.Node) *G.Node { // 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))
+		x3 := b.do(func() (*G.Node, error) { return G.Cube(x) })
+		in := b.do(func() (*G.Node, error) { return G.Mul(x3, b.scalar(0.044715)) })
+		in = b.do(func() (*G.Node, error) { return G.Add(x, in) })
+		in = b.do(func() (*G.Node, error) { return G.Mul(in, b.scalar(math.Sqrt(2/math.Pi))) })
+		th := b.do(func() (*G.Node, error) { return G.Tanh(in) })
+		th = b.do(func() (*G.Node, error) { return G.Add(th, b.scalar(1)) })
+		y := b.do(func() (*G.Node, error) { return G.HadamardProd(x, th) })
+		return b.do(func() (*G.Node, error) { return G.Mul(y, b.scalar(0.5)) })
+	}
+
+	for l := 0; l < cfg.Layers; l++ {
+		p := fmt.Sprintf("h%d.", l)
+		h := layerNorm(x, P(p+"ln1.w"), P(p+"ln1.b"))
+		qkv := linear(h, P(p+"attn.qkv.w"), P(p+"attn.qkv.b"))
+		a := linear(attention(qkv), P(p+"attn.proj.w"), P(p+"attn.proj.b"))
+		x = b.do(func() (*G.Node, error) { return G.Add(x, a) })
+		h = layerNorm(x, P(p+"ln2.w"), P(p+"ln2.b"))
+		m := linear(gelu(linear(h, P(p+"mlp.fc.w"), P(p+"mlp.fc.b"))), P(p+"mlp.proj.w"), P(p+"mlp.proj.b"))
+		x = b.do(func() (*G.Node, error) { return G.Add(x, m) })
+	}
+	h := layerNorm(x, P("lnf.w"), P("lnf.b"))
+	head := P("wte")
+	if cfg.Untied {
+		head = P("lm_head.w")
+	}
+	logits := linear(h, head, nil)                                                        // (N, V)
+	logp := b.do(func() (*G.Node, error) { return G.LogSoftMax(logits, 1) })              // (N, V)
+	picked := b.do(func() (*G.Node, error) { return G.HadamardProd(logp, r.onehot) })     // (N, V)
+	sum := b.do(func() (*G.Node, error) { return G.Sum(picked) })                         // scalar
+	r.loss = b.do(func() (*G.Node, error) { return G.Mul(sum, b.scalar(-1/float64(N))) }) // mean NLL
+	r.grads = G.Nodes{}
+	if b.err != nil {
+		return b.err
+	}
+	grads, err := G.Grad(r.loss, r.params...)
+	if err != nil {
+		return err
+	}
+	r.grads = grads
+	return nil
+}
+
+// tensorOf makes a dense tensor of the reference's dtype from float64 values.
+func (r *Reference) tensorOf(shape []int, v []float64) *tensor.Dense {
+	if r.Dtype == tensor.Float32 {
+		f := make([]float32, len(v))
+		for i, x := range v {
+			f[i] = float32(x)
+		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(append([]float64(nil), v...)))
+}
+
+// Step runs one forward and backward pass: params is the flat parameter
+// vector in Config.Params() order (converted to the reference's dtype),
+// tokens and targets are B·T ids in [0, V). It returns the mean cross-entropy
+// and the flat gradient, in the same order as params.
+func (r *Reference) Step(params []float64, tokens, targets []int32) (loss float64, grads []float64, err error) {
+	N, V := r.B*r.T, r.Config.Vocab
+	if want := r.Config.NumParams(); int64(len(params)) != want {
+		return 0, nil, fmt.Errorf("model: reference step: %d parameters, want %d for %s", len(params), want, r.Config.Name)
+	}
+	if len(tokens) != N || len(targets) != N {
+		return 0, nil, fmt.Errorf("model: reference step: %d tokens and %d targets, want B·T = %d of each", len(tokens), len(targets), N)
+	}
+	ids := make([]int, N)
+	onehot := make([]float64, N*V)
+	for i := range N {
+		if t := tokens[i]; t < 0 || int(t) >= V {
+			return 0, nil, fmt.Errorf("model: reference step: token id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
+		}
+		if t := targets[i]; t < 0 || int(t) >= V {
+			return 0, nil, fmt.Errorf("model: reference step: target id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
+		}
+		ids[i] = int(tokens[i])
+		onehot[i*V+int(targets[i])] = 1
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			loss, grads, err = 0, nil, fmt.Errorf("model: reference step: gorgonia panicked: %v", p)
+		}
+	}()
+	if err := G.Let(r.tokens, tensor.New(tensor.WithShape(N), tensor.WithBacking(ids))); err != nil {
+		return 0, nil, fmt.Errorf("model: reference step: binding tokens: %w", err)
+	}
+	if err := G.Let(r.onehot, r.tensorOf([]int{N, V}, onehot)); err != nil {
+		return 0, nil, fmt.Errorf("model: reference step: binding targets: %w", err)
+	}
+	table := r.Config.Params()
+	for i, p := range table {
+		if err := G.Let(r.params[i], r.tensorOf(p.Shape, params[p.Offset:p.Offset+p.Count])); err != nil {
+			return 0, nil, fmt.Errorf("model: reference step: binding %s: %w", p.Name, err)
+		}
+	}
+	defer r.machine.Reset()
+	if err := r.machine.RunAll(); err != nil {
+		return 0, nil, fmt.Errorf("model: reference step: %w", err)
+	}
+	if loss, err = scalarOf(r.loss.Value()); err != nil {
+		return 0, nil, fmt.Errorf("model: reference step: loss: %w", err)
+	}
+	grads = make([]float64, len(params))
+	for i, p := range table {
+		if err := copyValue(grads[p.Offset:p.Offset+p.Count], r.grads[i].Value()); err != nil {
+			return 0, nil, fmt.Errorf("model: reference step: gradient of %s: %w", p.Name, err)
+		}
+	}
+	return loss, grads, nil
+}
+
+// Step32 is Step for float32 parameters, the executor's format: it converts
+// at the boundary (exactly, float32 → float64 → float32).
+func (r *Reference) Step32(params []float32, tokens, targets []int32) (loss float64, grads []float64, err error) {
+	p := make([]float64, len(params))
+	for i, v := range params {
+		p[i] = float64(v)
+	}
+	return r.Step(p, tokens, targets)
+}
+
+// Close releases the TapeMachine.
+func (r *Reference) Close() error {
+	if r.machine != nil {
+		return r.machine.Close()
+	}
+	return nil
+}
+
+func scalarOf(v G.Value) (float64, error) {
+	switch x := v.Data().(type) {
+	case float32:
+		return float64(x), nil
+	case float64:
+		return x, nil
+	case []float32:
+		if len(x) == 1 {
+			return float64(x[0]), nil
+		}
+	case []float64:
+		if len(x) == 1 {
+			return x[0], nil
+		}
+	}
+	return 0, fmt.Errorf("value %v (%T) is not a float scalar", v, v.Data())
+}
+
+func copyValue(dst []float64, v G.Value) error {
+	if v == nil {
+		return fmt.Errorf("no value computed")
+	}
+	if d, ok := v.(*tensor.Dense); ok && d.RequiresIterator() {
+		// a transposed or sliced view: its backing is not in logical order
+		v = d.Materialize().(*tensor.Dense)
+	}
+	switch x := v.Data().(type) {
+	case []float32:
+		if len(x) != len(dst) {
+			return fmt.Errorf("%d values, want %d", len(x), len(dst))
+		}
+		for i, f := range x {
+			dst[i] = float64(f)
+		}
+	case []float64:
+		if len(x) != len(dst) {
+			return fmt.Errorf("%d values, want %d", len(x), len(dst))
+		}
+		copy(dst, x)
+	default:
+		return fmt.Errorf("value of type %T, want []float32 or []float64", v.Data())
+	}
+	return nil
+}
