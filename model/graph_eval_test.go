@@ -248,7 +248,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 					for s := range T {
 						ds := p[((b*NH+h)*T+t)*T+s] * (dp[s] - dot) * scale
 						for e := range hs {
-							d[q(b, t, h, e)] += ds * qkv[q(b, s, h, e)+C]  // dq
+							d[q(b, t, h, e)] += ds * qkv[q(b, s, h, e)+C] // dq
 							d[q(b, s, h, e)+C] += ds * qkv[q(b, t, h, e)] // dk
 						}
 					}
