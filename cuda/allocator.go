@@ -334,6 +334,9 @@ func (a *Allocator) take(b *Block, size, n int64, cat Category) {
 func (a *Allocator) Free(b *Block) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if b.seg == nil || a.segs[b.seg.Base] != b.seg {
+		panic(fmt.Sprintf("cuda: Free: block %#x (%d bytes) does not belong to %s", b.addr, b.size, a.name))
+	}
 	if !b.allocated {
 		panic(fmt.Sprintf("cuda: Free: block %#x (%d bytes) is not allocated (double free?)", b.addr, b.size))
 	}
