@@ -1,0 +1,362 @@
+package model
+
+// llm.c's GPT-2 model file, read and written. The file is a header of 256
+// little-endian int32 followed by the fp32 parameters in llm.c's order, which
+// groups each tensor kind across layers:
+//
+//	header[0] = 20240326 (magic), [1] = version, [2] = max seq len (ctx),
+//	[3] = vocab V, [4] = layers L, [5] = heads, [6] = channels C,
+//	[7] = padded vocab Vp (version 3; V rounded up to a multiple of 128)
+//	wte (Vp, C) wpe (ctx, C) ln1w (L, C) ln1b (L, C) qkvw (L, 3C, C)
+//	qkvb (L, 3C) attprojw (L, C, C) attprojb (L, C) ln2w (L, C) ln2b (L, C)
+//	fcw (L, 4C, C) fcb (L, 4C) fcprojw (L, C, 4C) fcprojb (L, C) lnfw (C) lnfb (C)
+//
+// trainmem keeps each block's tensors together instead (Config.Params), and
+// an unpadded vocabulary: the reader maps between the orders and drops the
+// padded rows of wte, the writer adds zero rows. The format has no separate
+// head (GPT-2 ties it to wte), so an untied config cannot be stored in it.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Magic numbers of llm.c's files.
+const (
+	CheckpointMagic = 20240326 // GPT-2 model file
+	TokenFileMagic  = 20240520 // token file (see package train/data)
+)
+
+// CheckpointVersion is the version this package writes: fp32 parameters with
+// the vocabulary padded to a multiple of VocabPadding. Version 1 (fp32,
+// unpadded) is also read.
+const CheckpointVersion = 3
+
+// VocabPadding is the multiple llm.c pads the vocabulary to in its files
+// (50257 → 50304).
+const VocabPadding = 128
+
+const headerInts = 256
+const headerBytes = 4 * headerInts
+
+// CheckpointHeader is the shape an llm.c model file declares.
+type CheckpointHeader struct {
+	Version     int
+	MaxSeqLen   int // learned positions (Config.Context)
+	Vocab       int // real vocabulary V
+	Layers      int
+	Heads       int
+	Channels    int // hidden size C
+	PaddedVocab int // rows of wte in the file, Vp ≥ V (V for version 1)
+}
+
+// Config is the model the header describes, named "checkpoint", with the
+// tied head the format implies.
+func (h CheckpointHeader) Config() Config {
+	return Config{Name: "checkpoint", Layers: h.Layers, Hidden: h.Channels, Heads: h.Heads, Vocab: h.Vocab, Context: h.MaxSeqLen}
+}
+
+// paramBytes is the size of the parameter payload the header declares.
+func (h CheckpointHeader) paramBytes() int64 {
+	C, L := int64(h.Channels), int64(h.Layers)
+	n := int64(h.PaddedVocab)*C + int64(h.MaxSeqLen)*C + L*(12*C*C+13*C) + 2*C
+	return 4 * n
+}
+
+// PaddedVocab is v rounded up to a multiple of VocabPadding.
+func PaddedVocab(v int) int { return (v + VocabPadding - 1) / VocabPadding * VocabPadding }
+
+// ReadCheckpointHeader reads and checks the 256-int32 header.
+func ReadCheckpointHeader(r io.Reader) (CheckpointHeader, error) {
+	var raw [headerBytes]byte
+	n, err := io.ReadFull(r, raw[:])
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return CheckpointHeader{}, fmt.Errorf("model: checkpoint truncated: %d bytes, expected at least the %d-byte header", n, headerBytes)
+		}
+		return CheckpointHeader{}, fmt.Errorf("model: reading checkpoint header: %w", err)
+	}
+	var hd [headerInts]int32
+	for i := range hd {
+		hd[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	switch hd[0] {
+	case CheckpointMagic:
+	case TokenFileMagic:
+		return CheckpointHeader{}, fmt.Errorf("model: not a model checkpoint: magic %d is llm.c's token file magic (expected %d); was a data file given as a checkpoint?", hd[0], CheckpointMagic)
+	default:
+		return CheckpointHeader{}, fmt.Errorf("model: not an llm.c GPT-2 checkpoint: magic %d, expected %d", hd[0], CheckpointMagic)
+	}
+	h := CheckpointHeader{
+		Version: int(hd[1]), MaxSeqLen: int(hd[2]), Vocab: int(hd[3]),
+		Layers: int(hd[4]), Heads: int(hd[5]), Channels: int(hd[6]), PaddedVocab: int(hd[7]),
+	}
+	switch h.Version {
+	case 3:
+	case 1:
+		h.PaddedVocab = h.Vocab
+	default:
+		return CheckpointHeader{}, fmt.Errorf("model: unsupported checkpoint version %d (valid: 3, fp32 with padded vocabulary; 1, fp32 unpadded)", h.Version)
+	}
+	if err := h.Config().Validate(); err != nil {
+		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares an invalid shape: %w", err)
+	}
+	if h.PaddedVocab < h.Vocab {
+		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares padded vocabulary %d smaller than vocabulary %d", h.PaddedVocab, h.Vocab)
+	}
+	return h, nil
+}
+
+// checkShape names every field in which the header differs from cfg.
+func (h CheckpointHeader) checkShape(cfg Config) error {
+	var diffs []string
+	for _, f := range []struct {
+		name       string
+		file, want int
+	}{
+		{"max seq len (context)", h.MaxSeqLen, cfg.Context},
+		{"vocab", h.Vocab, cfg.Vocab},
+		{"layers", h.Layers, cfg.Layers},
+		{"heads", h.Heads, cfg.Heads},
+		{"channels (hidden)", h.Channels, cfg.Hidden},
+	} {
+		if f.file != f.want {
+			diffs = append(diffs, fmt.Sprintf("%s %d, config has %d", f.name, f.file, f.want))
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("model: checkpoint shape differs from %s: %s", cfg.Name, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// segment is a run of floats in llm.c's order: Count floats belonging at
+// Offset of trainmem's flat buffer, or padding (Offset -1: zeros on write,
+// skipped on read).
+type segment struct{ Offset, Count int64 }
+
+// llmcLayout lists cfg's parameters in llm.c's file order, with vp rows of
+// wte.
+func llmcLayout(cfg Config, vp int) []segment {
+	at := map[string]Param{}
+	for _, p := range cfg.Params() {
+		at[p.Name] = p
+	}
+	seg := func(name string) segment { p := at[name]; return segment{p.Offset, p.Count} }
+	s := []segment{seg("wte")}
+	if pad := int64(vp-cfg.Vocab) * int64(cfg.Hidden); pad > 0 {
+		s = append(s, segment{-1, pad})
+	}
+	s = append(s, seg("wpe"))
+	for _, kind := range []string{"ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
+		"ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b"} {
+		for l := range cfg.Layers {
+			s = append(s, seg(fmt.Sprintf("h%d.%s", l, kind)))
+		}
+	}
+	return append(s, seg("lnf.w"), seg("lnf.b"))
+}
+
+// ReadCheckpoint reads an llm.c GPT-2 model file whose shape must be cfg's
+// and returns its parameters in trainmem's flat order (Config.Params), the
+// padded vocabulary rows dropped.
+func ReadCheckpoint(r io.Reader, cfg Config) ([]float32, error) {
+	if err := checkTied(cfg); err != nil {
+		return nil, err
+	}
+	h, err := ReadCheckpointHeader(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkShape(cfg); err != nil {
+		return nil, err
+	}
+	params := make([]float32, cfg.NumParams())
+	br := bufio.NewReaderSize(r, 1<<20)
+	var read int64 // parameter bytes read
+	buf := make([]byte, 1<<20)
+	for _, s := range llmcLayout(cfg, h.PaddedVocab) {
+		for done := int64(0); done < s.Count; {
+			n := min(s.Count-done, int64(len(buf)/4))
+			got, err := io.ReadFull(br, buf[:4*n])
+			read += int64(got)
+			if err != nil {
+				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+					return nil, fmt.Errorf("model: checkpoint truncated: %d bytes, expected %d for its %s",
+						headerBytes+read, headerBytes+h.paramBytes(), h.shapeString())
+				}
+				return nil, fmt.Errorf("model: reading checkpoint parameters: %w", err)
+			}
+			if s.Offset >= 0 {
+				dst := params[s.Offset+done : s.Offset+done+n]
+				for i := range dst {
+					dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+				}
+			}
+			done += n
+		}
+	}
+	if extra, _ := io.Copy(io.Discard, br); extra > 0 {
+		return nil, fmt.Errorf("model: checkpoint has %d bytes, expected %d for its %s: %d trailing bytes",
+			headerBytes+read+extra, headerBytes+h.paramBytes(), h.shapeString(), extra)
+	}
+	return params, nil
+}
+
+func (h CheckpointHeader) shapeString() string {
+	return fmt.Sprintf("shape (version %d, ctx %d, V %d, Vp %d, L %d, heads %d, C %d)",
+		h.Version, h.MaxSeqLen, h.Vocab, h.PaddedVocab, h.Layers, h.Heads, h.Channels)
+}
+
+func checkTied(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Untied {
+		return fmt.Errorf("model: %s has an untied head (lm_head.w), which llm.c's GPT-2 checkpoint format cannot hold (it ties the head to wte)", cfg.Name)
+	}
+	return nil
+}
+
+// WriteCheckpoint writes params (flat, Config.Params order) as an llm.c
+// GPT-2 model file, version 3, with the vocabulary padded to a multiple of
+// VocabPadding by zero rows.
+func WriteCheckpoint(w io.Writer, cfg Config, params []float32) error {
+	if err := checkTied(cfg); err != nil {
+		return err
+	}
+	if int64(len(params)) != cfg.NumParams() {
+		return fmt.Errorf("model: writing a checkpoint of %s: %d parameters, want %d", cfg.Name, len(params), cfg.NumParams())
+	}
+	vp := PaddedVocab(cfg.Vocab)
+	var hd [headerBytes]byte
+	for i, v := range []int{CheckpointMagic, CheckpointVersion, cfg.Context, cfg.Vocab, cfg.Layers, cfg.Heads, cfg.Hidden, vp} {
+		if v > math.MaxInt32 {
+			return fmt.Errorf("model: checkpoint header field %d = %d exceeds int32", i, v)
+		}
+		binary.LittleEndian.PutUint32(hd[4*i:], uint32(v))
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if _, err := bw.Write(hd[:]); err != nil {
+		return fmt.Errorf("model: writing checkpoint: %w", err)
+	}
+	buf := make([]byte, 1<<20)
+	for _, s := range llmcLayout(cfg, vp) {
+		for done := int64(0); done < s.Count; {
+			n := min(s.Count-done, int64(len(buf)/4))
+			b := buf[:4*n]
+			if s.Offset < 0 {
+				clear(b)
+			} else {
+				for i, v := range params[s.Offset+done : s.Offset+done+n] {
+					binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+				}
+			}
+			if _, err := bw.Write(b); err != nil {
+				return fmt.Errorf("model: writing checkpoint: %w", err)
+			}
+			done += n
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("model: writing checkpoint: %w", err)
+	}
+	return nil
+}
+
+// LoadCheckpoint reads the llm.c GPT-2 model file at path, whose shape must
+// be cfg's (see ReadCheckpoint).
+func LoadCheckpoint(path string, cfg Config) ([]float32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: opening checkpoint: %w", err)
+	}
+	defer f.Close()
+	params, err := ReadCheckpoint(f, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return params, nil
+}
+
+// CheckpointConfig reads only the header of the llm.c GPT-2 model file at
+// path and returns the model it declares (for loading a checkpoint whose
+// preset is not known, such as llm.c's gpt2_124M.bin).
+func CheckpointConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("model: opening checkpoint: %w", err)
+	}
+	defer f.Close()
+	h, err := ReadCheckpointHeader(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return h.Config(), nil
+}
+
+// SaveCheckpoint writes params as an llm.c GPT-2 model file at path,
+// atomically: the file is written to a temporary file in the same
+// directory, synced, and renamed over path, so path holds either its old
+// contents or the complete new file, never a partial one, whatever error or
+// interruption happens; the temporary file is removed on error.
+func SaveCheckpoint(path string, cfg Config, params []float32) error {
+	if err := checkTied(cfg); err != nil {
+		return err
+	}
+	if int64(len(params)) != cfg.NumParams() {
+		return fmt.Errorf("model: saving a checkpoint of %s: %d parameters, want %d", cfg.Name, len(params), cfg.NumParams())
+	}
+	return WriteFileAtomic(path, func(w io.Writer) error { return WriteCheckpoint(w, cfg, params) })
+}
+
+// WriteFileAtomic creates or replaces path with what write writes, through a
+// temporary file in the same directory that is synced and renamed over path
+// only when write and the sync succeed. On any error the temporary file is
+// removed and path is untouched; an interrupted process leaves at most a
+// stray temporary file (named .<base>.tmp-*), never a partial path.
+func WriteFileAtomic(path string, write func(io.Writer) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("model: writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return fmt.Errorf("%w (writing %s)", err, path)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("model: writing %s: sync: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("model: writing %s: %w", path, err)
+	}
+	// CreateTemp makes the file 0600; a checkpoint is an ordinary file.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("model: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("model: writing %s: %w", path, err)
+	}
+	// Make the rename durable; a failure here leaves a complete file.
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
