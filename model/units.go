@@ -70,7 +70,7 @@ func ParseBytes(s string) (int64, error) {
 	r.Mul(r, new(big.Rat).SetInt64(mult))
 	n := new(big.Int).Quo(r.Num(), r.Denom()) // floor: r is non-negative
 	if !n.IsInt64() {
-		return 0, fmt.Errorf("model: bad size %q: more than 2^63-1 bytes", s)
+		return 0, fmt.Errorf("model: bad size %q: more than 2^63-1 bytes (valid: up to 8 EiB)", s)
 	}
 	return n.Int64(), nil
 }
@@ -101,7 +101,7 @@ func ParseCount(s string) (int64, error) {
 		return 0, fmt.Errorf("model: bad count %q: not a whole number (it is %s)", s, r.FloatString(3))
 	}
 	if !r.Num().IsInt64() {
-		return 0, fmt.Errorf("model: bad count %q: more than 2^63-1", s)
+		return 0, fmt.Errorf("model: bad count %q: more than 2^63-1 (valid: a whole number up to 9.2e18)", s)
 	}
 	return r.Num().Int64(), nil
 }

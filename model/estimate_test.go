@@ -1,0 +1,568 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+func preset(t *testing.T, name string) Config {
+	t.Helper()
+	c, err := Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// xl is the source articles' setup: GPT-2 XL, batch 32, sequence 1000,
+// mixed fp16 Adam, one GPU.
+func xl(t *testing.T) Setup {
+	return Setup{Model: preset(t, "gpt2-xl"), Batch: 32, Seq: 1000, Precision: FP16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}
+}
+
+func estimate(t *testing.T, s Setup) Estimate {
+	t.Helper()
+	e, err := s.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func term(t *testing.T, a Activations, name string) int64 {
+	t.Helper()
+	for _, x := range a.Terms {
+		if x.Name == name {
+			return x.Bytes
+		}
+	}
+	t.Fatalf("%s has no term %q (terms %v)", a.Formula, name, a.Terms)
+	return 0
+}
+
+func activations(t *testing.T, e Estimate, formula string) Activations {
+	t.Helper()
+	for _, a := range e.Activations {
+		if a.Formula == formula {
+			return a
+		}
+	}
+	t.Fatalf("no %s activations", formula)
+	return Activations{}
+}
+
+// Source articles ("Where did the GPU memory go", ../shared/sources.md):
+// GPT-2 XL's 1.5B parameters take about 3 GB in 16 bits; mixed-precision
+// Adam holds 2Φ + 2Φ + 4Φ + 4Φ + 4Φ = 16Φ bytes, "about 24 GB" (16 · 1.5e9).
+// With the exact count Φ = 1,557,611,200 (config.go) that is 24.92 GB.
+func TestArticleGPT2XLModelStates(t *testing.T) {
+	e := estimate(t, xl(t))
+	const phi = 1557611200
+	want := States{Params: 2 * phi, Grads: 2 * phi, Master: 4 * phi, AdamM: 4 * phi, AdamV: 4 * phi}
+	if e.States != want {
+		t.Errorf("states = %+v, want %+v", e.States, want)
+	}
+	if e.States.Params != 3115222400 { // "about 3 GB" of fp16 weights
+		t.Errorf("fp16 weights = %d bytes, want 3,115,222,400", e.States.Params)
+	}
+	if e.States.Total() != 24921779200 { // 16Φ
+		t.Errorf("model states = %d bytes, want 24,921,779,200 (16Φ)", e.States.Total())
+	}
+	if got := GB(e.States.Total()); got != "24.92 GB" {
+		t.Errorf("GB(16Φ) = %s", got)
+	}
+	// The article's own round figure: 16 bytes × 1.5e9 parameters = 24 GB.
+	s, err := ZeROStates(1500000000, FP16, Adam, 1, 0)
+	if err != nil || s.Total() != 24000000000 {
+		t.Errorf("16 × 1.5e9 = %d (%v), want 24e9", s.Total(), err)
+	}
+}
+
+// Source articles and the ZeRO paper (Section 3.2): GPT-2 1.5B at batch
+// 32, sequence 1000 stores 12 · h · b · s · L = 12 · 1600 · 32 · 1000 · 48 =
+// 29.49e9 values, "about 60 GB" in 16 bits.
+func TestArticleZeROPaperActivations(t *testing.T) {
+	e := estimate(t, xl(t))
+	const values = 12 * 1600 * 32 * 1000 * 48
+	if values != 29491200000 {
+		t.Fatalf("12hbsL = %d", int64(values))
+	}
+	if got := e.ActivationBytes(ZeROPaper); got != 2*values {
+		t.Errorf("zero_paper activations = %d, want %d (2 bytes × %d values)", got, 2*values, int64(values))
+	}
+	if got := GB(e.ActivationBytes(ZeROPaper)); got != "58.98 GB" {
+		t.Errorf("GB = %s, want 58.98 GB", got)
+	}
+	// fp32 training stores 4-byte values: twice as much.
+	s := xl(t)
+	s.Precision = FP32
+	if got := estimate(t, s).ActivationBytes(ZeROPaper); got != 4*values {
+		t.Errorf("fp32 zero_paper activations = %d, want %d", got, 4*values)
+	}
+}
+
+// Source articles ("GPU memory analysis"): a 6B model's fp32 weights take
+// 6e9 · 4 / 1024³ ≈ 22 GiB. The 6b preset has 6,059,909,120 parameters:
+// 24,239,636,480 bytes, 22.57 GiB; the article's round 6e9 gives 22.35 GiB.
+func TestArticle6BFP32Weights(t *testing.T) {
+	s := Setup{Model: preset(t, "6b"), Batch: 1, Seq: 1, Precision: FP32, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}
+	e := estimate(t, s)
+	if e.Params != 6059909120 {
+		t.Fatalf("6b parameters = %d", e.Params)
+	}
+	if e.States.Params != 4*6059909120 {
+		t.Errorf("fp32 weights = %d, want %d", e.States.Params, 4*6059909120)
+	}
+	if got := GiB(e.States.Params); got != "22.57 GiB" {
+		t.Errorf("GiB = %s, want 22.57 GiB", got)
+	}
+	// "gradients the same; Adam keeps m and v, twice more": 16 bytes a parameter.
+	if e.States.Grads != e.States.Params || e.States.AdamM+e.States.AdamV != 2*e.States.Params || e.States.Master != 0 {
+		t.Errorf("fp32 Adam states = %+v", e.States)
+	}
+	round, err := ZeROStates(6000000000, FP32, Adam, 1, 0)
+	if err != nil || GiB(round.Params) != "22.35 GiB" {
+		t.Errorf("6e9 fp32 weights = %s (%v), want 22.35 GiB", GiB(round.Params), err)
+	}
+}
+
+// ZeRO paper (Rajbhandari et al. 2020), Table 1: Ψ = 7.5B, K = 12, GB =
+// 10^9 bytes. Baseline 120 GB; N = 64: 31.4 / 16.6 / 1.88 GB; N = 4: 52.5 /
+// 41.25 / 30 GB for stages 1 / 2 / 3. Exact: 7.5e9/64 = 117,187,500.
+func TestZeROPaperTable1(t *testing.T) {
+	for _, tc := range []struct {
+		n, stage int
+		want     int64
+	}{
+		{1, 0, 120000000000},
+		{64, 0, 120000000000},
+		{64, 1, 31406250000}, // 15 + 15 + 12 · 0.1171875
+		{64, 2, 16640625000}, // 15 + 14 · 0.1171875
+		{64, 3, 1875000000},  // 16 · 0.1171875
+		{4, 1, 52500000000},
+		{4, 2, 41250000000},
+		{4, 3, 30000000000},
+	} {
+		s, err := ZeROStates(7500000000, FP16, Adam, tc.n, tc.stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Total() != tc.want {
+			t.Errorf("N=%d stage %d: %d bytes, want %d", tc.n, tc.stage, s.Total(), tc.want)
+		}
+	}
+	// The same through a parameter-only setup, as `--params 7.5e9` runs.
+	e, err := Setup{Params: 7500000000, Precision: FP16, Optimizer: Adam, Ranks: 64, ZeRO: 1, TP: 1, PP: 1}.Estimate()
+	if err != nil || e.Total(Korthikanti) != 31406250000 || len(e.Activations) != 0 {
+		t.Errorf("params-only ZeRO-1 N=64: %d, %d activation formulas, %v", e.Total(Korthikanti), len(e.Activations), err)
+	}
+}
+
+// A shard is ceil(Φ/N) parameters on every rank, so N shards cover Φ.
+func TestZeROShardRoundsUp(t *testing.T) {
+	s, err := ZeROStates(10, FP16, Adam, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Params != 2*4 || s.AdamV != 4*4 { // ceil(10/3) = 4
+		t.Errorf("shard states = %+v, want 4 parameters' worth", s)
+	}
+}
+
+// Bytes a parameter per precision and optimizer (ZeRO paper Section 3.1 for
+// mixed Adam; the momentum buffer is the "first moment", adam_m).
+func TestPerParam(t *testing.T) {
+	for _, tc := range []struct {
+		p    Precision
+		o    Optimizer
+		want States
+	}{
+		{FP16, Adam, States{2, 2, 4, 4, 4}},
+		{BF16, AdamW, States{2, 2, 4, 4, 4}},
+		{FP32, Adam, States{4, 4, 0, 4, 4}},
+		{FP32, AdamW, States{4, 4, 0, 4, 4}},
+		{FP32, SGD, States{4, 4, 0, 0, 0}},
+		{FP32, Momentum, States{4, 4, 0, 4, 0}},
+		{FP16, SGD, States{2, 2, 4, 0, 0}},
+		{BF16, Momentum, States{2, 2, 4, 4, 0}},
+	} {
+		if got := PerParam(tc.p, tc.o); got != tc.want {
+			t.Errorf("%v %v: %+v, want %+v", tc.p, tc.o, got, tc.want)
+		}
+	}
+	if PerParam(FP16, Adam).Total() != 16 || PerParam(FP32, Adam).Total() != 16 || PerParam(FP32, SGD).Total() != 8 {
+		t.Error("16Φ / 16Φ / 8Φ broken")
+	}
+}
+
+// Korthikanti et al. 2022, Section 4.1 and Table 2, with 16-bit values and
+// 1-byte masks, checked term by term for several shapes including the
+// paper's own (GPT-3 175B: a=96, h=12288, s=2048; Table 3) and gpt2-xl.
+func TestKorthikantiTable2(t *testing.T) {
+	shapes := []struct{ s, b, h, a, t int64 }{
+		{2048, 1, 12288, 96, 8}, // GPT-3 175B, t=8 (Table 3)
+		{2048, 1, 20480, 128, 8},
+		{1000, 32, 1600, 25, 1}, // gpt2-xl at the articles' size
+		{1000, 32, 1600, 25, 5},
+		{64, 3, 64, 4, 2},
+	}
+	for _, x := range shapes {
+		sbh := x.s * x.b * x.h
+		as2b := x.a * x.s * x.s * x.b
+		name := fmt.Sprintf("s=%d b=%d h=%d a=%d t=%d", x.s, x.b, x.h, x.a, x.t)
+		one, err := KorthikantiLayer(x.s, x.b, x.h, x.a, 2, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Eq. 1: sbh(34 + 5as/h) = 34sbh + 5as²b; split 11sbh + 5as²b, 19sbh, 4sbh.
+		if one.Total() != 34*sbh+5*as2b {
+			t.Errorf("%s: no parallelism %d, want sbh(34+5as/h) = %d", name, one.Total(), 34*sbh+5*as2b)
+		}
+		if one.Attention+one.Scores != 11*sbh+5*as2b || one.MLP != 19*sbh || one.LayerNorms != 4*sbh {
+			t.Errorf("%s: split %+v, want attention 11sbh+5as²b, MLP 19sbh, layer norms 4sbh", name, one)
+		}
+		tp, _ := KorthikantiLayer(x.s, x.b, x.h, x.a, 2, x.t, false)
+		// Table 2, tensor parallel: sbh(10 + 24/t + 5as/(ht)).
+		if want := 10*sbh + 24*sbh/x.t + 5*as2b/x.t; tp.Total() != want {
+			t.Errorf("%s: tensor parallel %d, want sbh(10+24/t+5as/(ht)) = %d", name, tp.Total(), want)
+		}
+		// Table 2, tensor + selective: sbh(10 + 24/t).
+		if want := 10*sbh + 24*sbh/x.t; tp.Total()-tp.Scores != want {
+			t.Errorf("%s: tensor parallel + selective %d, want sbh(10+24/t) = %d", name, tp.Total()-tp.Scores, want)
+		}
+		sp, _ := KorthikantiLayer(x.s, x.b, x.h, x.a, 2, x.t, true)
+		// Table 2, tensor + sequence parallel: sbh(34 + 5as/h)/t; + selective: 34sbh/t.
+		if want := (34*sbh + 5*as2b) / x.t; sp.Total() != want {
+			t.Errorf("%s: sequence parallel %d, want sbh(34+5as/h)/t = %d", name, sp.Total(), want)
+		}
+		if want := 34 * sbh / x.t; sp.Total()-sp.Scores != want {
+			t.Errorf("%s: sequence parallel + selective %d, want 34sbh/t = %d", name, sp.Total()-sp.Scores, want)
+		}
+		// The e-byte generalisation: values 16sbh + 2as²b of e bytes, masks
+		// 2sbh + as²b bytes; fp32 gives 66sbh + 9as²b.
+		f32, _ := KorthikantiLayer(x.s, x.b, x.h, x.a, 4, 1, false)
+		if want := 66*sbh + 9*as2b; f32.Total() != want {
+			t.Errorf("%s: fp32 %d, want 66sbh+9as²b = %d", name, f32.Total(), want)
+		}
+	}
+}
+
+// Korthikanti et al. Table 2, full recomputation: 2sbh a layer (each
+// layer's input), plus one layer recomputed at a time, plus Section 4.3's
+// embedding and output terms.
+func TestKorthikantiFullRecompute(t *testing.T) {
+	s := xl(t)
+	s.Checkpoint = Checkpoint{Kind: CheckpointFull}
+	e := estimate(t, s)
+	k := activations(t, e, Korthikanti)
+	const sbh = 1000 * 32 * 1600
+	if got := term(t, k, "checkpoints"); got != 48*2*sbh {
+		t.Errorf("checkpoints = %d, want L·2sbh = %d", got, 48*2*sbh)
+	}
+	layer, _ := KorthikantiLayer(1000, 32, 1600, 25, 2, 1, false)
+	if got := term(t, k, "recompute_segment"); got != layer.Total() {
+		t.Errorf("recompute segment = %d, want one layer, %d", got, layer.Total())
+	}
+	// Section 4.3: embedding dropout mask sbh (p=1, t=1), final layer norm
+	// 2sbh, output projection 2sbh, fp32 logits 4sbv.
+	for _, tc := range []struct {
+		name string
+		want int64
+	}{
+		{"embedding_dropout", sbh},
+		{"final_layer_norm", 2 * sbh},
+		{"output_projection", 2 * sbh},
+		{"logits", 4 * 1000 * 32 * 50257},
+	} {
+		if got := term(t, k, tc.name); got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// Section 4.3's sum with p = 1, t = 1: sbh + 4sbh(1 + v/h).
+	out := term(t, k, "embedding_dropout") + term(t, k, "final_layer_norm") + term(t, k, "output_projection") + term(t, k, "logits")
+	if want := int64(sbh + 4*sbh + 4*1000*32*50257); out != want {
+		t.Errorf("Section 4.3 terms = %d, want sbh + 4sbh(1+v/h) = %d", out, want)
+	}
+	// The ZeRO paper's count with full checkpointing: one h·b·s value a
+	// layer plus one layer's 12·h·b·s.
+	if got := e.ActivationBytes(ZeROPaper); got != (48+12)*2*sbh {
+		t.Errorf("zero_paper full = %d, want (L+12)·2hbs = %d", got, (48+12)*2*sbh)
+	}
+}
+
+// The checkpoint policies against each other for gpt2-xl at the articles'
+// size: none > selective > every:K variants > full in memory, and the
+// recompute price (Narayanan et al. 2021 / Korthikanti et al. Appendix A
+// FLOPs) of full is one forward of the layers, just under a third of a step
+// (the articles' "25-30% more compute"; ZeRO paper Section 3.2: 33%).
+func TestCheckpointPolicies(t *testing.T) {
+	s := xl(t)
+	bytes := map[string]int64{}
+	frac := map[string]float64{}
+	for _, p := range []string{"none", "selective", "sqrt", "every:4", "full", "every:48"} {
+		c, err := ParseCheckpoint(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Checkpoint = c
+		e := estimate(t, s)
+		bytes[p] = e.ActivationBytes(Korthikanti)
+		frac[p] = e.Recompute.Fraction
+	}
+	if !(bytes["none"] > bytes["selective"] && bytes["selective"] > bytes["sqrt"] && bytes["sqrt"] > bytes["every:4"] && bytes["every:4"] > bytes["full"]) {
+		t.Errorf("policy order broken: %v", bytes)
+	}
+	// every:L keeps one checkpoint and recomputes everything: more than none.
+	if bytes["every:48"] <= bytes["none"] {
+		t.Errorf("every:48 = %d, not above none = %d", bytes["every:48"], bytes["none"])
+	}
+	// F = L(24bsh² + 4bs²h) + 2bshV; full recomputes L(24bsh² + 4bs²h).
+	b, sq, h, v, L := 32.0, 1000.0, 1600.0, 50257.0, 48.0
+	layers := L * (24*b*sq*h*h + 4*b*sq*sq*h)
+	want := layers / (3 * (layers + 2*b*sq*h*v))
+	if math.Abs(frac["full"]-want) > 1e-12 || frac["full"] < 0.30 || frac["full"] > 1.0/3 {
+		t.Errorf("full recompute fraction %.4f, want %.4f (just under 1/3)", frac["full"], want)
+	}
+	if frac["none"] != 0 || frac["sqrt"] != frac["full"] || !(frac["selective"] > 0 && frac["selective"] < 0.05) {
+		t.Errorf("recompute fractions %v", frac)
+	}
+	// Chen et al. 2016: K = ceil(sqrt(L)).
+	for _, tc := range []struct{ l, k int }{{48, 7}, {49, 7}, {50, 8}, {1, 1}, {2, 2}, {12, 4}, {16, 4}} {
+		if got := (Checkpoint{Kind: CheckpointSqrt}).Segment(tc.l); got != tc.k {
+			t.Errorf("sqrt segment for %d layers = %d, want %d", tc.l, got, tc.k)
+		}
+	}
+}
+
+// Megatron-LM tensor parallelism (Shoeybi et al. 2019, Section 3): a block
+// on one of t ranks holds 12h²/t + 7h/t + 6h parameters; with t = 1 and one
+// stage a rank holds the whole model, Φ.
+func TestTensorAndPipelineParams(t *testing.T) {
+	for _, name := range PresetNames() {
+		c := preset(t, name)
+		s := Setup{Model: c, Batch: 1, Seq: 1, Precision: FP16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}
+		if e := estimate(t, s); e.RankParams != c.NumParams() {
+			t.Errorf("%s: one rank holds %d, want Φ = %d", name, e.RankParams, c.NumParams())
+		}
+	}
+	c := preset(t, "gpt2-xl")
+	h := int64(1600)
+	for _, tp := range []int{5, 25} {
+		s := Setup{Model: c, Batch: 1, Seq: 1, Precision: FP16, Optimizer: Adam, Ranks: 1, TP: tp, PP: 1}
+		tt := int64(tp)
+		want := 48*(12*h*h/tt+7*h/tt+6*h) + (50257+tt-1)/tt*h + 1024*h + 2*h
+		if e := estimate(t, s); e.RankParams != want {
+			t.Errorf("tp=%d: rank holds %d, want %d", tp, e.RankParams, want)
+		}
+	}
+	// Pipeline stages: the stages together hold Φ, plus the last stage's
+	// copy of the tied embedding (Megatron-LM keeps one there).
+	for _, pp := range []int{2, 4, 48} {
+		s := Setup{Model: c, Batch: 1, Seq: 1, Precision: FP16, Optimizer: Adam, Ranks: 1, TP: 1, PP: pp}
+		var calc calc
+		sum := int64(0)
+		for st := 0; st < pp; st++ {
+			sum += s.stageParams(st, &calc)
+		}
+		if want := c.NumParams() + 50257*h; sum != want {
+			t.Errorf("pp=%d: stages hold %d, want Φ + V·h = %d", pp, sum, want)
+		}
+	}
+}
+
+// Pipeline parallelism with 1F1B (Korthikanti et al. Section 4.2.3): the
+// first stage holds P micro-batches of L/P layers, L layers' worth.
+func TestPipelineFirstStage(t *testing.T) {
+	s := xl(t)
+	s.PP = 4
+	e, err := s.EstimateBy(Korthikanti)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Stage != 0 {
+		t.Errorf("reported stage %d, want the first", e.Stage)
+	}
+	one := estimate(t, xl(t))
+	k1, k4 := activations(t, one, Korthikanti), activations(t, e, Korthikanti)
+	for _, name := range []string{"attention", "attention_scores", "mlp", "layer_norms"} {
+		if term(t, k1, name) != term(t, k4, name) {
+			t.Errorf("%s: first of 4 stages %d, one stage %d", name, term(t, k4, name), term(t, k1, name))
+		}
+	}
+	if got, want := term(t, k4, "embedding_dropout"), 4*term(t, k1, "embedding_dropout"); got != want {
+		t.Errorf("embedding dropout on the first stage = %d, want p·sbh = %d", got, want)
+	}
+	for _, a := range k4.Terms {
+		if a.Name == "logits" {
+			t.Error("first of 4 stages holds the logits")
+		}
+	}
+}
+
+// Data-parallel communication per rank per step (ZeRO paper Section 7):
+// 2Φ for data parallel and ZeRO-1/2, 3Φ for ZeRO-3, in the gradient dtype;
+// a ring sends (N-1) shards of ceil(Φ/N) per pass.
+func TestCommunication(t *testing.T) {
+	base := Setup{Params: 7500000000, Precision: FP16, Optimizer: Adam, Ranks: 64, TP: 1, PP: 1}
+	for z, want := range []int64{2, 2, 2, 3} {
+		s := base
+		s.ZeRO = z
+		e, err := s.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Comm.Elements != want*7500000000 || e.Comm.Bytes != 2*want*7500000000 {
+			t.Errorf("ZeRO-%d: %d elements, %d bytes, want %dΦ", z, e.Comm.Elements, e.Comm.Bytes, want)
+		}
+		if ring := want * 63 * 117187500 * 2; e.Comm.RingBytes != ring {
+			t.Errorf("ZeRO-%d: ring %d bytes, want %d", z, e.Comm.RingBytes, ring)
+		}
+	}
+	base.Ranks = 1
+	if e, _ := base.Estimate(); e.Comm.Bytes != 0 || e.Comm.Collective != "none" {
+		t.Errorf("one rank communicates: %+v", e.Comm)
+	}
+}
+
+func TestGatheredZeRO3(t *testing.T) {
+	s := xl(t)
+	s.Ranks, s.ZeRO = 8, 3
+	e := estimate(t, s)
+	// gpt2-xl's largest unit is the embeddings: (V + ctx)·h, in fp16.
+	if want := int64(2 * (50257 + 1024) * 1600); e.Gathered != want {
+		t.Errorf("gathered = %d, want %d", e.Gathered, want)
+	}
+	if e.Total(Korthikanti) != e.States.Total()+e.Gathered+e.ActivationBytes(Korthikanti) {
+		t.Error("total does not add up")
+	}
+}
+
+func TestSetupValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Setup)
+		want string
+	}{
+		{"heads", func(s *Setup) { s.Model.Heads = 7 }, "does not divide"},
+		{"layers", func(s *Setup) { s.Model.Layers = -1 }, "layers"},
+		{"batch", func(s *Setup) { s.Batch = 0 }, "batch 0"},
+		{"seq", func(s *Setup) { s.Seq = 1025 }, "sequence length 1025"},
+		{"ranks", func(s *Setup) { s.Ranks = 0 }, "ranks 0"},
+		{"zero", func(s *Setup) { s.ZeRO = 4 }, "valid: 0, 1, 2, 3"},
+		{"tp", func(s *Setup) { s.TP = 2 }, "do not divide the 25 heads"},
+		{"pp", func(s *Setup) { s.PP = 5 }, "do not divide the 48 layers"},
+		{"every:0", func(s *Setup) { s.Checkpoint = Checkpoint{Kind: CheckpointEvery} }, "every:0"},
+		{"every:49", func(s *Setup) { s.Checkpoint = Checkpoint{Kind: CheckpointEvery, Every: 49} }, "every:49"},
+		{"precision", func(s *Setup) { s.Precision = 9 }, "precision"},
+	} {
+		s := xl(t)
+		tc.edit(&s)
+		_, err := s.Estimate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"every:0", "every:x", "every:-1", "half", ""} {
+		if _, err := ParseCheckpoint(bad); err == nil {
+			t.Errorf("checkpoint %q accepted", bad)
+		}
+	}
+	if _, err := ParsePrecision("fp8"); err == nil {
+		t.Error("fp8 accepted")
+	}
+	if _, err := ParseOptimizer("lion"); err == nil {
+		t.Error("lion accepted")
+	}
+	if _, err := (Setup{Params: 1e9, Ranks: 1, TP: 2, PP: 1}).Estimate(); err == nil {
+		t.Error("tensor parallelism without a shape accepted")
+	}
+}
+
+func TestOverflowIsAnError(t *testing.T) {
+	s := Setup{Model: Config{Name: "huge", Layers: 1 << 16, Hidden: 1 << 20, Heads: 1, Vocab: 1 << 24, Context: 1 << 24},
+		Batch: 1 << 20, Seq: 1 << 24, Precision: FP32, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}
+	if _, err := s.Estimate(); !errors.Is(err, ErrOverflow) {
+		t.Errorf("err = %v, want ErrOverflow", err)
+	}
+	if _, err := ZeROStates(math.MaxInt64/2, FP16, Adam, 1, 0); !errors.Is(err, ErrOverflow) {
+		t.Errorf("ZeROStates err = %v, want ErrOverflow", err)
+	}
+}
+
+func TestMaxBatch(t *testing.T) {
+	s := xl(t)
+	s.Seq = 1024
+	const memory = 80 << 30
+	for _, p := range FitPolicies() {
+		s.Checkpoint = p
+		b, e, err := s.MaxBatch(memory, Korthikanti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b < 1 {
+			t.Fatalf("%v: nothing fits in 80 GiB", p)
+		}
+		if e.Total(Korthikanti) > memory {
+			t.Errorf("%v: batch %d needs %d > %d", p, b, e.Total(Korthikanti), int64(memory))
+		}
+		next := s
+		next.Batch = b + 1
+		if ne, err := next.Estimate(); err == nil && ne.Total(Korthikanti) <= memory {
+			t.Errorf("%v: batch %d fits too", p, b+1)
+		}
+	}
+	// Nothing fits when model states alone exceed the memory: 0, not an error.
+	if b, e, err := s.MaxBatch(20e9, Korthikanti); b != 0 || err != nil || e.States.Total() <= 20e9 {
+		t.Errorf("20 GB: batch %d, states %d, err %v; want 0", b, e.States.Total(), err)
+	}
+}
+
+func TestMinRanksAndLowestStage(t *testing.T) {
+	s := Setup{Params: 7500000000, Precision: FP16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}
+	const memory = 32e9 // ZeRO paper Section 1: a 32 GB V100
+	// ZeRO-0 never fits (120 GB on every rank); ZeRO-1 needs 15 + 15 +
+	// 90/N ≤ 32, N ≥ 45, but ceil(7.5e9/45) pads the shard by 4 bytes: 46;
+	// ZeRO-2 15 + 105/N ≤ 32: 7; ZeRO-3 120/N ≤ 32: 4.
+	want := []int{0, 46, 7, 4}
+	for z := range 4 {
+		s.ZeRO = z
+		n, e, err := s.MinRanks(memory, Korthikanti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want[z] {
+			t.Errorf("ZeRO-%d: fewest ranks %d, want %d (total %d)", z, n, want[z], e.Total(Korthikanti))
+		}
+	}
+	s.Ranks = 64
+	if z, e, err := s.LowestStage(memory, Korthikanti); z != 1 || err != nil || e.Total(Korthikanti) != 31406250000 {
+		t.Errorf("64 ranks: lowest stage %d (%d, %v), want 1 (31.4 GB)", z, e.Total(Korthikanti), err)
+	}
+	s.Ranks = 2
+	if z, _, _ := s.LowestStage(memory, Korthikanti); z != -1 {
+		t.Errorf("2 ranks: lowest stage %d, want none (-1)", z)
+	}
+}
+
+func BenchmarkEstimate(b *testing.B) {
+	c, _ := Preset("gpt2-xl")
+	s := Setup{Model: c, Batch: 32, Seq: 1000, Precision: FP16, Optimizer: Adam, Ranks: 8, ZeRO: 2, TP: 5, PP: 4, Checkpoint: Checkpoint{Kind: CheckpointSqrt}}
+	for b.Loop() {
+		if _, err := s.Estimate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMaxBatch(b *testing.B) {
+	c, _ := Preset("gpt2-xl")
+	s := Setup{Model: c, Batch: 1, Seq: 1024, Precision: FP16, Optimizer: Adam, Ranks: 8, ZeRO: 1, TP: 1, PP: 1}
+	for b.Loop() {
+		if _, _, err := s.MaxBatch(80<<30, Korthikanti); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
