@@ -1,0 +1,147 @@
+package main
+
+// The command line: a table of subcommands, each in a file of its own that
+// registers itself (estimate.go, fit.go, ...). A subcommand parses its flags
+// with its own flag.FlagSet and returns an error; bad input is a usageError,
+// which main turns into exit status 2.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string // one line for trainmem's help
+	// run parses args (the flags after the subcommand's name) and writes
+	// the answer to stdout; usage and flag help go to stderr.
+	run func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{}
+
+// register adds a subcommand; each subcommand file calls it from init.
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("trainmem: subcommand " + c.name + " registered twice")
+	}
+	commands[c.name] = c
+}
+
+// usageError is bad input: a flag, value or argument that is not valid.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// usagef makes a usageError.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitCode maps run's error to the process exit status.
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
+
+// run is trainmem: args are the arguments after the program name.
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stderr)
+		return usagef("no subcommand (valid: %s)", strings.Join(commandNames(), ", "))
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 {
+			if c, ok := commands[rest[0]]; ok {
+				return c.run([]string{"-h"}, stdout, stdout)
+			}
+			return usagef("help: unknown subcommand %q (valid: %s)", rest[0], strings.Join(commandNames(), ", "))
+		}
+		usage(stdout)
+		return nil
+	}
+	c, ok := commands[name]
+	if !ok {
+		return usagef("unknown subcommand %q (valid: %s)", name, strings.Join(commandNames(), ", "))
+	}
+	if err := c.run(rest, stdout, stderr); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func commandNames() []string {
+	var ns []string
+	for n := range commands {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `trainmem answers "where did the GPU memory go?" when training a transformer.
+
+usage: trainmem <subcommand> [flags]
+
+subcommands:
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, n := range commandNames() {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, commands[n].summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, "\nRun 'trainmem help <subcommand>' or 'trainmem <subcommand> -h' for its flags.\n")
+}
+
+// parseFlags parses a subcommand's flags. Parse errors come back as one-line
+// usage errors (the flag package's own message, which names the flag and the
+// value); -h prints the subcommand's usage to stderr and returns errHelp,
+// which the subcommand answers with nil.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) error {
+	fs.SetOutput(io.Discard) // errors are returned, not printed twice
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "usage: trainmem %s [flags]\n\n%s\n\nflags:\n", fs.Name(), synopsis)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		return errHelp
+	}
+	if err != nil {
+		return usagef("%v (run 'trainmem %s -h' for the flags)", err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (flags only; run 'trainmem %s -h' for them)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// errHelp is parseFlags's answer to -h: usage was printed, nothing to do.
+var errHelp = errors.New("help requested")
+
+// formatFlag is --format: text (for people, the default), json or csv.
+type formatFlag string
+
+func (f *formatFlag) String() string { return string(*f) }
+func (f *formatFlag) Set(s string) error {
+	switch s {
+	case "text", "json", "csv":
+		*f = formatFlag(s)
+		return nil
+	}
+	return fmt.Errorf("unknown format %q (valid: text, json, csv)", s)
+}
