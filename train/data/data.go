@@ -1,0 +1,233 @@
+// Package data supplies training tokens: a text file read as bytes (for the
+// vocabulary-256 presets), an llm.c token file (for GPT-2-vocabulary
+// presets), or, without a file, a default corpus built into the binary; and a
+// deterministic loader that cuts them into batches of inputs and next-token
+// targets.
+//
+// Error policy: every function returns errors (never panics on bad input);
+// an error names the source, the bad value and what is valid.
+package data
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// TokenFileMagic and TokenFileVersion identify an llm.c token file: a header
+// of 256 little-endian int32 (magic, version, token count, then zeros)
+// followed by the tokens as little-endian uint16.
+const (
+	TokenFileMagic   = 20240520
+	TokenFileVersion = 1
+)
+
+// CheckpointMagic is llm.c's model-file magic, recognised to say so when a
+// checkpoint is given as data.
+const CheckpointMagic = 20240326
+
+const headerBytes = 256 * 4
+
+// Format says how a Dataset's tokens were read.
+type Format string
+
+// The formats.
+const (
+	Text      Format = "text"    // bytes of a text file, one token per byte
+	TokenFile Format = "llm.c"   // llm.c token file (.bin)
+	Default   Format = "default" // the built-in corpus, as bytes
+)
+
+// Dataset is a token sequence and where it came from.
+type Dataset struct {
+	Source string // the file name, or "default corpus"
+	Format Format
+	Tokens []int32
+}
+
+//go:embed corpus.txt
+var corpus string
+
+// DefaultCorpus returns the built-in corpus as text: English prose written
+// for trainmem (generated deterministically by corpus_gen_test.go; nothing is
+// downloaded). It is varied enough to be worth learning and regular enough
+// that the tiny preset's byte-level loss halves within a couple of hundred
+// steps.
+func DefaultCorpus() string { return corpus }
+
+// DefaultDataset is the built-in corpus as byte tokens, checked against the
+// vocabulary like any file.
+func DefaultDataset(vocab int) (*Dataset, error) {
+	ds := &Dataset{Source: "default corpus", Format: Default, Tokens: bytesToTokens([]byte(corpus))}
+	if err := ds.Check(vocab); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// Load reads the tokens of path for a model of the given vocabulary. A file
+// that starts with the token-file magic, or whose name ends in .bin, is read
+// as an llm.c token file (and must be a valid one); any other file is text,
+// one token per byte. Every token must be below vocab.
+func Load(path string, vocab int) (*Dataset, error) {
+	if vocab <= 0 {
+		return nil, fmt.Errorf("data: vocabulary %d must be positive", vocab)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("data: %s: no such file", path)
+		}
+		return nil, fmt.Errorf("data: reading %s: %w", path, err)
+	}
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("data: %s is empty", path)
+	}
+	ds := &Dataset{Source: path}
+	magic := len(raw) >= 4 && binary.LittleEndian.Uint32(raw) == TokenFileMagic
+	if magic || strings.EqualFold(filepath.Ext(path), ".bin") {
+		ds.Format = TokenFile
+		if ds.Tokens, err = parseTokenFile(path, raw); err != nil {
+			return nil, err
+		}
+	} else {
+		ds.Format = Text
+		ds.Tokens = bytesToTokens(raw)
+	}
+	if err := ds.Check(vocab); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+func bytesToTokens(b []byte) []int32 {
+	t := make([]int32, len(b))
+	for i, c := range b {
+		t[i] = int32(c)
+	}
+	return t
+}
+
+// parseTokenFile checks an llm.c token file's header and returns its tokens.
+func parseTokenFile(path string, raw []byte) ([]int32, error) {
+	if len(raw) < headerBytes {
+		return nil, fmt.Errorf("data: %s: bad token file header: %d bytes, a header is %d", path, len(raw), headerBytes)
+	}
+	magic := int32(binary.LittleEndian.Uint32(raw[0:]))
+	version := int32(binary.LittleEndian.Uint32(raw[4:]))
+	count := int64(int32(binary.LittleEndian.Uint32(raw[8:])))
+	switch magic {
+	case TokenFileMagic:
+	case CheckpointMagic:
+		return nil, fmt.Errorf("data: %s: bad token file header: magic %d is llm.c's model checkpoint magic (expected %d); was a checkpoint given as data?", path, magic, TokenFileMagic)
+	default:
+		return nil, fmt.Errorf("data: %s: bad token file header: magic %d, expected %d (llm.c token file); text files must not end in .bin", path, magic, TokenFileMagic)
+	}
+	if version != TokenFileVersion {
+		return nil, fmt.Errorf("data: %s: bad token file header: version %d, expected %d", path, version, TokenFileVersion)
+	}
+	if count < 0 {
+		return nil, fmt.Errorf("data: %s: bad token file header: token count %d is negative", path, count)
+	}
+	if body := int64(len(raw) - headerBytes); body != 2*count {
+		return nil, fmt.Errorf("data: %s: bad token file header: it declares %d tokens (%d bytes) but %d bytes follow the header", path, count, 2*count, body)
+	}
+	if count == 0 {
+		return nil, fmt.Errorf("data: %s is empty: its header declares 0 tokens", path)
+	}
+	tokens := make([]int32, count)
+	for i := range tokens {
+		tokens[i] = int32(binary.LittleEndian.Uint16(raw[headerBytes+2*i:]))
+	}
+	return tokens, nil
+}
+
+// WriteTokenFile writes tokens (each in [0, 65535]) as an llm.c token file.
+func WriteTokenFile(w io.Writer, tokens []int32) error {
+	if len(tokens) > 1<<31-1 {
+		return fmt.Errorf("data: %d tokens exceed a token file's int32 count", len(tokens))
+	}
+	buf := make([]byte, headerBytes+2*len(tokens))
+	binary.LittleEndian.PutUint32(buf[0:], TokenFileMagic)
+	binary.LittleEndian.PutUint32(buf[4:], TokenFileVersion)
+	binary.LittleEndian.PutUint32(buf[8:], uint32(len(tokens)))
+	for i, t := range tokens {
+		if t < 0 || t > 0xFFFF {
+			return fmt.Errorf("data: token %d at position %d does not fit a token file's uint16", t, i)
+		}
+		binary.LittleEndian.PutUint16(buf[headerBytes+2*i:], uint16(t))
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+// Check returns an error naming the first token that is not in [0, vocab):
+// its id, its position and the vocabulary.
+func (d *Dataset) Check(vocab int) error {
+	if len(d.Tokens) == 0 {
+		return fmt.Errorf("data: %s is empty", d.Source)
+	}
+	for i, t := range d.Tokens {
+		if t < 0 || int(t) >= vocab {
+			hint := ""
+			if d.Format == TokenFile && vocab <= 256 {
+				hint = "; token files hold GPT-2 token ids: use a GPT-2-vocabulary preset, or a text file for this one"
+			}
+			return fmt.Errorf("data: %s: token id %d at position %d is not below the model's vocabulary of %d%s", d.Source, t, i, vocab, hint)
+		}
+	}
+	return nil
+}
+
+// Loader cuts a dataset into batches: each of the B rows is a window of T+1
+// consecutive tokens starting at a uniformly random position, inputs its
+// first T, targets its last T (the next token of each input). The windows
+// come from a PCG stream seeded by the seed, so the same seed gives the same
+// batches on every run and machine.
+type Loader struct {
+	ds   *Dataset
+	B, T int
+	rng  *rand.Rand
+}
+
+// NewLoader makes a loader of batches of B sequences of T tokens. The
+// dataset must hold at least one window, T+1 tokens, and one batch's worth
+// of tokens, B·T+1, so that a batch is not mostly repeats.
+func NewLoader(ds *Dataset, B, T int, seed uint64) (*Loader, error) {
+	if B <= 0 || T <= 0 {
+		return nil, fmt.Errorf("data: batch %d and sequence length %d must be positive", B, T)
+	}
+	if need := int64(B)*int64(T) + 1; int64(len(ds.Tokens)) < need {
+		return nil, fmt.Errorf("data: %s holds %d tokens, shorter than one batch: batch %d × sequence %d needs at least %d", ds.Source, len(ds.Tokens), B, T, need)
+	}
+	return &Loader{ds: ds, B: B, T: T, rng: rand.New(rand.NewPCG(seed, 0x7472616d))}, nil
+}
+
+// Next fills inputs and targets (each B·T, row-major (b, t)) with the next
+// batch.
+func (l *Loader) Next(inputs, targets []int32) error {
+	n := l.B * l.T
+	if len(inputs) != n || len(targets) != n {
+		return fmt.Errorf("data: Next wants inputs and targets of B·T = %d tokens, got %d and %d", n, len(inputs), len(targets))
+	}
+	starts := len(l.ds.Tokens) - l.T // window starts 0..len-T-1
+	for b := range l.B {
+		s := l.rng.IntN(starts)
+		copy(inputs[b*l.T:(b+1)*l.T], l.ds.Tokens[s:s+l.T])
+		copy(targets[b*l.T:(b+1)*l.T], l.ds.Tokens[s+1:s+1+l.T])
+	}
+	return nil
+}
+
+// Batch returns the next batch in new slices.
+func (l *Loader) Batch() (inputs, targets []int32) {
+	inputs, targets = make([]int32, l.B*l.T), make([]int32, l.B*l.T)
+	l.Next(inputs, targets) // cannot fail: the lengths are right
+	return inputs, targets
+}
