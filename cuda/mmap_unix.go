@@ -1,0 +1,36 @@
+//go:build unix
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"unsafe"
+)
+
+// mapMemory maps size bytes of anonymous, private, zero-filled memory.
+func mapMemory(size int64) ([]byte, error) {
+	if size <= 0 || int64(int(size)) != size {
+		return nil, fmt.Errorf("cuda: host: cannot map %d bytes", size)
+	}
+	b, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if errors.Is(err, syscall.ENOMEM) {
+		return nil, fmt.Errorf("%w: mmap of %s: %v", ErrNoMemory, FormatBytes(size), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cuda: host: mmap of %s: %w", FormatBytes(size), err)
+	}
+	return b, nil
+}
+
+func unmapMemory(b []byte) error {
+	if err := syscall.Munmap(b); err != nil {
+		return fmt.Errorf("cuda: host: munmap of %s: %w", FormatBytes(int64(len(b))), err)
+	}
+	return nil
+}
+
+// sliceAddr is the address of b's first byte (a pointer to integer
+// conversion, which go vet accepts; nothing converts back).
+func sliceAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
