@@ -12,6 +12,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // freedBlock marks a Buffer that Device.Free gave back: using it again is
@@ -96,7 +97,11 @@ func (c *checker) ids(name string, b *Buffer) bool {
 // length checks b.Len == want, want given with its formula.
 func (c *checker) length(name string, b *Buffer, want int, formula string) {
 	if c.err == nil && b != nil && b.Len != want {
-		c.fail("%s has %d elements, want %s = %d", name, b.Len, formula, want)
+		if formula == strconv.Itoa(want) {
+			c.fail("%s has %d elements, want %d", name, b.Len, want)
+		} else {
+			c.fail("%s has %d elements, want %s = %d", name, b.Len, formula, want)
+		}
 	}
 }
 
