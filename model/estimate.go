@@ -64,7 +64,7 @@ func Formulas() []string { return []string{ZeROPaper, Korthikanti} }
 func FormulaSource(f string) string {
 	switch f {
 	case ZeROPaper:
-		return "Rajbhandari et al. 2020 (ZeRO), Section 3.2: 12·h·b·s·L values"
+		return "Rajbhandari et al. 2020 (ZeRO), Section 3.2: 12·h·b·s·L values, 2 bytes each in 16-bit training (4 in fp32)"
 	case Korthikanti:
 		return "Korthikanti et al. 2022, Section 4.1 Eq. 1, Table 2, Section 4.3: sbh·(34 + 5as/h) bytes a layer"
 	}

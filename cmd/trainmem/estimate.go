@@ -243,8 +243,12 @@ func estimateText(w io.Writer, e model.Estimate, formula string) error {
 	fmt.Fprintln(w, modelLine(s))
 	fmt.Fprintf(w, "setup: %s\n", describe(s))
 	if s.PP > 1 || s.TP > 1 {
-		fmt.Fprintf(w, "reported rank: pipeline stage %d of %d (the heaviest), the tensor rank with the most vocabulary rows: %s parameters\n",
-			e.Stage, s.PP, model.Comma(e.RankParams))
+		where := "the"
+		if s.PP > 1 {
+			where = fmt.Sprintf("on the heavier of the first and last pipeline stages (stage %d of 0..%d), the", e.Stage, s.PP-1)
+		}
+		fmt.Fprintf(w, "reported rank: %s tensor-parallel rank with the most vocabulary rows; it holds %s parameters\n",
+			where, model.Comma(e.RankParams))
 	}
 	fmt.Fprintln(w)
 

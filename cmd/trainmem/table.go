@@ -26,8 +26,9 @@ func (t *table) write(w io.Writer) error {
 			width[i] = max(width[i], utf8.RuneCountInString(c))
 		}
 	}
-	var b strings.Builder
+	var b, b2 strings.Builder
 	for _, r := range t.rows {
+		start := b.Len()
 		for i, c := range r {
 			pad := 0
 			if len(r) > 1 {
@@ -45,8 +46,9 @@ func (t *table) write(w io.Writer) error {
 				b.WriteString(c)
 			}
 		}
-		b.WriteString("\n")
+		line := strings.TrimRight(b.String()[start:], " ")
+		b2.WriteString(line + "\n")
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, b2.String())
 	return err
 }

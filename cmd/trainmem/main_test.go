@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// runArgs runs trainmem with args and returns stdout, stderr and the exit
+// status main would give.
+func runArgs(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(args, &out, &errb)
+	if err != nil {
+		errb.WriteString("trainmem: " + err.Error() + "\n")
+	}
+	return out.String(), errb.String(), exitCode(err)
+}
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/trainmem -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file (go test ./cmd/trainmem -update rewrites it after review):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// The README's main command: the source articles' setup.
+var xlArgs = []string{"estimate", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16"}
+
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"estimate_gpt2-xl.txt", xlArgs},
+		{"estimate_gpt2-xl.json", append(append([]string{}, xlArgs...), "--format", "json")},
+		{"estimate_gpt2-xl.csv", append(append([]string{}, xlArgs...), "--format", "csv")},
+		{"estimate_gpt2-xl_full.txt", append(append([]string{}, xlArgs...), "--checkpoint", "full")},
+		{"estimate_zero_table1.txt", []string{"estimate", "--params", "7.5e9", "--precision", "fp16", "--ranks", "64", "--zero", "3"}},
+		{"estimate_parallel.txt", []string{"estimate", "--preset", "gpt2-xl", "--batch", "8", "--precision", "bf16", "--tp", "5", "--pp", "4", "--ranks", "8", "--zero", "3", "--checkpoint", "selective", "--sequence-parallel"}},
+		{"fit_gpt2-xl.txt", []string{"fit", "--preset", "gpt2-xl", "--seq", "1024", "--precision", "bf16", "--ranks", "8", "--memory", "80GiB"}},
+		{"fit_gpt2-xl.json", []string{"fit", "--preset", "gpt2-xl", "--seq", "1024", "--precision", "bf16", "--ranks", "8", "--memory", "80GiB", "--format", "json"}},
+		{"fit_ranks.txt", []string{"fit", "--preset", "gpt2-xl", "--seq", "1000", "--batch", "32", "--precision", "fp16", "--ranks", "8", "--memory", "32GB"}},
+		{"fit_zero_table1.txt", []string{"fit", "--params", "7.5e9", "--precision", "fp16", "--ranks", "64", "--memory", "32GB"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runArgs(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, tc.name, out)
+		})
+	}
+}
+
+// The JSON that issue 2 promises, with the source articles' numbers:
+// gpt2-xl has 1,557,611,200 parameters; mixed fp16 Adam model states are
+// 16Φ (3.1 GB of fp16 weights, 24.9 GB in all); the ZeRO paper's
+// activations are 12·h·b·s·L = 29.49e9 values, 58.98 GB in 16 bits.
+func TestEstimateJSON(t *testing.T) {
+	out, errOut, code := runArgs(t, append(append([]string{}, xlArgs...), "--format", "json")...)
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	var doc struct {
+		Model struct {
+			Params int64 `json:"params"`
+		} `json:"model"`
+		ModelStates map[string]int64 `json:"model_states"`
+		Activations map[string]int64 `json:"activations"`
+		Formula     string           `json:"formula"`
+		TotalBytes  int64            `json:"total_bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	const phi = 1557611200
+	if doc.Model.Params != phi {
+		t.Errorf("model.params = %d", doc.Model.Params)
+	}
+	want := map[string]int64{"params": 2 * phi, "grads": 2 * phi, "master": 4 * phi, "adam_m": 4 * phi, "adam_v": 4 * phi, "total": 16 * phi}
+	for k, v := range want {
+		if doc.ModelStates[k] != v {
+			t.Errorf("model_states.%s = %d, want %d", k, doc.ModelStates[k], v)
+		}
+	}
+	if doc.Activations["zero_paper"] != 58982400000 {
+		t.Errorf("activations.zero_paper = %d, want 58,982,400,000", doc.Activations["zero_paper"])
+	}
+	if doc.Activations["korthikanti"] == 0 || doc.Formula != "korthikanti" {
+		t.Errorf("activations.korthikanti = %d, formula %q", doc.Activations["korthikanti"], doc.Formula)
+	}
+	if doc.TotalBytes != 16*phi+doc.Activations["korthikanti"] {
+		t.Errorf("total_bytes = %d, want model states + korthikanti", doc.TotalBytes)
+	}
+	// --formula zero_paper puts the ZeRO paper's activations in total_bytes.
+	out, _, _ = runArgs(t, append(append([]string{}, xlArgs...), "--format", "json", "--formula", "zero_paper")...)
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.TotalBytes != 16*phi+58982400000 {
+		t.Errorf("zero_paper total_bytes = %d (%v)", doc.TotalBytes, err)
+	}
+}
+
+// The text table shows the articles' figures: about 3 GB of fp16 weights,
+// 24.92 GB of model states, 58.98 GB of ZeRO-paper activations; the ZeRO
+// paper's Table 1 figures come out of --params.
+func TestTextShowsPublishedNumbers(t *testing.T) {
+	out, _, _ := runArgs(t, xlArgs...)
+	for _, want := range []string{"1,557,611,200 parameters", "3.12 GB", "24.92 GB", "58.98 GB", "Section 3.2", "Korthikanti"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("estimate output lacks %q", want)
+		}
+	}
+	for _, tc := range []struct {
+		ranks, zero, want string
+	}{
+		{"64", "1", "31.41 GB"}, {"64", "2", "16.64 GB"}, {"64", "3", "1.88 GB"},
+		{"4", "1", "52.50 GB"}, {"4", "2", "41.25 GB"}, {"4", "3", "30.00 GB"}, {"1", "0", "120.00 GB"},
+	} {
+		out, _, code := runArgs(t, "estimate", "--params", "7.5e9", "--precision", "fp16", "--ranks", tc.ranks, "--zero", tc.zero)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("ZeRO-%s on %s ranks: want %s in\n%s", tc.zero, tc.ranks, tc.want, out)
+		}
+	}
+	// A 6B model's fp32 weights, about 22 GiB (the 6b preset: 22.57 GiB).
+	out, _, _ = runArgs(t, "estimate", "--preset", "6b", "--seq", "1")
+	if !strings.Contains(out, "22.57 GiB") {
+		t.Errorf("6b fp32 weights: want 22.57 GiB in\n%s", out)
+	}
+}
+
+// Bad input: one line that names the value and what is valid, exit 2.
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"estimate", "--preset", "gpt2", "--heads", "7"}, []string{"heads 7", "valid"}},
+		{[]string{"estimate", "--layers", "0", "--hidden", "64", "--heads", "4"}, []string{"--layers 0", "valid"}},
+		{[]string{"estimate", "--layers", "-3", "--hidden", "64", "--heads", "4"}, []string{"--layers -3", "valid"}},
+		{[]string{"estimate", "--preset", "tiny", "--batch", "0"}, []string{"--batch 0", "valid"}},
+		{[]string{"estimate", "--preset", "tiny", "--ranks", "0"}, []string{"--ranks 0", "valid"}},
+		{[]string{"estimate", "--preset", "gpt5"}, []string{`"gpt5"`, "valid", "gpt2-xl"}},
+		{[]string{"estimate", "--preset", "tiny", "--precision", "fp8"}, []string{`"fp8"`, "fp32, fp16, bf16"}},
+		{[]string{"estimate", "--preset", "tiny", "--optimizer", "lion"}, []string{`"lion"`, "adam, adamw, sgd, momentum"}},
+		{[]string{"estimate", "--preset", "tiny", "--checkpoint", "half"}, []string{`"half"`, "every:K"}},
+		{[]string{"estimate", "--preset", "tiny", "--checkpoint", "every:0"}, []string{"every:0", "valid"}},
+		{[]string{"estimate", "--preset", "tiny", "--checkpoint", "every:3"}, []string{"every:3", "1 to the 2 layers"}},
+		{[]string{"estimate", "--preset", "tiny", "--zero", "4"}, []string{"--zero 4", "0, 1, 2, 3"}},
+		{[]string{"estimate", "--preset", "tiny", "--tp", "3"}, []string{"3", "do not divide the 4 heads", "valid"}},
+		{[]string{"estimate", "--preset", "tiny", "--seq", "65"}, []string{"65", "valid"}},
+		{[]string{"estimate", "--preset", "tiny", "--format", "xml"}, []string{`"xml"`, "text, json, csv"}},
+		{[]string{"estimate", "--preset", "tiny", "--formula", "chen"}, []string{`"chen"`, "zero_paper, korthikanti"}},
+		{[]string{"estimate"}, []string{"no model", "--preset"}},
+		{[]string{"estimate", "--hidden", "64"}, []string{"missing: --layers, --heads"}},
+		{[]string{"estimate", "--params", "7.5"}, []string{`"7.5"`, "whole number"}},
+		{[]string{"estimate", "--params", "7.5e9", "--preset", "gpt2"}, []string{"--params"}},
+		{[]string{"estimate", "--preset", "tiny", "--bogus"}, []string{"bogus", "-h"}},
+		{[]string{"estimate", "--preset", "tiny", "extra"}, []string{`"extra"`}},
+		{[]string{"estimate", "--preset", "tiny", "--batch", "many"}, []string{`"many"`, "-batch"}},
+		{[]string{"fit", "--preset", "tiny", "--memory", "80XB"}, []string{`"80XB"`, "GiB"}},
+		{[]string{"fit", "--preset", "tiny"}, []string{"--memory is required"}},
+		{[]string{"frobnicate"}, []string{`"frobnicate"`, "estimate, fit"}},
+		{[]string{}, []string{"no subcommand", "estimate"}},
+	} {
+		_, errOut, code := runArgs(t, tc.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", tc.args, code, errOut)
+			continue
+		}
+		last := strings.TrimSpace(errOut)
+		if i := strings.LastIndex(last, "\n"); i >= 0 {
+			last = last[i+1:]
+		}
+		if !strings.HasPrefix(last, "trainmem: ") {
+			t.Errorf("%v: last line %q does not start with trainmem:", tc.args, last)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(last, w) {
+				t.Errorf("%v: error %q lacks %q", tc.args, last, w)
+			}
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	out, _, code := runArgs(t, "help")
+	if code != 0 || !strings.Contains(out, "estimate") || !strings.Contains(out, "fit") {
+		t.Errorf("help: exit %d\n%s", code, out)
+	}
+	for _, c := range []string{"estimate", "fit"} {
+		_, errOut, code := runArgs(t, c, "-h")
+		if code != 0 || !strings.Contains(errOut, "-precision") || !strings.Contains(errOut, "usage: trainmem "+c) {
+			t.Errorf("%s -h: exit %d\n%s", c, code, errOut)
+		}
+		out, _, code := runArgs(t, "help", c)
+		if code != 0 || !strings.Contains(out, "-checkpoint") {
+			t.Errorf("help %s: exit %d\n%s", c, code, out)
+		}
+	}
+}
+
+// The 0 case is an answer: when nothing fits, fit says so and what alone
+// is too large, with exit status 0.
+func TestFitNothingFits(t *testing.T) {
+	out, errOut, code := runArgs(t, "fit", "--preset", "gpt2-xl", "--precision", "fp16", "--memory", "20GB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "model states alone need 24.92 GB") {
+		t.Errorf("no explanation of the 0 in\n%s", out)
+	}
+}
+
+// FuzzRun: trainmem never panics; whatever the arguments, it either
+// succeeds with output or fails with a one-line error and exit 1 or 2.
+func FuzzRun(f *testing.F) {
+	for _, s := range []string{
+		strings.Join(xlArgs, " "),
+		"estimate --params 7.5e9 --ranks 64 --zero 3 --precision fp16 --format json",
+		"estimate --preset 6b --tp 4 --pp 7 --sequence-parallel --checkpoint every:2 --format csv",
+		"estimate --layers 3 --hidden 48 --heads 6 --vocab 100 --context 32 --untied --checkpoint sqrt",
+		"fit --preset gpt2 --memory 24GB --ranks 4",
+		"fit --preset gpt2 --memory 8GiB --batch 16 --ranks 2 --checkpoint every:3",
+		"fit --params 1.5B --memory 1e10",
+		"estimate --preset tiny --batch 999999999999",
+		"estimate --preset tiny --heads 0",
+		"fit --preset tiny --memory -1GB",
+		"help estimate",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if !utf8.ValidString(line) {
+			return
+		}
+		args := strings.Fields(line)
+		out, errOut, code := runArgs(t, args...)
+		switch code {
+		case 0:
+			if out == "" && !strings.Contains(errOut, "usage:") {
+				t.Fatalf("%q: success with no output", line)
+			}
+		case 1, 2:
+			msg := strings.TrimSpace(errOut)
+			if i := strings.LastIndex(msg, "\n"); i >= 0 && len(args) == 0 {
+				// trainmem alone prints its usage before the error line.
+				msg = msg[i+1:]
+			}
+			if !strings.HasPrefix(msg, "trainmem: ") || strings.Contains(msg, "\n") {
+				t.Fatalf("%q: error output %q is not one trainmem: line", line, errOut)
+			}
+		default:
+			t.Fatalf("%q: exit %d", line, code)
+		}
+	})
+}
+
+func BenchmarkEstimateCommand(b *testing.B) {
+	for b.Loop() {
+		runArgs(b, xlArgs...)
+	}
+}
+
+func BenchmarkFitCommand(b *testing.B) {
+	for b.Loop() {
+		runArgs(b, "fit", "--preset", "gpt2-xl", "--seq", "1024", "--precision", "bf16", "--ranks", "8", "--memory", "80GiB")
+	}
+}
