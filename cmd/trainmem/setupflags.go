@@ -51,7 +51,7 @@ func addSetupFlags(fs *flag.FlagSet) *setupFlags {
 	fs.IntVar(&f.heads, "heads", 0, "attention heads, a (must divide the hidden size)")
 	fs.IntVar(&f.vocab, "vocab", 50257, "vocabulary, V, for a custom shape")
 	fs.IntVar(&f.context, "context", 1024, "context (learned positions) for a custom shape")
-	fs.BoolVar(&f.untied, "untied", false, "give the model its own output head instead of the tied token embedding")
+	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
 	fs.Func("params", "parameter count for model states only, e.g. 7.5e9 or 7.5B (no shape: no activations)", func(s string) error {
 		n, err := model.ParseCount(s)
 		if err == nil && n == 0 {
