@@ -10,8 +10,13 @@ package cuda
 //     2 MiB; larger blocks come from the large pool, whose segments are
 //     20 MiB for requests under 10 MiB and the request rounded up to 2 MiB
 //     otherwise;
-//   - a request takes the smallest cached free block of its pool that fits
-//     (ties broken by address), and only when none fits a new segment;
+//   - a request takes the smallest cached free block of its pool that fits,
+//     and only when none fits a new segment. Ties go to the block of the
+//     oldest segment, then the lowest address in it. (PyTorch breaks ties
+//     by address alone; segment age makes every decision a function of the
+//     requests only, so that Shape's virtual addresses and the host's mmap
+//     addresses, which the kernel hands out top-down, give the same
+//     statistics. On a GPU, whose addresses grow, the two orders agree.)
 //   - a block larger than the request is split, the request taking the low
 //     addresses, when the remainder is at least 512 bytes (small pool) or
 //     more than 1 MiB (large pool);
@@ -112,11 +117,13 @@ func (b *Block) isSplit() bool { return b.prev != nil || b.next != nil }
 
 type segment struct {
 	Segment
+	seq  uint64 // the order in which segments were taken: ties in best fit go to older ones
 	pool *blockPool
 	head *Block // the block at Base
 }
 
-// blockPool holds the free blocks of one pool ordered by (size, address),
+// blockPool holds the free blocks of one pool ordered by (size, segment
+// age, address),
 // so that the first block not smaller than a request is the best fit. A
 // sorted slice is fast for the few hundred free blocks a training run keeps.
 type blockPool struct {
@@ -126,7 +133,13 @@ type blockPool struct {
 }
 
 func blockLess(a, b *Block) bool {
-	return a.size < b.size || (a.size == b.size && a.addr < b.addr)
+	if a.size != b.size {
+		return a.size < b.size
+	}
+	if a.seg.seq != b.seg.seq {
+		return a.seg.seq < b.seg.seq
+	}
+	return a.addr < b.addr
 }
 
 func (p *blockPool) search(b *Block) int {
@@ -150,8 +163,8 @@ func (p *blockPool) remove(b *Block) {
 	p.free = p.free[:len(p.free)-1]
 }
 
-// bestFit returns the smallest free block of at least size bytes (lowest
-// address among equals), or nil.
+// bestFit returns the smallest free block of at least size bytes (the
+// first in pool order among equals), or nil.
 func (p *blockPool) bestFit(size int64) *Block {
 	i := sort.Search(len(p.free), func(i int) bool { return p.free[i].size >= size })
 	if i == len(p.free) {
@@ -169,6 +182,7 @@ type Allocator struct {
 	small  blockPool
 	large  blockPool
 	segs   map[uintptr]*segment
+	nseg   uint64 // segments taken so far
 	stats  Stats
 	closed bool
 }
@@ -273,7 +287,8 @@ func (a *Allocator) newSegment(pool *blockPool, size int64, retry bool) (*Block,
 	if err != nil {
 		return nil, err
 	}
-	seg := &segment{Segment: s, pool: pool}
+	a.nseg++
+	seg := &segment{Segment: s, seq: a.nseg, pool: pool}
 	a.segs[s.Base] = seg
 	a.stats.Segment.add(1)
 	a.stats.ReservedBytes.add(s.Size)
@@ -505,24 +520,25 @@ type BlockInfo struct {
 type SegmentInfo struct {
 	Base   uintptr
 	Size   int64
-	Small  bool // from the small pool
+	Seq    uint64 // the segment's age: 1 for the first one the allocator took
+	Small  bool   // from the small pool
 	Blocks []BlockInfo
 }
 
-// Snapshot lists every segment the allocator holds, by address.
+// Snapshot lists every segment the allocator holds, oldest first.
 func (a *Allocator) Snapshot() []SegmentInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]SegmentInfo, 0, len(a.segs))
 	for _, s := range a.segs {
-		si := SegmentInfo{Base: s.Base, Size: s.Size, Small: s.pool.small}
+		si := SegmentInfo{Base: s.Base, Size: s.Size, Seq: s.seq, Small: s.pool.small}
 		for b := s.head; b != nil; b = b.next {
 			si.Blocks = append(si.Blocks, BlockInfo{Addr: b.addr, Size: b.size, Requested: b.requested,
 				Allocated: b.allocated, Cat: b.cat})
 		}
 		out = append(out, si)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Base < out[j].Base })
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out
 }
 

@@ -412,14 +412,15 @@ func testAllocatorRandom(t *testing.T, seed uint64, capacity int64, steps int) {
 			cat := Category(rng.IntN(int(NumCategories)))
 			size := RoundSize(n)
 			// The model's choice: the best-fitting cached block of the pool.
+			// Ties go to the oldest segment (the snapshot lists them
+			// oldest first), then the lowest address.
 			var want *BlockInfo
 			for _, s := range a.Snapshot() {
 				if s.Small != (size <= SmallSize) {
 					continue
 				}
 				for _, bl := range s.Blocks {
-					if !bl.Allocated && bl.Size >= size && (want == nil || bl.Size < want.Size ||
-						bl.Size == want.Size && bl.Addr < want.Addr) {
+					if !bl.Allocated && bl.Size >= size && (want == nil || bl.Size < want.Size) {
 						want = &bl
 					}
 				}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -79,4 +80,21 @@ func (gonumBLAS) sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda
 
 func (gonumBLAS) dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	gonum.Implementation{}.Dgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// parseOpenBLASConfig takes openblas_get_config's "OpenBLAS 0.3.21
+// NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64" apart into
+// "OpenBLAS 0.3.21" and the core name.
+func parseOpenBLASConfig(cfg string) (version, core string) {
+	f := strings.Fields(cfg)
+	version = "OpenBLAS"
+	if len(f) >= 2 && f[0] == "OpenBLAS" {
+		version = f[0] + " " + f[1]
+	}
+	for _, w := range f[2:] {
+		if w != strings.ToUpper(w) { // options are upper case; the core name is not
+			core = w
+		}
+	}
+	return version, core
 }

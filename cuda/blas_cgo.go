@@ -115,23 +115,6 @@ func loadOpenBLAS(threads int) (gemmBackend, error) {
 	return openBLAS{threads: threads}, nil
 }
 
-// parseOpenBLASConfig takes openblas_get_config's "OpenBLAS 0.3.21
-// NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64" apart into
-// "OpenBLAS 0.3.21" and the core name.
-func parseOpenBLASConfig(cfg string) (version, core string) {
-	f := strings.Fields(cfg)
-	version = "OpenBLAS"
-	if len(f) >= 2 && f[0] == "OpenBLAS" {
-		version = f[0] + " " + f[1]
-	}
-	for _, w := range f[2:] {
-		if w != strings.ToUpper(w) { // options are upper case; the core name is not
-			core = w
-		}
-	}
-	return version, core
-}
-
 func (o openBLAS) name() string {
 	if openblas.core != "" {
 		return openblas.version + " " + openblas.core
