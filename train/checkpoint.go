@@ -6,34 +6,26 @@ import (
 	"trainmem/model"
 )
 
-// CheckpointPolicy decides which forward values the executor keeps for the
-// backward pass and which it drops and recomputes. Only transformer blocks
-// are checkpointed; the embeddings and the head always keep their values.
-type CheckpointPolicy struct {
-	// Every is the segment length in blocks: 0 keeps everything, 1 is full
-	// checkpointing (each block's input is kept, everything inside a block
-	// is recomputed), K keeps the input of every K-th block.
-	Every int
-	// Selective drops only the attention probabilities (B·NH·T·T values a
-	// block) and recomputes them from qkv, as Korthikanti et al. 2022.
-	Selective bool
-}
-
-// segment returns the recomputation segment of a forward node, or -1 when
-// the policy keeps the node's value.
-func (p CheckpointPolicy) segment(gr *model.Graph, n *gorgonia.Node) int {
-	switch {
-	case p.Selective:
+// segment returns the recomputation segment of a forward node under a
+// checkpoint policy, or -1 when the policy keeps the node's value. Only
+// transformer blocks are checkpointed; the embeddings and the head always
+// keep their values. Block-wise policies (full, every:K, sqrt) put K blocks
+// in a segment: the values a later segment reads (the residual stream at the
+// segment's end) are kept, the rest of the segment's values are dropped and
+// recomputed together. Selective checkpointing drops only the attention
+// probabilities (B·NH·T·T values a block) and recomputes them from qkv, as
+// Korthikanti et al. 2022.
+func segment(pol model.Checkpoint, gr *model.Graph, n *gorgonia.Node) int {
+	if pol.Kind == model.CheckpointSelective {
 		if isAttentionProbs(n.Op()) {
 			return int(n.ID())
 		}
 		return -1
-	case p.Every > 0:
-		l := layerOf(gr, n)
-		if l < 0 || l >= gr.Config.Layers {
-			return -1
-		}
-		return l / p.Every
 	}
-	return -1
+	k := pol.Segment(gr.Config.Layers)
+	l := layerOf(gr, n)
+	if k <= 0 || l < 0 || l >= gr.Config.Layers {
+		return -1
+	}
+	return l / k
 }

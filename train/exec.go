@@ -12,9 +12,12 @@ import (
 
 // Options configure a Trainer.
 type Options struct {
-	Precision  Precision
-	Checkpoint CheckpointPolicy
+	Precision  model.Precision
+	Checkpoint model.Checkpoint
 	Optimizer  Optimizer
+	// Float64 stores every value in float64 whatever the precision: the
+	// reference mode of the finite-difference checks.
+	Float64 bool
 	// LossScale configures fp16's dynamic loss scaling; ignored otherwise.
 	LossScale LossScaleOptions
 }
@@ -27,6 +30,7 @@ type Trainer struct {
 	cfg   model.Config
 	B, T  int
 	opts  Options
+	st    storage
 	sched *Schedule
 
 	params, grads, master, m, v *cuda.Buffer // flat model states; master, m, v may be nil
@@ -56,21 +60,22 @@ func New(dev cuda.Device, cfg model.Config, B, T int, opts Options) (*Trainer, e
 	if err := opts.Optimizer.validate(); err != nil {
 		return nil, err
 	}
+	st := storageOf(opts.Precision, opts.Float64)
 	dt := tensor.Float32
-	if opts.Precision == FP64 {
+	if opts.Float64 {
 		dt = tensor.Float64
 	}
 	gr, err := model.Build(cfg, B, T, dt)
 	if err != nil {
 		return nil, err
 	}
-	sched, err := compile(gr, opts.Precision, opts.Checkpoint)
+	sched, err := compile(gr, st, opts.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, cfg: cfg, B: B, T: T, opts: opts, sched: sched,
+	t := &Trainer{dev: dev, cfg: cfg, B: B, T: T, opts: opts, st: st, sched: sched,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
-	t.scaler = newLossScaler(opts.Precision == FP16, opts.LossScale)
+	t.scaler = newLossScaler(opts.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if err := t.allocStates(); err != nil {
 		t.Close()
 		return nil, err
@@ -82,7 +87,6 @@ func New(dev cuda.Device, cfg model.Config, B, T int, opts Options) (*Trainer, e
 // per category, and binds the parameter and gradient slots to views of them.
 func (t *Trainer) allocStates() error {
 	n := int(t.cfg.NumParams())
-	p := t.opts.Precision
 	var err error
 	alloc := func(cat cuda.Category, dt cuda.DType) *cuda.Buffer {
 		if err != nil {
@@ -94,16 +98,16 @@ func (t *Trainer) allocStates() error {
 		}
 		return b
 	}
-	t.params = alloc(cuda.Params, p.ParamDType())
-	t.grads = alloc(cuda.Grads, p.ParamDType())
-	if p.Mixed() {
-		t.master = alloc(cuda.Master, p.StateDType())
+	t.params = alloc(cuda.Params, t.st.param)
+	t.grads = alloc(cuda.Grads, t.st.param)
+	if t.st.mixed {
+		t.master = alloc(cuda.Master, t.st.state)
 	}
 	if t.opts.Optimizer.firstMoment() {
-		t.m = alloc(cuda.AdamM, p.StateDType())
+		t.m = alloc(cuda.AdamM, t.st.state)
 	}
 	if t.opts.Optimizer.secondMoment() {
-		t.v = alloc(cuda.AdamV, p.StateDType())
+		t.v = alloc(cuda.AdamV, t.st.state)
 	}
 	if err != nil {
 		return err
@@ -216,7 +220,7 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (Record, error) {
 	t.inputs[t.sched.Tokens] = tokens
 	t.inputs[t.sched.Targets] = targets
 	seed := t.scaler.begin()
-	if t.opts.Precision == FP64 {
+	if t.st.state == cuda.F64 {
 		t.inputs[t.sched.DLoss] = []float64{seed}
 	} else {
 		t.inputs[t.sched.DLoss] = []float32{float32(seed)}
@@ -367,11 +371,11 @@ func (t *Trainer) update() (skipped bool, err error) {
 			wd = o.WeightDecay
 		}
 		switch o.Kind {
-		case Adam, AdamW:
+		case model.Adam, model.AdamW:
 			err = t.dev.Adam(t.paramView[i], t.gradView[i], master, m, v, cuda.AdamArgs{
 				LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: wd,
-				Decoupled: o.Kind == AdamW, Step: t.step, GradScale: gs})
-		case SGD, Momentum:
+				Decoupled: o.Kind == model.AdamW, Step: t.step, GradScale: gs})
+		case model.SGD, model.Momentum:
 			err = t.dev.SGD(t.paramView[i], t.gradView[i], master, m, cuda.SGDArgs{
 				LR: o.LR, Momentum: o.momentum(), WeightDecay: wd, GradScale: gs})
 		}

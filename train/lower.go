@@ -110,7 +110,7 @@ func lower(op gorgonia.Op) (kernel, error) {
 
 // withScratch lends a kernel workspace from the allocator for one call.
 func (t *Trainer) withScratch(n int, f func(*cuda.Buffer) error) error {
-	s, err := t.dev.Alloc(cuda.Workspace, t.opts.Precision.StateDType(), n)
+	s, err := t.dev.Alloc(cuda.Workspace, t.st.state, n)
 	if err != nil {
 		return err
 	}

@@ -3,36 +3,14 @@ package train
 import (
 	"fmt"
 	"math"
+
+	"trainmem/model"
 )
-
-// OptimizerKind names an update rule.
-type OptimizerKind uint8
-
-const (
-	Adam     OptimizerKind = iota // Adam with L2 weight decay added to the gradient
-	AdamW                         // Adam with decoupled weight decay (Loshchilov & Hutter 2019)
-	SGD                           // plain stochastic gradient descent
-	Momentum                      // SGD with heavy-ball momentum
-)
-
-// ParseOptimizer reads adam, adamw, sgd or momentum.
-func ParseOptimizer(s string) (OptimizerKind, error) {
-	for k, n := range optimizerNames {
-		if n == s {
-			return OptimizerKind(k), nil
-		}
-	}
-	return 0, fmt.Errorf("train: unknown optimizer %q (valid: adam, adamw, sgd, momentum)", s)
-}
-
-var optimizerNames = [...]string{"adam", "adamw", "sgd", "momentum"}
-
-func (k OptimizerKind) String() string { return optimizerNames[k] }
 
 // Optimizer is an update rule and its hyperparameters. Weight decay applies
 // to the parameter-table rows marked Decay (embeddings and linear weights).
 type Optimizer struct {
-	Kind         OptimizerKind
+	Kind         model.Optimizer
 	LR           float32
 	Beta1, Beta2 float32 // Adam's moment decay rates
 	Eps          float32
@@ -43,12 +21,12 @@ type Optimizer struct {
 // DefaultOptimizer returns kind with the usual hyperparameters: lr 3e-4,
 // betas (0.9, 0.999), eps 1e-8 (PyTorch's defaults), weight decay 0.1 for
 // AdamW as in GPT-2-style training (nanoGPT) and 0 otherwise, momentum 0.9.
-func DefaultOptimizer(kind OptimizerKind) Optimizer {
+func DefaultOptimizer(kind model.Optimizer) Optimizer {
 	o := Optimizer{Kind: kind, LR: 3e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	if kind == AdamW {
+	if kind == model.AdamW {
 		o.WeightDecay = 0.1
 	}
-	if kind == Momentum {
+	if kind == model.Momentum {
 		o.MomentumRate = 0.9
 	}
 	return o
@@ -64,7 +42,7 @@ func (o Optimizer) validate() error {
 	case o.WeightDecay < 0:
 		return bad("weight decay", o.WeightDecay, ">= 0")
 	}
-	if o.Kind == Adam || o.Kind == AdamW {
+	if o.Kind == model.Adam || o.Kind == model.AdamW {
 		switch {
 		case o.Beta1 < 0 || o.Beta1 >= 1:
 			return bad("beta1", o.Beta1, "0 <= beta1 < 1")
@@ -74,7 +52,7 @@ func (o Optimizer) validate() error {
 			return bad("eps", o.Eps, "> 0")
 		}
 	}
-	if o.Kind == Momentum && (o.momentum() <= 0 || o.momentum() >= 1) {
+	if o.Kind == model.Momentum && (o.momentum() <= 0 || o.momentum() >= 1) {
 		return bad("momentum", o.momentum(), "0 < momentum < 1")
 	}
 	return nil
@@ -82,13 +60,13 @@ func (o Optimizer) validate() error {
 
 // firstMoment reports whether the rule keeps a first-moment buffer
 // (adam_m; SGD momentum's buffer too).
-func (o Optimizer) firstMoment() bool { return o.Kind != SGD }
+func (o Optimizer) firstMoment() bool { return o.Kind != model.SGD }
 
 // secondMoment reports whether the rule keeps adam_v.
-func (o Optimizer) secondMoment() bool { return o.Kind == Adam || o.Kind == AdamW }
+func (o Optimizer) secondMoment() bool { return o.Kind == model.Adam || o.Kind == model.AdamW }
 
 func (o Optimizer) momentum() float32 {
-	if o.Kind != Momentum {
+	if o.Kind != model.Momentum {
 		return 0
 	}
 	if o.MomentumRate == 0 {

@@ -1,57 +1,29 @@
 package train
 
 import (
-	"fmt"
-
 	"trainmem/cuda"
+	"trainmem/model"
 )
 
-// Precision is the storage policy of a run. FP16 and BF16 are mixed
-// precision: 16-bit weights, gradients and activations, fp32 master weights
-// and optimizer moments, fp32 arithmetic inside every kernel. FP64 stores
-// everything in float64; it exists for the finite-difference checks.
-type Precision uint8
+// storage is where a run's precision puts each kind of value. Mixed
+// precision (fp16, bf16) stores weights, gradients and activations in 16
+// bits and keeps fp32 master weights and optimizer moments; kernels compute
+// in fp32 inside. The float64 reference mode stores everything in float64,
+// for the finite-difference checks.
+type storage struct {
+	mixed bool
+	param cuda.DType // working weights, gradients, activations and their gradients
+	state cuda.DType // master weights, optimizer moments, layer-norm statistics, the loss
+}
 
-const (
-	FP32 Precision = iota
-	FP16
-	BF16
-	FP64
-)
-
-// ParsePrecision reads fp32, fp16 or bf16.
-func ParsePrecision(s string) (Precision, error) {
-	switch s {
-	case "fp32":
-		return FP32, nil
-	case "fp16":
-		return FP16, nil
-	case "bf16":
-		return BF16, nil
+func storageOf(p model.Precision, float64Mode bool) storage {
+	switch {
+	case float64Mode:
+		return storage{param: cuda.F64, state: cuda.F64}
+	case p == model.FP16:
+		return storage{mixed: true, param: cuda.F16, state: cuda.F32}
+	case p == model.BF16:
+		return storage{mixed: true, param: cuda.BF16, state: cuda.F32}
 	}
-	return 0, fmt.Errorf("train: unknown precision %q (valid: fp32, fp16, bf16)", s)
+	return storage{param: cuda.F32, state: cuda.F32}
 }
-
-func (p Precision) String() string { return [...]string{"fp32", "fp16", "bf16", "fp64"}[p] }
-
-// Mixed reports whether the run keeps fp32 master weights.
-func (p Precision) Mixed() bool { return p == FP16 || p == BF16 }
-
-// ParamDType stores the working weights and the gradients.
-func (p Precision) ParamDType() cuda.DType {
-	return [...]cuda.DType{cuda.F32, cuda.F16, cuda.BF16, cuda.F64}[p]
-}
-
-// ActDType stores activations and their gradients.
-func (p Precision) ActDType() cuda.DType { return p.ParamDType() }
-
-// StateDType stores master weights and optimizer moments.
-func (p Precision) StateDType() cuda.DType {
-	if p == FP64 {
-		return cuda.F64
-	}
-	return cuda.F32
-}
-
-// StatDType stores layer-norm statistics, the loss and its seed.
-func (p Precision) StatDType() cuda.DType { return p.StateDType() }

@@ -88,7 +88,7 @@ type Schedule struct {
 // segment reads is freed after its last forward use; before the first
 // backward instruction that needs one of a segment's dropped values, the
 // segment's forward instructions needed to produce them run again.
-func compile(gr *model.Graph, prec Precision, pol CheckpointPolicy) (*Schedule, error) {
+func compile(gr *model.Graph, st storage, pol model.Checkpoint) (*Schedule, error) {
 	s := &Schedule{Graph: gr}
 	g := gr.G
 
@@ -157,18 +157,18 @@ func compile(gr *model.Graph, prec Precision, pol CheckpointPolicy) (*Schedule, 
 	s.ParamSlots = make([]int, len(table))
 	s.GradSlots = make([]int, len(table))
 	for i, p := range gr.Params {
-		s.ParamSlots[i] = newSlot(Slot{Node: p, Len: int(table[i].Count), DType: prec.ParamDType(), Cat: cuda.Params, Persistent: true, Param: i})
+		s.ParamSlots[i] = newSlot(Slot{Node: p, Len: int(table[i].Count), DType: st.param, Cat: cuda.Params, Persistent: true, Param: i})
 		live[p] = s.ParamSlots[i]
 	}
 	for i, d := range gr.Grads {
-		s.GradSlots[i] = newSlot(Slot{Node: d, Len: int(table[i].Count), DType: prec.ParamDType(), Cat: cuda.Grads, Persistent: true, Param: i})
+		s.GradSlots[i] = newSlot(Slot{Node: d, Len: int(table[i].Count), DType: st.param, Cat: cuda.Grads, Persistent: true, Param: i})
 	}
 	// The step's inputs are kept for backward (the embedding and the loss
 	// gradients read them), so they count as activations; the loss seed lives
 	// in the backward pass only.
 	s.Tokens = newSlot(Slot{Node: gr.Tokens, Len: size(gr.Tokens), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
 	s.Targets = newSlot(Slot{Node: gr.Targets, Len: size(gr.Targets), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
-	s.DLoss = newSlot(Slot{Node: gr.DLoss, Len: 1, DType: prec.StatDType(), Cat: cuda.Temporaries, Input: true, Param: -1})
+	s.DLoss = newSlot(Slot{Node: gr.DLoss, Len: 1, DType: st.state, Cat: cuda.Temporaries, Input: true, Param: -1})
 	live[gr.Tokens], live[gr.Targets], live[gr.DLoss] = s.Tokens, s.Targets, s.DLoss
 
 	for _, n := range nodes {
@@ -183,7 +183,7 @@ func compile(gr *model.Graph, prec Precision, pol CheckpointPolicy) (*Schedule, 
 	seg := map[*gorgonia.Node]int{}
 	for _, n := range nodes {
 		if n.Op() != nil && !backward[n] {
-			seg[n] = pol.segment(gr, n)
+			seg[n] = segment(pol, gr, n)
 		}
 	}
 	dropped := map[*gorgonia.Node]bool{}
@@ -200,7 +200,7 @@ func compile(gr *model.Graph, prec Precision, pol CheckpointPolicy) (*Schedule, 
 				crosses = true
 			}
 		}
-		if pol.Selective || !crosses {
+		if pol.Kind == model.CheckpointSelective || !crosses {
 			dropped[n] = true
 			s.Dropped = append(s.Dropped, n)
 		}
@@ -208,9 +208,9 @@ func compile(gr *model.Graph, prec Precision, pol CheckpointPolicy) (*Schedule, 
 
 	outDType := func(n *gorgonia.Node) cuda.DType {
 		if isStatistic(n.Op()) {
-			return prec.StatDType()
+			return st.state
 		}
-		return prec.ActDType()
+		return st.param
 	}
 	kernels := map[*gorgonia.Node]kernel{}
 	for _, n := range nodes {

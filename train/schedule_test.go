@@ -8,24 +8,25 @@ import (
 	"trainmem/model"
 )
 
-func compileFor(t *testing.T, cfg model.Config, B, T int, prec Precision, pol CheckpointPolicy) *Schedule {
+func compileFor(t *testing.T, cfg model.Config, B, T int, pol model.Checkpoint) *Schedule {
 	t.Helper()
 	gr, err := model.Build(cfg, B, T, tensor.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := compile(gr, prec, pol)
+	s, err := compile(gr, storageOf(model.FP32, false), pol)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-var policies = map[string]CheckpointPolicy{
-	"none":      {},
-	"full":      {Every: 1},
-	"every:2":   {Every: 2},
-	"selective": {Selective: true},
+var policies = map[string]model.Checkpoint{
+	"none":      {Kind: model.CheckpointNone},
+	"full":      {Kind: model.CheckpointFull},
+	"every:2":   {Kind: model.CheckpointEvery, Every: 2},
+	"sqrt":      {Kind: model.CheckpointSqrt},
+	"selective": {Kind: model.CheckpointSelective},
 }
 
 // TestScheduleLiveness replays each schedule and checks that every argument
@@ -36,7 +37,7 @@ func TestScheduleLiveness(t *testing.T) {
 	cfg := model.Config{Name: "t4", Layers: 4, Hidden: 32, Heads: 4, Vocab: 64, Context: 16}
 	for name, pol := range policies {
 		t.Run(name, func(t *testing.T) {
-			s := compileFor(t, cfg, 2, 8, FP32, pol)
+			s := compileFor(t, cfg, 2, 8, pol)
 			live := make([]bool, len(s.Slots))
 			freed := make([]bool, len(s.Slots))
 			for i, sl := range s.Slots {
@@ -80,7 +81,7 @@ func TestScheduleLiveness(t *testing.T) {
 					t.Errorf("dropped %s computed %d times, want 2", d.Name(), computed[d.Name()])
 				}
 			}
-			wantDropped := map[string]bool{"none": false, "full": true, "every:2": true, "selective": true}[name]
+			wantDropped := name != "none"
 			if (len(s.Dropped) > 0) != wantDropped {
 				t.Errorf("%d values dropped", len(s.Dropped))
 			}
@@ -93,7 +94,7 @@ func TestScheduleLiveness(t *testing.T) {
 // tensor a block.
 func TestSelectiveDropsAttentionProbs(t *testing.T) {
 	cfg := model.Config{Name: "t3", Layers: 3, Hidden: 32, Heads: 4, Vocab: 64, Context: 16}
-	s := compileFor(t, cfg, 2, 8, FP32, CheckpointPolicy{Selective: true})
+	s := compileFor(t, cfg, 2, 8, model.Checkpoint{Kind: model.CheckpointSelective})
 	if len(s.Dropped) != cfg.Layers {
 		t.Fatalf("%d dropped, want %d", len(s.Dropped), cfg.Layers)
 	}
@@ -108,7 +109,7 @@ func TestSelectiveDropsAttentionProbs(t *testing.T) {
 // the next block: the residual stream.
 func TestFullCheckpointKeepsBlockInputs(t *testing.T) {
 	cfg := model.Config{Name: "t3", Layers: 3, Hidden: 32, Heads: 4, Vocab: 64, Context: 16}
-	s := compileFor(t, cfg, 2, 8, FP32, CheckpointPolicy{Every: 1})
+	s := compileFor(t, cfg, 2, 8, model.Checkpoint{Kind: model.CheckpointFull})
 	kept := map[int]int{}
 	for _, in := range s.Instrs {
 		if in.Phase == Forward && s.Slots[in.Out].Cat.String() == "activations" && in.Layer >= 0 && in.Layer < cfg.Layers {

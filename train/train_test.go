@@ -26,7 +26,7 @@ func newHost(t testing.TB) cuda.Device {
 func newTrainer(t testing.TB, dev cuda.Device, cfg model.Config, B, T int, opts Options) *Trainer {
 	t.Helper()
 	if opts.Optimizer == (Optimizer{}) {
-		opts.Optimizer = DefaultOptimizer(AdamW)
+		opts.Optimizer = DefaultOptimizer(model.AdamW)
 	}
 	tr, err := New(dev, cfg, B, T, opts)
 	if err != nil {
@@ -95,7 +95,7 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			tr := newTrainer(t, newHost(t), tc.cfg, tc.B, tc.T, Options{Precision: FP32})
+			tr := newTrainer(t, newHost(t), tc.cfg, tc.B, tc.T, Options{})
 			if err := tr.SetParams(params); err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func TestFiniteDifferences(t *testing.T) {
 		params[i] = float64(v) * 5 // larger weights: gradients well away from zero
 	}
 	tokens, targets := batch(t, cfg, B, T, 2)
-	tr := newTrainer(t, newHost(t), cfg, B, T, Options{Precision: FP64})
+	tr := newTrainer(t, newHost(t), cfg, B, T, Options{Float64: true})
 	loss := func(p []float64) float64 {
 		if err := tr.SetParams(p); err != nil {
 			t.Fatal(err)
@@ -183,16 +183,16 @@ func TestSimulateEqualsMeasure(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  model.Config
 		B, T int
-		pol  CheckpointPolicy
+		pol  model.Checkpoint
 	}{
-		{tinyCfg, 4, 64, CheckpointPolicy{}},
-		{tinyCfg, 2, 32, CheckpointPolicy{Every: 1}},
+		{tinyCfg, 4, 64, model.Checkpoint{}},
+		{tinyCfg, 2, 32, model.Checkpoint{Kind: model.CheckpointFull}},
 		// About 10M parameters (10,745,088).
-		{model.Config{Name: "10m", Layers: 6, Hidden: 384, Heads: 6, Vocab: 256, Context: 256}, 2, 128, CheckpointPolicy{}},
+		{model.Config{Name: "10m", Layers: 6, Hidden: 384, Heads: 6, Vocab: 256, Context: 256}, 2, 128, model.Checkpoint{}},
 	} {
 		t.Run(tc.cfg.Name, func(t *testing.T) {
 			tokens, targets := batch(t, tc.cfg, tc.B, tc.T, 5)
-			opts := Options{Precision: FP32, Checkpoint: tc.pol}
+			opts := Options{Checkpoint: tc.pol}
 			host := newTrainer(t, newHost(t), tc.cfg, tc.B, tc.T, opts)
 			if err := host.SetParams(model.InitParams(tc.cfg, 1)); err != nil {
 				t.Fatal(err)
@@ -227,8 +227,8 @@ func TestCheckpointGradientsBitIdentical(t *testing.T) {
 	B, T := 2, 16
 	params := model.InitParams(cfg, 11)
 	tokens, targets := batch(t, cfg, B, T, 3)
-	run := func(pol CheckpointPolicy) ([]float64, float64) {
-		tr := newTrainer(t, newHost(t), cfg, B, T, Options{Precision: FP32, Checkpoint: pol})
+	run := func(pol model.Checkpoint) ([]float64, float64) {
+		tr := newTrainer(t, newHost(t), cfg, B, T, Options{Checkpoint: pol})
 		if err := tr.SetParams(params); err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestCheckpointGradientsBitIdentical(t *testing.T) {
 		}
 		return g, r.Loss
 	}
-	want, wantLoss := run(CheckpointPolicy{})
+	want, wantLoss := run(model.Checkpoint{})
 	for name, pol := range policies {
 		got, loss := run(pol)
 		if loss != wantLoss {
@@ -259,7 +259,7 @@ func TestCheckpointGradientsBitIdentical(t *testing.T) {
 
 // trainTiny trains the tiny preset on the default corpus and returns the
 // losses.
-func trainTiny(t *testing.T, steps int, prec Precision) []float64 {
+func trainTiny(t *testing.T, steps int, prec model.Precision) []float64 {
 	t.Helper()
 	const B, T = 8, 64
 	ds, err := data.DefaultDataset(tinyCfg.Vocab)
@@ -270,7 +270,7 @@ func trainTiny(t *testing.T, steps int, prec Precision) []float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := DefaultOptimizer(AdamW)
+	opt := DefaultOptimizer(model.AdamW)
 	opt.LR = 1e-3
 	tr := newTrainer(t, newHost(t), tinyCfg, B, T, Options{Precision: prec, Optimizer: opt})
 	if err := tr.SetParams(model.InitParams(tinyCfg, 42)); err != nil {
@@ -295,7 +295,7 @@ func TestTinyLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 200 steps")
 	}
-	losses := trainTiny(t, 200, FP32)
+	losses := trainTiny(t, 200, model.FP32)
 	first := losses[0]
 	best := math.Inf(1)
 	at := -1
@@ -314,8 +314,8 @@ func TestTinyLearns(t *testing.T) {
 // The same seed gives bit-identical losses run after run: the host's
 // kernels partition work the same way every time and the loader is seeded.
 func TestDeterministic(t *testing.T) {
-	a := trainTiny(t, 10, FP32)
-	b := trainTiny(t, 10, FP32)
+	a := trainTiny(t, 10, model.FP32)
+	b := trainTiny(t, 10, model.FP32)
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("step %d: loss %v then %v", i+1, a[i], b[i])
