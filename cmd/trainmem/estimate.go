@@ -58,13 +58,46 @@ func runEstimate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err} // only ErrOverflow is left: sizes too large
 	}
+	policies, err := comparePolicies(s, formula)
+	if err != nil {
+		return usageError{err}
+	}
 	switch format {
 	case "json":
-		return writeJSON(stdout, estimateDoc(e, formula))
+		d := estimateDoc(e, formula)
+		for _, p := range policies {
+			pd := policyDoc{Policy: p.Setup.Checkpoint.String(), SegmentLayers: p.Setup.Checkpoint.Segment(s.Model.Layers / s.PP),
+				Activations: map[string]int64{}, RecomputeFraction: p.Recompute.Fraction}
+			for _, a := range p.Activations {
+				pd.Activations[a.Formula] = a.Total
+			}
+			d.Policies = append(d.Policies, pd)
+		}
+		return writeJSON(stdout, d)
 	case "csv":
 		return estimateCSV(stdout, e, formula)
 	}
-	return estimateText(stdout, e, formula)
+	return estimateText(stdout, e, formula, policies)
+}
+
+// comparePolicies estimates the setup under each checkpoint policy fit
+// compares (and the setup's own), for the side-by-side table; none for a
+// parameter-only setup.
+func comparePolicies(s model.Setup, formula string) ([]model.Estimate, error) {
+	if s.ParamsOnly() {
+		return nil, nil
+	}
+	var es []model.Estimate
+	for _, p := range model.FitPolicies(s.Checkpoint) {
+		t := s
+		t.Checkpoint = p
+		e, err := t.EstimateBy(formula)
+		if err != nil {
+			return nil, err
+		}
+		es = append(es, e)
+	}
+	return es, nil
 }
 
 // The JSON document. Keys are stable: programs read them.
@@ -111,6 +144,14 @@ type (
 		RecomputeFLOPs float64 `json:"recompute_flops"`
 		Fraction       float64 `json:"fraction"`
 	}
+	// policyDoc is one checkpoint policy of the comparison: its activations
+	// by formula and its recompute share, the rest of the setup unchanged.
+	policyDoc struct {
+		Policy            string           `json:"policy"`
+		SegmentLayers     int              `json:"segment_layers"`
+		Activations       map[string]int64 `json:"activations"`
+		RecomputeFraction float64          `json:"recompute_fraction"`
+	}
 	commDoc struct {
 		Collective string `json:"collective"`
 		Elements   int64  `json:"elements"`
@@ -128,6 +169,7 @@ type (
 		ActivationTerms map[string]map[string]int64 `json:"activation_terms"`
 		Sources         map[string]string           `json:"sources"`
 		Recompute       *recomputeDoc               `json:"recompute,omitempty"`
+		Policies        []policyDoc                 `json:"checkpoint_policies,omitempty"`
 		Communication   commDoc                     `json:"communication"`
 		Totals          map[string]int64            `json:"totals"`
 		Formula         string                      `json:"formula"`
@@ -238,7 +280,7 @@ func row(name string, cells ...[]string) []string {
 	return r
 }
 
-func estimateText(w io.Writer, e model.Estimate, formula string) error {
+func estimateText(w io.Writer, e model.Estimate, formula string, policies []model.Estimate) error {
 	s := e.Setup
 	fmt.Fprintln(w, modelLine(s))
 	fmt.Fprintf(w, "setup: %s\n", describe(s))
@@ -290,8 +332,24 @@ func estimateText(w io.Writer, e model.Estimate, formula string) error {
 			fmt.Fprintf(w, "  %s: %s\n", a.Formula, a.Source)
 		}
 		r := e.Recompute
-		fmt.Fprintf(w, "\nrecompute: checkpoint %s adds %.1f%% to a step's FLOPs (a step is 3 forward passes, %.3g FLOPs a micro-batch; Narayanan et al. 2021, Korthikanti et al. 2022 Appendix A)\n",
+		fmt.Fprintf(w, "\nrecompute: checkpoint %s adds %.1f%% to a step's FLOPs (a step is 3 forward passes, %.3g FLOPs a micro-batch; Narayanan et al. 2021, Korthikanti et al. 2022 Appendix A)\n\n",
 			s.Checkpoint, 100*r.Fraction, r.Step)
+		t = table{}
+		head := []string{"checkpoint policies"}
+		for _, a := range e.Activations {
+			head = append(head, a.Formula)
+		}
+		t.add(append(head, "recompute")...)
+		for _, p := range policies {
+			r := []string{"  " + policyName(p.Setup.Checkpoint, s)}
+			for _, a := range p.Activations {
+				r = append(r, model.GB(a.Total))
+			}
+			t.add(append(r, fmt.Sprintf("%.1f%%", 100*p.Recompute.Fraction))...)
+		}
+		t.write(w)
+		fmt.Fprintln(w, "  (activations per rank; recompute: extra FLOPs as a share of a step)")
+		fmt.Fprintln(w)
 	}
 
 	c := e.Comm
