@@ -160,6 +160,35 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 		}
 	}
 	gr.Grads = grads
+	// Name the gradient of every value that has one "d(name)", from the
+	// loss down, so that reports can say which gradient a buffer holds.
+	// Add passes its output gradient through, so d(h0.res1) also serves
+	// as d(h0.attn.proj): the first name given stays.
+	named := map[*G.Node]bool{}
+	nameGrad := func(n *G.Node) {
+		if d := n.Deriv(); d != nil && !named[d] && d.Op() != nil {
+			named[d] = true
+			G.WithName("d(" + n.Name() + ")")(d)
+		}
+	}
+	for i := len(b.order) - 1; i >= 0; i-- {
+		nameGrad(b.order[i])
+	}
+	for _, p := range gr.Params {
+		nameGrad(p)
+	}
+	// The terms a "+" sums are partial gradients: d(name)#0, d(name)#1.
+	for d := range named {
+		if !IsGradAccumulation(d.Op()) {
+			continue
+		}
+		for i, term := range Args(d) {
+			if !named[term] {
+				named[term] = true
+				G.WithName(fmt.Sprintf("%s#%d", d.Name(), i))(term)
+			}
+		}
+	}
 	if err := CheckOps(g); err != nil {
 		return nil, err
 	}
@@ -171,6 +200,7 @@ type builder struct {
 	gr    *Graph
 	layer int
 	seen  map[*G.Node]bool
+	order []*G.Node // forward nodes in build order
 	err   error
 }
 
@@ -191,6 +221,7 @@ func (b *builder) apply(name string, op G.Op, children ...*G.Node) *G.Node {
 		return nil
 	}
 	b.seen[n] = true
+	b.order = append(b.order, n)
 	b.gr.Layer[n] = b.layer
 	return n
 }

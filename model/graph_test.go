@@ -53,6 +53,9 @@ func TestBackwardGraphOps(t *testing.T) {
 				continue
 			}
 			nBackward++
+			if !strings.HasPrefix(n.Name(), "d(") {
+				t.Errorf("untied=%t: backward node %q is not named after the value it is the gradient of", untied, n.Name())
+			}
 			op := n.Op()
 			if fmt.Sprintf("%T", op) == "gorgonia.elemBinOp" && op.String() == "+ false" {
 				nPlus++
@@ -140,6 +143,9 @@ func TestBuildStructure(t *testing.T) {
 				}
 				if !d.Shape().Eq(n.Shape()) || d.Op() == nil {
 					t.Errorf("grad of %s: %v (op %v), want a computed %v", p.Name, d.Shape(), d.Op(), n.Shape())
+				}
+				if d.Name() != "d("+p.Name+")" {
+					t.Errorf("grad of %s is named %q, want d(%s)", p.Name, d.Name(), p.Name)
 				}
 				if _, fwd := gr.LayerOf(d); fwd {
 					t.Errorf("grad of %s is a forward node", p.Name)

@@ -140,8 +140,11 @@ func (r *Reference) build() error {
 		return b.do(func() (*G.Node, error) { return G.BroadcastAdd(y, bias, nil, []byte{0}) })
 	}
 	linear := func(x, w, bias *G.Node) *G.Node { // x (N, in), w (out, in)
-		wt := b.do(func() (*G.Node, error) { return G.Transpose(w) })
-		y := b.do(func() (*G.Node, error) { return G.Mul(x, wt) }) // (N, out)
+		in, out := w.Shape()[1], w.Shape()[0]
+		x3 := b.do(func() (*G.Node, error) { return G.Reshape(x, tensor.Shape{1, N, in}) })
+		w3 := b.do(func() (*G.Node, error) { return G.Reshape(w, tensor.Shape{1, out, in}) })
+		y := b.do(func() (*G.Node, error) { return G.BatchedMatMul(x3, w3, false, true) }) // (1, N, out)
+		y = b.do(func() (*G.Node, error) { return G.Reshape(y, tensor.Shape{N, out}) })
 		if bias == nil {
 			return y
 		}
@@ -221,71 +224,116 @@ func (r *Reference) tensorOf(shape []int, v []float64) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(append([]float64(nil), v...)))
 }
 
-// Step runs one forward and backward pass: params is the flat parameter
-// vector in Config.Params() order (converted to the reference's dtype),
-// tokens and targets are B·T ids in [0, V). It returns the mean cross-entropy
-// and the flat gradient, in the same order as params.
-func (r *Reference) Step(params []float64, tokens, targets []int32) (loss float64, grads []float64, err error) {
-	N, V := r.B*r.T, r.Config.Vocab
+// SetParams binds the flat parameter vector (Config.Params() order),
+// converted to the reference's dtype. It stays bound for every Run until the
+// next SetParams.
+func (r *Reference) SetParams(params []float64) error {
 	if want := r.Config.NumParams(); int64(len(params)) != want {
-		return 0, nil, fmt.Errorf("model: reference step: %d parameters, want %d for %s", len(params), want, r.Config.Name)
+		return fmt.Errorf("model: reference: %d parameters, want %d for %s", len(params), want, r.Config.Name)
 	}
+	for i, p := range r.Config.Params() {
+		if err := G.Let(r.params[i], r.tensorOf(p.Shape, params[p.Offset:p.Offset+p.Count])); err != nil {
+			return fmt.Errorf("model: reference: binding %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// SetParams32 is SetParams for float32 parameters, the executor's format
+// (the conversion through float64 is exact).
+func (r *Reference) SetParams32(params []float32) error {
+	p := make([]float64, len(params))
+	for i, v := range params {
+		p[i] = float64(v)
+	}
+	return r.SetParams(p)
+}
+
+// Run runs one forward and backward pass on the bound parameters: tokens
+// and targets are B·T ids in [0, V). It returns the mean cross-entropy; the
+// gradients are then available from Grads.
+func (r *Reference) Run(tokens, targets []int32) (loss float64, err error) {
+	N, V := r.B*r.T, r.Config.Vocab
 	if len(tokens) != N || len(targets) != N {
-		return 0, nil, fmt.Errorf("model: reference step: %d tokens and %d targets, want B·T = %d of each", len(tokens), len(targets), N)
+		return 0, fmt.Errorf("model: reference: %d tokens and %d targets, want B·T = %d of each", len(tokens), len(targets), N)
 	}
 	ids := make([]int, N)
 	onehot := make([]float64, N*V)
 	for i := range N {
 		if t := tokens[i]; t < 0 || int(t) >= V {
-			return 0, nil, fmt.Errorf("model: reference step: token id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
+			return 0, fmt.Errorf("model: reference: token id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
 		}
 		if t := targets[i]; t < 0 || int(t) >= V {
-			return 0, nil, fmt.Errorf("model: reference step: target id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
+			return 0, fmt.Errorf("model: reference: target id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
 		}
 		ids[i] = int(tokens[i])
 		onehot[i*V+int(targets[i])] = 1
 	}
+	for _, p := range r.params {
+		if p.Value() == nil {
+			return 0, fmt.Errorf("model: reference: no parameters bound (call SetParams first)")
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			loss, grads, err = 0, nil, fmt.Errorf("model: reference step: gorgonia panicked: %v", p)
+			loss, err = 0, fmt.Errorf("model: reference: gorgonia panicked: %v", p)
 		}
 	}()
 	if err := G.Let(r.tokens, tensor.New(tensor.WithShape(N), tensor.WithBacking(ids))); err != nil {
-		return 0, nil, fmt.Errorf("model: reference step: binding tokens: %w", err)
+		return 0, fmt.Errorf("model: reference: binding tokens: %w", err)
 	}
 	if err := G.Let(r.onehot, r.tensorOf([]int{N, V}, onehot)); err != nil {
-		return 0, nil, fmt.Errorf("model: reference step: binding targets: %w", err)
-	}
-	table := r.Config.Params()
-	for i, p := range table {
-		if err := G.Let(r.params[i], r.tensorOf(p.Shape, params[p.Offset:p.Offset+p.Count])); err != nil {
-			return 0, nil, fmt.Errorf("model: reference step: binding %s: %w", p.Name, err)
-		}
+		return 0, fmt.Errorf("model: reference: binding targets: %w", err)
 	}
 	defer r.machine.Reset()
 	if err := r.machine.RunAll(); err != nil {
-		return 0, nil, fmt.Errorf("model: reference step: %w", err)
+		return 0, fmt.Errorf("model: reference: %w", err)
 	}
 	if loss, err = scalarOf(r.loss.Value()); err != nil {
-		return 0, nil, fmt.Errorf("model: reference step: loss: %w", err)
+		return 0, fmt.Errorf("model: reference: loss: %w", err)
 	}
-	grads = make([]float64, len(params))
-	for i, p := range table {
+	return loss, nil
+}
+
+// Grads returns the flat gradient (Config.Params() order) of the last Run.
+func (r *Reference) Grads() ([]float64, error) {
+	grads := make([]float64, r.Config.NumParams())
+	for i, p := range r.Config.Params() {
 		if err := copyValue(grads[p.Offset:p.Offset+p.Count], r.grads[i].Value()); err != nil {
-			return 0, nil, fmt.Errorf("model: reference step: gradient of %s: %w", p.Name, err)
+			return nil, fmt.Errorf("model: reference: gradient of %s: %w", p.Name, err)
 		}
+	}
+	return grads, nil
+}
+
+// Step is SetParams, Run and Grads: one forward and backward pass at params
+// (flat, Config.Params() order), returning the mean cross-entropy and the
+// flat gradient in the same order.
+func (r *Reference) Step(params []float64, tokens, targets []int32) (loss float64, grads []float64, err error) {
+	if err := r.SetParams(params); err != nil {
+		return 0, nil, err
+	}
+	if loss, err = r.Run(tokens, targets); err != nil {
+		return 0, nil, err
+	}
+	if grads, err = r.Grads(); err != nil {
+		return 0, nil, err
 	}
 	return loss, grads, nil
 }
 
-// Step32 is Step for float32 parameters, the executor's format: it converts
-// at the boundary (exactly, float32 → float64 → float32).
+// Step32 is Step for float32 parameters.
 func (r *Reference) Step32(params []float32, tokens, targets []int32) (loss float64, grads []float64, err error) {
-	p := make([]float64, len(params))
-	for i, v := range params {
-		p[i] = float64(v)
+	if err := r.SetParams32(params); err != nil {
+		return 0, nil, err
 	}
-	return r.Step(p, tokens, targets)
+	if loss, err = r.Run(tokens, targets); err != nil {
+		return 0, nil, err
+	}
+	if grads, err = r.Grads(); err != nil {
+		return 0, nil, err
+	}
+	return loss, grads, nil
 }
 
 // Close releases the TapeMachine.

@@ -172,3 +172,15 @@ func TestReferenceStepErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestReferenceRunNeedsParams(t *testing.T) {
+	cfg := mustPreset(t, "tiny")
+	ref, err := NewReference(cfg, 1, 2, tensor.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	if _, err := ref.Run([]int32{1, 2}, []int32{2, 3}); err == nil || !strings.Contains(err.Error(), "SetParams") {
+		t.Errorf("Run before SetParams: %v, want an error saying to call SetParams", err)
+	}
+}
