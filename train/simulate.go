@@ -1,0 +1,31 @@
+package train
+
+import (
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+// Simulate runs training steps of setup on a device that keeps books only
+// (cuda.Shape): the real schedule through the real allocator, nothing
+// computed. It returns the last step's record; a schedule that does not fit
+// the device's capacity fails with the allocator's *cuda.OutOfMemoryError.
+// Two steps are run by default because the first step fills the allocator's
+// cache and the second shows the steady state.
+func Simulate(dev cuda.Device, s model.Setup, steps int) (Record, error) {
+	if steps <= 0 {
+		steps = 2
+	}
+	tr, err := New(dev, s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: DefaultOptimizer(s.Optimizer)})
+	if err != nil {
+		return Record{}, err
+	}
+	defer tr.Close()
+	tokens := make([]int32, s.Batch*s.Seq) // shape-only: the values are never read
+	var rec Record
+	for range steps {
+		if rec, err = tr.Step(tokens, tokens); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
