@@ -158,6 +158,7 @@ func (op *EmbeddingOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *EmbeddingOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingOp) String() string {
 	return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d}", op.B, op.T, op.C, op.V, op.Ctx)
 }
@@ -226,6 +227,7 @@ func (op *LNStatsOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *LNStatsOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *LNStatsOp) String() string {
 	return fmt.Sprintf("LNStats{N=%d,C=%d,Eps=%g}", op.N, op.C, op.Eps)
 }
@@ -283,6 +285,7 @@ func (op *LayerNormOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *LayerNormOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *LayerNormOp) String() string { return fmt.Sprintf("LayerNorm{N=%d,C=%d}", op.N, op.C) }
 
 // DiffWRT: x, w and b; not stats.
@@ -372,6 +375,7 @@ func (op *LinearOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *LinearOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *LinearOp) String() string {
 	return fmt.Sprintf("Linear{N=%d,In=%d,Out=%d,Bias=%t}", op.N, op.In, op.Out, op.Bias)
 }
@@ -464,6 +468,7 @@ func (op *AttnProbsOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *AttnProbsOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *AttnProbsOp) String() string {
 	return fmt.Sprintf("AttnProbs{B=%d,T=%d,C=%d,NH=%d}", op.B, op.T, op.C, op.NH)
 }
@@ -519,6 +524,7 @@ func (op *AttnOutOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *AttnOutOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *AttnOutOp) String() string {
 	return fmt.Sprintf("AttnOut{B=%d,T=%d,C=%d,NH=%d}", op.B, op.T, op.C, op.NH)
 }
@@ -577,6 +583,7 @@ func (op *GELUOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *GELUOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *GELUOp) String() string { return fmt.Sprintf("GELU{N=%d,C=%d}", op.N, op.C) }
 
 // DiffWRT: x.
@@ -637,6 +644,7 @@ func (op *AddOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *AddOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *AddOp) String() string { return fmt.Sprintf("Add{N=%d,C=%d}", op.N, op.C) }
 
 // DiffWRT: both inputs.
@@ -695,6 +703,7 @@ func (op *CrossEntropyOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *CrossEntropyOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *CrossEntropyOp) String() string { return fmt.Sprintf("CrossEntropy{N=%d,V=%d}", op.N, op.V) }
 
 // DiffWRT: the logits, not the targets.

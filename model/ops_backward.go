@@ -56,6 +56,7 @@ func (op *EmbeddingGradTokensOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *EmbeddingGradTokensOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingGradTokensOp) String() string {
 	return fmt.Sprintf("EmbeddingGradTokens{B=%d,T=%d,C=%d,V=%d}", op.B, op.T, op.C, op.V)
 }
@@ -98,6 +99,7 @@ func (op *EmbeddingGradPositionsOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *EmbeddingGradPositionsOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingGradPositionsOp) String() string {
 	return fmt.Sprintf("EmbeddingGradPositions{B=%d,T=%d,C=%d,Ctx=%d}", op.B, op.T, op.C, op.Ctx)
 }
@@ -146,6 +148,7 @@ func (op *LayerNormGradXOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *LayerNormGradXOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *LayerNormGradXOp) String() string {
 	return fmt.Sprintf("LayerNormGradX{N=%d,C=%d}", op.N, op.C)
 }
@@ -192,6 +195,7 @@ func (op *LayerNormGradWOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *LayerNormGradWOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *LayerNormGradWOp) String() string {
 	return fmt.Sprintf("LayerNormGradW{N=%d,C=%d}", op.N, op.C)
 }
@@ -230,6 +234,7 @@ func (op *SumRowsOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *SumRowsOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *SumRowsOp) String() string { return fmt.Sprintf("SumRows{N=%d,C=%d}", op.N, op.C) }
 
 // LinearGradXOp is x's gradient (N, In) of y = x·Wᵀ + b, from dy (N, Out)
@@ -269,6 +274,7 @@ func (op *LinearGradXOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *LinearGradXOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *LinearGradXOp) String() string {
 	return fmt.Sprintf("LinearGradX{N=%d,In=%d,Out=%d}", op.N, op.In, op.Out)
 }
@@ -310,6 +316,7 @@ func (op *LinearGradWOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *LinearGradWOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *LinearGradWOp) String() string {
 	return fmt.Sprintf("LinearGradW{N=%d,In=%d,Out=%d}", op.N, op.In, op.Out)
 }
@@ -358,6 +365,7 @@ func (op *AttnGradOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *AttnGradOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *AttnGradOp) String() string {
 	return fmt.Sprintf("AttnGrad{B=%d,T=%d,C=%d,NH=%d}", op.B, op.T, op.C, op.NH)
 }
@@ -399,6 +407,7 @@ func (op *GELUGradOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *GELUGradOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *GELUGradOp) String() string { return fmt.Sprintf("GELUGrad{N=%d,C=%d}", op.N, op.C) }
 
 // CrossEntropyGradOp is the logits' gradient (N, V) of the mean
@@ -445,6 +454,7 @@ func (op *CrossEntropyGradOp) WriteHash(h hash.Hash) { hashOp(op, h) }
 // Hashcode is the FNV-32a hash of WriteHash.
 func (op *CrossEntropyGradOp) Hashcode() uint32 { return hashcode(op) }
 
+// String names the op and every field; WriteHash hashes it.
 func (op *CrossEntropyGradOp) String() string {
 	return fmt.Sprintf("CrossEntropyGrad{N=%d,V=%d}", op.N, op.V)
 }
