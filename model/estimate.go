@@ -239,7 +239,7 @@ const (
 	CheckpointFull                            // keep each layer's input; recompute one layer at a time (every:1)
 	CheckpointEvery                           // keep the input of every K-th layer; recompute a segment of K at a time
 	CheckpointSqrt                            // every:K with K = ceil(sqrt(L)) (Chen et al. 2016)
-	CheckpointSelective                       // drop only the attention scores (Korthikanti et al. 2022, Section 5)
+	CheckpointSelective                       // drop only the attention scores (Korthikanti et al. 2022, selective recomputation)
 )
 
 // Checkpoint is a checkpointing policy; Every is K for CheckpointEvery.
@@ -331,7 +331,7 @@ type Setup struct {
 	TP    int // tensor-parallel ranks t (Megatron-LM); must divide the heads
 	PP    int // pipeline stages P (1F1B schedule); must divide the layers
 	// SequenceParallel splits the layer norms' and dropouts' activations
-	// over the tensor-parallel ranks too (Korthikanti et al. Section 4.2.2).
+	// over the tensor-parallel ranks too (Korthikanti et al. 2022, Section 4.2).
 	SequenceParallel bool
 }
 
@@ -627,8 +627,8 @@ func (l LayerActivations) Total() int64 { return l.Attention + l.Scores + l.MLP 
 // 2·sbh + a·s²·b bytes, so e = 2 gives sbh·(34 + 5as/h). Under tensor
 // parallelism the qkv input, the fc input, both layer norms' inputs and both
 // dropout masks (the paper's 10·sbh) stay whole on every rank, the rest is
-// split t ways: sbh·(10 + 24/t + 5as/(ht)) (Eq. 2); sequence parallelism
-// splits the 10·sbh too: sbh·(34 + 5as/h)/t (Eq. 4). t must divide a and h.
+// split t ways: sbh·(10 + 24/t + 5as/(ht)) (Table 2); sequence parallelism
+// splits the 10·sbh too: sbh·(34 + 5as/h)/t (Table 2). t must divide a and h.
 func KorthikantiLayer(s, b, h, a, e, t int64, sequenceParallel bool) (LayerActivations, error) {
 	if s < 1 || b < 1 || h < 1 || a < 1 || e < 1 || t < 1 || a%t != 0 || h%t != 0 {
 		return LayerActivations{}, fmt.Errorf("model: Korthikanti layer s=%d b=%d h=%d a=%d e=%d t=%d: sizes must be positive and t must divide a and h", s, b, h, a, e, t)
@@ -711,7 +711,7 @@ func (s Setup) zeroPaper(stage int, c *calc) Activations {
 // first stage; trainmem puts them on the last stage (one micro-batch in
 // flight there) and reports whichever stage is heavier.
 //
-// Checkpoint policies (the paper's Table 2 and Section 5): selective drops
+// Checkpoint policies (the paper's Table 2 and its selective recomputation): selective drops
 // the a·s²·b terms and recomputes one layer's at a time (that layer's
 // Scores are the working set); full keeps each layer's input (e·sbh a
 // layer: the paper's 2sbh) plus one layer recomputed at a time; every:K and

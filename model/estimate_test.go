@@ -373,7 +373,7 @@ func TestTensorAndPipelineParams(t *testing.T) {
 	}
 }
 
-// Pipeline parallelism with 1F1B (Korthikanti et al. Section 4.2.3): the
+// Pipeline parallelism with 1F1B (Korthikanti et al. 2022, Section 4.2): the
 // first stage holds P micro-batches of L/P layers, L layers' worth.
 func TestPipelineFirstStage(t *testing.T) {
 	s := xl(t)
