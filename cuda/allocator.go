@@ -568,6 +568,8 @@ func (e *OutOfMemoryError) AllocatedTotal() int64 {
 	return n
 }
 
+// Error reads like a real card's out-of-memory message: what was asked
+// for, the device's capacity, and where the reserved memory went.
 func (e *OutOfMemoryError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cuda: out of memory on %s: tried to allocate %s (%d bytes, %s; block %s, new segment %s).",

@@ -139,6 +139,7 @@ type MatMul struct {
 // from 1 (bias correction). GradScale multiplies every gradient before use
 // (1/loss-scale under fp16 loss scaling, else 1). WeightDecay is decoupled
 // (AdamW) when Decoupled is set, else added to the gradient (Adam with L2).
+// GradScale must be > 0: a zero is taken for a forgotten field, an error.
 type AdamArgs struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32
 	Decoupled                          bool
@@ -180,8 +181,8 @@ type Kernels interface {
 	// rows t ≥ T of dwpe are zero.
 	EmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error
 
-	// LayerNormStats writes stats (F32, N×2) = per row (mean, 1/sqrt(var+eps)),
-	// var the biased variance over C.
+	// LayerNormStats writes stats (F32, or F64 for fp64 runs; N×2) = per row
+	// (mean, 1/sqrt(var+eps)), var the biased variance over C.
 	LayerNormStats(stats, x *Buffer, N, C int, eps float32) error
 	// LayerNorm: y = (x - mean)·rstd·w + b, with stats from LayerNormStats.
 	LayerNorm(y, x, stats, w, b *Buffer, N, C int) error
@@ -209,21 +210,23 @@ type Kernels interface {
 	// AttentionOut: y (B·T, C), head h's channels = p[b, h]·v[b, h].
 	AttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error
 	// AttentionBackward: dqkv (B·T, 3C), the gradient of AttentionOut through
-	// both q·kᵀ (via p) and v. scratch is F32 with at least
+	// both q·kᵀ (via p) and v. scratch is F32 (or F64) with at least
 	// AttentionScratchLen(T, NH) elements.
 	AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH int) error
 
-	// CrossEntropy: loss (F32, 1 element) = mean over N rows of
+	// CrossEntropy: loss (F32 or F64, 1 element) = mean over N rows of
 	// -log softmax(logits[i, :])[targets[i]]; targets I32 in [0, V).
-	// scratch is F32 with at least CrossEntropyScratchLen(N) elements.
+	// scratch is F32 (or F64) with at least CrossEntropyScratchLen(N)
+	// elements.
 	CrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) error
 	// CrossEntropyBackward: dlogits = (softmax(logits) - onehot(targets))·dloss[0]/N,
-	// dloss an F32 buffer of one element.
+	// dloss an F32 (or F64) buffer of one element.
 	CrossEntropyBackward(dlogits, dloss, logits, targets *Buffer, N, V int) error
 
 	// Adam updates one parameter range. With master == nil, param (F32 or
 	// F64) is updated in place; otherwise the fp32 master is updated and
-	// param = cast(master). grad may be in any float type.
+	// param = cast(master). grad may be in any float type; m, v and master
+	// are F32 (F64 for fp64 runs).
 	Adam(param, grad, master, m, v *Buffer, a AdamArgs) error
 	// SGD updates one parameter range, with the momentum buffer mom when
 	// a.Momentum > 0 (nil otherwise); master as for Adam.
