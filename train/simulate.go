@@ -11,21 +11,21 @@ import (
 // the device's capacity fails with the allocator's *cuda.OutOfMemoryError.
 // Two steps are run by default because the first step fills the allocator's
 // cache and the second shows the steady state.
-func Simulate(dev cuda.Device, s model.Setup, steps int) (Record, error) {
+func Simulate(dev cuda.Device, s model.Setup, steps int) (Record, cuda.Stats, error) {
 	if steps <= 0 {
 		steps = 2
 	}
 	tr, err := New(dev, s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: DefaultOptimizer(s.Optimizer)})
 	if err != nil {
-		return Record{}, err
+		return Record{}, cuda.Stats{}, err
 	}
 	defer tr.Close()
 	tokens := make([]int32, s.Batch*s.Seq) // shape-only: the values are never read
 	var rec Record
 	for range steps {
 		if rec, err = tr.Step(tokens, tokens); err != nil {
-			return rec, err
+			return rec, dev.Stats(), err
 		}
 	}
-	return rec, nil
+	return rec, dev.Stats(), nil
 }

@@ -1,0 +1,110 @@
+package main
+
+// trainmem simulate: the real training schedule on the shape-only device.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/train"
+)
+
+func init() {
+	register(command{
+		name:    "simulate",
+		summary: "run the real training schedule on a shape-only device: exact memory at any size, in a second",
+		run:     runSimulate,
+	})
+}
+
+const simulateSynopsis = `Runs trainmem's real training schedule (its GPT-2 graph, forward, backward and
+optimizer, every allocation and free) on a shape-only device: the same caching
+allocator over a virtual address space, nothing stored or computed. The
+per-category peaks are exactly what 'trainmem train' measures for the same
+setup, at any size. --memory gives the device a capacity: a setup that does
+not fit fails with an out-of-memory report like a real card's.
+
+example: trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --memory 80GiB`
+
+func runSimulate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	sf := addSetupFlags(fs)
+	var capacity int64
+	fs.Func("memory", "device capacity, e.g. 24GiB or 80GB (default: unlimited)", func(s string) error {
+		n, err := model.ParseBytes(s)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("capacity %q must be positive", s)
+		}
+		capacity = n
+		return err
+	})
+	steps := fs.Int("steps", 2, "steps to run (the first fills the allocator's cache)")
+	format := formatFlag("text")
+	fs.Var(&format, "format", "output: text or json")
+	if err := parseFlags(fs, args, stderr, simulateSynopsis); err != nil {
+		if err == errHelp {
+			return nil
+		}
+		return err
+	}
+	for _, p := range []string{"ranks", "zero", "tp", "pp", "sequence-parallel", "params"} {
+		if sf.set(p) {
+			return usagef("--%s: simulate runs one device (parallelism is estimated by 'trainmem estimate')", p)
+		}
+	}
+	if format == "csv" {
+		return usagef("--format csv: simulate writes text or json")
+	}
+	if *steps <= 0 {
+		return usagef("--steps %d: must be a positive integer", *steps)
+	}
+	s, err := sf.setup()
+	if err != nil {
+		return err
+	}
+	dev := cuda.NewShape(capacity)
+	defer dev.Close()
+	start := time.Now()
+	rec, st, err := train.Simulate(dev, s, *steps)
+	elapsed := time.Since(start)
+	var oom *cuda.OutOfMemoryError
+	if errors.As(err, &oom) {
+		return fmt.Errorf("%s does not fit: %w", s.Model.Name, err)
+	}
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return writeJSON(stdout, simulateDoc{
+			Model: modelDocOf(s), Setup: setupDocOf(s), Capacity: capacity, Steps: *steps,
+			Memory: rec.Memory, AllocatedBytes: rec.AllocatedBytes, PeakAllocatedBytes: rec.PeakAllocatedBytes,
+			ReservedBytes: rec.ReservedBytes, PeakReservedBytes: rec.PeakReservedBytes,
+			InactiveSplitBytes: rec.InactiveSplitBytes, NumAllocs: rec.NumAllocs, NumFrees: rec.NumFrees,
+			Seconds: elapsed.Seconds(),
+		})
+	}
+	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, describeRun(s), dev.Name())
+	fmt.Fprintf(stdout, "simulated %d steps in %v; peak of the last step:\n\n", *steps, elapsed.Round(time.Millisecond))
+	return train.WriteMemoryTable(stdout, st)
+}
+
+type simulateDoc struct {
+	Model              modelDoc     `json:"model"`
+	Setup              setupDoc     `json:"setup"`
+	Capacity           int64        `json:"capacity_bytes"` // 0: unlimited
+	Steps              int          `json:"steps"`
+	Memory             train.Memory `json:"memory"`
+	AllocatedBytes     int64        `json:"allocated_bytes"`
+	PeakAllocatedBytes int64        `json:"peak_allocated_bytes"`
+	ReservedBytes      int64        `json:"reserved_bytes"`
+	PeakReservedBytes  int64        `json:"peak_reserved_bytes"`
+	InactiveSplitBytes int64        `json:"inactive_split_bytes"`
+	NumAllocs          int64        `json:"num_allocs"`
+	NumFrees           int64        `json:"num_frees"`
+	Seconds            float64      `json:"seconds"`
+}

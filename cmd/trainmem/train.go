@@ -1,0 +1,203 @@
+package main
+
+// trainmem train: train a GPT-2 for real on the host CPU, measuring the
+// allocator every step.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/train"
+)
+
+func init() {
+	register(command{
+		name:    "train",
+		summary: "train a GPT-2 on the host CPU, measuring the allocator every step",
+		run:     runTrain,
+	})
+}
+
+const trainSynopsis = `Trains a GPT-2 preset (or shape) on the host CPU with trainmem's executor and
+caching allocator and shows, step by step, the loss, the speed and the memory
+the allocator holds; at the end, where the memory went, by category.
+
+Without --data it trains on a corpus built into the binary. A text file is
+read as bytes (vocabulary-256 presets such as tiny); an llm.c token file
+(.bin, magic 20240520, uint16 tokens) serves GPT-2-vocabulary presets.
+--load starts from an llm.c GPT-2 checkpoint (magic 20240326, e.g.
+gpt2_124M.bin; the model shape comes from the file when no --preset is
+given); --save writes one. --out writes one JSON record per step.
+
+example: trainmem train --preset tiny --steps 200 --out run.jsonl`
+
+// trainFlags are the flags of a measured run, shared with the subcommands
+// that run one (validate).
+type trainFlags struct {
+	setup                  *setupFlags
+	steps                  int
+	lr                     float64
+	seed                   uint64
+	data, out, save, load  string
+	device                 string
+	threads                int
+	defaultBatch, defaultT int
+}
+
+func addTrainFlags(fs *flag.FlagSet) *trainFlags {
+	f := &trainFlags{setup: addSetupFlags(fs), defaultBatch: 8, defaultT: 64}
+	fs.IntVar(&f.steps, "steps", 200, "training steps")
+	fs.Float64Var(&f.lr, "lr", 1e-3, "learning rate")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the initialisation and the batch order")
+	fs.StringVar(&f.data, "data", "", "training data: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
+	fs.StringVar(&f.out, "out", "", "write one JSON record per step to this file (JSON Lines, written atomically)")
+	fs.StringVar(&f.save, "save", "", "write the trained weights to this llm.c checkpoint file (atomically)")
+	fs.StringVar(&f.load, "load", "", "start from this llm.c GPT-2 checkpoint")
+	fs.StringVar(&f.device, "device", "host", "where to run: host (the CPU); cuda needs a CUDA build")
+	fs.IntVar(&f.threads, "threads", 0, "host threads (default: every core)")
+	return f
+}
+
+// resolve turns the flags into a setup: the preset defaults to tiny (or to
+// the shape of the --load file), the batch to 8 and the sequence to 64
+// (capped by the context); parallelism flags belong to estimate.
+func (f *trainFlags) resolve() (model.Setup, error) {
+	sf := f.setup
+	for _, p := range []string{"ranks", "zero", "tp", "pp", "sequence-parallel", "params"} {
+		if sf.set(p) {
+			return model.Setup{}, usagef("--%s: a measured run uses one device (parallelism is estimated by 'trainmem estimate')", p)
+		}
+	}
+	shape := sf.set("layers") || sf.set("hidden") || sf.set("heads")
+	if sf.preset == "" && !shape {
+		if f.load != "" {
+			c, err := model.CheckpointConfig(f.load)
+			if err != nil {
+				return model.Setup{}, err
+			}
+			sf.preset, sf.layers, sf.hidden, sf.heads, sf.vocab, sf.context = "gpt2", c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context
+			for _, n := range []string{"layers", "hidden", "heads", "vocab", "context"} {
+				sf.fs.Set(n, fmt.Sprint(map[string]int{"layers": c.Layers, "hidden": c.Hidden, "heads": c.Heads, "vocab": c.Vocab, "context": c.Context}[n]))
+			}
+		} else {
+			sf.preset = "tiny"
+		}
+	}
+	if !sf.set("batch") {
+		sf.batch = f.defaultBatch
+	}
+	s, err := sf.setup()
+	if err != nil {
+		return s, err
+	}
+	if !sf.set("seq") {
+		s.Seq = min(f.defaultT, s.Model.Context)
+	}
+	if f.steps <= 0 {
+		return s, usagef("--steps %d: must be a positive integer", f.steps)
+	}
+	if !(f.lr > 0) {
+		return s, usagef("--lr %g: must be a positive number", f.lr)
+	}
+	if f.threads < 0 {
+		return s, usagef("--threads %d: must be 0 (every core) or positive", f.threads)
+	}
+	return s, nil
+}
+
+// newDevice opens the device of a measured run.
+func (f *trainFlags) newDevice() (cuda.Device, error) {
+	switch f.device {
+	case "host":
+		return cuda.NewHost(cuda.HostOptions{Threads: f.threads})
+	case "cuda":
+		return openCUDA()
+	}
+	return nil, usagef("--device %q: unknown device (valid: host, cuda)", f.device)
+}
+
+func runTrain(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	tf := addTrainFlags(fs)
+	if err := parseFlags(fs, args, stderr, trainSynopsis); err != nil {
+		if err == errHelp {
+			return nil
+		}
+		return err
+	}
+	s, err := tf.resolve()
+	if err != nil {
+		return err
+	}
+	dev, err := tf.newDevice()
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+
+	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, describeRun(s), dev.Name())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := train.Run(ctx, dev, train.RunOptions{
+		Setup: s, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
+		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
+	})
+	if res != nil && len(res.Records) > 0 {
+		writeRunSummary(stdout, res)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Interrupted {
+		return fmt.Errorf("interrupted after %d of %d steps (outputs hold the finished steps)", len(res.Records), tf.steps)
+	}
+	for _, p := range []struct{ what, path string }{{"records", tf.out}, {"weights", tf.save}} {
+		if p.path != "" {
+			fmt.Fprintf(stdout, "%s written to %s\n", p.what, p.path)
+		}
+	}
+	return nil
+}
+
+// describeRun is a run's setup in one line.
+func describeRun(s model.Setup) string {
+	prec := s.Precision.String()
+	if s.Precision.Mixed() {
+		prec += " mixed precision"
+	}
+	return fmt.Sprintf("micro-batch %d, sequence %d, %s, %s, checkpoint %s", s.Batch, s.Seq, prec, s.Optimizer, s.Checkpoint)
+}
+
+// writeRunSummary prints the loss, the speed and the memory table of a run.
+func writeRunSummary(w io.Writer, res *train.RunResult) {
+	rs := res.Records
+	first, last := rs[0], rs[len(rs)-1]
+	// The first step pays for filling the allocator's cache: leave it out
+	// of the speed when there are others.
+	steady := rs
+	if len(rs) > 1 {
+		steady = rs[1:]
+	}
+	var ms, tps float64
+	for _, r := range steady {
+		ms += r.StepMs
+		tps += r.TokensPerS
+	}
+	ms /= float64(len(steady))
+	tps /= float64(len(steady))
+	fmt.Fprintf(w, "data    %s\nsched   %s\n", res.Dataset, res.Schedule)
+	fmt.Fprintf(w, "loss    %.4f at step 1, %.4f at step %d\n", first.Loss, last.Loss, last.Step)
+	fmt.Fprintf(w, "speed   %.1f ms/step, %.0f tokens/s (mean over steps 2..%d)\n\n", ms, tps, last.Step)
+	fmt.Fprintln(w, "where the memory went (allocator bytes, 512-byte blocks):")
+	train.WriteMemoryTable(w, res.Stats)
+	if strings.Contains(res.Device, "shape") {
+		fmt.Fprintln(w, "(shape-only device: nothing was computed)")
+	}
+}

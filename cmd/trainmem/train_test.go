@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trainmem/model"
+	"trainmem/train/data"
+)
+
+// trainmem train writes one JSON record per step with every field the
+// issue names, and a checkpoint that --load takes back.
+func TestTrainOutputs(t *testing.T) {
+	dir := t.TempDir()
+	out, save := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "tiny.bin")
+	stdout, stderr, code := runArgs(t, "train", "--steps", "3", "--batch", "2", "--seq", "16", "--out", out, "--save", save)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{"where the memory went", "activations", "adam_v", "reserved"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("summary lacks %q:\n%s", w, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "step 3/3") {
+		t.Errorf("no progress on stderr: %q", stderr)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		n++
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"step", "loss", "step_ms", "forward_ms", "backward_ms", "optimizer_ms", "tokens_per_s",
+			"memory", "allocated_bytes", "peak_allocated_bytes", "reserved_bytes", "active_bytes", "inactive_split_bytes", "num_allocs", "num_frees"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("record %d lacks %q", n, k)
+			}
+		}
+		mem := rec["memory"].(map[string]any)
+		for _, k := range []string{"allocated", "peak"} {
+			cats, ok := mem[k].(map[string]any)
+			if !ok || cats["params"] == nil || cats["activations"] == nil {
+				t.Errorf("record %d: memory.%s is not keyed by category: %v", n, k, mem[k])
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d records, want 3", n)
+	}
+	// The saved weights load back, and the shape comes from the file.
+	if _, stderr, code := runArgs(t, "train", "--steps", "1", "--batch", "2", "--seq", "16", "--load", save); code != 0 {
+		t.Fatalf("--load: exit %d: %s", code, stderr)
+	}
+}
+
+// Bad data and checkpoint files get one clear line, and a failed run
+// leaves no half-written output behind.
+func TestTrainBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var big strings.Builder
+	if err := data.WriteTokenFile(&big, []int32{1, 2, 3, 300, 5}); err != nil {
+		t.Fatal(err)
+	}
+	wrongMagic := make([]byte, 1024)
+	binary.LittleEndian.PutUint32(wrongMagic, 12345)
+	c, _ := model.Preset("tiny")
+	var ckpt strings.Builder
+	if err := model.WriteCheckpoint(&ckpt, c, model.InitParams(c, 1)); err != nil {
+		t.Fatal(err)
+	}
+	truncated := []byte(ckpt.String())[:5000]
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"missing data", []string{"--data", filepath.Join(dir, "nope.txt")}, []string{"nope.txt"}},
+		{"empty data", []string{"--data", write("empty.txt", nil)}, []string{"empty"}},
+		{"short data", []string{"--data", write("short.txt", []byte("hello")), "--batch", "2", "--seq", "16"}, []string{"shorter than one batch"}},
+		{"token beyond vocab", []string{"--data", write("big.bin", []byte(big.String()))}, []string{"300", "256"}},
+		{"wrong magic", []string{"--load", write("bad.bin", wrongMagic)}, []string{"12345", "20240326"}},
+		{"truncated checkpoint", []string{"--preset", "tiny", "--load", write("trunc.bin", truncated)}, []string{"truncated"}},
+		{"other shape", []string{"--preset", "tiny", "--layers", "3", "--load", write("tiny.bin", []byte(ckpt.String()))}, []string{"layers"}},
+		{"seq beyond context", []string{"--seq", "65"}, []string{"65", "64"}},
+		{"device", []string{"--device", "tpu"}, []string{`"tpu"`, "host, cuda"}},
+		{"ranks", []string{"--ranks", "4"}, []string{"--ranks", "estimate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, tc.name+".jsonl")
+			args := append([]string{"train", "--steps", "2", "--out", out}, tc.args...)
+			_, stderr, code := runArgs(t, args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want an error")
+			}
+			last := strings.TrimSpace(stderr)
+			if i := strings.LastIndex(last, "\n"); i >= 0 {
+				last = last[i+1:]
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("error %q lacks %q", last, w)
+				}
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("a failed run left %s", out)
+			}
+		})
+	}
+}
+
+// --device cuda in a build without the cuda tag says how to get one.
+func TestTrainCUDAWithoutBuild(t *testing.T) {
+	_, stderr, code := runArgs(t, "train", "--device", "cuda", "--steps", "1")
+	if code != 2 || !strings.Contains(stderr, "-tags cuda") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+// simulate gives the same memory object as train's records, and a card
+// too small gets an out-of-memory report.
+func TestSimulate(t *testing.T) {
+	stdout, stderr, code := runArgs(t, "simulate", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Memory struct {
+			Peak map[string]int64 `json:"peak"`
+		} `json:"memory"`
+		Peak int64 `json:"peak_allocated_bytes"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	// 2Φ of fp16 weights in one allocation, rounded to 512 bytes.
+	if got, want := doc.Memory.Peak["params"], (2*int64(1557611200)+511)/512*512; got != want {
+		t.Errorf("params peak %d, want %d", got, want)
+	}
+	if doc.Peak <= doc.Memory.Peak["activations"] {
+		t.Errorf("peak %d not above the activations' %d", doc.Peak, doc.Memory.Peak["activations"])
+	}
+	_, stderr, code = runArgs(t, "simulate", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16", "--memory", "80GiB")
+	if code != 1 || !strings.Contains(stderr, "out of memory") || !strings.Contains(stderr, "largest free block") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	_, stderr, code = runArgs(t, "simulate", "--preset", "tiny", "--memory", "80XB")
+	if code != 2 || !strings.Contains(stderr, "80XB") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
