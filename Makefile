@@ -3,7 +3,7 @@
 
 GO        ?= go
 PKGS      ?= ./...
-RUN_ARGS  ?= estimate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16
+RUN_ARGS  ?= train
 BENCH     ?= .
 BENCHTIME ?= 1s
 
