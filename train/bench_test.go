@@ -1,0 +1,131 @@
+package train
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+// BenchmarkStep times full host training steps (forward, backward, AdamW) in
+// fp32. The gpt2 case is the reference point: 124M parameters at
+// b=4, s=64 on every core (2 threads on the development machines).
+func BenchmarkStep(b *testing.B) {
+	for _, bc := range []struct {
+		preset string
+		B, T   int
+	}{
+		{"tiny", 8, 64},
+		{"gpt2", 4, 64},
+	} {
+		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.preset, bc.B, bc.T), func(b *testing.B) {
+			cfg, _ := model.Preset(bc.preset)
+			dev := newHost(b)
+			tr := newTrainer(b, dev, cfg, bc.B, bc.T, Options{})
+			if err := tr.SetParams(model.InitParams(cfg, 1)); err != nil {
+				b.Fatal(err)
+			}
+			tokens, targets := batch(b, cfg, bc.B, bc.T, 1)
+			if _, err := tr.Step(tokens, targets); err != nil { // fill the allocator's cache
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := tr.Step(tokens, targets); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(per*1000, "ms/step")
+			b.ReportMetric(float64(bc.B*bc.T)/per, "tokens/s")
+			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "threads")
+			b.Logf("%s", dev.Name())
+		})
+	}
+}
+
+// BenchmarkVsTapeMachine runs, in each iteration, one forward and backward
+// pass on trainmem's host executor and one on gorgonia's TapeMachine (the
+// same GPT-2 from gorgonia's own ops, model.Reference) with the same weights
+// and batch, and reports the ratio of their times: measured in one run,
+// interleaved, so that the machine's noise falls on both.
+func BenchmarkVsTapeMachine(b *testing.B) {
+	for _, bc := range []struct {
+		cfg  model.Config
+		B, T int
+	}{
+		{tinyCfg, 8, 64},
+		{model.Config{Name: "small", Layers: 4, Hidden: 256, Heads: 8, Vocab: 256, Context: 128}, 4, 128},
+	} {
+		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.cfg.Name, bc.B, bc.T), func(b *testing.B) {
+			params := model.InitParams(bc.cfg, 1)
+			tokens, targets := batch(b, bc.cfg, bc.B, bc.T, 1)
+			tr := newTrainer(b, newHost(b), bc.cfg, bc.B, bc.T, Options{})
+			if err := tr.SetParams(params); err != nil {
+				b.Fatal(err)
+			}
+			ref, err := model.NewReference(bc.cfg, bc.B, bc.T, tensor.Float32)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ref.Close()
+			if err := ref.SetParams32(params); err != nil {
+				b.Fatal(err)
+			}
+			var ours, tape time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := tr.ForwardBackward(tokens, targets); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if _, err := ref.Run(tokens, targets); err != nil {
+					b.Fatal(err)
+				}
+				ours += t1.Sub(t0)
+				tape += time.Since(t1)
+			}
+			n := float64(b.N)
+			b.ReportMetric(ours.Seconds()*1000/n, "trainmem-ms")
+			b.ReportMetric(tape.Seconds()*1000/n, "tapemachine-ms")
+			b.ReportMetric(tape.Seconds()/ours.Seconds(), "speedup")
+		})
+	}
+}
+
+// BenchmarkSimulate times the shape-only device on gpt2-xl at the source
+// articles' size (b=32, s=1000, fp16): one step on a built trainer
+// (sim-step-ms), and the whole of Simulate with the graph built and compiled
+// (total-ms).
+func BenchmarkSimulate(b *testing.B) {
+	s := setupOf(b, "gpt2-xl", 32, 1000, model.FP16, model.Checkpoint{})
+	for _, pol := range []string{"none", "full"} {
+		b.Run(pol, func(b *testing.B) {
+			var err error
+			if s.Checkpoint, err = model.ParseCheckpoint(pol); err != nil {
+				b.Fatal(err)
+			}
+			tr := newTrainer(b, cuda.NewShape(0), s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint})
+			tokens := make([]int32, s.Batch*s.Seq)
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := tr.Step(tokens, tokens); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "sim-step-ms")
+			b.StopTimer()
+			t0 := time.Now()
+			if _, _, err := Simulate(cuda.NewShape(0), s, 1); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "total-ms")
+		})
+	}
+}
