@@ -58,7 +58,7 @@ const (
 )
 
 // Formulas lists the activation formulas in report order.
-func Formulas() []string { return []string{ZeROPaper, Korthikanti} }
+func Formulas() []string { return []string{ZeROPaper, Korthikanti, Exact} }
 
 // FormulaSource is the citation of an activation formula.
 func FormulaSource(f string) string {
@@ -67,6 +67,8 @@ func FormulaSource(f string) string {
 		return "Rajbhandari et al. 2020 (ZeRO), Section 3.2: 12·h·b·s·L values, 2 bytes each in 16-bit training (4 in fp32)"
 	case Korthikanti:
 		return "Korthikanti et al. 2022, Section 4.1 Eq. 1, Table 2, Section 4.3: sbh·(34 + 5as/h) bytes a layer"
+	case Exact:
+		return exactSource
 	}
 	return ""
 }
@@ -412,6 +414,9 @@ type Activations struct {
 	Source  string
 	Terms   []Term
 	Total   int64
+	// At says when in the step the total is reached, for formulas that
+	// follow the schedule (the implementation-exact one); empty otherwise.
+	At string
 }
 
 // Comm is the data-parallel communication of one rank in one step.
@@ -497,6 +502,9 @@ func (s Setup) EstimateBy(formula string) (Estimate, error) {
 	if err := s.Validate(); err != nil {
 		return Estimate{}, err
 	}
+	if formula == Exact && (s.TP > 1 || s.PP > 1) {
+		return Estimate{}, fmt.Errorf("model: the %s formula follows trainmem's one-device schedule: use --formula %s or %s with --tp %d and --pp %d", Exact, ZeROPaper, Korthikanti, s.TP, s.PP)
+	}
 	if s.ParamsOnly() {
 		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params}
 		var err error
@@ -542,7 +550,12 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 		e.Gathered = c.mul(s.largestUnit(stage, &c), s.Precision.Size())
 	}
 	e.Activations = []Activations{s.zeroPaper(stage, &c), s.korthikanti(stage, &c)}
-	c.add(e.States.Total(), e.Gathered, e.Activations[0].Total, e.Activations[1].Total)
+	if ex, ok := s.exact(&c); ok {
+		e.Activations = append(e.Activations, ex)
+	}
+	for _, a := range e.Activations {
+		c.add(e.States.Total(), e.Gathered, a.Total)
+	}
 	if err := c.err(); err != nil {
 		return Estimate{}, err
 	}

@@ -28,6 +28,7 @@ func ExampleSetup_Estimate() {
 	// model states: 24.92 GB
 	// activations (zero_paper): 58.98 GB
 	// activations (korthikanti): 282.25 GB
+	// activations (trainmem): 158.89 GB
 }
 
 // ZeRO paper Table 1: 7.5B parameters, mixed-precision Adam (K = 12), per

@@ -1,0 +1,79 @@
+package train
+
+import (
+	"fmt"
+	"testing"
+
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+// The implementation-exact formula (model/exact.go) equals the simulation's
+// activation peak, in requested bytes, across presets, batch sizes,
+// sequence lengths, precisions and checkpoint policies.
+func TestExactFormulaEqualsSimulation(t *testing.T) {
+	type shape struct {
+		preset string
+		B, T   int
+	}
+	shapes := []shape{
+		{"tiny", 1, 1}, {"tiny", 3, 17}, {"tiny", 8, 64},
+		{"gpt2", 4, 64}, {"gpt2", 1, 1024},
+		{"gpt2-medium", 2, 256},
+		{"gpt2-xl", 32, 1000},
+		{"6b", 1, 2048},
+	}
+	pols := []string{"none", "full", "every:2", "every:5", "sqrt", "selective"}
+	precs := []model.Precision{model.FP32, model.FP16, model.BF16}
+	custom := model.Config{Name: "custom", Layers: 7, Hidden: 96, Heads: 3, Vocab: 1000, Context: 300, Untied: true}
+	n := 0
+	for i, sh := range shapes {
+		for j, pol := range pols {
+			prec := precs[(i+j)%len(precs)]
+			cfg, err := model.Preset(sh.preset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, cfg, sh.B, sh.T, prec, pol)
+			n++
+		}
+	}
+	for _, pol := range pols {
+		for _, prec := range precs {
+			check(t, custom, 2, 300, prec, pol)
+			n++
+		}
+	}
+	t.Logf("%d combinations agree", n)
+}
+
+func check(t *testing.T, cfg model.Config, B, T int, prec model.Precision, policy string) {
+	t.Helper()
+	name := fmt.Sprintf("%s/b=%d/s=%d/%s/%s", cfg.Name, B, T, prec, policy)
+	pol, err := model.ParseCheckpoint(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := model.Setup{Model: cfg, Batch: B, Seq: T, Precision: prec, Optimizer: model.Adam, Checkpoint: pol, Ranks: 1, TP: 1, PP: 1}
+	if pol.Kind == model.CheckpointEvery && pol.Every > cfg.Layers {
+		return
+	}
+	e, err := s.Estimate()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	want := e.ActivationBytes(model.Exact)
+	_, st, err := Simulate(cuda.NewShape(0), s, 1)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if got := st.CategoryRequested[cuda.Activations].Peak; got != want {
+		var at string
+		for _, a := range e.Activations {
+			if a.Formula == model.Exact {
+				at = fmt.Sprintf("%s %v", a.At, a.Terms)
+			}
+		}
+		t.Errorf("%s: simulated activation peak %d bytes, formula %d (%+d) at %s", name, got, want, want-got, at)
+	}
+}
