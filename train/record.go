@@ -32,20 +32,24 @@ type Record struct {
 
 // Memory splits allocator bytes by category: what is allocated at the end
 // of the step, each category's own peak during the step, and what each held
-// at the moment of the step's overall peak.
+// at the moment of the step's overall peak, all in the allocator's block
+// sizes; and each category's peak in requested bytes (the tensors' own
+// sizes, before rounding), which the closed-form formulas predict.
 type Memory struct {
-	Allocated map[string]int64 `json:"allocated"`
-	Peak      map[string]int64 `json:"peak"`
-	AtPeak    map[string]int64 `json:"at_peak"`
+	Allocated     map[string]int64 `json:"allocated"`
+	Peak          map[string]int64 `json:"peak"`
+	AtPeak        map[string]int64 `json:"at_peak"`
+	PeakRequested map[string]int64 `json:"peak_requested"`
 }
 
 // MemoryOf reads the per-category split of allocator statistics.
 func MemoryOf(s cuda.Stats) Memory {
-	m := Memory{Allocated: map[string]int64{}, Peak: map[string]int64{}, AtPeak: map[string]int64{}}
+	m := Memory{Allocated: map[string]int64{}, Peak: map[string]int64{}, AtPeak: map[string]int64{}, PeakRequested: map[string]int64{}}
 	for _, c := range cuda.Categories() {
 		m.Allocated[c.String()] = s.CategoryAllocated[c].Current
 		m.Peak[c.String()] = s.CategoryAllocated[c].Peak
 		m.AtPeak[c.String()] = s.AtPeak[c]
+		m.PeakRequested[c.String()] = s.CategoryRequested[c].Peak
 	}
 	return m
 }
