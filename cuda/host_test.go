@@ -452,7 +452,7 @@ flags		: fpu fma avx avx2 avx512f
 		{"intel restricted", intel.String(), 2, 1 * 2 * 16 * 2 * 3.0, []string{"1 cores"}},
 		{"no clock", "processor : 0\nvendor_id : X\n", 1, 0, []string{"unknown"}},
 	} {
-		g, how := peakFromCPUInfo(tc.text, tc.numCPU)
+		g, how := peakFromCPUInfo(tc.text, tc.numCPU, 0)
 		if math.Abs(g-tc.want) > 1e-9*tc.want {
 			t.Errorf("%s: %g GFLOP/s, want %g (%s)", tc.name, g, tc.want, how)
 		}
@@ -461,6 +461,13 @@ flags		: fpu fma avx avx2 avx512f
 				t.Errorf("%s: %q lacks %q", tc.name, how, w)
 			}
 		}
+	}
+	// A timed clock above cpuinfo's wins; one below it does not.
+	if g, how := peakFromCPUInfo(zen4, 2, 3.694); math.Abs(g-2*2*8*2*3.694) > 1e-9 || !strings.Contains(how, "timed") {
+		t.Errorf("timed 3.694 GHz: %g, %q", g, how)
+	}
+	if g, _ := peakFromCPUInfo(zen4, 2, 1.0); math.Abs(g-2*2*8*2*2.596138) > 1e-9 {
+		t.Errorf("timed 1 GHz: %g, want cpuinfo's clock", g)
 	}
 	t.Setenv("TRAINMEM_PEAK_GFLOPS", "123.5")
 	if g, how := HostPeakGFLOPS(); g != 123.5 || !strings.Contains(how, "TRAINMEM_PEAK_GFLOPS") {
