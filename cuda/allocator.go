@@ -345,10 +345,15 @@ func (a *Allocator) take(b *Block, size, n int64, cat Category) {
 }
 
 // Free returns b to the cache, merging it with free neighbours. Freeing a
-// block twice is a programming error and panics.
+// block twice is a programming error and panics; freeing one after Close
+// does nothing (Close gave everything back already).
 func (a *Allocator) Free(b *Block) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.closed {
+		b.allocated = false
+		return
+	}
 	if b.seg == nil || a.segs[b.seg.Base] != b.seg {
 		panic(fmt.Sprintf("cuda: Free: block %#x (%d bytes) does not belong to %s", b.addr, b.size, a.name))
 	}

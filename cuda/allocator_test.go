@@ -348,9 +348,11 @@ func TestAllocErrors(t *testing.T) {
 		}()
 		a.Free(b)
 	}()
+	live := mustAlloc(t, a, Params, 8)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
+	a.Free(live) // after Close: nothing to do, no panic
 	if _, err := a.Alloc(Params, 8); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("Alloc after Close: %v, want a closed error", err)
 	}

@@ -241,7 +241,7 @@ func allF64(bs ...*Buffer) bool {
 	return true
 }
 
-// isNonFinite reports whether a bit pattern of b's DType is Inf or NaN.
+// nonFiniteRange reports whether elements [lo, hi) of b hold an Inf or a NaN.
 func nonFiniteRange(b *Buffer, lo, hi int) bool {
 	switch b.DType {
 	case F32:
