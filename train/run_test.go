@@ -1,0 +1,66 @@
+package train
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trainmem/model"
+)
+
+// cancelAfter is a progress writer that ends the run's context once it has
+// seen n step lines: an interrupt in the middle of a run.
+type cancelAfter struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), "step ") {
+		c.n--
+		if c.n == 0 {
+			c.cancel()
+		}
+	}
+	return len(p), nil
+}
+
+// An interrupted run stops after the step in flight, and its outputs hold
+// exactly the finished steps: whole files, never half-written ones.
+func TestRunInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	out, save := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "w.bin")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, _ := model.Preset("tiny")
+	s := model.Setup{Model: c, Batch: 2, Seq: 16, Optimizer: model.AdamW, Ranks: 1, TP: 1, PP: 1}
+	res, err := Run(ctx, newHost(t), RunOptions{Setup: s, Steps: 10, Seed: 1, Out: out, Save: save, Progress: &cancelAfter{n: 3, cancel: cancel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted || len(res.Records) != 3 {
+		t.Fatalf("interrupted %v after %d steps, want after 3", res.Interrupted, len(res.Records))
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		lines++
+	}
+	if lines != 3 {
+		t.Errorf("%s holds %d records, want 3", out, lines)
+	}
+	if _, err := model.LoadCheckpoint(save, c); err != nil {
+		t.Errorf("the weights of the interrupted run: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("the run left %d files, want 2 (no temporaries)", len(entries))
+	}
+}
