@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"trainmem/model"
+)
+
+// PlotFormats are the file extensions Plot writes.
+const PlotFormats = ".svg, .png"
+
+// CheckPlotPath reports whether path has an extension Plot writes.
+func CheckPlotPath(path string) error {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg", ".png":
+		return nil
+	}
+	return fmt.Errorf("bench: plot file %q: unknown format (valid extensions: %s)", path, PlotFormats)
+}
+
+var palette = []color.Color{
+	color.RGBA{0x4c, 0x72, 0xb0, 0xff}, // blue
+	color.RGBA{0xdd, 0x84, 0x52, 0xff}, // orange
+	color.RGBA{0x55, 0xa8, 0x68, 0xff}, // green
+	color.RGBA{0x81, 0x72, 0xb3, 0xff}, // purple
+}
+
+// Plot draws the sweep as two bar charts side by side, activation memory
+// per policy (two formulas and the simulated or measured bytes) and, when
+// measured, step time per policy beside what the recompute FLOPs predict
+// from none's time. The format follows path's extension (.svg or .png); the
+// file is written atomically.
+func (r *SweepReport) Plot(path string) error {
+	if err := CheckPlotPath(path); err != nil {
+		return err
+	}
+	var names []string
+	for _, row := range r.Rows {
+		names = append(names, row.Policy)
+	}
+	measured := r.Device != ""
+
+	// Memory, in the binary unit of the largest bar.
+	var top int64
+	for _, row := range r.Rows {
+		for _, v := range row.Estimate {
+			top = max(top, v)
+		}
+		top = max(top, row.Simulated)
+	}
+	unit, uname := int64(1), "B"
+	for i, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if top >= int64(1)<<(10*(i+1)) {
+			unit, uname = int64(1)<<(10*(i+1)), u
+		}
+	}
+	memSeries := []struct {
+		name string
+		get  func(SweepRow) int64
+	}{
+		{"ZeRO paper", func(x SweepRow) int64 { return x.Estimate[model.ZeROPaper] }},
+		{"Korthikanti", func(x SweepRow) int64 { return x.Estimate[model.Korthikanti] }},
+	}
+	if measured {
+		memSeries = append(memSeries, struct {
+			name string
+			get  func(SweepRow) int64
+		}{"measured (= simulated)", func(x SweepRow) int64 { return *x.Measured }})
+	} else {
+		memSeries = append(memSeries, struct {
+			name string
+			get  func(SweepRow) int64
+		}{"simulated", func(x SweepRow) int64 { return x.Simulated }})
+	}
+	mp := plot.New()
+	mp.Title.Text = "activation memory at its peak"
+	mp.Y.Label.Text = uname
+	mp.Legend.Top = true
+	w := vg.Points(12)
+	for i, sr := range memSeries {
+		var vs plotter.Values
+		for _, row := range r.Rows {
+			vs = append(vs, float64(sr.get(row))/float64(unit))
+		}
+		b, err := plotter.NewBarChart(vs, w)
+		if err != nil {
+			return err
+		}
+		b.Color = palette[i%len(palette)]
+		b.LineStyle.Width = 0
+		b.Offset = w * vg.Length(float64(i)-float64(len(memSeries)-1)/2)
+		mp.Add(b)
+		mp.Legend.Add(sr.name, b)
+	}
+	mp.NominalX(names...)
+	mp.Y.Min, mp.Y.Max = 0, float64(top)/float64(unit)*1.35 // room for the legend
+
+	plots := [][]*plot.Plot{{mp}}
+	if measured {
+		tp := plot.New()
+		tp.Title.Text = "step time (median)"
+		tp.Y.Label.Text = "ms"
+		tp.Legend.Top = true
+		var got, want plotter.Values
+		var base float64
+		for _, row := range r.Rows {
+			if row.Policy == "none" {
+				base = *row.StepMs
+			}
+		}
+		for _, row := range r.Rows {
+			got = append(got, *row.StepMs)
+			want = append(want, base*(1+row.RecomputeFraction))
+		}
+		for i, s := range []struct {
+			name string
+			vs   plotter.Values
+		}{{"measured", got}, {"none × (1 + recompute FLOPs)", want}} {
+			if s.name != "measured" && base == 0 {
+				continue
+			}
+			b, err := plotter.NewBarChart(s.vs, w)
+			if err != nil {
+				return err
+			}
+			b.Color = palette[(i+2)%len(palette)]
+			b.LineStyle.Width = 0
+			b.Offset = w * vg.Length(float64(i)-0.5)
+			tp.Add(b)
+			tp.Legend.Add(s.name, b)
+		}
+		tp.NominalX(names...)
+		var slowest float64
+		for i := range got {
+			slowest = max(slowest, got[i], want[i])
+		}
+		tp.Y.Min, tp.Y.Max = 0, slowest*1.35
+		plots[0] = append(plots[0], tp)
+	}
+
+	width := vg.Length(math.Max(4, float64(len(r.Rows)))) * vg.Inch * 0.9 * vg.Length(len(plots[0]))
+	height := 4 * vg.Inch
+	return model.WriteFileAtomic(path, func(out io.Writer) error {
+		var c interface {
+			vg.CanvasSizer
+			io.WriterTo
+		}
+		if strings.ToLower(filepath.Ext(path)) == ".svg" {
+			c = vgsvg.New(width, height)
+		} else {
+			c = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
+		}
+		dc := draw.New(c)
+		tiles := draw.Tiles{Rows: 1, Cols: len(plots[0]), PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+		canvases := plot.Align(plots, tiles, dc)
+		for i, p := range plots[0] {
+			p.Draw(canvases[0][i])
+		}
+		_, err := c.WriteTo(out)
+		return err
+	})
+}

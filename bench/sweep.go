@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/train"
+)
+
+// SweepPolicies are the checkpoint sweep's policies for a model of the
+// given layers: none, selective, full, sqrt, and every:K for K = 2 and
+// K = L/2 where they differ from full (K = 1), from sqrt's K and from each
+// other.
+func SweepPolicies(layers int) []model.Checkpoint {
+	ps := []model.Checkpoint{{Kind: model.CheckpointNone}, {Kind: model.CheckpointSelective}, {Kind: model.CheckpointFull}, {Kind: model.CheckpointSqrt}}
+	seen := map[int]bool{1: true, model.Checkpoint{Kind: model.CheckpointSqrt}.Segment(layers): true}
+	for _, k := range []int{2, layers / 2} {
+		if k >= 1 && k <= layers && !seen[k] {
+			seen[k] = true
+			ps = append(ps, model.Checkpoint{Kind: model.CheckpointEvery, Every: k})
+		}
+	}
+	return ps
+}
+
+// SweepRow is one policy's memory and time. Activation bytes are the
+// category's peak in requested bytes; the peaks are the allocator's.
+// Times are medians over the timed steps (all but the first); Overhead is
+// the median over those steps of the step time against none's in the same
+// round, minus 1.
+type SweepRow struct {
+	Policy        string           `json:"policy"`
+	SegmentLayers int              `json:"segment_layers"` // layers a recomputed segment (0: none, selective)
+	Estimate      map[string]int64 `json:"estimate"`       // activation bytes by formula
+	Simulated     int64            `json:"simulated"`      // activation bytes
+	Measured      *int64           `json:"measured"`       // activation bytes; null when not measured
+	SimulatedPeak int64            `json:"simulated_peak"` // peak allocated bytes
+	MeasuredPeak  *int64           `json:"measured_peak"`
+	StepMs        *float64         `json:"step_ms"`
+	RecomputeMs   *float64         `json:"recompute_ms"`
+	Overhead      *float64         `json:"overhead"` // step time / none's − 1; null without none or a measurement
+	// RecomputeFraction is the estimate's extra FLOPs over a step's
+	// (Korthikanti et al. 2022, Appendix A; Narayanan et al. 2021).
+	RecomputeFraction float64 `json:"recompute_flop_fraction"`
+
+	simReserved int64 // the simulation's peak reserved bytes
+}
+
+// SweepReport is Sweep's answer.
+type SweepReport struct {
+	Setup    model.Setup `json:"-"`
+	Formulas []string    `json:"formulas"`
+	Device   string      `json:"device,omitempty"`
+	Data     string      `json:"data,omitempty"`
+	Steps    int         `json:"steps"`       // steps a policy
+	Timed    int         `json:"timed_steps"` // steps in the timings (all but the first)
+	Rows     []SweepRow  `json:"rows"`
+}
+
+// Sweep runs s under every checkpoint policy of o.Policies (default
+// SweepPolicies): the estimate, the simulation and, when newDevice is not
+// nil, a measured run on a device of its own for each policy. The measured
+// runs are interleaved step by step (policy after policy, the order rotated
+// each round) so that the machine's drift touches every policy alike. Sweep
+// calls newDevice once per policy and closes every device it opened.
+func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, error), o Options) (*SweepReport, error) {
+	if err := checkSetup(s); err != nil {
+		return nil, err
+	}
+	pols := o.Policies
+	if pols == nil {
+		pols = SweepPolicies(s.Model.Layers)
+	}
+	steps := o.Steps
+	if steps == 0 {
+		steps = 7
+	}
+	if steps < 1 {
+		return nil, fmt.Errorf("bench: steps %d: must be a positive integer", steps)
+	}
+	rep := &SweepReport{Setup: s, Formulas: model.Formulas(), Steps: steps, Timed: max(steps-1, 1)}
+	setups := make([]model.Setup, len(pols))
+	for i, pol := range pols {
+		p := s
+		p.Checkpoint = pol
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+		setups[i] = p
+		e, err := p.Estimate()
+		if err != nil {
+			return nil, err
+		}
+		shape := cuda.NewShape(0)
+		_, st, err := train.Simulate(shape, p, steps)
+		shape.Close()
+		if err != nil {
+			return nil, fmt.Errorf("bench: simulation of checkpoint %s: %w", pol, err)
+		}
+		row := SweepRow{Policy: pol.String(), SegmentLayers: pol.Segment(s.Model.Layers), Estimate: map[string]int64{},
+			Simulated: st.CategoryRequested[cuda.Activations].Peak, SimulatedPeak: st.AllocatedBytes.Peak,
+			RecomputeFraction: e.Recompute.Fraction, simReserved: st.ReservedBytes.Peak}
+		for _, a := range e.Activations {
+			row.Estimate[a.Formula] = a.Total
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	o.progress("sweep: %d policies estimated and simulated", len(pols))
+	if newDevice == nil {
+		return rep, nil
+	}
+
+	runs := make([]*runner, len(pols))
+	devs := make([]cuda.Device, 0, len(pols))
+	defer func() {
+		for i, r := range runs {
+			if r != nil {
+				r.close()
+			}
+			if i < len(devs) {
+				devs[i].Close()
+			}
+		}
+	}()
+	for i, p := range setups {
+		dev, err := newDevice()
+		if err != nil {
+			return nil, err
+		}
+		devs = append(devs, dev)
+		if i == 0 {
+			var need int64 // every policy's device is alive at once
+			for _, row := range rep.Rows {
+				need += row.simReserved
+			}
+			if err := fits(dev, need); err != nil {
+				return nil, err
+			}
+		}
+		if runs[i], err = newRunner(dev, p, o); err != nil {
+			return nil, fmt.Errorf("bench: checkpoint %s: %w", p.Checkpoint, err)
+		}
+	}
+	rep.Device, rep.Data = devs[0].Name(), runs[0].data
+	recs := make([][]train.Record, len(pols))
+	for round := range steps {
+		line := fmt.Sprintf("sweep: step %d/%d:", round+1, steps)
+		for j := range pols {
+			i := (j + round) % len(pols)
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("bench: sweep stopped in step %d: %w", round+1, err)
+			}
+			rec, err := runs[i].step()
+			if err != nil {
+				return nil, fmt.Errorf("bench: checkpoint %s, step %d: %w", pols[i], round+1, err)
+			}
+			recs[i] = append(recs[i], rec)
+		}
+		for i := range pols {
+			line += fmt.Sprintf(" %s %.1f ms", pols[i], recs[i][round].StepMs)
+		}
+		o.progress("%s", line)
+	}
+	none := slices.IndexFunc(pols, func(c model.Checkpoint) bool { return c.Kind == model.CheckpointNone })
+	first := 1
+	if steps == 1 {
+		first = 0
+	}
+	for i := range pols {
+		st := devs[i].Stats()
+		row := &rep.Rows[i]
+		row.Measured = ptr(st.CategoryRequested[cuda.Activations].Peak)
+		row.MeasuredPeak = ptr(st.AllocatedBytes.Peak)
+		var stepMs, recMs, ratio []float64
+		for k, r := range recs[i][first:] {
+			stepMs = append(stepMs, r.StepMs)
+			recMs = append(recMs, r.RecomputeMs)
+			if none >= 0 {
+				ratio = append(ratio, r.StepMs/recs[none][first+k].StepMs)
+			}
+		}
+		row.StepMs, row.RecomputeMs = fptr(median(stepMs)), fptr(median(recMs))
+		if none >= 0 {
+			row.Overhead = fptr(median(ratio) - 1)
+		}
+	}
+	return rep, nil
+}
+
+func fptr(v float64) *float64 { return &v }
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"trainmem/model"
+)
+
+// table lays out text columns: the first left-aligned, the others
+// right-aligned, two spaces apart; a row of one cell spans the table.
+type table struct{ rows [][]string }
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) write(w io.Writer) error {
+	var width []int
+	for _, r := range t.rows {
+		if len(r) == 1 {
+			continue
+		}
+		for i, c := range r {
+			if i >= len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range t.rows {
+		var line strings.Builder
+		for i, c := range r {
+			pad := 0
+			if len(r) > 1 {
+				pad = width[i] - utf8.RuneCountInString(c)
+			}
+			if i == 0 {
+				line.WriteString(c + strings.Repeat(" ", pad))
+				continue
+			}
+			line.WriteString("  " + strings.Repeat(" ", pad) + c)
+		}
+		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Describe is a setup in one line.
+func Describe(s model.Setup) string {
+	return fmt.Sprintf("%s, checkpoint %s", describeRun(s), s.Checkpoint)
+}
+
+// describeRun is the setup but for the checkpoint policy.
+func describeRun(s model.Setup) string {
+	prec := s.Precision.String()
+	if s.Precision.Mixed() {
+		prec += " mixed precision"
+	}
+	return fmt.Sprintf("micro-batch %d, sequence %d, %s, %s", s.Batch, s.Seq, prec, s.Optimizer)
+}
+
+func cell(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return model.GiB(*v)
+}
+
+func diffCell(a, b *int64) string {
+	if a == nil || b == nil {
+		return ""
+	}
+	return Percent(*a, *b)
+}
+
+// WriteText writes the report for people: the setup, the table (sizes in
+// binary units; exact bytes are in the JSON) and the explanations.
+func (r *Report) WriteText(w io.Writer) error {
+	s := r.Setup
+	fmt.Fprintf(w, "model     %s\nsetup     %s\n", s.Model, Describe(s))
+	if r.Device != "" {
+		fmt.Fprintf(w, "measured  %s, %d steps on %s, the last one reported (its allocator cache warm)\n", r.Data, r.Steps, r.Device)
+	} else {
+		fmt.Fprintf(w, "measured  nothing (--no-measure); simulated %d steps on the shape-only device\n", r.Steps)
+	}
+	fmt.Fprintln(w, "\nbytes: categories at their own peak in requested bytes (tensor sizes); the totals in the allocator's blocks")
+	measured := r.MeasuredStats != nil
+	var t table
+	head := []string{"category"}
+	for _, f := range r.Formulas {
+		head = append(head, f, "Δ")
+	}
+	head = append(head, "simulated")
+	if measured {
+		head = append(head, "measured", "Δ")
+	}
+	t.add(head...)
+	for _, row := range r.Rows {
+		cells := []string{Label(row.Category)}
+		for _, f := range r.Formulas {
+			cells = append(cells, cell(row.Estimate[f]), diffCell(row.Estimate[f], row.Simulated))
+		}
+		cells = append(cells, cell(row.Simulated))
+		if measured {
+			cells = append(cells, cell(row.Measured), diffCell(row.Measured, row.Simulated))
+		}
+		t.add(cells...)
+	}
+	if err := t.write(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nΔ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")
+	fmt.Fprintln(w, "\nwhy they differ:")
+	for _, x := range r.Explanations {
+		if _, err := fmt.Fprintf(w, "  %s\n", x); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,373 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/train"
+	"trainmem/train/data"
+)
+
+// Row names, the "category" of each JSON row, in report order. The first
+// five and activations, temporaries, workspace are package cuda's memory
+// categories; the others are the allocator's totals.
+const (
+	RowModelStates = "model_states"             // params + grads + master + adam_m + adam_v
+	RowRounding    = "allocator_rounding"       // peak allocated − peak requested: requests rounded up to blocks
+	RowTotalPeak   = "total_peak"               // peak allocated: every category at the moment of the peak
+	RowCache       = "reserved_minus_allocated" // peak reserved − peak allocated: cached blocks and fragmentation
+	RowReserved    = "peak_reserved"            // segments held from the device
+	RowContext     = "context_and_libraries"    // device used − reserved (a GPU: CUDA context, libraries)
+)
+
+// rowOrder lists the rows of a report; RowContext only appears when the
+// measured device reports it.
+var rowOrder = []string{
+	model.CatParams, model.CatGrads, model.CatMaster, model.CatAdamM, model.CatAdamV, RowModelStates,
+	model.CatActivations, "temporaries", "workspace",
+	RowRounding, RowTotalPeak, RowCache, RowReserved, RowContext,
+}
+
+// Label is a row's name in the text report.
+func Label(row string) string {
+	switch row {
+	case RowModelStates:
+		return "model states"
+	case RowRounding:
+		return "rounding (alloc − req)"
+	case RowTotalPeak:
+		return "total peak (allocated)"
+	case RowCache:
+		return "reserved − allocated"
+	case RowReserved:
+		return "peak reserved"
+	case RowContext:
+		return "context and libraries"
+	}
+	return row
+}
+
+// Options configure the measured runs of Validate and Sweep.
+type Options struct {
+	// Steps is the number of measured steps; the last one, whose allocator
+	// cache is warm, is reported. 0 means 3 for Validate and 7 a policy for
+	// Sweep (whose first step is left out of the timings).
+	Steps int
+	// Seed seeds the initialisation and the batch order; 0 means 1.
+	Seed uint64
+	// Data is a text or llm.c token file; "" is the built-in corpus, or
+	// zero tokens for a vocabulary too small for it.
+	Data string
+	// LR overrides the optimizer's default learning rate when > 0.
+	LR float64
+	// Progress receives one line per finished piece of work (stderr in the
+	// command line); nil shows nothing.
+	Progress io.Writer
+	// Policies are Sweep's checkpoint policies; nil means SweepPolicies.
+	Policies []model.Checkpoint
+}
+
+func (o Options) seed() uint64 {
+	if o.Seed == 0 {
+		return 1
+	}
+	return o.Seed
+}
+
+func (o Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
+
+// Row is one line of the validation table, in bytes. Estimate holds one
+// entry per formula (nil where the formula says nothing about the row);
+// Simulated is nil only where the shape-only device has nothing to say (the
+// CUDA context); Measured is nil when nothing was measured.
+type Row struct {
+	Category  string            `json:"category"`
+	Estimate  map[string]*int64 `json:"estimate"`
+	Simulated *int64            `json:"simulated"`
+	Measured  *int64            `json:"measured"`
+}
+
+// Report is Validate's answer.
+type Report struct {
+	Setup    model.Setup    `json:"-"`
+	Estimate model.Estimate `json:"-"`
+	// Formulas are the estimate's columns, in model.Formulas order.
+	Formulas []string `json:"formulas"`
+	// Steps is how many steps were simulated and measured; the last is reported.
+	Steps int `json:"steps"`
+	// Device names the measured device; empty when nothing was measured.
+	Device string `json:"device,omitempty"`
+	// Data names the measured run's tokens.
+	Data string `json:"data,omitempty"`
+	Rows []Row  `json:"rows"`
+	// Explanations say, one line each, what causes every difference.
+	Explanations []string `json:"explanations"`
+
+	// The raw material: the simulated and measured last steps.
+	Simulated      train.Record  `json:"-"`
+	SimulatedStats cuda.Stats    `json:"-"`
+	Measured       *train.Record `json:"-"`
+	MeasuredStats  *cuda.Stats   `json:"-"`
+	// DeviceUsed is the measured device's used memory (total − free) after
+	// the last step, when the device is a GPU; 0 otherwise.
+	DeviceUsed int64 `json:"-"`
+}
+
+// Row returns the row of a category, or nil.
+func (r *Report) Row(category string) *Row {
+	for i := range r.Rows {
+		if r.Rows[i].Category == category {
+			return &r.Rows[i]
+		}
+	}
+	return nil
+}
+
+// ErrParallel is returned for setups with more than one rank: Validate and
+// Sweep run one device.
+var ErrParallel = errors.New("bench: a measured run uses one device: data, tensor and pipeline parallelism are estimated by 'trainmem estimate'")
+
+func checkSetup(s model.Setup) error {
+	if s.ParamsOnly() {
+		return errors.New("bench: a parameter count alone cannot be run: give a model shape")
+	}
+	if s.Ranks != 1 || s.TP != 1 || s.PP != 1 || s.ZeRO != 0 {
+		return ErrParallel
+	}
+	return s.Validate()
+}
+
+// Validate runs the estimate, the simulation (cuda.Shape) and, when dev is
+// not nil, a measured run of o.Steps steps on dev, and sets them side by side.
+// dev is left open for the caller to close.
+func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*Report, error) {
+	if err := checkSetup(s); err != nil {
+		return nil, err
+	}
+	steps := o.Steps
+	if steps == 0 {
+		steps = 3
+	}
+	if steps < 1 {
+		return nil, fmt.Errorf("bench: steps %d: must be a positive integer", steps)
+	}
+	e, err := s.Estimate()
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Setup: s, Estimate: e, Formulas: model.Formulas(), Steps: steps}
+
+	o.progress("validate: simulating %d steps on the shape-only device", steps)
+	shape := cuda.NewShape(0)
+	defer shape.Close()
+	rec, st, err := train.Simulate(shape, s, steps)
+	if err != nil {
+		return nil, fmt.Errorf("bench: simulation: %w", err)
+	}
+	r.Simulated, r.SimulatedStats = rec, st
+
+	if dev != nil {
+		if err := fits(dev, st.ReservedBytes.Peak); err != nil {
+			return nil, err
+		}
+		o.progress("validate: measuring %d steps on %s", steps, dev.Name())
+		run, err := newRunner(dev, s, o)
+		if err != nil {
+			return nil, err
+		}
+		defer run.close()
+		r.Data = run.data
+		for i := range steps {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("bench: measured run stopped after %d of %d steps: %w", i, steps, err)
+			}
+			rec, err := run.step()
+			if err != nil {
+				return nil, fmt.Errorf("bench: measured step %d: %w", i+1, err)
+			}
+			o.progress("validate: step %d/%d: loss %.4f, %.1f ms, peak %s", i+1, steps, rec.Loss, rec.StepMs, model.GiB(rec.PeakAllocatedBytes))
+			r.Measured = &rec
+		}
+		ms := dev.Stats()
+		r.MeasuredStats = &ms
+		r.Device = dev.Name()
+		if isGPU(dev) {
+			if free, total, err := dev.MemInfo(); err == nil {
+				r.DeviceUsed = total - free
+			}
+		}
+	}
+	r.Rows = r.rows()
+	r.Explanations = explain(r)
+	return r, nil
+}
+
+// TooLargeError is a measured run that would not fit its device: the
+// simulation says how much the allocator would reserve.
+type TooLargeError struct {
+	Device     string
+	Need, Free int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("bench: the measured run would reserve %s (simulated) but %s has %s free", model.Bytes(e.Need), e.Device, model.Bytes(e.Free))
+}
+
+// fits checks that need bytes of segments fit dev's free memory.
+func fits(dev cuda.Device, need int64) error {
+	free, _, err := dev.MemInfo()
+	if err != nil || need <= free {
+		return nil // a device that cannot say is left to its allocator
+	}
+	return &TooLargeError{Device: dev.Name(), Need: need, Free: free}
+}
+
+// isGPU reports whether dev's MemInfo is a card's own memory, so that used
+// minus reserved is the CUDA context and libraries: not the host (whose
+// MemInfo is the whole machine's) and not the shape-only device.
+func isGPU(dev cuda.Device) bool {
+	switch dev.(type) {
+	case *cuda.Host, *cuda.Shape:
+		return false
+	}
+	return dev.Computes()
+}
+
+// observed is a run's value of every row but the context, from its last
+// step's statistics: categories at their own peak in requested bytes; the
+// totals in the allocator's bytes.
+func observed(st cuda.Stats) map[string]int64 {
+	v := map[string]int64{}
+	var states int64
+	for _, c := range cuda.Categories() {
+		v[c.String()] = st.CategoryRequested[c].Peak
+	}
+	for _, c := range []string{model.CatParams, model.CatGrads, model.CatMaster, model.CatAdamM, model.CatAdamV} {
+		states += v[c]
+	}
+	v[RowModelStates] = states
+	v[RowRounding] = st.AllocatedBytes.Peak - st.RequestedBytes.Peak
+	v[RowTotalPeak] = st.AllocatedBytes.Peak
+	v[RowCache] = st.ReservedBytes.Peak - st.AllocatedBytes.Peak
+	v[RowReserved] = st.ReservedBytes.Peak
+	return v
+}
+
+func (r *Report) rows() []Row {
+	e := r.Estimate
+	sim := observed(r.SimulatedStats)
+	var meas map[string]int64
+	if r.MeasuredStats != nil {
+		meas = observed(*r.MeasuredStats)
+	}
+	states := map[string]int64{}
+	for _, t := range e.States.Named() {
+		states[t.Name] = t.Bytes
+	}
+	states[RowModelStates] = e.States.Total()
+	var rows []Row
+	for _, name := range rowOrder {
+		row := Row{Category: name, Estimate: map[string]*int64{}}
+		for _, f := range r.Formulas {
+			var v *int64
+			switch name {
+			case model.CatParams, model.CatGrads, model.CatMaster, model.CatAdamM, model.CatAdamV, RowModelStates:
+				v = ptr(states[name])
+			case model.CatActivations:
+				v = ptr(e.ActivationBytes(f))
+			case RowTotalPeak:
+				v = ptr(e.Total(f))
+			}
+			row.Estimate[f] = v
+		}
+		if name == RowContext {
+			if r.DeviceUsed == 0 || r.MeasuredStats == nil {
+				continue
+			}
+			ctx := r.DeviceUsed - r.MeasuredStats.ReservedBytes.Current
+			if ctx <= 0 {
+				continue
+			}
+			row.Measured = ptr(ctx)
+			rows = append(rows, row)
+			continue
+		}
+		row.Simulated = ptr(sim[name])
+		if meas != nil {
+			row.Measured = ptr(meas[name])
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func ptr(v int64) *int64 { return &v }
+
+// runner drives a Trainer for the measured runs: weights initialised from
+// the seed, batches from the data (or zero tokens).
+type runner struct {
+	tr              *train.Trainer
+	loader          *data.Loader
+	data            string
+	tokens, targets []int32
+}
+
+func newRunner(dev cuda.Device, s model.Setup, o Options) (*runner, error) {
+	r := &runner{tokens: make([]int32, s.Batch*s.Seq), targets: make([]int32, s.Batch*s.Seq), data: "zero tokens"}
+	if dev.Computes() {
+		var ds *data.Dataset
+		var err error
+		if o.Data != "" {
+			if ds, err = data.Load(o.Data, s.Model.Vocab); err != nil {
+				return nil, err
+			}
+		} else if ds, err = data.DefaultDataset(s.Model.Vocab); err != nil {
+			ds = nil // a vocabulary below 256 bytes: zero tokens
+		}
+		if ds != nil {
+			if r.loader, err = data.NewLoader(ds, s.Batch, s.Seq, o.seed()); err != nil {
+				if o.Data != "" {
+					return nil, err
+				}
+				r.loader = nil // the built-in corpus is shorter than one batch
+			} else {
+				r.data = ds.Source
+			}
+		}
+	}
+	opt := train.DefaultOptimizer(s.Optimizer)
+	if o.LR > 0 {
+		opt.LR = float32(o.LR)
+	}
+	tr, err := train.New(dev, s.Model, s.Batch, s.Seq, train.Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: opt})
+	if err != nil {
+		return nil, err
+	}
+	if dev.Computes() {
+		if err := tr.SetParams(model.InitParams(s.Model, o.seed())); err != nil {
+			tr.Close()
+			return nil, err
+		}
+	}
+	r.tr = tr
+	return r, nil
+}
+
+func (r *runner) step() (train.Record, error) {
+	if r.loader != nil {
+		if err := r.loader.Next(r.tokens, r.targets); err != nil {
+			return train.Record{}, err
+		}
+	}
+	return r.tr.Step(r.tokens, r.targets)
+}
+
+func (r *runner) close() { r.tr.Close() }

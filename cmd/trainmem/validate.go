@@ -1,0 +1,175 @@
+package main
+
+// trainmem validate: the estimate, the simulation and a measured run side by
+// side, with every difference explained; --sweep checkpoint runs every
+// checkpoint policy and sets memory against step time.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"trainmem/bench"
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+func init() {
+	register(command{
+		name:    "validate",
+		summary: "estimate vs simulate vs measure, every difference explained; --sweep checkpoint for the checkpointing trade-off",
+		run:     runValidate,
+	})
+}
+
+const validateSynopsis = `Answers "where did the memory go?" three ways for one setup and sets them side
+by side: the closed-form formulas (the ZeRO paper, Korthikanti et al., and
+trainmem's implementation-exact one), the simulation (the real schedule on a
+shape-only device) and a measured run (--device host, the default, or cuda).
+One row per memory category; formulas are compared with requested bytes
+(tensor sizes), and the allocator's rounding, its cache and (on a GPU) the
+CUDA context get rows of their own. Under the table, one line per difference
+says what causes it, computed from the setup's numbers.
+
+--sweep checkpoint runs every checkpoint policy (none, selective, full, sqrt,
+every:K) on the setup: activation memory estimated, simulated and measured,
+the step time and its overhead against none, and bar charts; --plot writes
+them as an image.
+
+--no-measure skips the measured run, for sizes that do not fit the host.
+
+examples:
+  trainmem validate
+  trainmem validate --precision fp16 --checkpoint full --format json
+  trainmem validate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --no-measure
+  trainmem validate --sweep checkpoint --layers 8 --hidden 256 --heads 8 --vocab 256 --context 256 --seq 128 --plot sweep.svg`
+
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	tf := &trainFlags{setup: addSetupFlags(fs), defaultBatch: 8, defaultT: 64, lr: 1e-3}
+	steps := fs.Int("steps", 0, "measured steps; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
+	fs.Uint64Var(&tf.seed, "seed", 1, "seed of the initialisation and the batch order")
+	fs.StringVar(&tf.data, "data", "", "tokens of the measured run: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
+	fs.StringVar(&tf.device, "device", "host", "where to measure: host (the CPU); cuda needs a CUDA build")
+	fs.IntVar(&tf.threads, "threads", 0, "host threads (default: every core)")
+	noMeasure := fs.Bool("no-measure", false, "estimate and simulate only (for sizes that do not fit the device)")
+	sweep := fs.String("sweep", "", "sweep: checkpoint (every checkpoint policy on the setup)")
+	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
+	format := formatFlag("text")
+	fs.Var(&format, "format", "output: text or json")
+	if err := parseFlags(fs, args, stderr, validateSynopsis); err != nil {
+		if err == errHelp {
+			return nil
+		}
+		return err
+	}
+	if format == "csv" {
+		return usagef("--format csv: validate writes text or json")
+	}
+	if *steps < 0 {
+		return usagef("--steps %d: must be a positive integer (or 0 for the default)", *steps)
+	}
+	tf.steps = max(*steps, 1)
+	switch *sweep {
+	case "", "checkpoint":
+	default:
+		return usagef("--sweep %q: unknown sweep (valid: checkpoint)", *sweep)
+	}
+	if *sweep != "" && tf.setup.set("checkpoint") {
+		return usagef("--checkpoint %s: --sweep checkpoint runs every policy; drop --checkpoint", tf.setup.checkpoint)
+	}
+	if *plotPath != "" {
+		if *sweep == "" {
+			return usagef("--plot: plots belong to --sweep checkpoint")
+		}
+		if err := bench.CheckPlotPath(*plotPath); err != nil {
+			return usageError{err}
+		}
+	}
+	s, err := tf.resolve()
+	if err != nil {
+		return err
+	}
+	if *steps > 0 && *sweep != "" && *steps < 2 && !*noMeasure {
+		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", *steps)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	opts := bench.Options{Steps: *steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
+
+	if *sweep != "" {
+		var newDev func() (cuda.Device, error)
+		if !*noMeasure {
+			newDev = tf.newDevice
+		}
+		rep, err := bench.Sweep(ctx, s, newDev, opts)
+		if err != nil {
+			return measureErr(err)
+		}
+		if *plotPath != "" {
+			if err := rep.Plot(*plotPath); err != nil {
+				return err
+			}
+		}
+		if format == "json" {
+			sd := setupDocOf(s)
+			sd.Checkpoint = "" // one per row
+			return writeJSON(stdout, sweepDoc{Model: modelDocOf(s), Setup: sd, SweepReport: rep})
+		}
+		if err := rep.WriteText(stdout); err != nil {
+			return err
+		}
+		if *plotPath != "" {
+			fmt.Fprintf(stdout, "\nplot written to %s\n", *plotPath)
+		}
+		return nil
+	}
+
+	var dev cuda.Device
+	if !*noMeasure {
+		if dev, err = tf.newDevice(); err != nil {
+			return err
+		}
+		defer dev.Close()
+	}
+	rep, err := bench.Validate(ctx, s, dev, opts)
+	if err != nil {
+		return measureErr(err)
+	}
+	if format == "json" {
+		doc := validateDoc{Model: modelDocOf(s), Setup: setupDocOf(s), Report: rep, Sources: map[string]string{}}
+		for _, f := range rep.Formulas {
+			doc.Sources[f] = model.FormulaSource(f)
+		}
+		return writeJSON(stdout, doc)
+	}
+	return rep.WriteText(stdout)
+}
+
+// measureErr adds the way out to a measured run that does not fit.
+func measureErr(err error) error {
+	var tooBig *bench.TooLargeError
+	var oom *cuda.OutOfMemoryError
+	if errors.As(err, &tooBig) || errors.As(err, &oom) {
+		return fmt.Errorf("%w (--no-measure estimates and simulates without running)", err)
+	}
+	return err
+}
+
+type validateDoc struct {
+	Model modelDoc `json:"model"`
+	Setup setupDoc `json:"setup"`
+	*bench.Report
+	Sources map[string]string `json:"sources"`
+}
+
+type sweepDoc struct {
+	Model modelDoc `json:"model"`
+	Setup setupDoc `json:"setup"`
+	*bench.SweepReport
+}
