@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"testing"
+
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/train"
+)
+
+// The host config of the checkpointing measurement: 8 layers, so that full
+// checkpointing's recomputation is the whole model's forward pass less the
+// head, as for a real GPT-2 (the tiny preset's 2 layers leave the head a
+// large share).
+var hostCfg = model.Config{Name: "L8-h256", Layers: 8, Hidden: 256, Heads: 8, Vocab: 256, Context: 256}
+
+// BenchmarkCheckpointFullVsNone measures full checkpointing against none on
+// the host, fp32, b=8, s=128: each iteration runs one step of each policy
+// (alternating which goes first), each on a device of its own; the metrics
+// are medians, the overhead the median of the per-iteration ratios.
+// Run it with enough iterations for a median: -benchtime 10x.
+func BenchmarkCheckpointFullVsNone(b *testing.B) {
+	s := model.Setup{Model: hostCfg, Batch: 8, Seq: 128, Precision: model.FP32, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1}
+	full := s
+	full.Checkpoint = model.Checkpoint{Kind: model.CheckpointFull}
+	var runs [2]*runner
+	var devs [2]cuda.Device
+	for i, p := range []model.Setup{s, full} {
+		h, err := cuda.NewHost(cuda.HostOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close()
+		devs[i] = h
+		if runs[i], err = newRunner(h, p, Options{}); err != nil {
+			b.Fatal(err)
+		}
+		defer runs[i].close()
+		if _, err := runs[i].step(); err != nil { // fill the cache
+			b.Fatal(err)
+		}
+	}
+	var ms [2][]float64
+	var recompute, ratio []float64
+	i := 0
+	for b.Loop() {
+		var recs [2]train.Record
+		for j := range 2 {
+			k := (i + j) % 2
+			r, err := runs[k].step()
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs[k] = r
+		}
+		i++
+		ms[0], ms[1] = append(ms[0], recs[0].StepMs), append(ms[1], recs[1].StepMs)
+		recompute = append(recompute, recs[1].RecomputeMs)
+		ratio = append(ratio, recs[1].StepMs/recs[0].StepMs)
+	}
+	actNone := devs[0].Stats().CategoryRequested[cuda.Activations].Peak
+	actFull := devs[1].Stats().CategoryRequested[cuda.Activations].Peak
+	e, err := full.Estimate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(median(ms[0]), "ms/none-step")
+	b.ReportMetric(median(ms[1]), "ms/full-step")
+	b.ReportMetric(median(recompute), "ms/full-recompute")
+	b.ReportMetric((median(ratio)-1)*100, "%overhead")
+	b.ReportMetric(e.Recompute.Fraction*100, "%recompute-FLOPs")
+	b.ReportMetric(float64(actNone)/(1<<20), "MiB-act-none")
+	b.ReportMetric(float64(actFull)/(1<<20), "MiB-act-full")
+	b.ReportMetric((1-float64(actFull)/float64(actNone))*100, "%act-saved")
+}
+
+// BenchmarkGPT2XLActivations simulates GPT-2 XL at the source articles'
+// size (b=32, s=1000, fp16 mixed precision) without checkpointing and with
+// full checkpointing, and reports the activations (GB = 10^9 bytes, the
+// articles' unit) and each formula's error against the simulation.
+func BenchmarkGPT2XLActivations(b *testing.B) {
+	xl, err := model.Preset("gpt2-xl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pol := range []model.Checkpoint{{Kind: model.CheckpointNone}, {Kind: model.CheckpointFull}} {
+		b.Run(pol.String(), func(b *testing.B) {
+			s := model.Setup{Model: xl, Batch: 32, Seq: 1000, Precision: model.FP16, Optimizer: model.Adam, Checkpoint: pol, Ranks: 1, TP: 1, PP: 1}
+			e, err := s.Estimate()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var act, peak int64
+			for b.Loop() {
+				dev := cuda.NewShape(0)
+				_, st, err := train.Simulate(dev, s, 1)
+				dev.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				act, peak = st.CategoryRequested[cuda.Activations].Peak, st.AllocatedBytes.Peak
+			}
+			b.ReportMetric(float64(act)/1e9, "GB-act")
+			b.ReportMetric(float64(peak)/1e9, "GB-peak")
+			for _, f := range []string{model.ZeROPaper, model.Korthikanti, model.Exact} {
+				b.ReportMetric(float64(e.ActivationBytes(f)-act)/float64(act)*100, "%err-"+f)
+			}
+		})
+	}
+}

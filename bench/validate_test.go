@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt model.Optimizer, pol string) model.Setup {
+	t.Helper()
+	c, err := model.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := model.ParseCheckpoint(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := model.Setup{Model: c, Batch: B, Seq: T, Precision: prec, Optimizer: opt, Checkpoint: cp, Ranks: 1, TP: 1, PP: 1}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newHost(t testing.TB) cuda.Device {
+	t.Helper()
+	h, err := cuda.NewHost(cuda.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// Validate on tiny: every row is there, the measured host run equals the
+// simulation in every row to the byte, the implementation-exact formula
+// equals both for activations, and every difference has its line.
+func TestValidateTiny(t *testing.T) {
+	for _, pol := range []string{"none", "full", "selective"} {
+		t.Run(pol, func(t *testing.T) {
+			s := setup(t, "tiny", 8, 64, model.FP16, model.Adam, pol)
+			r, err := Validate(context.Background(), s, newHost(t), Options{Steps: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, row := range r.Rows {
+				names = append(names, row.Category)
+				if row.Simulated == nil || row.Measured == nil {
+					t.Fatalf("%s: simulated %v, measured %v", row.Category, row.Simulated, row.Measured)
+				}
+				if *row.Simulated != *row.Measured {
+					t.Errorf("%s: simulated %d bytes, measured %d", row.Category, *row.Simulated, *row.Measured)
+				}
+				for _, f := range r.Formulas {
+					if _, ok := row.Estimate[f]; !ok {
+						t.Errorf("%s: no estimate key %q", row.Category, f)
+					}
+				}
+			}
+			want := rowOrder[:len(rowOrder)-1] // no context row on the host
+			if strings.Join(names, ",") != strings.Join(want, ",") {
+				t.Errorf("rows %v, want %v", names, want)
+			}
+			act := r.Row(model.CatActivations)
+			if *act.Estimate[model.Exact] != *act.Simulated {
+				t.Errorf("activations: trainmem formula %d, simulated %d", *act.Estimate[model.Exact], *act.Simulated)
+			}
+			if r.Row("temporaries").Estimate[model.Korthikanti] != nil {
+				t.Error("temporaries: a formula value where no formula says anything")
+			}
+			peak := r.Row(RowTotalPeak)
+			if *peak.Simulated != r.SimulatedStats.AllocatedBytes.Peak || *peak.Simulated <= *act.Simulated {
+				t.Errorf("total peak %d: want the peak allocated, above the activations' %d", *peak.Simulated, *act.Simulated)
+			}
+			text := strings.Join(r.Explanations, "\n")
+			for _, w := range []string{
+				"activations, zero_paper", "activations, korthikanti", "equal to the simulation byte for byte",
+				"dropout masks", "attention scores", "layer-norm statistics", "token ids and targets",
+				"temporaries:", "workspace:", "total peak:", "reserved − allocated:", "= simulated, byte for byte, in every row",
+			} {
+				if !strings.Contains(text, w) {
+					t.Errorf("explanations lack %q:\n%s", w, text)
+				}
+			}
+			for _, bad := range []string{"unclassified", "between trainmem's formula and the simulation", "NOT"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("explanations contain %q:\n%s", bad, text)
+				}
+			}
+			var b bytes.Buffer
+			if err := r.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{"category", "zero_paper", "korthikanti", "trainmem", "simulated", "measured", "why they differ", "total peak (allocated)"} {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("text lacks %q", w)
+				}
+			}
+		})
+	}
+}
+
+// Model states from requested bytes: mixed-precision Adam exactly 16 bytes
+// a parameter (2 + 2 + 4 + 4 + 4), fp32 Adam 16 (4 + 4 + 4 + 4), fp32 SGD 8
+// (4 + 4), simulated and measured; the allocator's rounding on its own row.
+func TestModelStatesBytesPerParameter(t *testing.T) {
+	for _, tc := range []struct {
+		prec model.Precision
+		opt  model.Optimizer
+		per  map[string]int64
+	}{
+		{model.FP16, model.Adam, map[string]int64{"params": 2, "grads": 2, "master": 4, "adam_m": 4, "adam_v": 4}},
+		{model.BF16, model.AdamW, map[string]int64{"params": 2, "grads": 2, "master": 4, "adam_m": 4, "adam_v": 4}},
+		{model.FP32, model.Adam, map[string]int64{"params": 4, "grads": 4, "master": 0, "adam_m": 4, "adam_v": 4}},
+		{model.FP32, model.SGD, map[string]int64{"params": 4, "grads": 4, "master": 0, "adam_m": 0, "adam_v": 0}},
+	} {
+		name := fmt.Sprintf("%s/%s", tc.prec, tc.opt)
+		t.Run(name, func(t *testing.T) {
+			// 3 layers of width 40: Φ = 70,760 is no multiple of 128, so
+			// the 512-byte blocks must round some state up.
+			s := model.Setup{Model: model.Config{Name: "odd", Layers: 3, Hidden: 40, Heads: 4, Vocab: 256, Context: 32},
+				Batch: 2, Seq: 32, Precision: tc.prec, Optimizer: tc.opt, Ranks: 1, TP: 1, PP: 1}
+			phi := s.Model.NumParams()
+			r, err := Validate(context.Background(), s, newHost(t), Options{Steps: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total int64
+			for c, per := range tc.per {
+				row := r.Row(c)
+				total += per
+				for what, v := range map[string]*int64{"simulated": row.Simulated, "measured": row.Measured, "estimate": row.Estimate[model.Korthikanti]} {
+					if *v != per*phi {
+						t.Errorf("%s %s: %d bytes, want %d·Φ = %d", c, what, *v, per, per*phi)
+					}
+				}
+			}
+			states := r.Row(RowModelStates)
+			if *states.Measured != total*phi || *states.Simulated != total*phi {
+				t.Errorf("model states %d measured, %d simulated; want %d·Φ = %d", *states.Measured, *states.Simulated, total, total*phi)
+			}
+			var rounded int64
+			for _, c := range []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV} {
+				rounded += r.MeasuredStats.CategoryAllocated[c].Current - r.MeasuredStats.CategoryRequested[c].Current
+			}
+			if rounded <= 0 || rounded >= 5*512 {
+				t.Errorf("the five state buffers round up by %d bytes, want 1 to 2559 (at most 511 each)", rounded)
+			}
+			if rr := r.Row(RowRounding); *rr.Measured < rounded {
+				t.Errorf("rounding row %d, below the states' own %d", *rr.Measured, rounded)
+			}
+			t.Logf("%s: %d·Φ = %d bytes requested; allocator blocks round them up by %d", name, total, total*phi, rounded)
+		})
+	}
+}
+
+// Every byte of each published formula's gap is attributed to a kind of
+// tensor: the split of each formula is complete, so the explanation lines
+// sum to the difference, for every preset shape, precision and policy.
+func TestExplanationsSumToTheGap(t *testing.T) {
+	n := 0
+	for _, sh := range []struct {
+		preset string
+		B, T   int
+	}{{"tiny", 8, 64}, {"tiny", 3, 17}, {"gpt2", 4, 256}, {"gpt2-xl", 32, 1000}, {"6b", 1, 2048}} {
+		for _, prec := range []model.Precision{model.FP32, model.FP16, model.BF16} {
+			for _, pol := range []string{"none", "selective", "full", "every:2", "sqrt"} {
+				s := setup(t, sh.preset, sh.B, sh.T, prec, model.Adam, pol)
+				e, err := s.Estimate()
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("%s b=%d s=%d %s %s", sh.preset, sh.B, sh.T, prec, pol)
+				tk, _ := formulaKinds(e, model.Exact)
+				if tk[kindOther] != 0 || tk.total() != e.ActivationBytes(model.Exact) {
+					t.Errorf("%s: trainmem's terms split with %d bytes unclassified", name, tk[kindOther])
+				}
+				for _, f := range []string{model.ZeROPaper, model.Korthikanti} {
+					fk, _ := formulaKinds(e, f)
+					if fk[kindOther] != 0 {
+						t.Errorf("%s: %s's split leaves %d bytes unclassified", name, f, fk[kindOther])
+					}
+					var gap int64
+					for k := range numKinds {
+						gap += fk[k] - tk[k]
+					}
+					if want := e.ActivationBytes(f) - e.ActivationBytes(model.Exact); gap != want {
+						t.Errorf("%s: %s: kinds sum to %d, the gap is %d", name, f, gap, want)
+					}
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("%d setups", n)
+}
+
+// Not measuring still simulates and explains; more than one rank is refused.
+func TestValidateWithoutMeasuring(t *testing.T) {
+	s := setup(t, "gpt2-xl", 32, 1000, model.FP16, model.Adam, "full")
+	r, err := Validate(context.Background(), s, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range r.Rows {
+		if row.Measured != nil {
+			t.Errorf("%s: measured %d without a device", row.Category, *row.Measured)
+		}
+	}
+	if !strings.Contains(strings.Join(r.Explanations, "\n"), "not measured") {
+		t.Error("no line says nothing was measured")
+	}
+	s.Ranks = 4
+	if _, err := Validate(context.Background(), s, nil, Options{}); !errors.Is(err, ErrParallel) {
+		t.Errorf("4 ranks: %v, want ErrParallel", err)
+	}
+}
+
+// A measured run that the simulation shows cannot fit is refused before it
+// starts, saying how much it needs.
+func TestValidateTooLarge(t *testing.T) {
+	h, err := cuda.NewHost(cuda.HostOptions{Capacity: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none") // reserves 10 MiB
+	_, err = Validate(context.Background(), s, h, Options{})
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Need != 10<<20 {
+		t.Fatalf("got %v, want a TooLargeError needing 10 MiB", err)
+	}
+	t.Log(err)
+}
+
+// gpuLike is a host whose MemInfo reads like a card's: the allocator's
+// reserved bytes plus a context of ctxBytes.
+type gpuLike struct {
+	*cuda.Host
+	ctxBytes int64
+}
+
+func (g gpuLike) MemInfo() (free, total int64, err error) {
+	total = 1 << 40
+	return total - g.Stats().ReservedBytes.Current - g.ctxBytes, total, nil
+}
+
+// On a device whose used memory exceeds what its allocator reserved (a
+// GPU), the report has a row for the context and libraries, and a line.
+func TestContextRow(t *testing.T) {
+	h, err := cuda.NewHost(cuda.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	const ctx = 500 << 20
+	s := setup(t, "tiny", 2, 16, model.BF16, model.Adam, "none")
+	r, err := Validate(context.Background(), s, gpuLike{h, ctx}, Options{Steps: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := r.Row(RowContext)
+	if row == nil || row.Measured == nil || *row.Measured != ctx || row.Simulated != nil {
+		t.Fatalf("context row %+v, want measured %d and nothing simulated", row, ctx)
+	}
+	if !strings.Contains(strings.Join(r.Explanations, "\n"), "CUDA context") {
+		t.Error("no line explains the context")
+	}
+}
+
+// The sweep on tiny: every policy, the measured activations equal the
+// simulated and the implementation-exact formula's; full checkpointing
+// keeps less than none and recomputes; the text has its bar charts and
+// the plots are written.
+func TestSweepTiny(t *testing.T) {
+	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none")
+	r, err := Sweep(context.Background(), s, func() (cuda.Device, error) { return cuda.NewHost(cuda.HostOptions{}) }, Options{Steps: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"none", "selective", "full", "sqrt"}
+	if len(r.Rows) != len(want) {
+		t.Fatalf("%d rows, want %v", len(r.Rows), want)
+	}
+	by := map[string]SweepRow{}
+	for i, row := range r.Rows {
+		by[row.Policy] = row
+		if row.Policy != want[i] {
+			t.Errorf("row %d is %s, want %s", i, row.Policy, want[i])
+		}
+		if *row.Measured != row.Simulated || row.Estimate[model.Exact] != row.Simulated || *row.MeasuredPeak != row.SimulatedPeak {
+			t.Errorf("%s: activations measured %d, simulated %d, trainmem %d; peaks %d and %d", row.Policy, *row.Measured, row.Simulated, row.Estimate[model.Exact], *row.MeasuredPeak, row.SimulatedPeak)
+		}
+		if row.StepMs == nil || !(*row.StepMs > 0) || row.Overhead == nil {
+			t.Errorf("%s: step %v ms, overhead %v", row.Policy, row.StepMs, row.Overhead)
+		}
+	}
+	if *by["none"].Overhead != 0 || *by["none"].RecomputeMs != 0 {
+		t.Errorf("none: overhead %v, recompute %v ms; want 0 and 0", *by["none"].Overhead, *by["none"].RecomputeMs)
+	}
+	if !(by["full"].Simulated < by["none"].Simulated) || !(*by["full"].RecomputeMs > 0) || by["full"].RecomputeFraction <= 0 {
+		t.Errorf("full: activations %d vs none's %d, recompute %v ms, FLOP fraction %v", by["full"].Simulated, by["none"].Simulated, *by["full"].RecomputeMs, by["full"].RecomputeFraction)
+	}
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"activation memory", "step time", "█", "overhead", "recompute FLOPs"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("sweep text lacks %q:\n%s", w, b.String())
+		}
+	}
+	dir := t.TempDir()
+	for ext, magic := range map[string]string{".svg": "<?xml", ".png": "\x89PNG"} {
+		p := filepath.Join(dir, "sweep"+ext)
+		if err := r.Plot(p); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || !strings.HasPrefix(string(got), magic) {
+			t.Errorf("%s: %v, starts %q", p, err, string(got[:min(len(got), 8)]))
+		}
+	}
+	if err := r.Plot(filepath.Join(dir, "sweep.gif")); err == nil || !strings.Contains(err.Error(), ".svg") {
+		t.Errorf("a .gif plot: %v, want an error naming the formats", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("%d files in the plot directory, want the 2 plots (no temporaries)", len(entries))
+	}
+}
+
+func TestSweepPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		layers int
+		want   string
+	}{
+		{1, "none selective full sqrt"},
+		{2, "none selective full sqrt"},
+		{8, "none selective full sqrt every:2 every:4"},
+		{12, "none selective full sqrt every:2 every:6"},
+		{48, "none selective full sqrt every:2 every:24"},
+	} {
+		var got []string
+		for _, p := range SweepPolicies(tc.layers) {
+			got = append(got, p.String())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%d layers: %v, want %s", tc.layers, got, tc.want)
+		}
+	}
+}
+
+func TestPercent(t *testing.T) {
+	for _, tc := range []struct {
+		a, b int64
+		want string
+	}{{5, 5, "0"}, {6, 5, "+20.0%"}, {4, 5, "−20.0%"}, {100001, 100000000, "−99.9%"}, {100000001, 100000000, "+0.000%"}, {1, 0, "-"}} {
+		if got := Percent(tc.a, tc.b); got != tc.want {
+			t.Errorf("Percent(%d, %d) = %q, want %q", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
