@@ -96,20 +96,24 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 	for _, row := range r.Rows {
 		name = max(name, utf8.RuneCountInString(row.Policy))
 	}
-	chart := func(title string, vals []float64, labels []string) {
+	chart := func(title string, vals []float64, labels, notes []string) {
 		fmt.Fprintf(w, "\n%s\n", title)
 		var top float64
-		for _, v := range vals {
+		lw := 0
+		for i, v := range vals {
 			top = max(top, v)
+			lw = max(lw, utf8.RuneCountInString(labels[i]))
 		}
 		for i, row := range r.Rows {
 			b := bar(vals[i], top)
-			fmt.Fprintf(w, "  %s%s  %s%s  %s\n", row.Policy, strings.Repeat(" ", name-utf8.RuneCountInString(row.Policy)),
-				b, strings.Repeat(" ", barWidth+1-utf8.RuneCountInString(b)), labels[i])
+			line := fmt.Sprintf("  %s%s  %s%s  %s%s  %s", row.Policy, strings.Repeat(" ", name-utf8.RuneCountInString(row.Policy)),
+				b, strings.Repeat(" ", barWidth-utf8.RuneCountInString(b)),
+				strings.Repeat(" ", lw-utf8.RuneCountInString(labels[i])), labels[i], notes[i])
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
 		}
 	}
 	var mem, ms []float64
-	var memL, msL []string
+	var memL, memN, msL, msN []string
 	what := "simulated"
 	if measured {
 		what = "measured"
@@ -121,27 +125,29 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 			v = *row.Measured
 		}
 		mem = append(mem, float64(v))
-		l := model.GiB(v)
+		memL = append(memL, model.GiB(v))
+		note := ""
 		if base.Policy == "none" && row.Policy != "none" {
 			bv := base.Simulated
 			if measured {
 				bv = *base.Measured
 			}
-			l += "  " + Percent(v, bv)
+			note = Percent(v, bv)
 		}
-		memL = append(memL, l)
+		memN = append(memN, note)
 		if measured {
 			ms = append(ms, *row.StepMs)
-			l := fmt.Sprintf("%.1f ms", *row.StepMs)
+			msL = append(msL, fmt.Sprintf("%.1f ms", *row.StepMs))
+			note := ""
 			if row.Overhead != nil && row.Policy != "none" {
-				l += fmt.Sprintf("  %s (FLOPs %s)", pct(*row.Overhead), pct(row.RecomputeFraction))
+				note = fmt.Sprintf("%s (FLOPs %s)", pct(*row.Overhead), pct(row.RecomputeFraction))
 			}
-			msL = append(msL, l)
+			msN = append(msN, note)
 		}
 	}
-	chart(fmt.Sprintf("activation memory (%s peak)", what), mem, memL)
+	chart(fmt.Sprintf("activation memory (%s peak)", what), mem, memL, memN)
 	if measured {
-		chart("step time (median)", ms, msL)
+		chart("step time (median)", ms, msL, msN)
 	}
 	return nil
 }
