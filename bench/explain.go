@@ -384,6 +384,8 @@ func kindLine(kind int, f string, fv, tv int64, d dims, s model.Setup, el string
 func valuesNote(n int64, d dims, s model.Setup) string {
 	const kept = "16 a kept layer: q, k, v, the attention output, both layer-norm outputs, the residual stream after each half, the MLP's 4h-wide input and GELU output"
 	switch {
+	case n == 0:
+		return "none at its peak, the end of the forward pass: the layers' values are dropped, and recomputed only once the backward pass has freed the head, which the formulas count beside a recomputed layer"
 	case n%16 == 0:
 		return kept
 	case d.k > 0 && n%16 == 15:
