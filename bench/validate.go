@@ -147,7 +147,10 @@ func checkSetup(s model.Setup) error {
 
 // Validate runs the estimate, the simulation (cuda.Shape) and, when dev is
 // not nil, a measured run of o.Steps steps on dev, and sets them side by side.
-// dev is left open for the caller to close.
+// dev should hold nothing else (its allocator statistics are the measured
+// column) and is left open for the caller to close. A measured run that the
+// simulation shows would not fit dev's free memory is refused with a
+// *TooLargeError before it starts.
 func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*Report, error) {
 	if err := checkSetup(s); err != nil {
 		return nil, err
