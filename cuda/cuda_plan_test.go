@@ -14,7 +14,7 @@ func TestChoosePTX(t *testing.T) {
 		err                string
 	}{
 		{8, 0, 80, ""}, {8, 6, 80, ""}, {8, 9, 80, ""}, // A100, RTX 30xx, L4/L40S
-		{9, 0, 90, ""},                  // H100, H200
+		{9, 0, 90, ""},                   // H100, H200
 		{10, 0, 90, ""}, {12, 0, 90, ""}, // Blackwell: JIT from compute_90
 		{7, 5, 0, "below 8.0"}, {6, 1, 0, "bf16"},
 	} {
