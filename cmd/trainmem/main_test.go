@@ -249,6 +249,10 @@ func FuzzRun(f *testing.F) {
 		"estimate --preset tiny --heads 0",
 		"fit --preset tiny --memory -1GB",
 		"help estimate",
+		"validate --preset gpt2 --batch 2 --seq 128 --precision bf16 --no-measure --format json",
+		"validate --batch 2 --seq 8 --steps 1 --checkpoint every:2",
+		"simulate --preset gpt2-medium --batch 4 --seq 512 --precision fp16 --checkpoint selective --memory 8GiB",
+		"train --steps 1 --batch 1 --seq 4 --precision fp16",
 	} {
 		f.Add(s)
 	}
