@@ -261,6 +261,9 @@ func FuzzRun(f *testing.F) {
 			return
 		}
 		args := strings.Fields(line)
+		if measuresLargeModel(args) {
+			return // valid, only slow: a real training run
+		}
 		out, errOut, code := runArgs(t, args...)
 		switch code {
 		case 0:
@@ -292,4 +295,23 @@ func BenchmarkFitCommand(b *testing.B) {
 	for b.Loop() {
 		runArgs(b, "fit", "--preset", "gpt2-xl", "--seq", "1024", "--precision", "bf16", "--ranks", "8", "--memory", "80GiB")
 	}
+}
+
+// measuresLargeModel reports, while fuzzing, whether args would train for
+// real (train, or validate without --no-measure): valid input that takes
+// seconds, which the fuzzer would flag as a hang. The seed corpus, run by
+// every `go test`, still trains.
+func measuresLargeModel(args []string) bool {
+	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
+		return false
+	}
+	if len(args) == 0 || (args[0] != "train" && args[0] != "validate") {
+		return false
+	}
+	for _, a := range args {
+		if strings.TrimLeft(a, "-") == "no-measure" {
+			return false
+		}
+	}
+	return true
 }
