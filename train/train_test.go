@@ -187,7 +187,7 @@ func TestSimulateEqualsMeasure(t *testing.T) {
 	}{
 		{tinyCfg, 4, 64, model.Checkpoint{}},
 		{tinyCfg, 2, 32, model.Checkpoint{Kind: model.CheckpointFull}},
-		// About 10M parameters (10,745,088).
+		// About 10M parameters (10,844,160).
 		{model.Config{Name: "10m", Layers: 6, Hidden: 384, Heads: 6, Vocab: 256, Context: 256}, 2, 128, model.Checkpoint{}},
 	} {
 		t.Run(tc.cfg.Name, func(t *testing.T) {
