@@ -94,6 +94,9 @@ var kernelSignatures = map[string]string{
 	"sgd":                     "pipipipiiffffii",
 }
 
+// singleEntry are the kernels with one entry point (no compute type).
+var singleEntry = map[string]bool{"fill": true, "cast": true, "nonfinite": true}
+
 // signature returns the parameter kinds of an entry point (NAME, NAME_f32
 // or NAME_f64).
 func signature(entry string) (string, bool) {

@@ -47,7 +47,7 @@ func TestKernelSignatures(t *testing.T) {
 		}
 		for base, kinds := range kernelSignatures {
 			names := []string{base + "_f32", base + "_f64"}
-			if _, ok := entries[base]; ok {
+			if singleEntry[base] {
 				names = []string{base}
 			}
 			for _, name := range names {

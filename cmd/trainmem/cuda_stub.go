@@ -1,4 +1,4 @@
-//go:build !cuda
+//go:build !trainmem_cuda
 
 package main
 
@@ -6,5 +6,5 @@ import "trainmem/cuda"
 
 // openCUDA answers --device cuda in a build without CUDA.
 func openCUDA() (cuda.Device, error) {
-	return nil, usagef("--device cuda: this trainmem was built without CUDA; build it with 'make build-cuda' (go build -tags cuda ./cmd/trainmem) on a machine with the CUDA build kit (scripts/install-cuda-kit.sh)")
+	return nil, usagef("--device cuda: this trainmem was built without CUDA; build it with 'make build-cuda' (go build -tags trainmem_cuda ./cmd/trainmem, with the CUDA build kit from scripts/install-cuda-kit.sh; no GPU needed to build) and run that binary on a machine with an NVIDIA GPU")
 }
