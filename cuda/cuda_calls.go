@@ -232,7 +232,7 @@ func crossEntropyRowsCall(losses, logits, targets *Buffer, N, V int, f64 bool, s
 }
 
 func crossEntropyMeanCall(loss, losses *Buffer, N int, f64 bool) *kcall {
-	return newCall("cross_entropy_mean", f64, launch{grid: [3]int{1, 1, 1}, block: [3]int{1024, 1, 1}}).
+	return newCall("cross_entropy_mean", f64, launch{grid: [3]int{1, 1, 1}, block: [3]int{256, 1, 1}}).
 		buf(loss).buf(losses).int(int64(N))
 }
 

@@ -1,0 +1,107 @@
+//go:build trainmem_cuda
+
+package cuda
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"gorgonia.org/cu"
+)
+
+// TestDriverShim checks what the shim made of the machine's driver. Here
+// the test binary started, gorgonia.org/cu's init ran, and the process was
+// not ended by it, whatever the machine has: that is the shim's point.
+// With TRAINMEM_FAKE_LIBCUDA=1 (CI, with testdata/fakecuda.c on
+// LD_LIBRARY_PATH) the fake driver's answers must come through the
+// trampolines intact.
+func TestDriverShim(t *testing.T) {
+	st := driverStatus()
+	if !st.called {
+		t.Fatal("cuInit was not called by gorgonia.org/cu's init")
+	}
+	t.Logf("driver: shim %t, cuInit result %d, dlopen %q, %d functions missing", st.shim, st.result, st.dlerror, len(st.missing))
+	err := CUDAAvailable()
+	switch {
+	case os.Getenv("TRAINMEM_FAKE_LIBCUDA") == "1":
+		if st.result != 100 || st.dlerror != "" {
+			t.Fatalf("the fake libcuda's cuInit gives 100; the shim saw %d (%q)", st.result, st.dlerror)
+		}
+		if v := cu.Version(); v != 13000 {
+			t.Errorf("cuDriverGetVersion through the trampoline = %d, want the fake's 13000", v)
+		}
+		if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_NO_DEVICE") {
+			t.Errorf("CUDAAvailable = %v, want CUDA_ERROR_NO_DEVICE", err)
+		}
+		if !strings.Contains(strings.Join(st.missing, " "), "cuLaunchKernel") {
+			t.Errorf("the fake libcuda has no cuLaunchKernel, yet the shim did not list it missing: %v", st.missing)
+		}
+	case st.shim && st.result < 0:
+		if err == nil || !strings.Contains(err.Error(), "no NVIDIA driver") {
+			t.Errorf("without libcuda.so.1, CUDAAvailable = %v", err)
+		}
+		// Calls through the trampolines fail cleanly instead of crashing.
+		if _, err := cu.NumDevices(); err == nil {
+			t.Error("cuDeviceGetCount succeeded without a driver")
+		}
+	}
+	if err != nil {
+		if _, err2 := NewCUDA(CUDAOptions{}); err2 == nil || err2.Error() != err.Error() {
+			t.Errorf("NewCUDA = %v, want CUDAAvailable's %v", err2, err)
+		}
+	}
+}
+
+// TestCUDADevice runs what the conformance suite cannot see: the kernel
+// table against the loaded module, cuBLAS's workspace in the allocator,
+// marks, and the card's name and peak.
+func TestCUDADevice(t *testing.T) {
+	if err := CUDAAvailable(); err != nil {
+		t.Skipf("no CUDA device here, skipped: %v", err)
+	}
+	d, err := NewCUDA(CUDAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	t.Logf("%s", d.Name())
+	for _, name := range kernelEntries() {
+		fn := d.card.fns[name]
+		if fn.maxThreads < 256 {
+			t.Errorf("%s can launch only %d threads a block; the launches use up to 256 (1024 for column sums)", name, fn.maxThreads)
+		}
+	}
+	if d.LibraryWorkspaceBytes() != 0 || d.Stats().AllocatedBytes.Current != 0 {
+		t.Error("a fresh CUDA device holds allocator memory")
+	}
+	a, _ := d.Alloc(Temporaries, F16, 64*64)
+	b, _ := d.Alloc(Temporaries, F16, 64*64)
+	c, _ := d.Alloc(Temporaries, F32, 64*64)
+	for _, x := range []*Buffer{a, b} {
+		if err := d.Fill(x, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.MatMul(MatMul{M: 64, N: 64, K: 64, A: a, B: b, C: c, Alpha: 1}); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, 64*64)
+	if err := d.Download(out, c); err != nil {
+		t.Fatal(err)
+	}
+	if out[0] != 64 || out[len(out)-1] != 64 {
+		t.Errorf("ones·ones over K = 64 gave %g, %g", out[0], out[len(out)-1])
+	}
+	want := cublasWorkspaceBytes(d.card.major)
+	if d.LibraryWorkspaceBytes() != want || d.Stats().CategoryAllocated[Workspace].Current != want {
+		t.Errorf("cuBLAS workspace %d, workspace category %d; want %d", d.LibraryWorkspaceBytes(), d.Stats().CategoryAllocated[Workspace].Current, want)
+	}
+	if peak, how := d.PeakFLOPS(BF16); peak <= 0 {
+		t.Logf("peak unknown: %s", how)
+	}
+	free, total, err := d.MemInfo()
+	if err != nil || free <= 0 || total < free {
+		t.Errorf("MemInfo = %d, %d, %v", free, total, err)
+	}
+}
