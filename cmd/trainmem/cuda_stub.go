@@ -6,5 +6,7 @@ import "trainmem/cuda"
 
 // openCUDA answers --device cuda in a build without CUDA.
 func openCUDA() (cuda.Device, error) {
-	return nil, usagef("--device cuda: this trainmem was built without CUDA; build it with 'make build-cuda' (go build -tags trainmem_cuda ./cmd/trainmem, with the CUDA build kit from scripts/install-cuda-kit.sh; no GPU needed to build) and run that binary on a machine with an NVIDIA GPU")
+	return nil, usagef("--device cuda: this trainmem was built without CUDA; build it with 'make build-cuda' " +
+		"(go build -tags trainmem_cuda ./cmd/trainmem, with the CUDA build kit of scripts/install-cuda-kit.sh; no GPU is needed to build; " +
+		"not -tags cuda, which switches on gorgonia's own cuDNN engine) and run that binary on a machine with an NVIDIA GPU")
 }
