@@ -2,6 +2,7 @@ package train
 
 import (
 	"trainmem/cuda"
+	"trainmem/model"
 )
 
 // Record is what one training step leaves behind: one JSON line of
@@ -16,6 +17,7 @@ type Record struct {
 	RecomputeMs float64 `json:"recompute_ms"`
 	OptimizerMs float64 `json:"optimizer_ms"`
 	TokensPerS  float64 `json:"tokens_per_s"`
+	MFU         float64 `json:"mfu"`        // model FLOPs utilization, 0 to 1 (see mfu); 0 when the device's peak is unknown
 	LossScale   float64 `json:"loss_scale"` // the scale of this step's gradients (1 without fp16 loss scaling)
 	Skipped     bool    `json:"skipped"`    // the update was skipped on an fp16 overflow
 
@@ -61,6 +63,7 @@ func (r *Record) finish(t *Trainer) {
 	if r.StepMs > 0 {
 		r.TokensPerS = float64(t.B*t.T) / (r.StepMs / 1000)
 	}
+	r.MFU = mfu(t, r.StepMs)
 	s := t.dev.Stats()
 	r.Memory = MemoryOf(s)
 	r.AllocatedBytes = s.AllocatedBytes.Current
@@ -71,4 +74,28 @@ func (r *Record) finish(t *Trainer) {
 	r.InactiveSplitBytes = s.InactiveSplitBytes.Current
 	r.NumAllocs = s.NumAllocs
 	r.NumFrees = s.NumFrees
+}
+
+// mfu is model FLOPs utilization (Chowdhery et al. 2022, "PaLM", Appendix
+// B): the step's model FLOPs — three forward passes, model.Recompute.Step;
+// recomputation is not counted — over the step time, as a fraction of the
+// device's peak for the run's storage type (cuda.PeakReporter: the host's
+// fp32 peak, a GPU's tensor-core peak for fp16 and bf16). 0 when the
+// device does not know its peak (Shape, an unknown card).
+func mfu(t *Trainer, stepMs float64) float64 {
+	pr, ok := t.dev.(cuda.PeakReporter)
+	if !ok || stepMs <= 0 {
+		return 0
+	}
+	peak, _ := pr.PeakFLOPS(t.st.param)
+	if peak <= 0 {
+		return 0
+	}
+	s := model.Setup{Model: t.cfg, Batch: t.B, Seq: t.T, Precision: t.opts.Precision, Checkpoint: t.opts.Checkpoint,
+		Ranks: 1, TP: 1, PP: 1}
+	e, err := s.Estimate()
+	if err != nil {
+		return 0
+	}
+	return e.Recompute.Step / (stepMs / 1000) / peak
 }
