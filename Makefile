@@ -112,11 +112,13 @@ cuda-check: ptx-check vet-cuda build-cuda test-cuda-nogpu
 	@echo "cuda-check: ok (bin/trainmem-cuda needs no libcuda.so.1 to start)"
 
 # Everything a GPU machine without Go needs, in one folder: the cuda build
-# of trainmem, the CUDA test binaries and scripts/gpu-check.sh.
+# of trainmem, the CUDA test binaries, the table maker and
+# scripts/gpu-check.sh. The binaries need glibc 2.34 or newer there.
 gpu-bundle: build-cuda test-cuda-build
 	rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)
 	cp bin/trainmem-cuda $(BUNDLE)/trainmem
 	cp bin/cuda-tests/*.test $(BUNDLE)/
+	$(GO) build -o $(BUNDLE)/gpureport ./scripts/gpureport
 	cp scripts/gpu-check.sh $(BUNDLE)/
 	@du -sh $(BUNDLE); s=$$(du -sm $(BUNDLE) | cut -f1); \
 	if [ $$s -ge 60 ]; then echo "gpu-bundle: $$s MiB, over the 60 MiB budget"; exit 1; fi
