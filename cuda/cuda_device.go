@@ -588,7 +588,7 @@ func (d *CUDA) Upload(dst *Buffer, src any) error {
 	if dst.Len == 0 {
 		return nil
 	}
-	stage := &Buffer{DType: dst.DType, Len: dst.Len, host: make([]byte, dst.Bytes())}
+	stage := &Buffer{DType: dst.DType, Len: dst.Len, host: stageBytes(dst.Bytes())}
 	switch s := src.(type) {
 	case []int32:
 		copy(i32view(stage), s)
@@ -615,7 +615,7 @@ func (d *CUDA) Download(dst any, src *Buffer) error {
 	if src.Len == 0 {
 		return nil
 	}
-	stage := &Buffer{DType: src.DType, Len: src.Len, host: make([]byte, src.Bytes())}
+	stage := &Buffer{DType: src.DType, Len: src.Len, host: stageBytes(src.Bytes())}
 	if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&stage.host[0]), cu.DevicePtr(src.addr), src.Bytes(), d.stream); err != nil {
 		return cuErr(fmt.Sprintf("cuMemcpyDtoHAsync(%s)", src), err)
 	}
@@ -631,6 +631,13 @@ func (d *CUDA) Download(dst any, src *Buffer) error {
 		decode(stage, 0, v)
 	}
 	return nil
+}
+
+// stageBytes is host staging memory for n bytes, 8-byte aligned for the
+// typed views of host_mem.go.
+func stageBytes(n int64) []byte {
+	w := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
 }
 
 // eventSlot is a CUDA event reused round-robin by Mark; gen tells a mark
@@ -728,6 +735,10 @@ func (d *CUDA) Close() error {
 	var errs []error
 	if err := d.stream.Synchronize(); err != nil {
 		errs = append(errs, cuErr("cuStreamSynchronize", err))
+	}
+	if d.blas != nil { // before its workspace goes with the segments
+		errs = append(errs, d.blas.destroy())
+		d.blas = nil
 	}
 	if d.alloc != nil {
 		errs = append(errs, d.alloc.Close())
