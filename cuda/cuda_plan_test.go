@@ -143,6 +143,11 @@ func rowMajorMatMul(n MatMul, a, b, c []float64) {
 // the conformance suite and of the executor's linear layers).
 func TestColumnMajorMapping(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	h, err := NewHost(HostOptions{BLAS: BLASGo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
 	type shape struct{ M, N, K, lda, ldb, ldc, sA, sB, sC, batch int }
 	shapes := []shape{
 		{13, 17, 19, 0, 0, 0, 0, 0, 0, 1},
@@ -175,10 +180,44 @@ func TestColumnMajorMapping(t *testing.T) {
 							t.Fatalf("%s: element %d: cuBLAS mapping gives %g, MatMul means %g", describe(m), i, got[i], want[i])
 						}
 					}
+					// And the host device's own MatMul agrees.
+					host := hostMatMul(t, h, m, a, b, c)
+					for i := range want {
+						if math.Abs(host[i]-got[i]) > 1e-12*(1+math.Abs(got[i])) {
+							t.Fatalf("%s: element %d: cuBLAS mapping gives %g, Host.MatMul %g", describe(m), i, got[i], host[i])
+						}
+					}
 				}
 			}
 		}
 	}
+}
+
+// hostMatMul runs m on the host device in float64 and returns C.
+func hostMatMul(t *testing.T, h *Host, m MatMul, a, b, c []float64) []float64 {
+	t.Helper()
+	up := func(v []float64) *Buffer {
+		buf, err := h.Alloc(Temporaries, F64, len(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Upload(buf, v); err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	m.A, m.B, m.C = up(a), up(b), up(c)
+	defer h.Free(m.A)
+	defer h.Free(m.B)
+	defer h.Free(m.C)
+	if err := h.MatMul(m); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float64, len(c))
+	if err := h.Download(out, m.C); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func describe(m MatMul) string {
