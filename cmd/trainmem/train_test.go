@@ -132,7 +132,7 @@ func TestTrainBadFiles(t *testing.T) {
 // --device cuda in a build without the cuda tag says how to get one.
 func TestTrainCUDAWithoutBuild(t *testing.T) {
 	_, stderr, code := runArgs(t, "train", "--device", "cuda", "--steps", "1")
-	if code != 2 || !strings.Contains(stderr, "-tags cuda") {
+	if code != 2 || !strings.Contains(stderr, "make build-cuda") || !strings.Contains(stderr, "-tags trainmem_cuda") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }

@@ -158,7 +158,7 @@ func TestValidateBadInput(t *testing.T) {
 		{[]string{"--ranks", "2"}, []string{"--ranks", "one device"}},
 		{[]string{"--tp", "2"}, []string{"--tp", "one device"}},
 		{[]string{"--device", "tpu"}, []string{`"tpu"`, "host, cuda"}},
-		{[]string{"--device", "cuda"}, []string{"--device cuda", "-tags cuda"}},
+		{[]string{"--device", "cuda"}, []string{"--device cuda", "make build-cuda", "-tags trainmem_cuda"}},
 		{[]string{"--seq", "65"}, []string{"65", "valid"}},
 		{[]string{"--preset", "gpt5"}, []string{`"gpt5"`, "gpt2-xl"}},
 	} {
