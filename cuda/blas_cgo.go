@@ -93,6 +93,15 @@ func loadOpenBLAS(threads int) (gemmBackend, error) {
 		if os.Getenv("OPENBLAS_CORETYPE") == "" {
 			os.Setenv("OPENBLAS_CORETYPE", "Haswell")
 		}
+		// OpenBLAS's idle workers spin on sched_yield for 2^28 cycles
+		// (about 0.1 s) after every call, taking the cores from the Go
+		// kernels that run between two GEMMs: a quarter of a tiny step's
+		// time on two cores. 2^4 cycles puts them to sleep at once; large
+		// GEMMs lose nothing to the wake-up (gpt2 at b=4, s=64: 2.07 s a
+		// step spinning, 1.82 s sleeping).
+		if os.Getenv("OPENBLAS_THREAD_TIMEOUT") == "" {
+			os.Setenv("OPENBLAS_THREAD_TIMEOUT", "4")
+		}
 		var why []string
 		for _, name := range []string{"libopenblas.so.0", "libopenblas.so"} {
 			cname := C.CString(name)
