@@ -44,7 +44,7 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "measured  nothing (--no-measure): no times\n")
 	}
 	fmt.Fprintln(w, "\nactivations: the category's peak in requested bytes; total peak: peak allocated")
-	var t table
+	var t Table
 	head := []string{"policy", "K"}
 	head = append(head, r.Formulas...)
 	head = append(head, "simulated")
@@ -56,7 +56,7 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 		head = append(head, "step ms", "recompute ms", "overhead")
 	}
 	head = append(head, "recompute FLOPs")
-	t.add(head...)
+	t.Add(head...)
 	for _, row := range r.Rows {
 		k := "-"
 		if row.SegmentLayers > 0 {
@@ -81,9 +81,9 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 			cells = append(cells, fmt.Sprintf("%.1f", *row.StepMs), fmt.Sprintf("%.1f", *row.RecomputeMs), ov)
 		}
 		cells = append(cells, pct(row.RecomputeFraction))
-		t.add(cells...)
+		t.Add(cells...)
 	}
-	if err := t.write(w); err != nil {
+	if err := t.Write(w); err != nil {
 		return err
 	}
 	if measured {

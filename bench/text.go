@@ -9,13 +9,16 @@ import (
 	"trainmem/model"
 )
 
-// table lays out text columns: the first left-aligned, the others
-// right-aligned, two spaces apart; a row of one cell spans the table.
-type table struct{ rows [][]string }
+// Table lays out text columns for people: the first left-aligned (names),
+// the others right-aligned (numbers), two spaces apart. Rows may be shorter
+// than the widest; a row of one cell is a note that spans the table.
+type Table struct{ rows [][]string }
 
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+// Add appends a row.
+func (t *Table) Add(cells ...string) { t.rows = append(t.rows, cells) }
 
-func (t *table) write(w io.Writer) error {
+// Write prints the table, trailing spaces trimmed.
+func (t *Table) Write(w io.Writer) error {
 	var width []int
 	for _, r := range t.rows {
 		if len(r) == 1 {
@@ -88,7 +91,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\nbytes: categories at their own peak in requested bytes (tensor sizes); the totals in the allocator's blocks")
 	measured := r.MeasuredStats != nil
-	var t table
+	var t Table
 	head := []string{"category"}
 	for _, f := range r.Formulas {
 		head = append(head, f, "Δ")
@@ -97,7 +100,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if measured {
 		head = append(head, "measured", "Δ")
 	}
-	t.add(head...)
+	t.Add(head...)
 	for _, row := range r.Rows {
 		cells := []string{Label(row.Category)}
 		for _, f := range r.Formulas {
@@ -107,9 +110,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if measured {
 			cells = append(cells, cell(row.Measured), diffCell(row.Measured, row.Simulated))
 		}
-		t.add(cells...)
+		t.Add(cells...)
 	}
-	if err := t.write(w); err != nil {
+	if err := t.Write(w); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nΔ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 
+	"trainmem/bench"
 	"trainmem/model"
 )
 
@@ -294,17 +295,17 @@ func estimateText(w io.Writer, e model.Estimate, formula string, policies []mode
 	}
 	fmt.Fprintln(w)
 
-	var t table
+	var t bench.Table
 	rate := model.PerParam(s.Precision, s.Optimizer)
-	t.add("model states per rank", "bytes", "GB", "GiB", "bytes/param")
+	t.Add("model states per rank", "bytes", "GB", "GiB", "bytes/param")
 	for i, c := range e.States.Named() {
-		t.add(row("  "+c.Name, sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Name, s)})...)
+		t.Add(row("  "+c.Name, sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Name, s)})...)
 	}
-	t.add(row("  total", sizeCells(e.States.Total()), []string{fmt.Sprint(rate.Total())})...)
+	t.Add(row("  total", sizeCells(e.States.Total()), []string{fmt.Sprint(rate.Total())})...)
 	if e.Gathered > 0 {
-		t.add(row("  "+model.CatGathered, sizeCells(e.Gathered), []string{""})...)
+		t.Add(row("  "+model.CatGathered, sizeCells(e.Gathered), []string{""})...)
 	}
-	t.write(w)
+	t.Write(w)
 	fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %d here", rate.Optimizer())
 	if s.ZeRO > 0 && s.Ranks > 1 {
 		fmt.Fprintf(w, "; Table 1: ZeRO-%d shards %s over N = %d ranks, ceil(Φ/N) = %s parameters each",
@@ -319,35 +320,35 @@ func estimateText(w io.Writer, e model.Estimate, formula string, policies []mode
 	if len(e.Activations) == 0 {
 		fmt.Fprintln(w, "activations: not estimated (--params gives no shape; use --preset or --layers, --hidden, --heads)")
 	} else {
-		t = table{}
-		t.add("activations per rank, checkpoint "+s.Checkpoint.String(), "bytes", "GB", "GiB")
+		t = bench.Table{}
+		t.Add("activations per rank, checkpoint "+s.Checkpoint.String(), "bytes", "GB", "GiB")
 		for _, a := range e.Activations {
-			t.add(row("  "+a.Formula, sizeCells(a.Total))...)
+			t.Add(row("  "+a.Formula, sizeCells(a.Total))...)
 			for _, x := range a.Terms {
-				t.add(row("    "+x.Name, sizeCells(x.Bytes))...)
+				t.Add(row("    "+x.Name, sizeCells(x.Bytes))...)
 			}
 		}
-		t.write(w)
+		t.Write(w)
 		for _, a := range e.Activations {
 			fmt.Fprintf(w, "  %s: %s\n", a.Formula, a.Source)
 		}
 		r := e.Recompute
 		fmt.Fprintf(w, "\nrecompute: checkpoint %s adds %.1f%% to a step's FLOPs (a step is 3 forward passes, %.3g FLOPs a micro-batch; Narayanan et al. 2021, Korthikanti et al. 2022 Appendix A)\n\n",
 			s.Checkpoint, 100*r.Fraction, r.Step)
-		t = table{}
+		t = bench.Table{}
 		head := []string{"checkpoint policies"}
 		for _, a := range e.Activations {
 			head = append(head, a.Formula)
 		}
-		t.add(append(head, "recompute")...)
+		t.Add(append(head, "recompute")...)
 		for _, p := range policies {
 			r := []string{"  " + policyName(p.Setup.Checkpoint, s)}
 			for _, a := range p.Activations {
 				r = append(r, model.GB(a.Total))
 			}
-			t.add(append(r, fmt.Sprintf("%.1f%%", 100*p.Recompute.Fraction))...)
+			t.Add(append(r, fmt.Sprintf("%.1f%%", 100*p.Recompute.Fraction))...)
 		}
-		t.write(w)
+		t.Write(w)
 		fmt.Fprintln(w, "  (activations per rank; recompute: extra FLOPs as a share of a step)")
 		fmt.Fprintln(w)
 	}
@@ -362,19 +363,19 @@ func estimateText(w io.Writer, e model.Estimate, formula string, policies []mode
 	}
 	fmt.Fprintln(w)
 
-	t = table{}
-	t.add("total per rank", "bytes", "GB", "GiB")
+	t = bench.Table{}
+	t.Add("total per rank", "bytes", "GB", "GiB")
 	if len(e.Activations) == 0 {
-		t.add(row("  model states", sizeCells(e.Total(formula)))...)
+		t.Add(row("  model states", sizeCells(e.Total(formula)))...)
 	}
 	for _, a := range e.Activations {
 		mark := ""
 		if a.Formula == formula {
 			mark = " (--formula)"
 		}
-		t.add(row("  with "+a.Formula+mark, sizeCells(e.Total(a.Formula)))...)
+		t.Add(row("  with "+a.Formula+mark, sizeCells(e.Total(a.Formula)))...)
 	}
-	t.write(w)
+	t.Write(w)
 	fmt.Fprintln(w, "  not counted: temporaries, kernel workspaces, allocator caching and fragmentation, the CUDA context")
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"trainmem/bench"
 	"trainmem/model"
 )
 
@@ -158,7 +159,7 @@ func fitText(w io.Writer, s model.Setup, memory int64, formula string, byRanks b
 		fmt.Fprintf(w, "largest micro-batch per rank that fits in %s (%s)\n\n", model.Bytes(memory), what)
 	}
 
-	var t table
+	var t bench.Table
 	head := []string{"checkpoint", "ZeRO-0", "ZeRO-1", "ZeRO-2", "ZeRO-3"}
 	if byRanks {
 		head = append(head, fmt.Sprintf("lowest stage at %d ranks", s.Ranks))
@@ -166,7 +167,7 @@ func fitText(w io.Writer, s model.Setup, memory int64, formula string, byRanks b
 	if !s.ParamsOnly() {
 		head = append(head, "recompute")
 	}
-	t.add(head...)
+	t.Add(head...)
 	var notes []string
 	noted := map[string]bool{}
 	note := func(n string) {
@@ -214,9 +215,9 @@ func fitText(w io.Writer, s model.Setup, memory int64, formula string, byRanks b
 		if !s.ParamsOnly() {
 			r = append(r, fmt.Sprintf("%.1f%%", 100*rec))
 		}
-		t.add(r...)
+		t.Add(r...)
 	}
-	t.write(w)
+	t.Write(w)
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 		if byRanks {

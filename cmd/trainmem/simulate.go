@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"trainmem/bench"
 	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/train"
@@ -88,7 +89,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 			Seconds: elapsed.Seconds(),
 		})
 	}
-	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, describeRun(s), dev.Name())
+	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, bench.Describe(s), dev.Name())
 	fmt.Fprintf(stdout, "simulated %d steps in %v; peak of the last step:\n\n", *steps, elapsed.Round(time.Millisecond))
 	return train.WriteMemoryTable(stdout, st)
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 
+	"trainmem/bench"
 	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/train"
@@ -142,7 +143,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}
 	defer dev.Close()
 
-	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, describeRun(s), dev.Name())
+	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, bench.Describe(s), dev.Name())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := train.Run(ctx, dev, train.RunOptions{
@@ -164,15 +165,6 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// describeRun is a run's setup in one line.
-func describeRun(s model.Setup) string {
-	prec := s.Precision.String()
-	if s.Precision.Mixed() {
-		prec += " mixed precision"
-	}
-	return fmt.Sprintf("micro-batch %d, sequence %d, %s, %s, checkpoint %s", s.Batch, s.Seq, prec, s.Optimizer, s.Checkpoint)
 }
 
 // writeRunSummary prints the loss, the speed and the memory table of a run.
