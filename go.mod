@@ -1,6 +1,6 @@
 module trainmem
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/chewxy/hm v1.0.0
