@@ -54,6 +54,17 @@ func Preset(name string) (Config, error) {
 	return Config{}, fmt.Errorf("model: unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 }
 
+// PresetOf names the preset with c's shape (the name aside), or "".
+func PresetOf(c Config) string {
+	for _, p := range presets {
+		c.Name = p.Name
+		if c == p {
+			return p.Name
+		}
+	}
+	return ""
+}
+
 // Validate checks that every size is positive and that the heads divide
 // the hidden size.
 func (c Config) Validate() error {

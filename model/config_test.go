@@ -62,3 +62,18 @@ func TestValidate(t *testing.T) {
 		t.Error("unknown preset accepted")
 	}
 }
+
+func TestPresetOf(t *testing.T) {
+	for _, name := range PresetNames() {
+		c, _ := Preset(name)
+		c.Name = "from a file"
+		if got := PresetOf(c); got != name {
+			t.Errorf("PresetOf(%s's shape) = %q", name, got)
+		}
+	}
+	c, _ := Preset("gpt2")
+	c.Layers = 13
+	if got := PresetOf(c); got != "" {
+		t.Errorf("a 13-layer gpt2 is preset %q", got)
+	}
+}

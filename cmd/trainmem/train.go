@@ -83,9 +83,15 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 			if err != nil {
 				return model.Setup{}, err
 			}
-			sf.preset, sf.layers, sf.hidden, sf.heads, sf.vocab, sf.context = "gpt2", c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context
-			for _, n := range []string{"layers", "hidden", "heads", "vocab", "context"} {
-				sf.fs.Set(n, fmt.Sprint(map[string]int{"layers": c.Layers, "hidden": c.Hidden, "heads": c.Heads, "vocab": c.Vocab, "context": c.Context}[n]))
+			// The file's shape: its preset when one matches (gpt2_124M.bin
+			// is gpt2), else a custom shape given as flags.
+			sf.preset = model.PresetOf(c)
+			if sf.preset == "" {
+				for n, v := range map[string]int{"layers": c.Layers, "hidden": c.Hidden, "heads": c.Heads, "vocab": c.Vocab, "context": c.Context} {
+					if err := sf.fs.Set(n, fmt.Sprint(v)); err != nil {
+						return model.Setup{}, err
+					}
+				}
 			}
 		} else {
 			sf.preset = "tiny"
