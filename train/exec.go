@@ -211,8 +211,13 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 
 // ForwardBackward runs the forward and backward passes, leaving the
 // gradients in the grads buffer, without updating the weights.
-func (t *Trainer) ForwardBackward(tokens, targets []int32) (Record, error) {
-	var rec Record
+func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err error) {
+	// A failed step gives back everything but the model states.
+	defer func() {
+		if err != nil {
+			t.release()
+		}
+	}()
 	if len(tokens) != t.B*t.T || len(targets) != t.B*t.T {
 		return rec, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", t.B*t.T, len(tokens), len(targets))
 	}
@@ -247,13 +252,11 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (Record, error) {
 			phase, mark = in.Phase, now
 		}
 		if err := t.exec(in); err != nil {
-			t.release()
 			return rec, fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)
 		}
 		if in.Out == t.sched.Loss {
 			loss, err := t.scalar(t.slots[in.Out])
 			if err != nil {
-				t.release()
 				return rec, err
 			}
 			rec.Loss = loss
