@@ -89,11 +89,19 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 	}
 	gr, g := b.gr, b.gr.G
 	N, C, V, L := B*T, cfg.Hidden, cfg.Vocab, cfg.Layers
+	// Seed gorgonia's node cache for the nodes about to be made, so that
+	// the build is linear in the graph's size (graph_index.go): the inputs,
+	// the parameters and the forward ops (13 a block, 5 outside them).
+	table := cfg.Params()
+	var index *graphIndex
+	if seedGraphIndex {
+		index = newGraphIndex(g)
+	}
+	index.ahead(3 + len(table) + 13*L + 5)
 
 	gr.Tokens = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("tokens"))
 	gr.Targets = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("targets"))
 	gr.DLoss = G.NewScalar(g, dt, G.WithName("dloss"))
-	table := cfg.Params()
 	byName := make(map[string]*G.Node, len(table))
 	for _, p := range table {
 		n := G.NewTensor(g, dt, len(p.Shape), G.WithShape(p.Shape...), G.WithName(p.Name))
@@ -147,6 +155,9 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 		return nil, b.err
 	}
 
+	// The backward pass makes a few nodes per forward op (one per
+	// differentiable input, and the "+" of gradient accumulation).
+	index.ahead(8*len(b.order) + 64)
 	grads, err := G.Backpropagate(G.Nodes{gr.Loss}, G.Nodes{gr.DLoss}, G.Nodes(gr.Params))
 	if err != nil {
 		return nil, fmt.Errorf("model: differentiating %s: %w", cfg.Name, err)
@@ -160,6 +171,10 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 		}
 	}
 	gr.Grads = grads
+	index.trim()
+	if err := checkGraphIndex(g); err != nil {
+		return nil, err
+	}
 	// Name the gradient of every value that has one "d(name)", from the
 	// loss down, so that reports can say which gradient a buffer holds.
 	// Add passes its output gradient through, so d(h0.res1) also serves
