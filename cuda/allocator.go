@@ -620,7 +620,7 @@ func FormatBytes(n int64) string {
 	if neg {
 		n = -n
 	}
-	units := []string{"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	units := []string{"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 	v, u := float64(n), 0
 	for v >= 1024 && u < len(units)-1 {
 		v /= 1024

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -605,6 +606,39 @@ func BenchmarkAllocFree(b *testing.B) {
 				a.Free(live[j])
 			}
 			live = live[:0]
+		}
+	}
+}
+
+// The shape device never reserves past MaxVirtualSpace, whatever its
+// capacity or the requests, so no statistic can wrap around: a request
+// beyond it is an out-of-memory error with finite numbers.
+func TestShapeAddressSpaceBound(t *testing.T) {
+	for _, capacity := range []int64{0, math.MaxInt64} {
+		s := NewShape(capacity)
+		if _, total, _ := s.MemInfo(); total != MaxVirtualSpace {
+			t.Errorf("capacity %d: total %d, want MaxVirtualSpace", capacity, total)
+		}
+		var held []*Buffer
+		for range 3 {
+			b, err := s.Alloc(Activations, F32, 1<<59)
+			if err != nil {
+				if !errors.Is(err, ErrNoMemory) {
+					t.Fatalf("capacity %d: %v", capacity, err)
+				}
+				break
+			}
+			held = append(held, b)
+		}
+		if len(held) != 2 {
+			t.Errorf("capacity %d: %d blocks of 2^61 bytes fit in a 2^62 space, want 2", capacity, len(held))
+		}
+		st := s.Stats()
+		if st.ReservedBytes.Peak <= 0 || st.ReservedBytes.Peak > MaxVirtualSpace || st.AllocatedBytes.Peak > st.ReservedBytes.Peak {
+			t.Errorf("capacity %d: reserved peak %d, allocated peak %d", capacity, st.ReservedBytes.Peak, st.AllocatedBytes.Peak)
+		}
+		if _, err := s.Alloc(Activations, F64, math.MaxInt64/4); err == nil {
+			t.Errorf("capacity %d: 2^64 bytes allocated", capacity)
 		}
 	}
 }

@@ -19,7 +19,7 @@ func (d *allocDevice) Alloc(cat Category, dt DType, n int) (*Buffer, error) {
 		return nil, fmt.Errorf("cuda: Alloc: unknown dtype %d", uint8(dt))
 	}
 	if n < 0 || int64(n) > math.MaxInt64/8 {
-		return nil, fmt.Errorf("cuda: Alloc: %d elements of %s", n, dt)
+		return nil, fmt.Errorf("cuda: Alloc: %d elements of %s: out of range (valid: 0 to 2^60)", n, dt)
 	}
 	bytes := int64(n) * int64(dt.Size())
 	blk, err := d.alloc.Alloc(cat, bytes)

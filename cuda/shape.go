@@ -21,7 +21,7 @@ type Shape struct {
 var _ Device = (*Shape)(nil)
 
 // NewShape returns a shape-only device of capacity bytes; 0 means
-// unlimited.
+// unlimited: MaxVirtualSpace, the most any capacity can be.
 func NewShape(capacity int64) *Shape {
 	vs := newVirtualSpace(capacity)
 	s := &Shape{space: vs}
@@ -41,7 +41,7 @@ func (s *Shape) Name() string {
 func (s *Shape) Computes() bool { return false }
 
 // MemInfo returns capacity minus reserved bytes and the capacity
-// (math.MaxInt64 when unlimited).
+// (MaxVirtualSpace when unlimited).
 func (s *Shape) MemInfo() (free, total int64, err error) { return s.space.MemInfo() }
 
 // Upload checks its arguments and stores nothing.

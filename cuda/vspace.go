@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"math/bits"
 	"sync"
 )
@@ -10,6 +9,11 @@ import (
 // virtualBase is where the shape device's address space starts: 1 TiB on
 // 64-bit machines, far from zero so that a stray zero address stands out.
 const virtualBase uintptr = 1 << (bits.UintSize - 24)
+
+// MaxVirtualSpace is the shape device's address space, the most it can
+// reserve however large its capacity: 2^62 bytes (4 EiB), so that every
+// sum of the allocator's statistics stays inside int64.
+const MaxVirtualSpace int64 = 1 << 62
 
 // virtualSpace is the shape device's SegmentSource: segments are address
 // ranges with nothing behind them, taken from a bump pointer and never
@@ -24,7 +28,18 @@ type virtualSpace struct {
 }
 
 func newVirtualSpace(capacity int64) *virtualSpace {
+	if capacity > MaxVirtualSpace {
+		capacity = MaxVirtualSpace
+	}
 	return &virtualSpace{capacity: capacity, next: virtualBase, live: make(map[uintptr]int64)}
+}
+
+// limit is the most the space reserves: the capacity, or MaxVirtualSpace.
+func (v *virtualSpace) limit() int64 {
+	if v.capacity > 0 {
+		return v.capacity
+	}
+	return MaxVirtualSpace
 }
 
 func (v *virtualSpace) AllocSegment(size int64) (Segment, error) {
@@ -33,9 +48,9 @@ func (v *virtualSpace) AllocSegment(size int64) (Segment, error) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.capacity > 0 && v.reserved+size > v.capacity {
+	if size > v.limit()-v.reserved { // reserved ≤ limit: no overflow
 		return Segment{}, fmt.Errorf("%w: a segment of %s does not fit (%s of %s reserved)",
-			ErrNoMemory, FormatBytes(size), FormatBytes(v.reserved), FormatBytes(v.capacity))
+			ErrNoMemory, FormatBytes(size), FormatBytes(v.reserved), FormatBytes(v.limit()))
 	}
 	s := Segment{Base: v.next, Size: size}
 	// Keep segments aligned to 2 MiB, as the CUDA driver does.
@@ -57,13 +72,9 @@ func (v *virtualSpace) FreeSegment(s Segment) error {
 }
 
 // MemInfo reports capacity minus reserved and the capacity; an unlimited
-// space reports a total of math.MaxInt64.
+// space reports a total of MaxVirtualSpace.
 func (v *virtualSpace) MemInfo() (free, total int64, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	total = v.capacity
-	if total == 0 {
-		total = math.MaxInt64
-	}
-	return total - v.reserved, total, nil
+	return v.limit() - v.reserved, v.limit(), nil
 }

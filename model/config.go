@@ -65,15 +65,17 @@ func PresetOf(c Config) string {
 	return ""
 }
 
-// Validate checks that every size is positive and that the heads divide
+// Validate checks that every size is positive and within its limit
+// (MaxLayers, MaxHidden, MaxVocab, MaxContext) and that the heads divide
 // the hidden size.
 func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"layers", c.Layers}, {"hidden", c.Hidden}, {"heads", c.Heads}, {"vocab", c.Vocab}, {"context", c.Context}} {
-		if f.v <= 0 {
-			return fmt.Errorf("model: %s must be a positive integer, got %d", f.name, f.v)
+		max  int
+	}{{"layers", c.Layers, MaxLayers}, {"hidden", c.Hidden, MaxHidden}, {"heads", c.Heads, MaxHidden}, {"vocab", c.Vocab, MaxVocab}, {"context", c.Context, MaxContext}} {
+		if f.v <= 0 || f.v > f.max {
+			return fmt.Errorf("model: %s %d: out of range (valid: 1 to %d)", f.name, f.v, f.max)
 		}
 	}
 	if c.Hidden%c.Heads != 0 {

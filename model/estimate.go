@@ -348,8 +348,8 @@ func (s Setup) Validate() error {
 		}
 	}
 	switch {
-	case s.Ranks < 1:
-		return fmt.Errorf("model: ranks %d: must be a positive integer", s.Ranks)
+	case s.Ranks < 1 || s.Ranks > MaxRanks:
+		return fmt.Errorf("model: ranks %d: out of range (valid: 1 to %d)", s.Ranks, MaxRanks)
 	case s.ZeRO < 0 || s.ZeRO > 3:
 		return fmt.Errorf("model: ZeRO stage %d (valid: 0, 1, 2, 3)", s.ZeRO)
 	case s.TP < 1:
@@ -369,8 +369,8 @@ func (s Setup) Validate() error {
 	}
 	m := s.Model
 	switch {
-	case s.Batch < 1:
-		return fmt.Errorf("model: batch %d: must be a positive integer", s.Batch)
+	case s.Batch < 1 || s.Batch > MaxBatch:
+		return fmt.Errorf("model: batch %d: out of range (valid: 1 to %d)", s.Batch, MaxBatch)
 	case s.Seq < 1 || s.Seq > m.Context:
 		return fmt.Errorf("model: sequence length %d (valid: 1 to the context, %d)", s.Seq, m.Context)
 	case m.Heads%s.TP != 0:
@@ -388,7 +388,7 @@ func (s Setup) Validate() error {
 	default:
 		return fmt.Errorf("model: unknown checkpoint policy %v (valid: %s)", c, CheckpointPolicies)
 	}
-	return nil
+	return s.checkSizes()
 }
 
 func divisors(n int) string {
@@ -486,9 +486,6 @@ func (e Estimate) Total(formula string) int64 {
 	return e.States.Total() + e.Gathered + e.ActivationBytes(formula)
 }
 
-// ErrOverflow is returned when a figure would not fit in int64 bytes.
-var ErrOverflow = errors.New("model: sizes too large: the estimate exceeds 2^63-1 bytes")
-
 // Estimate computes the closed-form memory of the setup. The reported rank
 // is the one with the largest total by the korthikanti formula.
 func (s Setup) Estimate() (Estimate, error) { return s.EstimateBy(Korthikanti) }
@@ -496,6 +493,15 @@ func (s Setup) Estimate() (Estimate, error) { return s.EstimateBy(Korthikanti) }
 // EstimateBy is Estimate with the formula that picks the reported pipeline
 // stage (the stage whose total by that formula is largest).
 func (s Setup) EstimateBy(formula string) (Estimate, error) {
+	e, err := s.estimateBy(formula)
+	var se *SizeError
+	if errors.Is(err, ErrOverflow) && !errors.As(err, &se) {
+		err = s.overflowError()
+	}
+	return e, err
+}
+
+func (s Setup) estimateBy(formula string) (Estimate, error) {
 	if _, err := ParseFormula(formula); err != nil {
 		return Estimate{}, err
 	}
@@ -841,47 +847,4 @@ func sumTerms(ts []Term, c *calc) int64 {
 		sum = c.add(sum, t.Bytes)
 	}
 	return sum
-}
-
-// ceilDiv is ceil(a/b) for a ≥ 0, b ≥ 1, without overflow near 2^63.
-func ceilDiv(a, b int64) int64 {
-	if a == 0 {
-		return 0
-	}
-	return (a-1)/b + 1
-}
-
-// calc multiplies and adds non-negative int64s and remembers an overflow,
-// so that a formula reads as the formula and still never wraps around.
-type calc struct{ overflow bool }
-
-func (c *calc) mul(xs ...int64) int64 {
-	p := int64(1)
-	for _, x := range xs {
-		if x != 0 && p > math.MaxInt64/x {
-			c.overflow = true
-			return 0
-		}
-		p *= x
-	}
-	return p
-}
-
-func (c *calc) add(xs ...int64) int64 {
-	var s int64
-	for _, x := range xs {
-		if s > math.MaxInt64-x {
-			c.overflow = true
-			return 0
-		}
-		s += x
-	}
-	return s
-}
-
-func (c *calc) err() error {
-	if c.overflow {
-		return ErrOverflow
-	}
-	return nil
 }

@@ -67,8 +67,8 @@ func search(limit int, ok func(int) (bool, error)) (int, error) {
 // the caller can say what did not fit. s.Batch is ignored.
 func (s Setup) MaxBatch(memory int64, formula string) (int, Estimate, error) {
 	s.Batch = 1
-	if _, err := s.EstimateBy(formula); err != nil && !errors.Is(err, ErrOverflow) {
-		return 0, Estimate{}, err
+	if _, err := s.EstimateBy(formula); err != nil {
+		return 0, Estimate{}, err // a shape too large even at batch 1 is the setup's error
 	}
 	// The largest b that fits is one below the smallest that does not.
 	over, err := search(MaxFitBatch, func(b int) (bool, error) {

@@ -482,8 +482,8 @@ func TestSetupValidate(t *testing.T) {
 }
 
 func TestOverflowIsAnError(t *testing.T) {
-	s := Setup{Model: Config{Name: "huge", Layers: 1 << 16, Hidden: 1 << 20, Heads: 1, Vocab: 1 << 24, Context: 1 << 24},
-		Batch: 1 << 20, Seq: 1 << 24, Precision: FP32, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}
+	s := Setup{Model: Config{Name: "huge", Layers: MaxLayers, Hidden: MaxHidden, Heads: 1, Vocab: MaxVocab, Context: MaxContext},
+		Batch: 1 << 20, Seq: MaxContext, Precision: FP32, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}
 	if _, err := s.Estimate(); !errors.Is(err, ErrOverflow) {
 		t.Errorf("err = %v, want ErrOverflow", err)
 	}

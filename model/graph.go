@@ -7,6 +7,7 @@ package model
 // allocating a tensor.
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -66,7 +67,68 @@ func (g *Graph) LayerOf(n *G.Node) (int, bool) {
 // gorgonia.Backpropagate seeded with DLoss, so it holds only trainmem's ops
 // and gorgonia's "+" where gradients of a value with several consumers
 // accumulate (see IsGradAccumulation); Build checks that.
+//
+// gorgonia merges nodes by a 32-bit hash (see opBase): Build checks that
+// the graph has exactly the nodes a graph of its depth has (the count is
+// linear in the layers: it is measured on one- and two-layer graphs of the
+// same shape), and on a merge builds again with the ops' tags salted,
+// which draws every hash anew.
 func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
+	want := -1
+	if cfg.Layers > 2 {
+		var n [2]int
+		for i := range n {
+			c := cfg
+			c.Layers = i + 1
+			g, err := build(c, B, T, dt, 0)
+			if err != nil {
+				return nil, err
+			}
+			n[i] = len(g.G.AllNodes())
+		}
+		want = n[0] + (cfg.Layers-1)*(n[1]-n[0])
+	}
+	var err error
+	for salt := range buildTries {
+		var gr *Graph
+		gr, err = build(cfg, B, T, dt, salt)
+		if err == nil && testMerge != nil && testMerge(salt) {
+			err = &mergeError{"a merge the test asked for"}
+		}
+		var merged *mergeError
+		switch {
+		case errors.As(err, &merged):
+			continue
+		case err != nil:
+			return nil, err
+		case want >= 0 && len(gr.G.AllNodes()) != want:
+			err = &mergeError{fmt.Sprintf("the graph has %d nodes, a graph of %d layers has %d", len(gr.G.AllNodes()), cfg.Layers, want)}
+			continue
+		}
+		return gr, nil
+	}
+	return nil, fmt.Errorf("model: building %s: %w, in each of %d tries", cfg.Name, err, buildTries)
+}
+
+// buildTries is how often Build draws the hashes anew. With the ops
+// tagged, only gorgonia's own gradient "+" nodes (two a block, of one
+// shape) can merge; at MaxLayers the chance of a merge is about 1 in 8 a
+// build, so eight tries all fail about once in 20 million.
+const buildTries = 8
+
+// testMerge, when set by a test, makes the try of the given salt fail as
+// if two nodes had merged.
+var testMerge func(salt int) bool
+
+// mergeError is gorgonia merging two different nodes whose hashes collided.
+type mergeError struct{ what string }
+
+func (e *mergeError) Error() string {
+	return "gorgonia merged two different nodes whose 32-bit hashes collided (" + e.what + ")"
+}
+
+// build is one try of Build, its ops' tags salted by salt.
+func build(cfg Config, B, T int, dt tensor.Dtype, salt int) (*Graph, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -79,13 +141,14 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 	if dt != tensor.Float32 && dt != tensor.Float64 {
 		return nil, fmt.Errorf("model: graph dtype %v is not supported (valid: float32, float64)", dt)
 	}
-	if int64(B)*int64(T) > 1<<31-1 {
-		return nil, fmt.Errorf("model: batch×sequence %d×%d exceeds 2³¹-1 rows", B, T)
+	if err := (Setup{Model: cfg, Batch: B, Seq: T}).checkSizes(); err != nil {
+		return nil, err
 	}
 
 	b := &builder{
 		gr:   &Graph{Config: cfg, B: B, T: T, Dtype: dt, G: G.NewGraph(), Layer: map[*G.Node]int{}},
 		seen: map[*G.Node]bool{},
+		salt: salt,
 	}
 	gr, g := b.gr, b.gr.G
 	N, C, V, L := B*T, cfg.Hidden, cfg.Vocab, cfg.Layers
@@ -216,12 +279,20 @@ type builder struct {
 	layer int
 	seen  map[*G.Node]bool
 	order []*G.Node // forward nodes in build order
+	salt  int      // added to every tag when nonzero (Build's retries)
 	err   error
 }
 
 func (b *builder) apply(name string, op G.Op, children ...*G.Node) *G.Node {
 	if b.err != nil {
 		return nil
+	}
+	if t, ok := op.(interface{ setTag(string) }); ok {
+		tag := name
+		if b.salt != 0 {
+			tag = fmt.Sprintf("%s~%d", name, b.salt)
+		}
+		t.setTag(tag)
 	}
 	n, err := G.ApplyOpWithName(op, name, children...)
 	if err != nil {
@@ -232,7 +303,7 @@ func (b *builder) apply(name string, op G.Op, children ...*G.Node) *G.Node {
 	// forward nodes of GPT-2 are never the same computation, so a merge
 	// here is a 32-bit hash collision and the graph would be wrong.
 	if b.seen[n] {
-		b.err = fmt.Errorf("model: building %s: gorgonia merged it with an existing node (a hash collision); the graph would be wrong", name)
+		b.err = fmt.Errorf("model: building %s: %w", name, &mergeError{"a forward node"})
 		return nil
 	}
 	b.seen[n] = true

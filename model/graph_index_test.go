@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -73,5 +74,64 @@ func TestGraphIndexCheckCatchesWrongEntry(t *testing.T) {
 	x.byID[a.ID()] = 1 // the index of b
 	if err := checkGraphIndex(g); err == nil {
 		t.Fatal("a cache entry pointing at the wrong node passed the check")
+	}
+}
+
+// Every trainmem op of a graph hashes differently (the node tags), so two
+// of trainmem's nodes merge only if two 32-bit hashes collide at once.
+func TestOpHashesUnique(t *testing.T) {
+	g, err := Build(Config{Name: "x", Layers: 3, Hidden: 32, Heads: 2, Vocab: 100, Context: 16, Untied: true}, 2, 8, tensor.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint32]string{}
+	n := 0
+	for _, nd := range g.G.AllNodes() {
+		if nd.Op() == nil || !IsTrainmemOp(nd.Op()) {
+			continue
+		}
+		n++
+		h := nd.Op().Hashcode()
+		if other, dup := seen[h]; dup {
+			t.Errorf("%s and %s have one op hash %#x", other, nd.Name(), h)
+		}
+		seen[h] = nd.Name()
+	}
+	if n < 3*13 {
+		t.Errorf("only %d trainmem ops", n)
+	}
+}
+
+// A merge makes Build draw the hashes anew (with salted tags), and a merge
+// in every try is an error that says so; the graph built on a retry is the
+// same computation.
+func TestBuildRetriesMerges(t *testing.T) {
+	defer func() { testMerge = nil }()
+	cfg := Config{Name: "tiny", Layers: 3, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}
+	want, err := Build(cfg, 2, 8, tensor.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tries []int
+	testMerge = func(salt int) bool { tries = append(tries, salt); return salt < 2 }
+	got, err := Build(cfg, 2, 8, tensor.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(tries) != "[0 1 2]" {
+		t.Errorf("tries %v, want [0 1 2]", tries)
+	}
+	if len(got.G.AllNodes()) != len(want.G.AllNodes()) {
+		t.Errorf("retry built %d nodes, first try %d", len(got.G.AllNodes()), len(want.G.AllNodes()))
+	}
+	for i, n := range got.G.AllNodes() {
+		if w := want.G.AllNodes()[i]; n.Name() != w.Name() || fmt.Sprint(n.Op()) != fmt.Sprint(w.Op()) {
+			t.Fatalf("node %d: %s %v, want %s %v", i, n.Name(), n.Op(), w.Name(), w.Op())
+		}
+	}
+	testMerge = func(int) bool { return true }
+	_, err = Build(cfg, 2, 8, tensor.Float32)
+	if err == nil || !strings.Contains(err.Error(), "32-bit hashes collided") || !strings.Contains(err.Error(), "8 tries") {
+		t.Errorf("a merge in every try: %v", err)
 	}
 }

@@ -23,7 +23,7 @@ package model
 //
 // Invariants the prototype established and these ops keep: Type builds a
 // fresh hm type on every call (gorgonia returns types to a pool); WriteHash
-// covers every field (gorgonia merges nodes of equal hash); SymDiff returns one
+// covers every field and the node tag (gorgonia merges nodes of equal hash); SymDiff returns one
 // entry per argument, nil for the arguments DiffWRT marks false.
 
 import (
@@ -45,8 +45,28 @@ var ErrNotVM = errors.New("model: trainmem ops run on trainmem's executor (packa
 // LayerNormEps is the ε of every layer norm, as in GPT-2.
 const LayerNormEps = 1e-5
 
-// opBase holds the methods every trainmem op shares.
-type opBase struct{}
+// opBase holds what every trainmem op shares: the methods below and the
+// node tag.
+//
+// The tag makes each node's op hash its own. gorgonia merges a new node
+// into an existing one when their 32-bit tree hashes are equal and the ops'
+// hashes, types, shapes and argument counts agree, without comparing the
+// arguments themselves; every block of GPT-2 repeats the same ops on the
+// same shapes, so in a graph of thousands of blocks a tree-hash collision
+// would silently merge two different computations. The builder tags each
+// forward op with its node's name and each backward op with its forward
+// op's tag and the input it differentiates, so a merge needs two 32-bit
+// collisions at once. (Build also checks the node count: see build.)
+type opBase struct{ tag string }
+
+// nodeTag is the op's tag, hashed with its fields.
+func (b opBase) nodeTag() string { return b.tag }
+
+// setTag sets the tag of a forward op (the builder's).
+func (b *opBase) setTag(t string) { b.tag = t }
+
+// sub is the opBase of a backward op that differentiates input what.
+func (b opBase) sub(what string) opBase { return opBase{tag: b.tag + "/" + what} }
 
 // ReturnsPtr is false: an op's output is a fresh value.
 func (opBase) ReturnsPtr() bool { return false }
@@ -59,8 +79,14 @@ func (opBase) OverwritesInput() int { return -1 }
 
 func notVM(op G.Op) error { return fmt.Errorf("%w: %v", ErrNotVM, op) }
 
-// hashOp hashes an op by its String, which names the op and every field.
-func hashOp(op fmt.Stringer, h hash.Hash) { fmt.Fprintf(h, "trainmem.%s", op.String()) }
+// hashOp hashes an op by its String, which names the op and every field,
+// and its node tag.
+func hashOp(op fmt.Stringer, h hash.Hash) {
+	fmt.Fprintf(h, "trainmem.%s", op.String())
+	if t, ok := op.(interface{ nodeTag() string }); ok && t.nodeTag() != "" {
+		fmt.Fprintf(h, "@%s", t.nodeTag())
+	}
+}
 
 func hashcode(op fmt.Stringer) uint32 {
 	h := fnv.New32a()
@@ -172,11 +198,11 @@ func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if len(in) != 3 {
 		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 3", op, len(in))
 	}
-	dwte, err := G.ApplyOp(&EmbeddingGradTokensOp{B: op.B, T: op.T, C: op.C, V: op.V}, dy, in[0])
+	dwte, err := G.ApplyOp(&EmbeddingGradTokensOp{opBase: op.sub("wte"), B: op.B, T: op.T, C: op.C, V: op.V}, dy, in[0])
 	if err != nil {
 		return nil, err
 	}
-	dwpe, err := G.ApplyOp(&EmbeddingGradPositionsOp{B: op.B, T: op.T, C: op.C, Ctx: op.Ctx}, dy)
+	dwpe, err := G.ApplyOp(&EmbeddingGradPositionsOp{opBase: op.sub("wpe"), B: op.B, T: op.T, C: op.C, Ctx: op.Ctx}, dy)
 	if err != nil {
 		return nil, err
 	}
@@ -298,15 +324,15 @@ func (op *LayerNormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 4", op, len(in))
 	}
 	x, stats, w := in[0], in[1], in[2]
-	dx, err := G.ApplyOp(&LayerNormGradXOp{N: op.N, C: op.C}, dy, x, stats, w)
+	dx, err := G.ApplyOp(&LayerNormGradXOp{opBase: op.sub("x"), N: op.N, C: op.C}, dy, x, stats, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := G.ApplyOp(&LayerNormGradWOp{N: op.N, C: op.C}, dy, x, stats)
+	dw, err := G.ApplyOp(&LayerNormGradWOp{opBase: op.sub("w"), N: op.N, C: op.C}, dy, x, stats)
 	if err != nil {
 		return nil, err
 	}
-	db, err := G.ApplyOp(&SumRowsOp{N: op.N, C: op.C}, dy)
+	db, err := G.ApplyOp(&SumRowsOp{opBase: op.sub("b"), N: op.N, C: op.C}, dy)
 	if err != nil {
 		return nil, err
 	}
@@ -396,18 +422,18 @@ func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want %d", op, len(in), op.Arity())
 	}
 	x, w := in[0], in[1]
-	dx, err := G.ApplyOp(&LinearGradXOp{N: op.N, In: op.In, Out: op.Out}, dy, w)
+	dx, err := G.ApplyOp(&LinearGradXOp{opBase: op.sub("x"), N: op.N, In: op.In, Out: op.Out}, dy, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := G.ApplyOp(&LinearGradWOp{N: op.N, In: op.In, Out: op.Out}, dy, x)
+	dw, err := G.ApplyOp(&LinearGradWOp{opBase: op.sub("w"), N: op.N, In: op.In, Out: op.Out}, dy, x)
 	if err != nil {
 		return nil, err
 	}
 	if !op.Bias {
 		return G.Nodes{dx, dw}, nil
 	}
-	db, err := G.ApplyOp(&SumRowsOp{N: op.N, C: op.Out}, dy)
+	db, err := G.ApplyOp(&SumRowsOp{opBase: op.sub("b"), N: op.N, C: op.Out}, dy)
 	if err != nil {
 		return nil, err
 	}
@@ -537,7 +563,7 @@ func (op *AttnOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 2", op, len(in))
 	}
-	dqkv, err := G.ApplyOp(&AttnGradOp{B: op.B, T: op.T, C: op.C, NH: op.NH}, dy, in[0], in[1])
+	dqkv, err := G.ApplyOp(&AttnGradOp{opBase: op.sub("qkv"), B: op.B, T: op.T, C: op.C, NH: op.NH}, dy, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}
@@ -594,7 +620,7 @@ func (op *GELUOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 1", op, len(in))
 	}
-	dx, err := G.ApplyOp(&GELUGradOp{N: op.N, C: op.C}, dy, in[0])
+	dx, err := G.ApplyOp(&GELUGradOp{opBase: op.sub("x"), N: op.N, C: op.C}, dy, in[0])
 	if err != nil {
 		return nil, err
 	}
@@ -714,7 +740,7 @@ func (op *CrossEntropyOp) SymDiff(in G.Nodes, out, dloss *G.Node) (G.Nodes, erro
 	if len(in) != 2 {
 		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 2", op, len(in))
 	}
-	d, err := G.ApplyOp(&CrossEntropyGradOp{N: op.N, V: op.V}, dloss, in[0], in[1])
+	d, err := G.ApplyOp(&CrossEntropyGradOp{opBase: op.sub("logits"), N: op.N, V: op.V}, dloss, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}

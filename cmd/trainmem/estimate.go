@@ -57,11 +57,11 @@ func runEstimate(args []string, stdout, stderr io.Writer) error {
 	}
 	e, err := s.EstimateBy(formula)
 	if err != nil {
-		return usageError{err} // only ErrOverflow is left: sizes too large
+		return badSetup(err) // only a shape too large is left
 	}
 	policies, err := comparePolicies(s, formula)
 	if err != nil {
-		return usageError{err}
+		return badSetup(err)
 	}
 	switch format {
 	case "json":

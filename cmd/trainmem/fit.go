@@ -76,6 +76,13 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	byRanks := sf.set("batch") || s.ParamsOnly()
+	if byRanks {
+		// A shape too large to count is refused, not answered with zeros
+		// (without --batch, MaxBatch refuses it at batch 1).
+		if _, err := s.EstimateBy(formula); err != nil {
+			return badSetup(err)
+		}
+	}
 	policies := []model.Checkpoint{s.Checkpoint}
 	if !s.ParamsOnly() {
 		policies = model.FitPolicies(s.Checkpoint)
@@ -94,7 +101,7 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 				c.answer, c.est, err = t.MaxBatch(memory, formula)
 			}
 			if err != nil {
-				return usageError{err}
+				return badSetup(err)
 			}
 			cells = append(cells, c)
 		}
@@ -103,7 +110,7 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 			t.Checkpoint = p
 			z, e, err := t.LowestStage(memory, formula)
 			if err != nil {
-				return usageError{err}
+				return badSetup(err)
 			}
 			lowest[p] = fitCell{policy: p, zero: z, answer: s.Ranks, est: e}
 		}

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"trainmem/model"
 )
 
 // command is one subcommand.
@@ -42,6 +44,20 @@ func (u usageError) Unwrap() error { return u.err }
 
 // usagef makes a usageError.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// badSetup makes a usageError of a setup's error; a shape too large
+// (*model.SizeError) starts with the flags whose values it comes from.
+func badSetup(err error) error {
+	var se *model.SizeError
+	if errors.As(err, &se) {
+		var fl []string
+		for _, f := range se.Factors {
+			fl = append(fl, fmt.Sprintf("--%s %d", f.Name, f.Value))
+		}
+		return usagef("%s: %w", strings.Join(fl, " "), err)
+	}
+	return usageError{err}
+}
 
 // exitCode maps run's error to the process exit status.
 func exitCode(err error) int {

@@ -12,17 +12,6 @@ import (
 	"trainmem/model"
 )
 
-// Upper bounds on the shape flags: far beyond any real model, and small
-// enough that every count the estimate forms stays inside int64.
-const (
-	maxLayers  = 1 << 16
-	maxHidden  = 1 << 20
-	maxVocab   = 1 << 24
-	maxContext = 1 << 24
-	maxBatch   = 1 << 24
-	maxRanks   = 1 << 30
-)
-
 // setupFlags holds the parsed values; setup turns them into a model.Setup.
 type setupFlags struct {
 	fs *flag.FlagSet
@@ -101,17 +90,17 @@ func (f *setupFlags) setup() (model.Setup, error) {
 		hi    int
 		check bool
 	}{
-		{"layers", f.layers, 1, maxLayers, f.set("layers")},
-		{"hidden", f.hidden, 1, maxHidden, f.set("hidden")},
-		{"heads", f.heads, 1, maxHidden, f.set("heads")},
-		{"vocab", f.vocab, 1, maxVocab, true},
-		{"context", f.context, 1, maxContext, true},
-		{"batch", f.batch, 1, maxBatch, true},
-		{"seq", f.seq, 1, maxContext, f.set("seq")},
-		{"ranks", f.ranks, 1, maxRanks, true},
+		{"layers", f.layers, 1, model.MaxLayers, f.set("layers")},
+		{"hidden", f.hidden, 1, model.MaxHidden, f.set("hidden")},
+		{"heads", f.heads, 1, model.MaxHidden, f.set("heads")},
+		{"vocab", f.vocab, 1, model.MaxVocab, true},
+		{"context", f.context, 1, model.MaxContext, true},
+		{"batch", f.batch, 1, model.MaxBatch, true},
+		{"seq", f.seq, 1, model.MaxContext, f.set("seq")},
+		{"ranks", f.ranks, 1, model.MaxRanks, true},
 		{"zero", f.zero, 0, 3, true},
-		{"tp", f.tp, 1, maxHidden, true},
-		{"pp", f.pp, 1, maxLayers, true},
+		{"tp", f.tp, 1, model.MaxHidden, true},
+		{"pp", f.pp, 1, model.MaxLayers, true},
 	} {
 		if r.check && (r.v < r.lo || r.v > r.hi) {
 			if r.flag == "zero" {
@@ -177,7 +166,7 @@ func (f *setupFlags) setup() (model.Setup, error) {
 // validate runs the model's checks and turns their errors into usage errors.
 func (f *setupFlags) validate(s model.Setup) error {
 	if err := s.Validate(); err != nil {
-		return usageError{err}
+		return badSetup(err)
 	}
 	return nil
 }
