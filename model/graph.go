@@ -279,7 +279,7 @@ type builder struct {
 	layer int
 	seen  map[*G.Node]bool
 	order []*G.Node // forward nodes in build order
-	salt  int      // added to every tag when nonzero (Build's retries)
+	salt  int       // added to every tag when nonzero (Build's retries)
 	err   error
 }
 
