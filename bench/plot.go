@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"trainmem/model"
+	"trainmem/model/files"
 )
 
 // PlotFormats are the file extensions Plot writes.
@@ -152,7 +153,7 @@ func (r *SweepReport) Plot(path string) error {
 
 	width := vg.Length(math.Max(4, float64(len(r.Rows)))) * vg.Inch * 0.9 * vg.Length(len(plots[0]))
 	height := 4 * vg.Inch
-	return model.WriteFileAtomic(path, func(out io.Writer) error {
+	return files.WriteAtomic(path, func(out io.Writer) error {
 		var c interface {
 			vg.CanvasSizer
 			io.WriterTo

@@ -319,6 +319,7 @@ func ptr(v int64) *int64 { return &v }
 type runner struct {
 	tr              *train.Trainer
 	loader          *data.Loader
+	ds              *data.Dataset // the loader's, closed with the runner
 	data            string
 	tokens, targets []int32
 }
@@ -337,12 +338,13 @@ func newRunner(dev cuda.Device, s model.Setup, o Options) (*runner, error) {
 		}
 		if ds != nil {
 			if r.loader, err = data.NewLoader(ds, s.Batch, s.Seq, o.seed()); err != nil {
+				ds.Close()
 				if o.Data != "" {
 					return nil, err
 				}
 				r.loader = nil // the built-in corpus is shorter than one batch
 			} else {
-				r.data = ds.Source
+				r.data, r.ds = ds.Source, ds
 			}
 		}
 	}
@@ -351,14 +353,16 @@ func newRunner(dev cuda.Device, s model.Setup, o Options) (*runner, error) {
 		opt.LR = float32(o.LR)
 	}
 	tr, err := train.New(dev, s.Model, s.Batch, s.Seq, train.Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: opt})
-	if err != nil {
-		return nil, err
-	}
-	if dev.Computes() {
-		if err := tr.SetParams(model.InitParams(s.Model, o.seed())); err != nil {
+	if err == nil && dev.Computes() {
+		if err = tr.SetParams(model.InitParams(s.Model, o.seed())); err != nil {
 			tr.Close()
-			return nil, err
 		}
+	}
+	if err != nil {
+		if r.ds != nil {
+			r.ds.Close()
+		}
+		return nil, err
 	}
 	r.tr = tr
 	return r, nil
@@ -373,4 +377,9 @@ func (r *runner) step() (train.Record, error) {
 	return r.tr.Step(r.tokens, r.targets)
 }
 
-func (r *runner) close() { r.tr.Close() }
+func (r *runner) close() {
+	r.tr.Close()
+	if r.ds != nil {
+		r.ds.Close()
+	}
+}

@@ -23,9 +23,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"trainmem/model/files"
 )
 
 // Magic numbers of llm.c's files.
@@ -63,11 +63,19 @@ func (h CheckpointHeader) Config() Config {
 	return Config{Name: "checkpoint", Layers: h.Layers, Hidden: h.Channels, Heads: h.Heads, Vocab: h.Vocab, Context: h.MaxSeqLen}
 }
 
-// paramBytes is the size of the parameter payload the header declares.
-func (h CheckpointHeader) paramBytes() int64 {
+// FileBytes is the size of the file the header declares: the header and
+// the fp32 parameters of its shape, Vp·C + ctx·C + L·(12C² + 13C) + 2C of
+// them, computed with checked arithmetic (an *SizeError-free header gives
+// at most about 2^60 bytes).
+func (h CheckpointHeader) FileBytes() (int64, error) {
+	var c calc
 	C, L := int64(h.Channels), int64(h.Layers)
-	n := int64(h.PaddedVocab)*C + int64(h.MaxSeqLen)*C + L*(12*C*C+13*C) + 2*C
-	return 4 * n
+	n := c.add(c.mul(int64(h.PaddedVocab), C), c.mul(int64(h.MaxSeqLen), C), c.mul(L, c.add(c.mul(12, C, C), c.mul(13, C))), c.mul(2, C))
+	total := c.add(headerBytes, c.mul(4, n))
+	if err := c.err(); err != nil {
+		return 0, fmt.Errorf("model: checkpoint header declares a shape too large to count: %s", h.shapeString())
+	}
+	return total, nil
 }
 
 // PaddedVocab is v rounded up to a multiple of VocabPadding.
@@ -106,12 +114,30 @@ func ReadCheckpointHeader(r io.Reader) (CheckpointHeader, error) {
 		return CheckpointHeader{}, fmt.Errorf("model: unsupported checkpoint version %d (valid: 3, fp32 with padded vocabulary; 1, fp32 unpadded)", h.Version)
 	}
 	if err := h.Config().Validate(); err != nil {
-		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares an invalid shape: %w", err)
+		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares an invalid shape: %s", strings.TrimPrefix(err.Error(), "model: "))
 	}
 	if h.PaddedVocab < h.Vocab {
 		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares padded vocabulary %d smaller than vocabulary %d", h.PaddedVocab, h.Vocab)
 	}
+	if h.PaddedVocab > MaxVocab {
+		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares padded vocabulary %d: out of range (valid: the vocabulary %d to %d)", h.PaddedVocab, h.Vocab, MaxVocab)
+	}
 	return h, nil
+}
+
+// checkSize compares the file's size with what the header declares, before
+// anything is allocated for the parameters.
+func (h CheckpointHeader) checkSize(size int64) error {
+	want, err := h.FileBytes()
+	switch {
+	case err != nil:
+		return err
+	case size < want:
+		return fmt.Errorf("model: checkpoint truncated: %d bytes, expected %d for its %s", size, want, h.shapeString())
+	case size > want:
+		return fmt.Errorf("model: checkpoint has %d bytes, expected %d for its %s: %d trailing bytes", size, want, h.shapeString(), size-want)
+	}
+	return nil
 }
 
 // checkShape names every field in which the header differs from cfg.
@@ -164,12 +190,19 @@ func llmcLayout(cfg Config, vp int) []segment {
 	return append(s, seg("lnf.w"), seg("lnf.b"))
 }
 
-// ReadCheckpoint reads an llm.c GPT-2 model file whose shape must be cfg's
-// and returns its parameters in trainmem's flat order (Config.Params), the
-// padded vocabulary rows dropped.
-func ReadCheckpoint(r io.Reader, cfg Config) ([]float32, error) {
+// ReadCheckpoint reads an llm.c GPT-2 model file of size bytes whose shape
+// must be cfg's and returns its parameters in trainmem's flat order
+// (Config.Params), the padded vocabulary rows dropped. The header is
+// checked against size before anything is allocated, so a short file whose
+// header claims a huge shape costs nothing; r is read no further than
+// size. The parameters take at most size bytes of memory, beside a read
+// buffer of at most 1 MiB.
+func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
 	if err := checkTied(cfg); err != nil {
 		return nil, err
+	}
+	if size < headerBytes {
+		return nil, fmt.Errorf("model: checkpoint truncated: %d bytes, expected at least the %d-byte header", max(size, 0), headerBytes)
 	}
 	h, err := ReadCheckpointHeader(r)
 	if err != nil {
@@ -178,19 +211,21 @@ func ReadCheckpoint(r io.Reader, cfg Config) ([]float32, error) {
 	if err := h.checkShape(cfg); err != nil {
 		return nil, err
 	}
+	if err := h.checkSize(size); err != nil {
+		return nil, err
+	}
 	params := make([]float32, cfg.NumParams())
-	br := bufio.NewReaderSize(r, 1<<20)
+	buf := make([]byte, min(1<<20, size-headerBytes+4)&^3)
 	var read int64 // parameter bytes read
-	buf := make([]byte, 1<<20)
 	for _, s := range llmcLayout(cfg, h.PaddedVocab) {
 		for done := int64(0); done < s.Count; {
 			n := min(s.Count-done, int64(len(buf)/4))
-			got, err := io.ReadFull(br, buf[:4*n])
+			got, err := io.ReadFull(r, buf[:4*n])
 			read += int64(got)
 			if err != nil {
 				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-					return nil, fmt.Errorf("model: checkpoint truncated: %d bytes, expected %d for its %s",
-						headerBytes+read, headerBytes+h.paramBytes(), h.shapeString())
+					want, _ := h.FileBytes()
+					return nil, fmt.Errorf("model: checkpoint truncated: %d bytes, expected %d for its %s", headerBytes+read, want, h.shapeString())
 				}
 				return nil, fmt.Errorf("model: reading checkpoint parameters: %w", err)
 			}
@@ -203,10 +238,6 @@ func ReadCheckpoint(r io.Reader, cfg Config) ([]float32, error) {
 			done += n
 		}
 	}
-	if extra, _ := io.Copy(io.Discard, br); extra > 0 {
-		return nil, fmt.Errorf("model: checkpoint has %d bytes, expected %d for its %s: %d trailing bytes",
-			headerBytes+read+extra, headerBytes+h.paramBytes(), h.shapeString(), extra)
-	}
 	return params, nil
 }
 
@@ -214,6 +245,10 @@ func (h CheckpointHeader) shapeString() string {
 	return fmt.Sprintf("shape (version %d, ctx %d, V %d, Vp %d, L %d, heads %d, C %d)",
 		h.Version, h.MaxSeqLen, h.Vocab, h.PaddedVocab, h.Layers, h.Heads, h.Channels)
 }
+
+// CheckSavable reports whether cfg can be stored in llm.c's format: a valid
+// shape with the tied head the format implies.
+func CheckSavable(cfg Config) error { return checkTied(cfg) }
 
 func checkTied(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
@@ -272,41 +307,44 @@ func WriteCheckpoint(w io.Writer, cfg Config, params []float32) error {
 }
 
 // LoadCheckpoint reads the llm.c GPT-2 model file at path, whose shape must
-// be cfg's (see ReadCheckpoint).
+// be cfg's (see ReadCheckpoint). Only a regular file is read; every error
+// about the file is a *files.InputError naming it.
 func LoadCheckpoint(path string, cfg Config) ([]float32, error) {
-	f, err := os.Open(path)
+	f, size, err := files.OpenInput("--load", path)
 	if err != nil {
-		return nil, fmt.Errorf("model: opening checkpoint: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	params, err := ReadCheckpoint(f, cfg)
+	params, err := ReadCheckpoint(f, size, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w (file %s)", err, path)
+		return nil, files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
 	}
 	return params, nil
 }
 
 // CheckpointConfig reads only the header of the llm.c GPT-2 model file at
-// path and returns the model it declares (for loading a checkpoint whose
-// preset is not known, such as llm.c's gpt2_124M.bin).
+// path, checks it against the file's size, and returns the model it
+// declares (for loading a checkpoint whose preset is not known, such as
+// llm.c's gpt2_124M.bin). Errors are *files.InputError naming the file.
 func CheckpointConfig(path string) (Config, error) {
-	f, err := os.Open(path)
+	f, size, err := files.OpenInput("--load", path)
 	if err != nil {
-		return Config{}, fmt.Errorf("model: opening checkpoint: %w", err)
+		return Config{}, err
 	}
 	defer f.Close()
-	h, err := ReadCheckpointHeader(f)
+	h, err := ReadCheckpointHeader(io.LimitReader(f, size))
+	if err == nil {
+		err = h.checkSize(size)
+	}
 	if err != nil {
-		return Config{}, fmt.Errorf("%w (file %s)", err, path)
+		return Config{}, files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
 	}
 	return h.Config(), nil
 }
 
-// SaveCheckpoint writes params as an llm.c GPT-2 model file at path,
-// atomically: the file is written to a temporary file in the same
-// directory, synced, and renamed over path, so path holds either its old
-// contents or the complete new file, never a partial one, whatever error or
-// interruption happens; the temporary file is removed on error.
+// SaveCheckpoint writes params as an llm.c GPT-2 model file at path with
+// files.WriteAtomic: path holds either its old contents or the complete new
+// file, never a partial one, whatever error or interruption happens.
 func SaveCheckpoint(path string, cfg Config, params []float32) error {
 	if err := checkTied(cfg); err != nil {
 		return err
@@ -314,49 +352,5 @@ func SaveCheckpoint(path string, cfg Config, params []float32) error {
 	if int64(len(params)) != cfg.NumParams() {
 		return fmt.Errorf("model: saving a checkpoint of %s: %d parameters, want %d", cfg.Name, len(params), cfg.NumParams())
 	}
-	return WriteFileAtomic(path, func(w io.Writer) error { return WriteCheckpoint(w, cfg, params) })
-}
-
-// WriteFileAtomic creates or replaces path with what write writes, through a
-// temporary file in the same directory that is synced and renamed over path
-// only when write and the sync succeed. On any error the temporary file is
-// removed and path is untouched; an interrupted process leaves at most a
-// stray temporary file (named .<base>.tmp-*), never a partial path.
-func WriteFileAtomic(path string, write func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("model: writing %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return fmt.Errorf("%w (writing %s)", err, path)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("model: writing %s: sync: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("model: writing %s: %w", path, err)
-	}
-	// CreateTemp makes the file 0600; a checkpoint is an ordinary file.
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("model: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("model: writing %s: %w", path, err)
-	}
-	// Make the rename durable; a failure here leaves a complete file.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return files.WriteAtomic(path, func(w io.Writer) error { return WriteCheckpoint(w, cfg, params) })
 }

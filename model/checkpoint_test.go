@@ -3,9 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -138,7 +136,7 @@ func TestCheckpointReadsLLMC(t *testing.T) {
 		{"version 1", llmcFile(cfg, params, header(cfg, 1, 0), 0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ReadCheckpoint(bytes.NewReader(tc.file), cfg)
+			got, err := ReadCheckpoint(bytes.NewReader(tc.file), int64(len(tc.file)), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +182,7 @@ func TestCheckpointErrors(t *testing.T) {
 		{"untied", good, untied, []string{"untied head", "cannot hold"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadCheckpoint(bytes.NewReader(tc.file), tc.cfg)
+			_, err := ReadCheckpoint(bytes.NewReader(tc.file), int64(len(tc.file)), tc.cfg)
 			if err == nil {
 				t.Fatalf("no error, want one containing %q", tc.want)
 			}
@@ -218,43 +216,5 @@ func TestCheckpointErrors(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("failed saves left %d files", len(entries))
-	}
-}
-
-// TestWriteFileAtomic: a write that fails half-way leaves the old file
-// intact and no temporary file; a write that succeeds replaces it whole.
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "run.bin")
-	if err := os.WriteFile(path, []byte("old contents"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("disk on fire")
-	err := WriteFileAtomic(path, func(w io.Writer) error {
-		w.Write(bytes.Repeat([]byte("x"), 1<<16))
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("WriteFileAtomic: %v, want the writer's error", err)
-	}
-	if b, _ := os.ReadFile(path); string(b) != "old contents" {
-		t.Errorf("after a failed write the file holds %d bytes, want the old contents", len(b))
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("after a failed write the directory holds %d entries, want 1", len(entries))
-	}
-	if err := WriteFileAtomic(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(path); string(b) != "new" {
-		t.Errorf("after a successful write the file holds %q, want \"new\"", b)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
-		t.Errorf("mode %v, %v; want 0644", fi.Mode(), err)
-	}
-	// A directory that does not exist is an error naming the path.
-	bad := filepath.Join(dir, "no", "such", "dir", "x.bin")
-	if err := WriteFileAtomic(bad, func(io.Writer) error { return nil }); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("WriteFileAtomic into a missing directory: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -176,7 +177,9 @@ func (t *Trainer) Grads() ([]float64, error) {
 }
 
 // Step runs one training step (forward, backward, optimizer) on a batch of
-// B·T tokens and their next-token targets.
+// B·T tokens and their next-token targets. A step whose loss or gradients
+// are not finite applies no update and returns its complete record with a
+// *DivergedError (see update).
 func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	rec, err := t.ForwardBackward(tokens, targets)
 	if err != nil {
@@ -187,7 +190,7 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
-	skipped, err := t.update()
+	skipped, diverged, err := t.update(rec.Loss)
 	if err != nil {
 		return rec, err
 	}
@@ -206,6 +209,10 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	rec.Skipped = skipped
 	rec.LossScale = t.scaler.used
 	rec.finish(t)
+	if diverged != "" {
+		rec.Diverged = diverged
+		return rec, &DivergedError{Step: rec.Step, Reason: diverged, FP16: t.opts.Precision == model.FP16 && !t.opts.Float64}
+	}
 	return rec, nil
 }
 
@@ -340,20 +347,33 @@ func (t *Trainer) scalar(b *cuda.Buffer) (float64, error) {
 	return v[0], nil
 }
 
-// update runs the optimizer over every parameter, unless fp16 loss scaling
-// finds an overflow; it reports whether the step was skipped.
-func (t *Trainer) update() (skipped bool, err error) {
-	if t.scaler.enabled {
-		bad, err := t.dev.NonFinite(t.grads)
-		if err != nil {
-			return false, err
-		}
+// update runs the optimizer over every parameter unless the step's
+// gradients are not finite; it reports whether the step was skipped and,
+// when the run has diverged, why. Under fp16 loss scaling an overflow skips
+// the step and backs the scale off (GradScaler's rule), and diverges only
+// below the scale's floor; without it a non-finite loss or gradient (the
+// gradient norm would be infinite or NaN) diverges at once, before the
+// update could spread it into the weights.
+func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error) {
+	if !t.dev.Computes() {
+		loss = 0 // nothing was computed
+	}
+	bad, err := t.dev.NonFinite(t.grads)
+	if err != nil {
+		return false, "", err
+	}
+	switch {
+	case t.scaler.enabled:
 		if err := t.scaler.observe(bad); err != nil {
-			return bad, err
+			return true, err.Error(), nil
 		}
 		if bad {
-			return true, nil
+			return true, "", nil
 		}
+	case math.IsNaN(loss) || math.IsInf(loss, 0):
+		return true, fmt.Sprintf("the loss is %v", loss), nil
+	case bad:
+		return true, fmt.Sprintf("the gradients are not finite (loss %.4f)", loss), nil
 	}
 	t.step++
 	gs := float32(1 / t.scaler.used)
@@ -383,11 +403,11 @@ func (t *Trainer) update() (skipped bool, err error) {
 				LR: o.LR, Momentum: o.momentum(), WeightDecay: wd, GradScale: gs})
 		}
 		if err != nil {
-			return false, fmt.Errorf("train: update of %s: %w", r.Name, err)
+			return false, "", fmt.Errorf("train: update of %s: %w", r.Name, err)
 		}
 	}
 	t.scaler.grow()
-	return false, nil
+	return false, "", nil
 }
 
 // Close frees the model states.

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -139,7 +140,7 @@ func (s *lossScaler) observe(overflow bool) error {
 	s.skipped++
 	s.scale *= s.opts.Backoff
 	if s.scale < s.opts.Floor {
-		return fmt.Errorf("train: fp16 gradients overflow even at loss scale %g (%d steps skipped in a row; floor %g): the loss has diverged; lower --lr or use --precision bf16", s.used, s.skipped, s.opts.Floor)
+		return fmt.Errorf("the fp16 gradients overflow even at loss scale %g (%d steps skipped in a row; floor %g)", s.used, s.skipped, s.opts.Floor)
 	}
 	return nil
 }
@@ -154,4 +155,31 @@ func (s *lossScaler) grow() {
 		s.scale *= s.opts.Growth
 		s.clean = 0
 	}
+}
+
+// DivergedError ends a run whose loss or gradients are not finite: a
+// non-finite loss, or non-finite gradients (an infinite or NaN gradient
+// norm) without fp16 loss scaling, or fp16 gradients that overflow at the
+// loss scaler's floor. The step's update was not applied, so the weights
+// are those of the step before; the step's record (Record.Diverged) is
+// complete.
+type DivergedError struct {
+	Step   int
+	Reason string // "the loss is NaN", "the gradients are not finite (loss 2.31)", ...
+	FP16   bool   // the run was in fp16, whose range bf16 widens
+}
+
+// Error names the step and the cause; it carries no package prefix, as the
+// command line prints it after the subcommand's name.
+func (e *DivergedError) Error() string {
+	advice := "lower --lr"
+	if e.FP16 {
+		advice += ", or use --precision bf16"
+	}
+	return fmt.Sprintf("step %d: %s: the run diverged (that step's update was not applied; %s)", e.Step, e.Reason, advice)
+}
+
+func isDiverged(err error) bool {
+	var d *DivergedError
+	return errors.As(err, &d)
 }

@@ -86,11 +86,11 @@ func TestMixedPrecisionTrainsLikeFP32(t *testing.T) {
 	for _, prec := range []model.Precision{model.FP32, model.FP16, model.BF16} {
 		s := model.Setup{Model: tinyCfg, Batch: 8, Seq: 64, Precision: prec, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1}
 		h := newHost(t)
-		res, err := Run(context.Background(), h, RunOptions{Setup: s, Steps: 200, LR: 1e-3, Seed: 1})
+		var rs []Record
+		_, err := Run(context.Background(), h, RunOptions{Setup: s, Steps: 200, LR: 1e-3, Seed: 1, OnRecord: func(r Record) { rs = append(rs, r) }})
 		if err != nil {
 			t.Fatalf("%s: %v", prec, err)
 		}
-		rs := res.Records
 		last := rs[len(rs)-1]
 		final[prec] = last.Loss
 		skipped := 0

@@ -1,6 +1,9 @@
 package train
 
 import (
+	"encoding/json"
+	"math"
+
 	"trainmem/cuda"
 	"trainmem/model"
 )
@@ -19,7 +22,10 @@ type Record struct {
 	TokensPerS  float64 `json:"tokens_per_s"`
 	MFU         float64 `json:"mfu"`        // model FLOPs utilization, 0 to 1 (see mfu); 0 when the device's peak is unknown
 	LossScale   float64 `json:"loss_scale"` // the scale of this step's gradients (1 without fp16 loss scaling)
-	Skipped     bool    `json:"skipped"`    // the update was skipped on an fp16 overflow
+	Skipped     bool    `json:"skipped"`    // no update was applied: an fp16 overflow, or a diverged step
+	// Diverged says why the run ended at this step, its loss or gradients
+	// not finite (see DivergedError); empty otherwise.
+	Diverged string `json:"diverged,omitempty"`
 
 	Memory             Memory `json:"memory"`
 	AllocatedBytes     int64  `json:"allocated_bytes"`
@@ -30,6 +36,23 @@ type Record struct {
 	InactiveSplitBytes int64  `json:"inactive_split_bytes"`
 	NumAllocs          int64  `json:"num_allocs"`
 	NumFrees           int64  `json:"num_frees"`
+}
+
+// MarshalJSON writes the record as one JSON object. JSON has no NaN or
+// infinity: a loss that is not finite is written as null, and the record's
+// "diverged" says what it was ("the loss is NaN"), so that a diverged run's
+// records are written like any other's.
+func (r Record) MarshalJSON() ([]byte, error) {
+	type plain Record // the fields, without this method
+	var loss *float64
+	if !math.IsNaN(r.Loss) && !math.IsInf(r.Loss, 0) {
+		loss = &r.Loss
+	}
+	return json.Marshal(struct {
+		Step int      `json:"step"`
+		Loss *float64 `json:"loss"`
+		plain
+	}{r.Step, loss, plain(r)})
 }
 
 // Memory splits allocator bytes by category: what is allocated at the end

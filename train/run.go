@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/model/files"
 	"trainmem/train/data"
 )
 
@@ -21,36 +21,84 @@ type RunOptions struct {
 	Seed uint64 // initialisation and batch order
 	// Data is a token or text file; empty means the built-in corpus.
 	Data string
-	// Out receives one JSON record per step (JSON Lines), written
-	// atomically when the run ends.
+	// Out receives one JSON record per step (JSON Lines), each appended as
+	// its step finishes (files.Lines: the file is whole at every moment).
 	Out string
 	// Load starts from an llm.c GPT-2 checkpoint; Save writes one at the end
-	// (atomically).
+	// (files.WriteAtomic).
 	Load, Save string
 	// Progress receives the progress bar; nil shows none.
 	Progress io.Writer
+	// OnRecord, when set, is called with every finished step's record.
+	OnRecord func(Record)
 }
 
-// RunResult is what a run leaves: the per-step records, the final allocator
-// statistics and where the run happened.
+// Paths are the run's files, for files.Check.
+func (o RunOptions) Paths() (inputs, outputs []files.Path) {
+	return []files.Path{{Flag: "--data", Name: o.Data}, {Flag: "--load", Name: o.Load}},
+		[]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}
+}
+
+// RunResult is what a run leaves: a summary of its steps (the records
+// themselves went to Out and OnRecord as they finished, so that a run of
+// any length holds no more than one), the final allocator statistics and
+// where the run happened.
 type RunResult struct {
 	Device   string
 	Dataset  string
 	Schedule string
-	Records  []Record
-	Stats    cuda.Stats
+	// Steps is the number of finished steps; First and Last their first
+	// and last records.
+	Steps       int
+	First, Last Record
+	Stats       cuda.Stats
 	// Interrupted is set when the context ended the run early; the records
 	// and files hold the steps that finished.
 	Interrupted bool
+
+	steadyMs, steadyTokensPerS float64 // sums over steps 2..Steps
 }
 
-// Run trains on dev: it loads the data, builds and compiles the model,
-// initialises or loads the weights and runs the steps, stopping early (and
-// cleanly) when ctx ends.
+// add takes a finished step into the summary.
+func (res *RunResult) add(r Record) {
+	res.Steps++
+	if res.Steps == 1 {
+		res.First = r
+	} else {
+		res.steadyMs += r.StepMs
+		res.steadyTokensPerS += r.TokensPerS
+	}
+	res.Last = r
+}
+
+// Mean is the mean step time and throughput of the steps after the first
+// (the first pays for filling the allocator's cache), or of the first alone.
+func (res *RunResult) Mean() (stepMs, tokensPerS float64) {
+	if res.Steps <= 1 {
+		return res.First.StepMs, res.First.TokensPerS
+	}
+	n := float64(res.Steps - 1)
+	return res.steadyMs / n, res.steadyTokensPerS / n
+}
+
+// Run trains on dev: it checks every path first (files.Check), loads the
+// data, builds and compiles the model, initialises or loads the weights and
+// runs the steps, stopping early (and cleanly) when ctx ends. Each step's
+// record is written to Out when the step finishes; a run that diverges (a
+// *DivergedError) or fails keeps every finished record and still saves its
+// weights.
 func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error) {
 	s := o.Setup
 	if o.Steps <= 0 {
 		return nil, fmt.Errorf("train: steps must be a positive integer, got %d", o.Steps)
+	}
+	if err := files.Check(o.Paths()); err != nil {
+		return nil, err
+	}
+	if o.Save != "" {
+		if err := model.CheckSavable(s.Model); err != nil {
+			return nil, &files.PathError{Flag: "--save", Path: o.Save, Problem: err.Error()}
+		}
 	}
 	var ds *data.Dataset
 	var err error
@@ -62,6 +110,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if err != nil {
 		return nil, err
 	}
+	defer ds.Close()
 	loader, err := data.NewLoader(ds, s.Batch, s.Seq, o.Seed)
 	if err != nil {
 		return nil, err
@@ -78,6 +127,9 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if o.LR > 0 {
 		opt.LR = float32(o.LR)
 	}
+	if ctx.Err() != nil {
+		return &RunResult{Device: dev.Name(), Interrupted: true}, nil
+	}
 	tr, err := New(dev, s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: opt})
 	if err != nil {
 		return nil, err
@@ -87,12 +139,17 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		if err := tr.SetParams(params); err != nil {
 			return nil, err
 		}
+		params = nil // the device holds them now
 	}
 
-	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", ds.Source, model.Comma(int64(len(ds.Tokens)))), Schedule: tr.Schedule().Summary()}
+	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", ds.Source, model.Comma(ds.Len())), Schedule: tr.Schedule().Summary()}
 	bar := NewProgress(o.Progress, o.Steps)
+	var out *files.Lines
+	if o.Out != "" {
+		out = files.CreateLines(o.Out)
+	}
 	tokens, targets := make([]int32, s.Batch*s.Seq), make([]int32, s.Batch*s.Seq)
-	var stepErr error
+	var stepErr, outErr error
 	for range o.Steps {
 		if ctx.Err() != nil {
 			res.Interrupted = true
@@ -103,49 +160,59 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 			break
 		}
 		r, err := tr.Step(tokens, targets)
-		if err != nil {
+		if err != nil && !isDiverged(err) {
 			stepErr = err
 			break
 		}
-		res.Records = append(res.Records, r)
+		// A diverged step is finished: its record says what happened.
+		res.add(r)
 		bar.Update(r)
+		if out != nil && outErr == nil {
+			outErr = writeRecord(out, r)
+		}
+		if o.OnRecord != nil {
+			o.OnRecord(r)
+		}
+		if err != nil || outErr != nil {
+			stepErr = err
+			break
+		}
 	}
-	if stepErr != nil || res.Interrupted {
+	if stepErr != nil || outErr != nil || res.Interrupted {
 		bar.Done()
 	}
 	res.Stats = dev.Stats()
 
 	// Keep what finished, even when a step failed or the run was stopped.
-	if o.Out != "" && len(res.Records) > 0 {
-		if err := WriteRecords(o.Out, res.Records); err != nil {
-			return res, err
+	if out != nil {
+		if err := out.Close(); err != nil && outErr == nil {
+			outErr = err
 		}
 	}
-	if o.Save != "" && dev.Computes() && len(res.Records) > 0 {
+	var saveErr error
+	if o.Save != "" && dev.Computes() && res.Steps > 0 {
 		p, err := tr.Params()
-		if err != nil {
-			return res, err
+		if err == nil {
+			err = model.SaveCheckpoint(o.Save, s.Model, p)
 		}
-		if err := model.SaveCheckpoint(o.Save, s.Model, p); err != nil {
-			return res, err
-		}
+		saveErr = err
 	}
-	if stepErr != nil {
-		return res, fmt.Errorf("step %d: %w", len(res.Records)+1, stepErr)
+	switch {
+	case isDiverged(stepErr):
+		return res, stepErr // it names its step
+	case stepErr != nil:
+		return res, fmt.Errorf("step %d: %w", res.Steps+1, stepErr)
+	case outErr != nil:
+		return res, outErr
 	}
-	return res, nil
+	return res, saveErr
 }
 
-// WriteRecords writes records as JSON Lines to path, atomically.
-func WriteRecords(path string, records []Record) error {
-	return model.WriteFileAtomic(path, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		enc := json.NewEncoder(bw)
-		for _, r := range records {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return bw.Flush()
-	})
+// writeRecord appends r to out as one JSON line.
+func writeRecord(out *files.Lines, r Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("train: encoding the record of step %d: %w", r.Step, err)
+	}
+	return out.WriteLine(b)
 }

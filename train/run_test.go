@@ -41,8 +41,8 @@ func TestRunInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Interrupted || len(res.Records) != 3 {
-		t.Fatalf("interrupted %v after %d steps, want after 3", res.Interrupted, len(res.Records))
+	if !res.Interrupted || res.Steps != 3 {
+		t.Fatalf("interrupted %v after %d steps, want after 3", res.Interrupted, res.Steps)
 	}
 	f, err := os.Open(out)
 	if err != nil {

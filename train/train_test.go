@@ -43,9 +43,11 @@ func batch(t testing.TB, cfg model.Config, B, T int, seed uint64) (tokens, targe
 		t.Fatal(err)
 	}
 	if cfg.Vocab < 256 {
-		for i, v := range ds.Tokens {
-			ds.Tokens[i] = v % int32(cfg.Vocab)
+		ids := make([]int32, ds.Len())
+		for i := range ids {
+			ids[i] = ds.Token(int64(i)) % int32(cfg.Vocab)
 		}
+		ds = data.FromTokens(ds.Source, ids)
 	}
 	l, err := data.NewLoader(ds, B, T, seed)
 	if err != nil {

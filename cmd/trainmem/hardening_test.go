@@ -1,8 +1,20 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"trainmem/bench"
+	"trainmem/model"
 )
 
 // lastLine is the last line of a command's stderr.
@@ -57,4 +69,227 @@ func TestShapeTooLarge(t *testing.T) {
 	} {
 		wantUsage(t, tc.args, tc.want...)
 	}
+}
+
+// checkpointHeader is an llm.c model-file header with the given fields
+// (magic, version 3, ctx, V, L, heads, C, Vp).
+func checkpointHeader(ctx, V, L, heads, C, Vp int32) []byte {
+	b := make([]byte, 1024)
+	for i, v := range []int32{model.CheckpointMagic, 3, ctx, V, L, heads, C, Vp} {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+	}
+	return b
+}
+
+// Files that are read: a checkpoint's header is checked against the
+// file's size before anything is allocated; a FIFO, a device or a
+// directory is refused before it is opened (nothing hangs, /dev/zero is
+// not read); bad content names the file, not a flag.
+func TestInputFiles(t *testing.T) {
+	dir := t.TempDir()
+	put := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	huge := put("huge.bin", checkpointHeader(1<<24, 1<<24, 16384, 1, 1<<20, 1<<24))
+	gpt2 := put("gpt2-claim.bin", checkpointHeader(1024, 50257, 12, 12, 768, 50304))
+	vocab := put("vocab.bin", checkpointHeader(64, 1<<31-1, 2, 4, 64, 1<<31-1))
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"huge header", []string{"--load", huge}, []string{"truncated: 1024 bytes, expected", "huge.bin"}},
+		{"gpt2 header, 1 KiB file", []string{"--preset", "gpt2", "--load", gpt2}, []string{"truncated: 1024 bytes, expected 497904640", "gpt2-claim.bin"}},
+		{"vocab beyond the limits", []string{"--load", vocab}, []string{"vocab 2147483647: out of range", "vocab.bin"}},
+		{"data /dev/zero", []string{"--data", "/dev/zero"}, []string{"--data /dev/zero", "a device"}},
+		{"data FIFO", []string{"--data", fifo}, []string{"--data " + fifo, "FIFO"}},
+		{"data directory", []string{"--data", dir}, []string{"a directory"}},
+		{"load FIFO", []string{"--load", fifo}, []string{"--load " + fifo, "FIFO"}},
+		{"load directory", []string{"--load", dir}, []string{"--load " + dir, "a directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				wantUsage(t, append([]string{"train", "--steps", "1"}, tc.args...), tc.want...)
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("hangs")
+			}
+		})
+	}
+	// The flag the user never passed is not named.
+	_, errOut, _ := runArgs(t, "train", "--steps", "1", "--load", vocab)
+	if strings.Contains(errOut, "--vocab") {
+		t.Errorf("a file's bad vocabulary reads as a flag: %s", errOut)
+	}
+}
+
+// Every output path is checked before the work starts (no step runs, the
+// device is not opened), and a path that would destroy data is refused:
+// the same file as an input or another output, by identity.
+func TestOutputPaths(t *testing.T) {
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "d.txt")
+	if err := os.WriteFile(corpus, []byte(strings.Repeat("the corpus a user keeps. ", 200)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.txt")
+	os.Symlink("d.txt", link)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"out in a missing directory", []string{"--out", filepath.Join(dir, "no", "run.jsonl")}, []string{"--out", "does not exist"}},
+		{"out is a directory", []string{"--out", dir}, []string{"--out " + dir, "a directory"}},
+		{"save in a missing directory", []string{"--save", "/missing/m.bin"}, []string{"--save /missing/m.bin", "does not exist"}},
+		{"save of an untied model", []string{"--untied", "--save", filepath.Join(dir, "m.bin")}, []string{"--save", "untied head", "cannot hold"}},
+		{"out is the data", []string{"--data", corpus, "--out", corpus}, []string{"--out " + corpus, "the same file as --data"}},
+		{"out is a link to the data", []string{"--data", corpus, "--out", link}, []string{"the same file as --data"}},
+		{"save is the data", []string{"--data", corpus, "--save", filepath.Join(dir, ".", "d.txt")}, []string{"the same file as --data"}},
+		{"out is save", []string{"--out", filepath.Join(dir, "z"), "--save", filepath.Join(dir, "z")}, []string{"--save", "the same file as --out"}},
+		{"save is the load", []string{"--load", filepath.Join(dir, "w.bin"), "--save", filepath.Join(dir, "w.bin")}, []string{"the same file as --load"}},
+	} {
+		if tc.name == "save is the load" {
+			c, _ := model.Preset("tiny")
+			if err := model.SaveCheckpoint(filepath.Join(dir, "w.bin"), c, model.InitParams(c, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, errOut, code := runArgs(t, append([]string{"train", "--steps", "5"}, tc.args...)...)
+		if code != 2 || strings.Contains(errOut, "step 1/") {
+			t.Errorf("%s: exit %d, want 2 before any step:\n%s", tc.name, code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(lastLine(errOut), w) {
+				t.Errorf("%s: %q lacks %q", tc.name, lastLine(errOut), w)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(corpus); !strings.HasPrefix(string(b), "the corpus") {
+		t.Errorf("the corpus was overwritten: %q", b[:min(len(b), 40)])
+	}
+	// validate checks its plot and data before the sweep.
+	wantUsage(t, []string{"validate", "--sweep", "checkpoint", "--no-measure", "--plot", "/missing/x.svg"}, "--plot /missing/x.svg", "does not exist")
+	wantUsage(t, []string{"validate", "--no-measure", "--data", "/dev/zero"}, "a device")
+	// Records go through a link to its target and into a device.
+	target := filepath.Join(dir, "target.jsonl")
+	outLink := filepath.Join(dir, "out-link.jsonl")
+	os.Symlink("target.jsonl", outLink)
+	for _, out := range []string{outLink, "/dev/null"} {
+		if _, errOut, code := runArgs(t, "train", "--steps", "2", "--batch", "2", "--seq", "8", "--out", out); code != 0 {
+			t.Fatalf("--out %s: exit %d: %s", out, code, errOut)
+		}
+	}
+	if fi, err := os.Lstat(outLink); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("--out through a link replaced the link")
+	}
+	if n := countLines(t, target); n != 2 {
+		t.Errorf("the link's target holds %d records, want 2", n)
+	}
+	if fi, _ := os.Stat("/dev/null"); fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatal("/dev/null is no longer a device")
+	}
+}
+
+// A failed plot never costs the sweep's report: the report is written
+// first and the plot's error comes after it.
+func TestSweepReportBeforePlot(t *testing.T) {
+	c, _ := model.Preset("tiny")
+	s := model.Setup{Model: c, Batch: 8, Seq: 64, Ranks: 1, TP: 1, PP: 1}
+	rep, err := bench.Sweep(context.Background(), s, nil, bench.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err = writeSweep(&out, s, rep, "text", filepath.Join(t.TempDir(), "gone", "x.svg"))
+	if err == nil || !strings.Contains(err.Error(), "the report is above") {
+		t.Errorf("plot error %v", err)
+	}
+	if !strings.Contains(out.String(), "full") || !strings.Contains(out.String(), "selective") {
+		t.Errorf("no report before the plot's error:\n%s", out.String())
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); n++ {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("%s line %d: %v", path, n+1, err)
+		}
+	}
+	return n
+}
+
+// A run that diverges keeps its records (a non-finite loss is written as
+// null, "diverged" says what it was), saves its weights, and ends with an
+// error naming the step: fp32 at a learning rate of 1e30, whose loss was
+// NaN with exit 0 before; fp16 whose gradients overflow at loss scale 1,
+// whose records were lost to "json: unsupported value: NaN".
+func TestDivergedRunKeepsRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"fp32", []string{"--lr", "1e30"}, "the run diverged"},
+		{"fp16", []string{"--lr", "1e30", "--precision", "fp16"}, "overflow even at loss scale"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, save := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "w.bin")
+			args := append([]string{"train", "--steps", "60", "--batch", "2", "--seq", "16", "--out", out, "--save", save}, tc.args...)
+			_, errOut, code := runArgs(t, args...)
+			last := lastLine(errOut)
+			if code != 1 || !strings.Contains(last, tc.want) || !strings.Contains(last, "step ") {
+				t.Fatalf("exit %d: %s", code, last)
+			}
+			n := countLines(t, out)
+			if n == 0 || n == 60 {
+				t.Fatalf("%d records", n)
+			}
+			b, _ := os.ReadFile(out)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			var rec map[string]any
+			json.Unmarshal([]byte(lines[len(lines)-1]), &rec)
+			if rec["diverged"] == nil || rec["diverged"] == "" {
+				t.Errorf("the last record does not say it diverged: %s", lines[len(lines)-1])
+			}
+			if !strings.Contains(last, fmt.Sprintf("step %v", rec["step"])) {
+				t.Errorf("the error %q does not name step %v", last, rec["step"])
+			}
+			c, _ := model.Preset("tiny")
+			if _, err := model.LoadCheckpoint(save, c); err != nil {
+				t.Errorf("--save of the diverged run: %v", err)
+			}
+		})
+	}
+}
+
+// Numbers that mean the same are refused the same: --lr Inf like --lr NaN;
+// --threads within a sane range.
+func TestNumberFlags(t *testing.T) {
+	for _, v := range []string{"Inf", "NaN", "-1", "0", "+Inf"} {
+		wantUsage(t, []string{"train", "--lr", v}, "--lr", "positive finite number")
+	}
+	wantUsage(t, []string{"train", "--threads", "100000"}, "--threads 100000", "1 to 1024")
+	wantUsage(t, []string{"train", "--threads", "-1"}, "--threads -1")
 }

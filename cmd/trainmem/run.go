@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"trainmem/model"
+	"trainmem/model/files"
 )
 
 // command is one subcommand.
@@ -59,13 +60,19 @@ func badSetup(err error) error {
 	return usageError{err}
 }
 
-// exitCode maps run's error to the process exit status.
+// exitCode maps run's error to the process exit status: 0 for success; 2
+// for bad input of every kind (a flag, a shape too large, a path refused
+// before the work, an input file missing or invalid, a corpus shorter than
+// a batch); 1 for a failure while running (a device error, a diverged run,
+// out of memory on the simulated card).
 func exitCode(err error) int {
 	var u usageError
+	var in *files.InputError
+	var path *files.PathError
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &u):
+	case errors.As(err, &u), errors.As(err, &in), errors.As(err, &path):
 		return 2
 	}
 	return 1

@@ -29,6 +29,10 @@ type setupFlags struct {
 
 	ranks, zero, tp, pp int
 	sequenceParallel    bool
+
+	// base, when set, is the model in place of a preset: the shape of a
+	// checkpoint file (train --load), which the shape flags may override.
+	base *model.Config
 }
 
 // addSetupFlags defines the model and setup flags on fs.
@@ -121,10 +125,15 @@ func (f *setupFlags) setup() (model.Setup, error) {
 		}
 		s.Params = f.params
 		return s, f.validate(s)
-	case f.preset != "":
-		c, err := model.Preset(f.preset)
-		if err != nil {
-			return model.Setup{}, usagef("--preset %q: unknown preset (valid: %s)", f.preset, strings.Join(model.PresetNames(), ", "))
+	case f.preset != "" || f.base != nil:
+		var c model.Config
+		if f.base != nil {
+			c = *f.base
+		} else {
+			var err error
+			if c, err = model.Preset(f.preset); err != nil {
+				return model.Setup{}, usagef("--preset %q: unknown preset (valid: %s)", f.preset, strings.Join(model.PresetNames(), ", "))
+			}
 		}
 		if shape {
 			c.Name = c.Name + "+custom"

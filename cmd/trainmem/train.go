@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"trainmem/bench"
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/model/files"
 	"trainmem/train"
 )
 
@@ -38,6 +40,10 @@ gpt2_124M.bin; the model shape comes from the file when no --preset is
 given); --save writes one. --out writes one JSON record per step.
 
 example: trainmem train --preset tiny --steps 200 --out run.jsonl`
+
+// maxThreads bounds --threads: beyond the cores of any machine trainmem
+// runs on, and small enough that a typo is caught.
+const maxThreads = 1024
 
 // trainFlags are the flags of a measured run, shared with the subcommands
 // that run one (validate).
@@ -77,21 +83,20 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 		}
 	}
 	shape := sf.set("layers") || sf.set("hidden") || sf.set("heads")
+	var loaded model.Config
+	if f.load != "" {
+		// The header, checked against the file's size before any work.
+		var err error
+		if loaded, err = model.CheckpointConfig(f.load); err != nil {
+			return model.Setup{}, err
+		}
+	}
 	if sf.preset == "" && !shape {
 		if f.load != "" {
-			c, err := model.CheckpointConfig(f.load)
-			if err != nil {
-				return model.Setup{}, err
-			}
 			// The file's shape: its preset when one matches (gpt2_124M.bin
-			// is gpt2), else a custom shape given as flags.
-			sf.preset = model.PresetOf(c)
-			if sf.preset == "" {
-				for n, v := range map[string]int{"layers": c.Layers, "hidden": c.Hidden, "heads": c.Heads, "vocab": c.Vocab, "context": c.Context} {
-					if err := sf.fs.Set(n, fmt.Sprint(v)); err != nil {
-						return model.Setup{}, err
-					}
-				}
+			// is gpt2), else the shape it declares.
+			if sf.preset = model.PresetOf(loaded); sf.preset == "" {
+				sf.base = &loaded
 			}
 		} else {
 			sf.preset = "tiny"
@@ -110,11 +115,11 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 	if f.steps <= 0 {
 		return s, usagef("--steps %d: must be a positive integer", f.steps)
 	}
-	if !(f.lr > 0) {
-		return s, usagef("--lr %g: must be a positive number", f.lr)
+	if !(f.lr > 0) || math.IsInf(f.lr, 0) {
+		return s, usagef("--lr %g: must be a positive finite number (e.g. 1e-3)", f.lr)
 	}
-	if f.threads < 0 {
-		return s, usagef("--threads %d: must be 0 (every core) or positive", f.threads)
+	if f.threads < 0 || f.threads > maxThreads {
+		return s, usagef("--threads %d: out of range (valid: 0 for every core, or 1 to %d)", f.threads, maxThreads)
 	}
 	return s, nil
 }
@@ -143,6 +148,19 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	opts := train.RunOptions{
+		Setup: s, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
+		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
+	}
+	// Every path is checked before the device opens and the work starts.
+	if err := files.Check(opts.Paths()); err != nil {
+		return err
+	}
+	if tf.save != "" {
+		if err := model.CheckSavable(s.Model); err != nil {
+			return usagef("--save %s: %v", tf.save, err)
+		}
+	}
 	dev, err := tf.newDevice()
 	if err != nil {
 		return err
@@ -152,18 +170,15 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, bench.Describe(s), dev.Name())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := train.Run(ctx, dev, train.RunOptions{
-		Setup: s, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
-		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
-	})
-	if res != nil && len(res.Records) > 0 {
+	res, err := train.Run(ctx, dev, opts)
+	if res != nil && res.Steps > 0 {
 		writeRunSummary(stdout, res)
 	}
 	if err != nil {
 		return err
 	}
 	if res.Interrupted {
-		return fmt.Errorf("interrupted after %d of %d steps (outputs hold the finished steps)", len(res.Records), tf.steps)
+		return fmt.Errorf("interrupted after %d of %d steps (outputs hold the finished steps)", res.Steps, tf.steps)
 	}
 	for _, p := range []struct{ what, path string }{{"records", tf.out}, {"weights", tf.save}} {
 		if p.path != "" {
@@ -175,21 +190,10 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 
 // writeRunSummary prints the loss, the speed and the memory table of a run.
 func writeRunSummary(w io.Writer, res *train.RunResult) {
-	rs := res.Records
-	first, last := rs[0], rs[len(rs)-1]
-	// The first step pays for filling the allocator's cache: leave it out
-	// of the speed when there are others.
-	steady := rs
-	if len(rs) > 1 {
-		steady = rs[1:]
-	}
-	var ms, tps float64
-	for _, r := range steady {
-		ms += r.StepMs
-		tps += r.TokensPerS
-	}
-	ms /= float64(len(steady))
-	tps /= float64(len(steady))
+	first, last := res.First, res.Last
+	// The first step pays for filling the allocator's cache: the speed
+	// leaves it out when there are others.
+	ms, tps := res.Mean()
 	fmt.Fprintf(w, "data    %s\nsched   %s\n", res.Dataset, res.Schedule)
 	fmt.Fprintf(w, "loss    %.4f at step 1, %.4f at step %d\n", first.Loss, last.Loss, last.Step)
 	fmt.Fprintf(w, "speed   %.1f ms/step, %.0f tokens/s (mean over steps 2..%d)\n\n", ms, tps, last.Step)

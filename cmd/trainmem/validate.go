@@ -16,6 +16,7 @@ import (
 	"trainmem/bench"
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/model/files"
 )
 
 func init() {
@@ -97,6 +98,9 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if *steps > 0 && *sweep != "" && *steps < 2 && !*noMeasure {
 		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", *steps)
 	}
+	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}); err != nil {
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -111,23 +115,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return measureErr(err)
 		}
-		if *plotPath != "" {
-			if err := rep.Plot(*plotPath); err != nil {
-				return err
-			}
-		}
-		if format == "json" {
-			sd := setupDocOf(s)
-			sd.Checkpoint = "" // one per row
-			return writeJSON(stdout, sweepDoc{Model: modelDocOf(s), Setup: sd, SweepReport: rep})
-		}
-		if err := rep.WriteText(stdout); err != nil {
-			return err
-		}
-		if *plotPath != "" {
-			fmt.Fprintf(stdout, "\nplot written to %s\n", *plotPath)
-		}
-		return nil
+		return writeSweep(stdout, s, rep, string(format), *plotPath)
 	}
 
 	var dev cuda.Device
@@ -149,6 +137,30 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return writeJSON(stdout, doc)
 	}
 	return rep.WriteText(stdout)
+}
+
+// writeSweep writes the sweep's report, then its plot: a plot that fails
+// (its directory gone since the check, a full disk) never costs the report,
+// which is written first; the plot's error is returned after it.
+func writeSweep(stdout io.Writer, s model.Setup, rep *bench.SweepReport, format, plotPath string) error {
+	var err error
+	if format == "json" {
+		sd := setupDocOf(s)
+		sd.Checkpoint = "" // one per row
+		err = writeJSON(stdout, sweepDoc{Model: modelDocOf(s), Setup: sd, SweepReport: rep})
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil || plotPath == "" {
+		return err
+	}
+	if err := rep.Plot(plotPath); err != nil {
+		return fmt.Errorf("the report is above, but the plot was not written: %w", err)
+	}
+	if format != "json" {
+		fmt.Fprintf(stdout, "\nplot written to %s\n", plotPath)
+	}
+	return nil
 }
 
 // measureErr adds the way out to a measured run that does not fit.

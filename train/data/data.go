@@ -5,19 +5,20 @@
 // targets.
 //
 // Error policy: every function returns errors (never panics on bad input);
-// an error names the source, the bad value and what is valid.
+// an error names the source, the bad value and what is valid, and an error
+// about a file (or a dataset too small for a batch) is a *files.InputError.
 package data
 
 import (
 	_ "embed"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"trainmem/model/files"
 )
 
 // TokenFileMagic and TokenFileVersion identify an llm.c token file: a header
@@ -42,13 +43,71 @@ const (
 	Text      Format = "text"    // bytes of a text file, one token per byte
 	TokenFile Format = "llm.c"   // llm.c token file (.bin)
 	Default   Format = "default" // the built-in corpus, as bytes
+	Tokens    Format = "tokens"  // token ids given in memory (FromTokens)
 )
 
-// Dataset is a token sequence and where it came from.
+// Dataset is a token sequence and where it came from. A file's tokens are
+// not copied: the file is memory-mapped (files.Map) and each token decoded
+// when a batch reads it, so a multi-gigabyte token file costs address
+// space, not memory. Close unmaps it.
 type Dataset struct {
 	Source string // the file name, or "default corpus"
 	Format Format
-	Tokens []int32
+
+	bytes []byte  // Text, Default: one token a byte
+	u16   []byte  // TokenFile: the tokens after the header, little-endian uint16
+	ids   []int32 // Tokens
+	unmap func() error
+}
+
+// Len is the number of tokens.
+func (d *Dataset) Len() int64 {
+	switch {
+	case d.ids != nil:
+		return int64(len(d.ids))
+	case d.u16 != nil:
+		return int64(len(d.u16) / 2)
+	}
+	return int64(len(d.bytes))
+}
+
+// Token is the token at position i, 0 ≤ i < Len.
+func (d *Dataset) Token(i int64) int32 {
+	switch {
+	case d.ids != nil:
+		return d.ids[i]
+	case d.u16 != nil:
+		return int32(binary.LittleEndian.Uint16(d.u16[2*i:]))
+	}
+	return int32(d.bytes[i])
+}
+
+// read fills dst with the tokens from position start.
+func (d *Dataset) read(dst []int32, start int64) {
+	switch {
+	case d.ids != nil:
+		copy(dst, d.ids[start:])
+	case d.u16 != nil:
+		src := d.u16[2*start : 2*(start+int64(len(dst)))]
+		for i := range dst {
+			dst[i] = int32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	default:
+		for i, c := range d.bytes[start : start+int64(len(dst))] {
+			dst[i] = int32(c)
+		}
+	}
+}
+
+// Close releases the mapped file, if any. The dataset is empty afterwards.
+func (d *Dataset) Close() error {
+	d.bytes, d.u16, d.ids = nil, nil, nil
+	if d.unmap == nil {
+		return nil
+	}
+	u := d.unmap
+	d.unmap = nil
+	return u()
 }
 
 //go:embed corpus.txt
@@ -64,58 +123,64 @@ func DefaultCorpus() string { return corpus }
 // DefaultDataset is the built-in corpus as byte tokens, checked against the
 // vocabulary like any file.
 func DefaultDataset(vocab int) (*Dataset, error) {
-	ds := &Dataset{Source: "default corpus", Format: Default, Tokens: bytesToTokens([]byte(corpus))}
+	ds := &Dataset{Source: "default corpus", Format: Default, bytes: []byte(corpus)}
 	if err := ds.Check(vocab); err != nil {
 		return nil, err
 	}
 	return ds, nil
+}
+
+// FromTokens is a dataset of token ids held in memory (tests, generated
+// data); tokens is used as it is, not copied.
+func FromTokens(source string, tokens []int32) *Dataset {
+	return &Dataset{Source: source, Format: Tokens, ids: tokens}
 }
 
 // Load reads the tokens of path for a model of the given vocabulary. A file
 // that starts with the token-file magic, or whose name ends in .bin, is read
 // as an llm.c token file (and must be a valid one); any other file is text,
-// one token per byte. Every token must be below vocab.
+// one token per byte. Every token must be below vocab. Only a regular file
+// is read (a FIFO, a device or a directory is refused before it is opened),
+// and no further than the size it has when opened; errors about the file
+// are *files.InputError and name it.
 func Load(path string, vocab int) (*Dataset, error) {
 	if vocab <= 0 {
 		return nil, fmt.Errorf("data: vocabulary %d must be positive", vocab)
 	}
-	raw, err := os.ReadFile(path)
+	f, size, err := files.OpenInput("--data", path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("data: %s: no such file", path)
-		}
-		return nil, fmt.Errorf("data: reading %s: %w", path, err)
+		return nil, err
 	}
-	if len(raw) == 0 {
-		return nil, fmt.Errorf("data: %s is empty", path)
+	defer f.Close() // the mapping outlives the descriptor
+	if size == 0 {
+		return nil, files.BadInput(path, fmt.Errorf("data: %s is empty", path))
 	}
-	ds := &Dataset{Source: path}
+	raw, unmap, err := files.Map(f, size)
+	if err != nil {
+		return nil, files.BadInput(path, fmt.Errorf("data: reading %s: %w", path, err))
+	}
+	ds := &Dataset{Source: path, unmap: unmap}
 	magic := len(raw) >= 4 && binary.LittleEndian.Uint32(raw) == TokenFileMagic
 	if magic || strings.EqualFold(filepath.Ext(path), ".bin") {
 		ds.Format = TokenFile
-		if ds.Tokens, err = parseTokenFile(path, raw); err != nil {
-			return nil, err
-		}
+		ds.u16, err = tokenFileBody(path, raw)
 	} else {
 		ds.Format = Text
-		ds.Tokens = bytesToTokens(raw)
+		ds.bytes = raw
 	}
-	if err := ds.Check(vocab); err != nil {
-		return nil, err
+	if err == nil {
+		err = ds.Check(vocab)
+	}
+	if err != nil {
+		ds.Close()
+		return nil, files.BadInput(path, err)
 	}
 	return ds, nil
 }
 
-func bytesToTokens(b []byte) []int32 {
-	t := make([]int32, len(b))
-	for i, c := range b {
-		t[i] = int32(c)
-	}
-	return t
-}
-
-// parseTokenFile checks an llm.c token file's header and returns its tokens.
-func parseTokenFile(path string, raw []byte) ([]int32, error) {
+// tokenFileBody checks an llm.c token file's header against the file and
+// returns the bytes of its tokens.
+func tokenFileBody(path string, raw []byte) ([]byte, error) {
 	if len(raw) < headerBytes {
 		return nil, fmt.Errorf("data: %s: bad token file header: %d bytes, a header is %d", path, len(raw), headerBytes)
 	}
@@ -141,11 +206,7 @@ func parseTokenFile(path string, raw []byte) ([]int32, error) {
 	if count == 0 {
 		return nil, fmt.Errorf("data: %s is empty: its header declares 0 tokens", path)
 	}
-	tokens := make([]int32, count)
-	for i := range tokens {
-		tokens[i] = int32(binary.LittleEndian.Uint16(raw[headerBytes+2*i:]))
-	}
-	return tokens, nil
+	return raw[headerBytes:], nil
 }
 
 // WriteTokenFile writes tokens (each in [0, 65535]) as an llm.c token file.
@@ -168,13 +229,18 @@ func WriteTokenFile(w io.Writer, tokens []int32) error {
 }
 
 // Check returns an error naming the first token that is not in [0, vocab):
-// its id, its position and the vocabulary.
+// its id, its position and the vocabulary. Byte tokens need no look when
+// vocab is at least 256, uint16 ones when it is at least 65536.
 func (d *Dataset) Check(vocab int) error {
-	if len(d.Tokens) == 0 {
+	n := d.Len()
+	if n == 0 {
 		return fmt.Errorf("data: %s is empty", d.Source)
 	}
-	for i, t := range d.Tokens {
-		if t < 0 || int(t) >= vocab {
+	if (d.ids == nil && d.u16 == nil && vocab >= 256) || (d.u16 != nil && vocab >= 1<<16) {
+		return nil
+	}
+	for i := range n {
+		if t := d.Token(i); t < 0 || int(t) >= vocab {
 			hint := ""
 			if d.Format == TokenFile && vocab <= 256 {
 				hint = "; token files hold GPT-2 token ids: use a GPT-2-vocabulary preset, or a text file for this one"
@@ -203,8 +269,8 @@ func NewLoader(ds *Dataset, B, T int, seed uint64) (*Loader, error) {
 	if B <= 0 || T <= 0 {
 		return nil, fmt.Errorf("data: batch %d and sequence length %d must be positive", B, T)
 	}
-	if need := int64(B)*int64(T) + 1; int64(len(ds.Tokens)) < need {
-		return nil, fmt.Errorf("data: %s holds %d tokens, shorter than one batch: batch %d × sequence %d needs at least %d", ds.Source, len(ds.Tokens), B, T, need)
+	if need := int64(B)*int64(T) + 1; ds.Len() < need {
+		return nil, files.BadInput(ds.Source, fmt.Errorf("data: %s holds %d tokens, shorter than one batch: batch %d × sequence %d needs at least %d", ds.Source, ds.Len(), B, T, need))
 	}
 	return &Loader{ds: ds, B: B, T: T, rng: rand.New(rand.NewPCG(seed, 0x7472616d))}, nil
 }
@@ -216,11 +282,11 @@ func (l *Loader) Next(inputs, targets []int32) error {
 	if len(inputs) != n || len(targets) != n {
 		return fmt.Errorf("data: Next wants inputs and targets of B·T = %d tokens, got %d and %d", n, len(inputs), len(targets))
 	}
-	starts := len(l.ds.Tokens) - l.T // window starts 0..len-T-1
+	starts := int(l.ds.Len()) - l.T // window starts 0..len-T-1
 	for b := range l.B {
-		s := l.rng.IntN(starts)
-		copy(inputs[b*l.T:(b+1)*l.T], l.ds.Tokens[s:s+l.T])
-		copy(targets[b*l.T:(b+1)*l.T], l.ds.Tokens[s+1:s+1+l.T])
+		s := int64(l.rng.IntN(starts))
+		l.ds.read(inputs[b*l.T:(b+1)*l.T], s)
+		l.ds.read(targets[b*l.T:(b+1)*l.T], s+1)
 	}
 	return nil
 }

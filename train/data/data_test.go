@@ -10,6 +10,13 @@ import (
 	"testing"
 )
 
+// tokensOf reads every token of ds.
+func tokensOf(ds *Dataset) []int32 {
+	out := make([]int32, ds.Len())
+	ds.read(out, 0)
+	return out
+}
+
 func writeFile(t *testing.T, name string, b []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
@@ -56,8 +63,8 @@ func TestLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ds.Format != tc.format || ds.Source != path || fmt.Sprint(ds.Tokens) != fmt.Sprint(tc.want) {
-				t.Errorf("got %s %s %v, want %s %s %v", ds.Format, ds.Source, ds.Tokens, tc.format, path, tc.want)
+			if ds.Format != tc.format || ds.Source != path || fmt.Sprint(tokensOf(ds)) != fmt.Sprint(tc.want) {
+				t.Errorf("got %s %s %v, want %s %s %v", ds.Format, ds.Source, tokensOf(ds), tc.format, path, tc.want)
 			}
 		})
 	}
@@ -117,10 +124,10 @@ func TestDefaultDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	// "Some tens of KB" of prose: between 20 and 100 KB, plain ASCII.
-	if n := len(ds.Tokens); n < 20<<10 || n > 100<<10 {
+	if n := ds.Len(); n < 20<<10 || n > 100<<10 {
 		t.Errorf("default corpus has %d tokens, want 20-100 KB", n)
 	}
-	for i, tok := range ds.Tokens {
+	for i, tok := range tokensOf(ds) {
 		if tok >= 128 {
 			t.Fatalf("default corpus byte %d at %d is not ASCII", tok, i)
 		}
@@ -131,10 +138,11 @@ func TestDefaultDataset(t *testing.T) {
 }
 
 func TestLoader(t *testing.T) {
-	ds := &Dataset{Source: "counting", Tokens: make([]int32, 1000)}
-	for i := range ds.Tokens {
-		ds.Tokens[i] = int32(i) // each token is its position
+	ids := make([]int32, 1000)
+	for i := range ids {
+		ids[i] = int32(i) // each token is its position
 	}
+	ds := FromTokens("counting", ids)
 	const B, T = 4, 16
 	a, err := NewLoader(ds, B, T, 7)
 	if err != nil {
@@ -161,7 +169,7 @@ func TestLoader(t *testing.T) {
 					t.Fatalf("row %v targets %v: not a window with next-token targets", row, trow)
 				}
 			}
-			if last := trow[T-1]; last >= int32(len(ds.Tokens)) {
+			if last := trow[T-1]; last >= int32(ds.Len()) {
 				t.Fatalf("target %d beyond the data", last)
 			}
 		}
@@ -177,8 +185,8 @@ func TestLoader(t *testing.T) {
 		t.Errorf("%d of 984 window starts drawn in 2000 rows, want at least 80%%", len(seenStart))
 	}
 	for s := range seenStart {
-		if s < 0 || int(s) > len(ds.Tokens)-T-1 {
-			t.Errorf("window start %d outside [0, %d]", s, len(ds.Tokens)-T-1)
+		if s < 0 || int(s) > int(ds.Len())-T-1 {
+			t.Errorf("window start %d outside [0, %d]", s, int(ds.Len())-T-1)
 		}
 	}
 	if err := a.Next(make([]int32, 3), make([]int32, B*T)); err == nil || !strings.Contains(err.Error(), "B·T = 64") {
@@ -187,7 +195,7 @@ func TestLoader(t *testing.T) {
 }
 
 func TestLoaderErrors(t *testing.T) {
-	ds := &Dataset{Source: "small.txt", Tokens: make([]int32, 64)}
+	ds := FromTokens("small.txt", make([]int32, 64))
 	for _, tc := range []struct {
 		B, T int
 		want string

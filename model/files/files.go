@@ -1,0 +1,543 @@
+// Package files is how trainmem touches the file system, so that nothing a
+// user asked to keep is lost or overwritten:
+//
+//   - inputs are opened only when they are regular files (a FIFO, a device
+//     or a directory is refused before it is opened, so nothing blocks) and
+//     are read no further than the size they had when opened;
+//   - every path of a run is checked before the work starts (Check): an
+//     output in a missing or unwritable directory, an output that is a
+//     directory, and an output that is the same file as an input or as
+//     another output (compared by file identity, after symbolic links) are
+//     refused;
+//   - outputs are written through a symbolic link to its target, straight
+//     into a device or FIFO (there is nothing to make atomic), and over a
+//     regular file only atomically (WriteAtomic: a temporary file in the
+//     same directory, synced, renamed over the target); a line-by-line
+//     output (Lines, for JSON Lines records) replaces its target when the
+//     first line is complete and appends each later line with one write,
+//     so the file is whole at every moment;
+//   - a temporary file in progress is known (RemoveTemps), so that a
+//     process stopped by a signal leaves none behind.
+//
+// Error policy: every function returns errors. A path refused by Check is
+// a *PathError, an input that cannot be used (missing, not a regular file,
+// unreadable, or with content its reader rejects) an *InputError: both are
+// the user's to fix, which the command line reports with exit status 2.
+//
+// The package imports nothing of trainmem's.
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// InputError is an input file that cannot be used: it is missing, is not a
+// regular file, cannot be read, or its content is not valid. Error is the
+// message of Err, which names the file.
+type InputError struct {
+	Path string
+	Err  error
+}
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// BadInput wraps err, an error about the input file at path, as an
+// *InputError (nil stays nil; an *InputError is returned as it is).
+func BadInput(path string, err error) error {
+	var ie *InputError
+	if err == nil || errors.As(err, &ie) {
+		return err
+	}
+	return &InputError{Path: path, Err: err}
+}
+
+// PathError is a path refused before any work: Flag is how the user gave
+// it (e.g. "--out"), Problem what is wrong and what would do.
+type PathError struct {
+	Flag, Path, Problem string
+}
+
+func (e *PathError) Error() string {
+	if e.Flag == "" {
+		return fmt.Sprintf("%s: %s", e.Path, e.Problem)
+	}
+	return fmt.Sprintf("%s %s: %s", e.Flag, e.Path, e.Problem)
+}
+
+// Path is a path as the user gave it, with the flag that gave it.
+type Path struct {
+	Flag string // "--out"; may be empty
+	Name string // the path; empty means not given
+}
+
+// kind names what a non-regular file is.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// statInput checks that path is an existing regular file (after symbolic
+// links) and returns its information.
+func statInput(p Path) (fs.FileInfo, error) {
+	fi, err := os.Stat(p.Name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &InputError{p.Name, &PathError{p.Flag, p.Name, "no such file"}}
+	case err != nil:
+		return nil, &InputError{p.Name, &PathError{p.Flag, p.Name, err.Error()}}
+	case !fi.Mode().IsRegular():
+		return nil, &InputError{p.Name, &PathError{p.Flag, p.Name, kind(fi.Mode()) + ": trainmem reads regular files only"}}
+	}
+	return fi, nil
+}
+
+// OpenInput opens the regular file at path for reading and returns it with
+// its size. Anything that is not a regular file is refused before it is
+// opened (opening a FIFO would wait for a writer); the file is checked
+// again once open. Errors are *InputError.
+func OpenInput(flag, path string) (*os.File, int64, error) {
+	p := Path{flag, path}
+	if _, err := statInput(p); err != nil {
+		return nil, 0, err
+	}
+	f, err := openNonblocking(path)
+	if err != nil {
+		return nil, 0, &InputError{path, &PathError{flag, path, err.Error()}}
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New(kind(fi.Mode()) + ": trainmem reads regular files only")
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, &InputError{path, &PathError{flag, path, err.Error()}}
+	}
+	return f, fi.Size(), nil
+}
+
+// Check refuses, before any work, the paths of a run that would fail or
+// destroy data: an input that is not an existing regular file; an output
+// that is a directory or a socket, an existing regular file without write
+// permission, or a regular file (or a new one) in a directory that does not
+// exist or cannot be written; and an output that is the same file as an
+// input or as another output, by identity (device and inode after symbolic
+// links, or directory and name for a file not yet there), not by spelling.
+// Empty names are skipped. Errors are *PathError (or *InputError for an
+// input).
+func Check(inputs, outputs []Path) error {
+	type known struct {
+		p  Path
+		id identity
+	}
+	var seen []known
+	for _, in := range inputs {
+		if in.Name == "" {
+			continue
+		}
+		if _, err := statInput(in); err != nil {
+			return err
+		}
+		id, err := identify(in.Name)
+		if err != nil {
+			return &InputError{in.Name, &PathError{in.Flag, in.Name, err.Error()}}
+		}
+		seen = append(seen, known{in, id})
+	}
+	for _, out := range outputs {
+		if out.Name == "" {
+			continue
+		}
+		if err := checkOutput(out); err != nil {
+			return err
+		}
+		id, err := identify(out.Name)
+		if err != nil {
+			return &PathError{out.Flag, out.Name, err.Error()}
+		}
+		for _, k := range seen {
+			if k.id.same(id) {
+				what := "writing it would overwrite the input"
+				if len(k.p.Flag) > 0 && containsPath(outputs, k.p) {
+					what = "one output would replace the other"
+				}
+				return &PathError{out.Flag, out.Name, fmt.Sprintf("the same file as %s %s: %s (give another path)", k.p.Flag, k.p.Name, what)}
+			}
+		}
+		seen = append(seen, known{out, id})
+	}
+	return nil
+}
+
+func containsPath(ps []Path, p Path) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOutput checks one output path (see Check).
+func checkOutput(p Path) error {
+	t, fi, err := target(p.Name)
+	if err != nil {
+		return &PathError{p.Flag, p.Name, err.Error()}
+	}
+	if fi != nil && !fi.Mode().IsRegular() {
+		if fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe) != 0 {
+			return nil // written straight into
+		}
+		return &PathError{p.Flag, p.Name, kind(fi.Mode()) + ": give a file name"}
+	}
+	dir := filepath.Dir(t)
+	dfi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &PathError{p.Flag, p.Name, fmt.Sprintf("directory %s does not exist (create it first)", dir)}
+	case err != nil:
+		return &PathError{p.Flag, p.Name, err.Error()}
+	case !dfi.IsDir():
+		return &PathError{p.Flag, p.Name, fmt.Sprintf("%s is not a directory", dir)}
+	}
+	if fi != nil {
+		f, err := os.OpenFile(t, os.O_WRONLY, 0) // opening for writing changes nothing
+		if err != nil {
+			return &PathError{p.Flag, p.Name, fmt.Sprintf("cannot be written (%v)", errors.Unwrap(err))}
+		}
+		f.Close()
+	}
+	// The file is written next to its target and renamed over it: the
+	// directory itself must take a new file.
+	probe, err := os.CreateTemp(dir, ".trainmem-check-*")
+	if err != nil {
+		return &PathError{p.Flag, p.Name, fmt.Sprintf("directory %s cannot be written (%v)", dir, errors.Unwrap(err))}
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+// maxLinks bounds how many symbolic links target follows, as the kernel's
+// ELOOP does.
+const maxLinks = 40
+
+// target follows symbolic links from path to the file they lead to, which
+// may not exist yet (a dangling link is written through to its target), and
+// returns that path and its information (nil when absent). The directory
+// part is resolved too, so that two spellings of one file give one target.
+func target(path string) (string, fs.FileInfo, error) {
+	p := path
+	for range maxLinks {
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			p = filepath.Join(dir, filepath.Base(p))
+		}
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return p, nil, nil
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return p, fi, nil
+		}
+		dst, err := os.Readlink(p)
+		if err != nil {
+			return "", nil, err
+		}
+		if !filepath.IsAbs(dst) {
+			dst = filepath.Join(filepath.Dir(p), dst)
+		}
+		p = dst
+	}
+	return "", nil, errors.New("too many levels of symbolic links")
+}
+
+// identity is a file by what it is: an existing file's information (device
+// and inode, compared by os.SameFile), or for a file not yet there its
+// directory's information and its name.
+type identity struct {
+	file fs.FileInfo // the file, or its directory when name is set
+	name string
+}
+
+func (a identity) same(b identity) bool {
+	return a.name == b.name && os.SameFile(a.file, b.file)
+}
+
+func identify(path string) (identity, error) {
+	t, fi, err := target(path)
+	if err != nil {
+		return identity{}, err
+	}
+	if fi != nil {
+		if fi, err = os.Stat(t); err != nil {
+			return identity{}, err
+		}
+		return identity{file: fi}, nil
+	}
+	dfi, err := os.Stat(filepath.Dir(t))
+	if err != nil {
+		return identity{}, err
+	}
+	return identity{file: dfi, name: filepath.Base(t)}, nil
+}
+
+// temps are the temporary files being written, for RemoveTemps.
+var temps struct {
+	sync.Mutex
+	names map[string]bool
+}
+
+func trackTemp(name string) {
+	temps.Lock()
+	defer temps.Unlock()
+	if temps.names == nil {
+		temps.names = map[string]bool{}
+	}
+	temps.names[name] = true
+}
+
+func untrackTemp(name string) {
+	temps.Lock()
+	defer temps.Unlock()
+	delete(temps.names, name)
+}
+
+// RemoveTemps removes every temporary file a write in progress holds, for a
+// process about to exit on a signal; the writes' targets are left as they
+// were.
+func RemoveTemps() {
+	temps.Lock()
+	defer temps.Unlock()
+	for n := range temps.names {
+		os.Remove(n)
+		delete(temps.names, n)
+	}
+}
+
+// createTemp makes the temporary file that will replace the regular file
+// (or new file) t, tracked for RemoveTemps.
+func createTemp(t string) (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Dir(t), "."+filepath.Base(t)+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	trackTemp(f.Name())
+	return f, nil
+}
+
+// dropTemp closes and removes a temporary file after a failure.
+func dropTemp(f *os.File) {
+	f.Close()
+	os.Remove(f.Name())
+	untrackTemp(f.Name())
+}
+
+// replace gives the synced temporary file tmp the mode mode and renames it
+// over t, then syncs the directory (a failure there leaves a complete
+// file).
+func replace(tmp *os.File, t string, mode fs.FileMode) error {
+	if err := os.Chmod(tmp.Name(), mode); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), t); err != nil {
+		return err
+	}
+	untrackTemp(tmp.Name())
+	if d, err := os.Open(filepath.Dir(t)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// modeOf is the mode a replacement of t gets: the replaced file's, or 0644
+// for a new file.
+func modeOf(fi fs.FileInfo) fs.FileMode {
+	if fi != nil {
+		return fi.Mode().Perm()
+	}
+	return 0o644
+}
+
+// openSpecial opens the device or FIFO t for writing, or refuses what
+// cannot be written into.
+func openSpecial(path, t string, fi fs.FileInfo) (*os.File, error) {
+	if fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe) == 0 {
+		return nil, fmt.Errorf("%s is %s", path, kind(fi.Mode()))
+	}
+	return os.OpenFile(t, os.O_WRONLY, 0)
+}
+
+// WriteAtomic writes what write writes to path. A regular file (or a new
+// one) is replaced atomically: write goes to a temporary file in the same
+// directory, which is synced and renamed over the target only when write
+// and the sync succeed, keeping the replaced file's mode; on any error the
+// temporary file is removed and the target is untouched. A symbolic link is
+// written through to its target; a device or FIFO is written straight into;
+// a directory or socket is refused.
+func WriteAtomic(path string, write func(io.Writer) error) (err error) {
+	t, fi, err := target(path)
+	if err != nil {
+		return fmt.Errorf("files: writing %s: %w", path, err)
+	}
+	if fi != nil && !fi.Mode().IsRegular() {
+		f, err := openSpecial(path, t, fi)
+		if err != nil {
+			return fmt.Errorf("files: writing %s: %w", path, err)
+		}
+		if err := write(f); err != nil {
+			f.Close()
+			return fmt.Errorf("%w (writing %s)", err, path)
+		}
+		return f.Close()
+	}
+	tmp, err := createTemp(t)
+	if err != nil {
+		return fmt.Errorf("files: writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			dropTemp(tmp)
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return fmt.Errorf("%w (writing %s)", err, path)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("files: writing %s: sync: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("files: writing %s: %w", path, err)
+	}
+	if err := replace(tmp, t, modeOf(fi)); err != nil {
+		return fmt.Errorf("files: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Lines writes a file one line at a time (JSON Lines records as a run
+// makes them) so that it is whole at every moment: nothing is touched until
+// the first line, which is written to a temporary file that then replaces
+// the target (as WriteAtomic does); every later line is appended with one
+// write. A symbolic link is followed to its target; a device or FIFO is
+// written straight into.
+type Lines struct {
+	path string
+	f    *os.File
+	n    int
+	err  error
+}
+
+// CreateLines makes a Lines writer for path; nothing is opened yet.
+func CreateLines(path string) *Lines { return &Lines{path: path} }
+
+// Count is the number of lines written.
+func (l *Lines) Count() int { return l.n }
+
+// WriteLine writes line (a newline is added) as one write.
+func (l *Lines) WriteLine(line []byte) error {
+	if l.err != nil {
+		return l.err
+	}
+	buf := make([]byte, len(line)+1)
+	copy(buf, line)
+	buf[len(line)] = '\n'
+	if l.f == nil {
+		l.err = l.first(buf)
+		if l.err == nil {
+			l.n++
+		}
+		return l.err
+	}
+	if _, err := l.f.Write(buf); err != nil {
+		l.err = fmt.Errorf("files: writing %s: %w", l.path, err)
+		return l.err
+	}
+	l.n++
+	return nil
+}
+
+// first opens the target with its first line.
+func (l *Lines) first(buf []byte) error {
+	t, fi, err := target(l.path)
+	if err != nil {
+		return fmt.Errorf("files: writing %s: %w", l.path, err)
+	}
+	if fi != nil && !fi.Mode().IsRegular() {
+		f, err := openSpecial(l.path, t, fi)
+		if err == nil {
+			_, err = f.Write(buf)
+		}
+		if err != nil {
+			if f != nil {
+				f.Close()
+			}
+			return fmt.Errorf("files: writing %s: %w", l.path, err)
+		}
+		l.f = f
+		return nil
+	}
+	tmp, err := createTemp(t)
+	if err == nil {
+		if _, err = tmp.Write(buf); err == nil {
+			if err = tmp.Sync(); err == nil {
+				err = replace(tmp, t, modeOf(fi))
+			}
+		}
+		if err != nil {
+			dropTemp(tmp)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("files: writing %s: %w", l.path, err)
+	}
+	l.f = tmp // renamed: the same open file, now at the target
+	return nil
+}
+
+// Close syncs and closes the file (nothing to do when no line was
+// written).
+func (l *Lines) Close() error {
+	if l.f == nil {
+		if l.err == nil {
+			l.err = fmt.Errorf("files: writing %s: already closed", l.path)
+			return nil
+		}
+		return nil
+	}
+	f := l.f
+	l.f = nil
+	defer func() {
+		if l.err == nil {
+			l.err = fmt.Errorf("files: writing %s: already closed", l.path)
+		}
+	}()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("files: writing %s: sync: %w", l.path, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("files: writing %s: %w", l.path, err)
+	}
+	return nil
+}
