@@ -168,26 +168,60 @@ func (h CheckpointHeader) checkShape(cfg Config) error {
 // skipped on read).
 type segment struct{ Offset, Count int64 }
 
-// llmcLayout lists cfg's parameters in llm.c's file order, with vp rows of
-// wte.
-func llmcLayout(cfg Config, vp int) []segment {
-	at := map[string]Param{}
-	for _, p := range cfg.Params() {
-		at[p.Name] = p
+// blockKinds are a block's tensors in Config.Params order, each with its
+// size as a function of h: the names llm.c's file groups across layers.
+var blockKinds = []struct {
+	name string
+	size func(h int64) int64
+}{
+	{"ln1.w", func(h int64) int64 { return h }},
+	{"ln1.b", func(h int64) int64 { return h }},
+	{"attn.qkv.w", func(h int64) int64 { return 3 * h * h }},
+	{"attn.qkv.b", func(h int64) int64 { return 3 * h }},
+	{"attn.proj.w", func(h int64) int64 { return h * h }},
+	{"attn.proj.b", func(h int64) int64 { return h }},
+	{"ln2.w", func(h int64) int64 { return h }},
+	{"ln2.b", func(h int64) int64 { return h }},
+	{"mlp.fc.w", func(h int64) int64 { return 4 * h * h }},
+	{"mlp.fc.b", func(h int64) int64 { return 4 * h }},
+	{"mlp.proj.w", func(h int64) int64 { return 4 * h * h }},
+	{"mlp.proj.b", func(h int64) int64 { return h }},
+}
+
+// llmcLayout calls each with cfg's parameters in llm.c's file order, with
+// vp rows of wte, stopping at the first error. The offsets are computed
+// from the shape (Config.Params's layout, which llmc_test.go checks them
+// against), not from the parameter table, so that walking a file costs no
+// memory per layer.
+func llmcLayout(cfg Config, vp int, each func(segment) error) error {
+	h, V, ctx := int64(cfg.Hidden), int64(cfg.Vocab), int64(cfg.Context)
+	block := cfg.LayerParams()
+	first := V*h + ctx*h // the blocks start after wte and wpe
+	segs := []segment{{0, V * h}}
+	if pad := (int64(vp) - V) * h; pad > 0 {
+		segs = append(segs, segment{-1, pad})
 	}
-	seg := func(name string) segment { p := at[name]; return segment{p.Offset, p.Count} }
-	s := []segment{seg("wte")}
-	if pad := int64(vp-cfg.Vocab) * int64(cfg.Hidden); pad > 0 {
-		s = append(s, segment{-1, pad})
-	}
-	s = append(s, seg("wpe"))
-	for _, kind := range []string{"ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
-		"ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b"} {
-		for l := range cfg.Layers {
-			s = append(s, seg(fmt.Sprintf("h%d.%s", l, kind)))
+	segs = append(segs, segment{V * h, ctx * h})
+	for _, sg := range segs {
+		if err := each(sg); err != nil {
+			return err
 		}
 	}
-	return append(s, seg("lnf.w"), seg("lnf.b"))
+	var within int64 // the kind's offset within a block
+	for _, k := range blockKinds {
+		n := k.size(h)
+		for l := range int64(cfg.Layers) {
+			if err := each(segment{first + l*block + within, n}); err != nil {
+				return err
+			}
+		}
+		within += n
+	}
+	lnf := first + int64(cfg.Layers)*block
+	if err := each(segment{lnf, h}); err != nil {
+		return err
+	}
+	return each(segment{lnf + h, h})
 }
 
 // ReadCheckpoint reads an llm.c GPT-2 model file of size bytes whose shape
@@ -217,7 +251,7 @@ func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
 	params := make([]float32, cfg.NumParams())
 	buf := make([]byte, min(1<<20, size-headerBytes+4)&^3)
 	var read int64 // parameter bytes read
-	for _, s := range llmcLayout(cfg, h.PaddedVocab) {
+	err = llmcLayout(cfg, h.PaddedVocab, func(s segment) error {
 		for done := int64(0); done < s.Count; {
 			n := min(s.Count-done, int64(len(buf)/4))
 			got, err := io.ReadFull(r, buf[:4*n])
@@ -225,9 +259,9 @@ func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
 			if err != nil {
 				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 					want, _ := h.FileBytes()
-					return nil, fmt.Errorf("model: checkpoint truncated: %d bytes, expected %d for its %s", headerBytes+read, want, h.shapeString())
+					return fmt.Errorf("model: checkpoint truncated: %d bytes, expected %d for its %s", headerBytes+read, want, h.shapeString())
 				}
-				return nil, fmt.Errorf("model: reading checkpoint parameters: %w", err)
+				return fmt.Errorf("model: reading checkpoint parameters: %w", err)
 			}
 			if s.Offset >= 0 {
 				dst := params[s.Offset+done : s.Offset+done+n]
@@ -237,6 +271,10 @@ func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
 			}
 			done += n
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return params, nil
 }
@@ -283,7 +321,7 @@ func WriteCheckpoint(w io.Writer, cfg Config, params []float32) error {
 		return fmt.Errorf("model: writing checkpoint: %w", err)
 	}
 	buf := make([]byte, 1<<20)
-	for _, s := range llmcLayout(cfg, vp) {
+	err := llmcLayout(cfg, vp, func(s segment) error {
 		for done := int64(0); done < s.Count; {
 			n := min(s.Count-done, int64(len(buf)/4))
 			b := buf[:4*n]
@@ -299,6 +337,10 @@ func WriteCheckpoint(w io.Writer, cfg Config, params []float32) error {
 			}
 			done += n
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("model: writing checkpoint: %w", err)

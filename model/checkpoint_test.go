@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -217,4 +218,77 @@ func TestCheckpointErrors(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("failed saves left %d files", len(entries))
 	}
+}
+
+// llmcLayout's offsets, computed from the shape, against the parameter
+// table: every tensor once, in llm.c's order (each kind across the
+// layers), at its table offset, plus the padding rows.
+func TestLLMCLayoutAgainstTable(t *testing.T) {
+	for _, cfg := range []Config{ckptConfig, {Name: "x", Layers: 1, Hidden: 8, Heads: 2, Vocab: 5, Context: 3}} {
+		at := map[string]Param{}
+		for _, p := range cfg.Params() {
+			at[p.Name] = p
+		}
+		var want []segment
+		seg := func(name string) { p := at[name]; want = append(want, segment{p.Offset, p.Count}) }
+		vp := PaddedVocab(cfg.Vocab)
+		seg("wte")
+		want = append(want, segment{-1, int64(vp-cfg.Vocab) * int64(cfg.Hidden)})
+		seg("wpe")
+		for _, k := range blockKinds {
+			for l := range cfg.Layers {
+				seg(fmt.Sprintf("h%d.%s", l, k.name))
+			}
+		}
+		seg("lnf.w")
+		seg("lnf.b")
+		var got []segment
+		llmcLayout(cfg, vp, func(s segment) error { got = append(got, s); return nil })
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s:\n got  %v\n want %v", cfg.Name, got, want)
+		}
+	}
+}
+
+// FuzzReadCheckpoint: whatever a file's bytes (header and body), reading it
+// never panics and never allocates more than the file's size plus a fixed
+// bound (the 1 MiB read buffer and small change): the header is checked
+// against the size before the parameters are allocated. A file that reads
+// has exactly its shape's parameters.
+func FuzzReadCheckpoint(f *testing.F) {
+	cfg := ckptConfig
+	good := llmcFile(cfg, randomParams(cfg, 1), header(cfg, 3, 384), 0)
+	f.Add(good)
+	f.Add(good[:2000])
+	f.Add(good[:1024])
+	f.Add(bytes.Repeat([]byte{0xff}, 1024))
+	for _, h := range [][8]int32{
+		{CheckpointMagic, 3, 1 << 24, 1 << 24, 16384, 1, 1 << 20, 1 << 24},
+		{CheckpointMagic, 3, 1024, 50257, 12, 12, 768, 50304},
+		{CheckpointMagic, 1, 64, 1<<31 - 1, 2, 4, 64, 0},
+		{CheckpointMagic, 3, 4, 4, 16384, 1, 1, 4},
+	} {
+		b := make([]byte, 1024+64)
+		for i, v := range h {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+		}
+		f.Add(b)
+	}
+	const bound = 2 << 20
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c := cfg
+		if h, err := ReadCheckpointHeader(bytes.NewReader(b)); err == nil {
+			c = h.Config()
+		}
+		params, err := ReadCheckpoint(bytes.NewReader(b), int64(len(b)), c)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(len(b))+bound {
+			t.Fatalf("a %d-byte file allocated %d bytes (err %v)", len(b), alloc, err)
+		}
+		if err == nil && int64(len(params)) != c.NumParams() {
+			t.Fatalf("%d parameters, the shape has %d", len(params), c.NumParams())
+		}
+	})
 }
