@@ -3,11 +3,15 @@ package data
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"strings"
 	"testing"
+
+	"trainmem/model/files"
 )
 
 // tokensOf reads every token of ds.
@@ -26,7 +30,7 @@ func writeFile(t *testing.T, name string, b []byte) string {
 	return path
 }
 
-func tokenFile(t *testing.T, tokens []int32) []byte {
+func tokenFile(t testing.TB, tokens []int32) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	if err := WriteTokenFile(&b, tokens); err != nil {
@@ -213,4 +217,60 @@ func TestLoaderErrors(t *testing.T) {
 	if _, err := NewLoader(ds, 3, 21, 1); err != nil {
 		t.Errorf("63+1 tokens for a 3×21 batch: %v", err)
 	}
+}
+
+// FuzzLoad: whatever a data file's bytes (a token file's header and body,
+// or text), loading it never panics and never allocates more than a fixed
+// bound beyond the file (the file is mapped, not copied), and a dataset
+// that loads gives whole batches of in-vocabulary tokens.
+func FuzzLoad(f *testing.F) {
+	good := tokenFile(f, []int32{50256, 464, 2068, 7586, 21831, 0, 65535, 1, 2, 3})
+	f.Add(good, true)
+	f.Add(good[:1030], true)
+	f.Add(withHeader(good, 2, 1<<30), true)
+	f.Add(withHeader(good, 2, -5), true)
+	f.Add([]byte("some text to learn from, long enough for a batch"), false)
+	dir := f.TempDir()
+	const bound = 1 << 20
+	f.Fuzz(func(t *testing.T, b []byte, bin bool) {
+		name := "f.txt"
+		if bin {
+			name = "f.bin"
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, vocab := range []int{256, 50257} {
+			before := allocatedBytes()
+			ds, err := Load(path, vocab)
+			if alloc := allocatedBytes() - before; alloc > bound {
+				t.Fatalf("a %d-byte file allocated %d bytes", len(b), alloc)
+			}
+			if err != nil {
+				var ie *files.InputError
+				if !errors.As(err, &ie) {
+					t.Fatalf("%v is not an *files.InputError", err)
+				}
+				continue
+			}
+			if l, err := NewLoader(ds, 1, 2, 1); err == nil {
+				in, tg := l.Batch()
+				for _, x := range append(in, tg...) {
+					if x < 0 || int(x) >= vocab {
+						t.Fatalf("token %d outside the vocabulary of %d", x, vocab)
+					}
+				}
+			}
+			ds.Close()
+		}
+	})
+}
+
+// allocatedBytes is the bytes the heap has handed out since the process
+// started (runtime/metrics, which needs no stop of the world).
+func allocatedBytes() uint64 {
+	m := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
