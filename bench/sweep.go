@@ -152,7 +152,7 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 		for j := range pols {
 			i := (j + round) % len(pols)
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("bench: sweep stopped in step %d: %w", round+1, err)
+				return nil, fmt.Errorf("bench: sweep stopped in step %d: %w", round+1, context.Cause(ctx))
 			}
 			rec, err := runs[i].step()
 			if err != nil {

@@ -190,7 +190,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 		r.Data = run.data
 		for i := range steps {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("bench: measured run stopped after %d of %d steps: %w", i, steps, err)
+				return nil, fmt.Errorf("bench: measured run stopped after %d of %d steps: %w", i, steps, context.Cause(ctx))
 			}
 			rec, err := run.step()
 			if err != nil {

@@ -4,6 +4,7 @@ package main
 // every formula of the literature side by side and each figure's source.
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"flag"
@@ -34,7 +35,7 @@ Sizes print in GB (10^9 bytes, as the articles and the ZeRO paper) and GiB
 
 example: trainmem estimate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16`
 
-func runEstimate(args []string, stdout, stderr io.Writer) error {
+func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("estimate", flag.ContinueOnError)
 	sf := addSetupFlags(fs)
 	formula := model.Korthikanti

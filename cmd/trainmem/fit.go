@@ -7,6 +7,7 @@ package main
 // at --ranks. Every answer is a search over the estimate itself.
 
 import (
+	"context"
 	"encoding/csv"
 	"flag"
 	"fmt"
@@ -45,7 +46,7 @@ type fitCell struct {
 	est    model.Estimate
 }
 
-func runFit(args []string, stdout, stderr io.Writer) error {
+func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
 	sf := addSetupFlags(fs)
 	memory := int64(-1)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -18,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 func runArgs(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := run(args, &out, &errb)
+	err := run(context.Background(), args, &out, &errb)
 	if err != nil {
 		errb.WriteString("trainmem: " + err.Error() + "\n")
 	}

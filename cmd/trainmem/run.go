@@ -6,6 +6,7 @@ package main
 // which main turns into exit status 2.
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,7 +25,11 @@ type command struct {
 	summary string // one line for trainmem's help
 	// run parses args (the flags after the subcommand's name) and writes
 	// the answer to stdout; usage and flag help go to stderr.
-	run func(args []string, stdout, stderr io.Writer) error
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// graceful commands stop cleanly when ctx ends (a signal: see
+	// main.go): they finish the step in flight and write what finished.
+	// Signals end the others at once.
+	graceful bool
 }
 
 var commands = map[string]command{}
@@ -64,7 +69,9 @@ func badSetup(err error) error {
 // for bad input of every kind (a flag, a shape too large, a path refused
 // before the work, an input file missing or invalid, a corpus shorter than
 // a batch); 1 for a failure while running (a device error, a diverged run,
-// out of memory on the simulated card).
+// out of memory on the simulated card); 128 + the signal's number for a run
+// stopped by SIGINT, SIGTERM or SIGHUP (130, 143, 129), the shells'
+// convention.
 func exitCode(err error) int {
 	var u usageError
 	var in *files.InputError
@@ -75,11 +82,16 @@ func exitCode(err error) int {
 	case errors.As(err, &u), errors.As(err, &in), errors.As(err, &path):
 		return 2
 	}
+	var sig *signalError
+	if errors.As(err, &sig) {
+		return 128 + sig.number()
+	}
 	return 1
 }
 
-// run is trainmem: args are the arguments after the program name.
-func run(args []string, stdout, stderr io.Writer) error {
+// run is trainmem: args are the arguments after the program name; ctx
+// ends when the process is asked to stop.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		usage(stderr)
 		return usagef("no subcommand (valid: %s)", strings.Join(commandNames(), ", "))
@@ -89,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			if c, ok := commands[rest[0]]; ok {
-				return c.run([]string{"-h"}, stdout, stdout)
+				return c.run(ctx, []string{"-h"}, stdout, stdout)
 			}
 			return usagef("help: unknown subcommand %q (valid: %s)", rest[0], strings.Join(commandNames(), ", "))
 		}
@@ -100,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return usagef("unknown subcommand %q (valid: %s)", name, strings.Join(commandNames(), ", "))
 	}
-	if err := c.run(rest, stdout, stderr); err != nil {
+	if err := c.run(ctx, rest, stdout, stderr); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package main
 // trainmem simulate: the real training schedule on the shape-only device.
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,7 +33,7 @@ not fit fails with an out-of-memory report like a real card's.
 
 example: trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --memory 80GiB`
 
-func runSimulate(args []string, stdout, stderr io.Writer) error {
+func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	sf := addSetupFlags(fs)
 	var capacity int64

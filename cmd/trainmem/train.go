@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/signal"
 	"strings"
 
 	"trainmem/bench"
@@ -22,9 +20,10 @@ import (
 
 func init() {
 	register(command{
-		name:    "train",
-		summary: "train a GPT-2 on the host CPU, measuring the allocator every step",
-		run:     runTrain,
+		name:     "train",
+		graceful: true,
+		summary:  "train a GPT-2 on the host CPU, measuring the allocator every step",
+		run:      runTrain,
 	})
 }
 
@@ -135,7 +134,7 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 	return nil, usagef("--device %q: unknown device (valid: host, cuda)", f.device)
 }
 
-func runTrain(args []string, stdout, stderr io.Writer) error {
+func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
 	if err := parseFlags(fs, args, stderr, trainSynopsis); err != nil {
@@ -168,8 +167,6 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	defer dev.Close()
 
 	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, bench.Describe(s), dev.Name())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	res, err := train.Run(ctx, dev, opts)
 	if res != nil && res.Steps > 0 {
 		writeRunSummary(stdout, res)
@@ -178,7 +175,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if res.Interrupted {
-		return fmt.Errorf("interrupted after %d of %d steps (outputs hold the finished steps)", res.Steps, tf.steps)
+		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", res.Steps, tf.steps, context.Cause(ctx))
 	}
 	for _, p := range []struct{ what, path string }{{"records", tf.out}, {"weights", tf.save}} {
 		if p.path != "" {

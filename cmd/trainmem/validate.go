@@ -10,8 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 
 	"trainmem/bench"
 	"trainmem/cuda"
@@ -21,9 +19,10 @@ import (
 
 func init() {
 	register(command{
-		name:    "validate",
-		summary: "estimate vs simulate vs measure, every difference explained; --sweep checkpoint for the checkpointing trade-off",
-		run:     runValidate,
+		name:     "validate",
+		graceful: true,
+		summary:  "estimate vs simulate vs measure, every difference explained; --sweep checkpoint for the checkpointing trade-off",
+		run:      runValidate,
 	})
 }
 
@@ -49,7 +48,7 @@ examples:
   trainmem validate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --no-measure
   trainmem validate --sweep checkpoint --layers 8 --hidden 256 --heads 8 --vocab 256 --context 256 --seq 128 --plot sweep.svg`
 
-func runValidate(args []string, stdout, stderr io.Writer) error {
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	tf := &trainFlags{setup: addSetupFlags(fs), defaultBatch: 8, defaultT: 64, lr: 1e-3}
 	steps := fs.Int("steps", 0, "measured steps; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
@@ -102,8 +101,6 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	opts := bench.Options{Steps: *steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
 
 	if *sweep != "" {

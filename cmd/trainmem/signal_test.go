@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"trainmem/model"
+)
+
+// TestMain runs trainmem's main instead of the tests when the test binary
+// is started as trainmem (TRAINMEM_TEST_MAIN=1), so that tests can send a
+// real process real signals.
+func TestMain(m *testing.M) {
+	if os.Getenv("TRAINMEM_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// startTrainmem starts the test binary as trainmem with args.
+func startTrainmem(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "TRAINMEM_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &stderr
+}
+
+// waitLines waits until path holds at least n lines.
+func waitLines(t *testing.T, path string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+	}
+	t.Fatalf("%s never reached %d lines", path, n)
+}
+
+// exitOf waits for cmd and returns its exit status.
+func exitOf(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(60 * time.Second):
+		t.Fatal("trainmem did not stop within a minute of the signal")
+	}
+	return -1
+}
+
+// SIGTERM (a batch scheduler's), SIGHUP and SIGINT stop a run the same way:
+// the step in flight finishes, the records streamed so far are whole JSON
+// Lines, the checkpoint is written, no temporary file is left, and the exit
+// status is 128 + the signal's number. A second signal stops at once, still
+// leaving no temporary file.
+func TestSignalsStopCleanly(t *testing.T) {
+	c, _ := model.Preset("tiny")
+	for _, tc := range []struct {
+		sig   syscall.Signal
+		name  string
+		twice bool
+	}{
+		{syscall.SIGTERM, "SIGTERM", false},
+		{syscall.SIGHUP, "SIGHUP", false},
+		{syscall.SIGINT, "SIGINT", false},
+		{syscall.SIGTERM, "SIGTERM", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, save := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "w.bin")
+			cmd, stderr := startTrainmem(t, "train", "--steps", "100000", "--batch", "2", "--seq", "16", "--out", out, "--save", save)
+			waitLines(t, out, 2)
+			cmd.Process.Signal(tc.sig)
+			if tc.twice {
+				cmd.Process.Signal(tc.sig)
+			}
+			code := exitOf(t, cmd)
+			if want := 128 + int(tc.sig); code != want {
+				t.Errorf("exit %d, want %d\n%s", code, want, stderr)
+			}
+			n := countLines(t, out)
+			if n < 2 || n >= 100000 {
+				t.Errorf("%d records", n)
+			}
+			if !tc.twice {
+				if _, err := model.LoadCheckpoint(save, c); err != nil {
+					t.Errorf("the checkpoint: %v", err)
+				}
+				if !strings.Contains(stderr.String(), "stopped by "+tc.name) {
+					t.Errorf("stderr does not say why it stopped:\n%s", stderr)
+				}
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if strings.Contains(e.Name(), ".tmp-") {
+					t.Errorf("temporary file %s left", e.Name())
+				}
+			}
+		})
+	}
+}
