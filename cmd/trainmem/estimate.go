@@ -37,15 +37,14 @@ example: trainmem estimate --preset gpt2-xl --batch 32 --seq 1000 --precision fp
 
 func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("estimate", flag.ContinueOnError)
-	sf := addSetupFlags(fs)
+	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1})
 	formula := model.Korthikanti
 	fs.Func("formula", "activation formula counted in total_bytes: zero_paper or korthikanti (default korthikanti)", func(s string) error {
 		f, err := model.ParseFormula(s)
 		formula = f
 		return err
 	})
-	format := formatFlag("text")
-	fs.Var(&format, "format", "output: text, json or csv")
+	format := newFormatFlag(fs, "text", "json", "csv")
 	if err := parseFlags(fs, args, stderr, estimateSynopsis); err != nil {
 		if err == errHelp {
 			return nil
@@ -56,6 +55,7 @@ func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	sf.noteIgnored(stderr)
 	e, err := s.EstimateBy(formula)
 	if err != nil {
 		return badSetup(err) // only a shape too large is left
@@ -64,7 +64,7 @@ func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return badSetup(err)
 	}
-	switch format {
+	switch format.v {
 	case "json":
 		d := estimateDoc(e, formula)
 		for _, p := range policies {

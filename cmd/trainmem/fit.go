@@ -48,10 +48,10 @@ type fitCell struct {
 
 func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
-	sf := addSetupFlags(fs)
+	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1})
 	memory := int64(-1)
 	fs.Func("memory", "memory a rank has, e.g. 80GiB, 24GB, 1.5e10 (required)", func(s string) error {
-		n, err := model.ParseBytes(s)
+		n, err := parseMemory(s)
 		memory = n
 		return err
 	})
@@ -61,8 +61,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		formula = f
 		return err
 	})
-	format := formatFlag("text")
-	fs.Var(&format, "format", "output: text, json or csv")
+	format := newFormatFlag(fs, "text", "json", "csv")
 	if err := parseFlags(fs, args, stderr, fitSynopsis); err != nil {
 		if err == errHelp {
 			return nil
@@ -76,6 +75,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sf.noteIgnored(stderr)
 	byRanks := sf.set("batch") || s.ParamsOnly()
 	if byRanks {
 		// A shape too large to count is refused, not answered with zeros
@@ -116,7 +116,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			lowest[p] = fitCell{policy: p, zero: z, answer: s.Ranks, est: e}
 		}
 	}
-	switch format {
+	switch format.v {
 	case "json":
 		return fitJSON(stdout, s, memory, formula, byRanks, cells, lowest)
 	case "csv":

@@ -60,7 +60,7 @@ func TestShapeTooLarge(t *testing.T) {
 		{append([]string{"simulate"}, scores...), []string{"--heads 65536 --batch 1 --seq 16777216", "attention scores", "heads·batch·seq²"}},
 		{append([]string{"estimate"}, scores...), []string{"--heads 65536 --batch 1 --seq 16777216", "attention scores"}},
 		{append([]string{"fit", "--memory", "80GB"}, scores...), []string{"--heads 65536 --batch 1 --seq 16777216", "attention scores"}},
-		{append([]string{"validate", "--no-measure"}, scores...), []string{"--heads 65536", "attention scores"}},
+		{append([]string{"validate", "--no-measure", "--seq", "16777216"}, scores...), []string{"--heads 65536", "attention scores"}},
 		{append([]string{"train", "--steps", "1", "--seq", "16777216", "--batch", "1"}, scores...), []string{"--heads 65536", "attention scores"}},
 		{append([]string{"estimate"}, deep...), []string{"--layers 16384", "--seq 16777216", "--batch 16", "2^63-1 bytes"}},
 		{append([]string{"fit", "--memory", "80GB"}, deep...), []string{"--layers 16384", "2^63-1 bytes"}},
@@ -292,4 +292,93 @@ func TestNumberFlags(t *testing.T) {
 	}
 	wantUsage(t, []string{"train", "--threads", "100000"}, "--threads 100000", "1 to 1024")
 	wantUsage(t, []string{"train", "--threads", "-1"}, "--threads -1")
+}
+
+// Help tells the truth: the defaults a subcommand uses, no flag it always
+// refuses, only the formats it writes; integer flags say so; --params says
+// what it ignores; fit --memory 0 is refused like simulate's.
+func TestHelpTellsTheTruth(t *testing.T) {
+	help := func(cmd string) string {
+		_, errOut, code := runArgs(t, cmd, "-h")
+		if code != 0 {
+			t.Fatalf("%s -h: exit %d", cmd, code)
+		}
+		return errOut
+	}
+	flagLine := func(h, name string) string {
+		i := strings.Index(h, "\n  -"+name+" ")
+		if i < 0 {
+			return ""
+		}
+		rest := h[i+1:]
+		if j := strings.Index(rest[1:], "\n  -"); j >= 0 {
+			rest = rest[:j+1]
+		}
+		return rest
+	}
+	for _, cmd := range []string{"train", "validate"} {
+		h := help(cmd)
+		if l := flagLine(h, "batch"); !strings.Contains(l, "(default 8)") {
+			t.Errorf("%s -h: --batch %q does not say the default 8", cmd, l)
+		}
+		if l := flagLine(h, "seq"); !strings.Contains(l, "(default 64)") {
+			t.Errorf("%s -h: --seq %q does not say the default 64", cmd, l)
+		}
+		if l := flagLine(h, "preset"); !strings.Contains(l, "default tiny") {
+			t.Errorf("%s -h: --preset %q does not say the default", cmd, l)
+		}
+	}
+	for _, cmd := range []string{"train", "validate", "simulate"} {
+		h := help(cmd)
+		formats := flagLine(h, "format")
+		for _, refused := range []string{"ranks", "zero", "tp", "pp", "sequence-parallel", "params"} {
+			if flagLine(h, refused) != "" {
+				t.Errorf("%s -h lists --%s, which it refuses", cmd, refused)
+			}
+			wantUsage(t, []string{cmd, "--" + refused, "2"}, "--"+refused, "trainmem estimate")
+		}
+		if cmd != "train" && (!strings.Contains(formats, "text, json") || strings.Contains(formats, "csv")) {
+			t.Errorf("%s -h: --format %q", cmd, formats)
+		}
+	}
+	for _, cmd := range []string{"estimate", "fit"} {
+		h := help(cmd)
+		if l := flagLine(h, "format"); !strings.Contains(l, "text, json, csv") {
+			t.Errorf("%s -h: --format %q", cmd, l)
+		}
+		if l := flagLine(h, "params"); !strings.Contains(l, "--batch") || !strings.Contains(l, "ignored") {
+			t.Errorf("%s -h: --params %q does not say what it ignores", cmd, l)
+		}
+	}
+	_, errOut, code := runArgs(t, "estimate", "--params", "7.5e9", "--batch", "4", "--checkpoint", "full")
+	if code != 0 || !strings.Contains(errOut, "--batch, --checkpoint ignored") {
+		t.Errorf("estimate --params --batch: exit %d, %q", code, errOut)
+	}
+	wantUsage(t, []string{"fit", "--preset", "tiny", "--memory", "0"}, "-memory", "must be positive")
+	wantUsage(t, []string{"simulate", "--preset", "tiny", "--memory", "0"}, "-memory", "must be positive")
+	wantUsage(t, []string{"estimate", "--preset", "tiny", "--batch", "1e3"}, "-batch", "not an integer: write 1000")
+	wantUsage(t, []string{"train", "--steps", "2.5"}, "-steps", "not an integer")
+	wantUsage(t, []string{"train", "--seed", "-1"}, "-seed", "non-negative integer")
+}
+
+// One exit code per kind: bad input of every kind is 2, a failure while
+// running 1.
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.txt")
+	os.WriteFile(short, []byte("hello"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"train", "--data", short, "--batch", "2", "--seq", "16"}, 2},                // a batch larger than the corpus
+		{[]string{"train", "--data", filepath.Join(dir, "none.txt")}, 2},                      // a missing input
+		{[]string{"train", "--seq", "65"}, 2},                                                 // beyond the context
+		{[]string{"simulate", "--preset", "gpt2-xl", "--batch", "32", "--memory", "8GiB"}, 1}, // out of memory on the card
+		{[]string{"train", "--lr", "1e30", "--steps", "20", "--batch", "2", "--seq", "8"}, 1}, // diverged
+	} {
+		if _, errOut, code := runArgs(t, tc.args...); code != tc.code {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, lastLine(errOut))
+		}
+	}
 }

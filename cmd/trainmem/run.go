@@ -157,6 +157,12 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis stri
 		return errHelp
 	}
 	if err != nil {
+		// A flag that belongs to another subcommand says so.
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			if why, ok := elsewhere[strings.TrimPrefix(name, "-")]; ok {
+				return usagef("--%s: %s", strings.TrimPrefix(name, "-"), why)
+			}
+		}
 		return usagef("%v (run 'trainmem %s -h' for the flags)", err, fs.Name())
 	}
 	if fs.NArg() > 0 {
@@ -167,16 +173,3 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis stri
 
 // errHelp is parseFlags's answer to -h: usage was printed, nothing to do.
 var errHelp = errors.New("help requested")
-
-// formatFlag is --format: text (for people, the default), json or csv.
-type formatFlag string
-
-func (f *formatFlag) String() string { return string(*f) }
-func (f *formatFlag) Set(s string) error {
-	switch s {
-	case "text", "json", "csv":
-		*f = formatFlag(s)
-		return nil
-	}
-	return fmt.Errorf("unknown format %q (valid: text, json, csv)", s)
-}

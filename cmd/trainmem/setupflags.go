@@ -7,6 +7,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"trainmem/model"
@@ -30,31 +31,45 @@ type setupFlags struct {
 	ranks, zero, tp, pp int
 	sequenceParallel    bool
 
+	// capSeq caps a default --seq at the model's context (train, validate).
+	capSeq bool
+
 	// base, when set, is the model in place of a preset: the shape of a
 	// checkpoint file (train --load), which the shape flags may override.
 	base *model.Config
 }
 
+// setupOptions say which setup flags a subcommand has and their defaults.
+type setupOptions struct {
+	// parallel defines --params, --ranks, --zero, --tp, --pp and
+	// --sequence-parallel (estimate and fit); subcommands that run one
+	// device refuse them with the reason (see elsewhere).
+	parallel bool
+	batch    int    // default micro-batch
+	seq      int    // default sequence length; 0: the model's context
+	preset   string // what the default model is, for --preset's help; "" for none
+}
+
 // addSetupFlags defines the model and setup flags on fs.
-func addSetupFlags(fs *flag.FlagSet) *setupFlags {
-	f := &setupFlags{fs: fs, checkpoint: model.Checkpoint{Kind: model.CheckpointNone}}
-	fs.StringVar(&f.preset, "preset", "", "model preset: "+strings.Join(model.PresetNames(), ", "))
-	fs.IntVar(&f.layers, "layers", 0, "transformer layers, L (a custom shape, or overriding the preset's)")
-	fs.IntVar(&f.hidden, "hidden", 0, "hidden size, h")
-	fs.IntVar(&f.heads, "heads", 0, "attention heads, a (must divide the hidden size)")
-	fs.IntVar(&f.vocab, "vocab", 50257, "vocabulary, V, for a custom shape")
-	fs.IntVar(&f.context, "context", 1024, "context (learned positions) for a custom shape")
+func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
+	f := &setupFlags{fs: fs, checkpoint: model.Checkpoint{Kind: model.CheckpointNone}, ranks: 1, tp: 1, pp: 1}
+	preset := "model preset: " + strings.Join(model.PresetNames(), ", ")
+	if o.preset != "" {
+		preset += " (default " + o.preset + ")"
+	}
+	fs.StringVar(&f.preset, "preset", "", preset)
+	intVar(fs, &f.layers, "layers", 0, "transformer layers, `L` (a custom shape, or overriding the preset's)")
+	intVar(fs, &f.hidden, "hidden", 0, "hidden size, `h`")
+	intVar(fs, &f.heads, "heads", 0, "attention heads, `a` (must divide the hidden size)")
+	intVar(fs, &f.vocab, "vocab", 50257, "vocabulary, `V`, for a custom shape")
+	intVar(fs, &f.context, "context", 1024, "learned positions, `ctx` (the longest sequence), for a custom shape")
 	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
-	fs.Func("params", "parameter count for model states only, e.g. 7.5e9 or 7.5B (no shape: no activations)", func(s string) error {
-		n, err := model.ParseCount(s)
-		if err == nil && n == 0 {
-			err = fmt.Errorf("model: bad count %q: must be positive", s)
-		}
-		f.params = n
-		return err
-	})
-	fs.IntVar(&f.batch, "batch", 1, "micro-batch per rank, b")
-	fs.IntVar(&f.seq, "seq", 0, "sequence length, s (default: the model's context)")
+	intVar(fs, &f.batch, "batch", o.batch, "micro-batch per rank, `b`")
+	if o.seq > 0 {
+		intVar(fs, &f.seq, "seq", o.seq, "sequence length, `s` (at most the context)")
+	} else {
+		intVar(fs, &f.seq, "seq", 0, "sequence length, `s` (default: the model's context)")
+	}
 	fs.Func("precision", "fp32, or fp16 / bf16 for mixed precision (16-bit weights, gradients and activations, fp32 master weights and moments) (default fp32)", func(s string) error {
 		p, err := model.ParsePrecision(s)
 		f.precision = p
@@ -70,12 +85,60 @@ func addSetupFlags(fs *flag.FlagSet) *setupFlags {
 		f.checkpoint = c
 		return err
 	})
-	fs.IntVar(&f.ranks, "ranks", 1, "data-parallel ranks, N (ZeRO shards over them)")
-	fs.IntVar(&f.zero, "zero", 0, "ZeRO stage: 0 (plain data parallel), 1 (optimizer states), 2 (+ gradients), 3 (+ weights)")
-	fs.IntVar(&f.tp, "tp", 1, "tensor-parallel ranks, t (Megatron-LM; must divide the heads)")
-	fs.IntVar(&f.pp, "pp", 1, "pipeline stages, P (1F1B; must divide the layers)")
+	if !o.parallel {
+		return f
+	}
+	fs.Func("params", "parameter count for model states only, e.g. 7.5e9 or 7.5B (no shape, so "+strings.Join(paramsIgnore, ", ")+" are ignored)", func(s string) error {
+		n, err := model.ParseCount(s)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("model: bad count %q: must be positive", s)
+		}
+		f.params = n
+		return err
+	})
+	intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N` (ZeRO shards over them)")
+	intVar(fs, &f.zero, "zero", 0, "ZeRO `stage`: 0 (plain data parallel), 1 (optimizer states), 2 (+ gradients), 3 (+ weights)")
+	intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t` (Megatron-LM; must divide the heads)")
+	intVar(fs, &f.pp, "pp", 1, "pipeline stages, `P` (1F1B; must divide the layers)")
 	fs.BoolVar(&f.sequenceParallel, "sequence-parallel", false, "with --tp, split the layer norms' and dropouts' activations too (Korthikanti et al. 2022)")
 	return f
+}
+
+// paramsIgnore are the flags a parameter-only setup (--params) ignores:
+// they shape activations, which a bare parameter count does not have.
+var paramsIgnore = []string{"--batch", "--seq", "--checkpoint", "--sequence-parallel", "--formula"}
+
+// ignoredByParams lists the flags of paramsIgnore that were given with
+// --params, for a note.
+func (f *setupFlags) ignoredByParams() []string {
+	if f.params == 0 {
+		return nil
+	}
+	var given []string
+	for _, fl := range paramsIgnore {
+		if f.set(strings.TrimPrefix(fl, "--")) {
+			given = append(given, fl)
+		}
+	}
+	return given
+}
+
+// noteIgnored says on w which given flags --params ignores.
+func (f *setupFlags) noteIgnored(w io.Writer) {
+	if ig := f.ignoredByParams(); len(ig) > 0 {
+		fmt.Fprintf(w, "trainmem %s: note: --params counts model states only; %s ignored (they shape activations)\n", f.fs.Name(), strings.Join(ig, ", "))
+	}
+}
+
+// elsewhere are flags that belong to other subcommands, with the reason a
+// subcommand without them gives when one is passed.
+var elsewhere = map[string]string{
+	"params":            "a parameter count has no shape to run; it is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"ranks":             "this subcommand runs one device; data parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"zero":              "this subcommand runs one device; ZeRO is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"tp":                "this subcommand runs one device; tensor parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 }
 
 // set reports whether the named flag was given.
@@ -166,7 +229,10 @@ func (f *setupFlags) setup() (model.Setup, error) {
 		return model.Setup{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
 	}
 	s.Seq = s.Model.Context
-	if f.set("seq") {
+	switch {
+	case f.capSeq:
+		s.Seq = min(f.seq, s.Model.Context)
+	case f.set("seq"):
 		s.Seq = f.seq
 	}
 	return s, f.validate(s)

@@ -12,7 +12,6 @@ import (
 
 	"trainmem/bench"
 	"trainmem/cuda"
-	"trainmem/model"
 	"trainmem/train"
 )
 
@@ -35,35 +34,24 @@ example: trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp
 
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	sf := addSetupFlags(fs)
+	sf := addSetupFlags(fs, setupOptions{batch: 1})
 	var capacity int64
 	fs.Func("memory", "device capacity, e.g. 24GiB or 80GB (default: unlimited)", func(s string) error {
-		n, err := model.ParseBytes(s)
-		if err == nil && n <= 0 {
-			err = fmt.Errorf("capacity %q must be positive", s)
-		}
+		n, err := parseMemory(s)
 		capacity = n
 		return err
 	})
-	steps := fs.Int("steps", 2, "steps to run (the first fills the allocator's cache)")
-	format := formatFlag("text")
-	fs.Var(&format, "format", "output: text or json")
+	var steps int
+	intVar(fs, &steps, "steps", 2, "`steps` to run (the first fills the allocator's cache)")
+	format := newFormatFlag(fs, "text", "json")
 	if err := parseFlags(fs, args, stderr, simulateSynopsis); err != nil {
 		if err == errHelp {
 			return nil
 		}
 		return err
 	}
-	for _, p := range []string{"ranks", "zero", "tp", "pp", "sequence-parallel", "params"} {
-		if sf.set(p) {
-			return usagef("--%s: simulate runs one device (parallelism is estimated by 'trainmem estimate')", p)
-		}
-	}
-	if format == "csv" {
-		return usagef("--format csv: simulate writes text or json")
-	}
-	if *steps <= 0 {
-		return usagef("--steps %d: must be a positive integer", *steps)
+	if steps <= 0 {
+		return usagef("--steps %d: must be a positive integer", steps)
 	}
 	s, err := sf.setup()
 	if err != nil {
@@ -72,7 +60,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	dev := cuda.NewShape(capacity)
 	defer dev.Close()
 	start := time.Now()
-	rec, st, err := train.Simulate(dev, s, *steps)
+	rec, st, err := train.Simulate(dev, s, steps)
 	elapsed := time.Since(start)
 	var oom *cuda.OutOfMemoryError
 	if errors.As(err, &oom) {
@@ -81,9 +69,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if format == "json" {
+	if format.v == "json" {
 		return writeJSON(stdout, simulateDoc{
-			Model: modelDocOf(s), Setup: setupDocOf(s), Capacity: capacity, Steps: *steps,
+			Model: modelDocOf(s), Setup: setupDocOf(s), Capacity: capacity, Steps: steps,
 			Memory: rec.Memory, AllocatedBytes: rec.AllocatedBytes, PeakAllocatedBytes: rec.PeakAllocatedBytes,
 			ReservedBytes: rec.ReservedBytes, PeakReservedBytes: rec.PeakReservedBytes,
 			InactiveSplitBytes: rec.InactiveSplitBytes, NumAllocs: rec.NumAllocs, NumFrees: rec.NumFrees,
@@ -91,7 +79,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		})
 	}
 	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, bench.Describe(s), dev.Name())
-	fmt.Fprintf(stdout, "simulated %d steps in %v; peak of the last step:\n\n", *steps, elapsed.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "simulated %d steps in %v; peak of the last step:\n\n", steps, elapsed.Round(time.Millisecond))
 	return train.WriteMemoryTable(stdout, st)
 }
 

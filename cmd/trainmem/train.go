@@ -47,27 +47,31 @@ const maxThreads = 1024
 // trainFlags are the flags of a measured run, shared with the subcommands
 // that run one (validate).
 type trainFlags struct {
-	setup                  *setupFlags
-	steps                  int
-	lr                     float64
-	seed                   uint64
-	data, out, save, load  string
-	device                 string
-	threads                int
-	defaultBatch, defaultT int
+	setup                 *setupFlags
+	steps                 int
+	lr                    float64
+	seed                  uint64
+	data, out, save, load string
+	device                string
+	threads               int
 }
 
+// runSetupOptions are the setup flags of the subcommands that run a step
+// (train, validate): one device, the tiny preset, batch 8 and sequence 64
+// (capped by the context) unless given.
+var runSetupOptions = setupOptions{batch: 8, seq: 64, preset: "tiny, or the shape of the --load file"}
+
 func addTrainFlags(fs *flag.FlagSet) *trainFlags {
-	f := &trainFlags{setup: addSetupFlags(fs), defaultBatch: 8, defaultT: 64}
-	fs.IntVar(&f.steps, "steps", 200, "training steps")
+	f := &trainFlags{setup: addSetupFlags(fs, runSetupOptions)}
+	intVar(fs, &f.steps, "steps", 200, "training `steps`")
 	fs.Float64Var(&f.lr, "lr", 1e-3, "learning rate")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the initialisation and the batch order")
+	uint64Var(fs, &f.seed, "seed", 1, "`seed` of the initialisation and the batch order")
 	fs.StringVar(&f.data, "data", "", "training data: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
-	fs.StringVar(&f.out, "out", "", "write one JSON record per step to this file (JSON Lines, written atomically)")
+	fs.StringVar(&f.out, "out", "", "write one JSON record per step to this file (JSON Lines, each step appended as it finishes)")
 	fs.StringVar(&f.save, "save", "", "write the trained weights to this llm.c checkpoint file (atomically)")
 	fs.StringVar(&f.load, "load", "", "start from this llm.c GPT-2 checkpoint")
 	fs.StringVar(&f.device, "device", "host", "where to run: host (the CPU); cuda needs a CUDA build")
-	fs.IntVar(&f.threads, "threads", 0, "host threads (default: every core)")
+	intVar(fs, &f.threads, "threads", 0, fmt.Sprintf("host `threads`, 1 to %d (default: every core)", maxThreads))
 	return f
 }
 
@@ -76,11 +80,6 @@ func addTrainFlags(fs *flag.FlagSet) *trainFlags {
 // (capped by the context); parallelism flags belong to estimate.
 func (f *trainFlags) resolve() (model.Setup, error) {
 	sf := f.setup
-	for _, p := range []string{"ranks", "zero", "tp", "pp", "sequence-parallel", "params"} {
-		if sf.set(p) {
-			return model.Setup{}, usagef("--%s: a measured run uses one device (parallelism is estimated by 'trainmem estimate')", p)
-		}
-	}
 	shape := sf.set("layers") || sf.set("hidden") || sf.set("heads")
 	var loaded model.Config
 	if f.load != "" {
@@ -101,15 +100,13 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 			sf.preset = "tiny"
 		}
 	}
-	if !sf.set("batch") {
-		sf.batch = f.defaultBatch
+	if !sf.set("seq") {
+		// The default sequence, at most the context.
+		sf.seq, sf.capSeq = runSetupOptions.seq, true
 	}
 	s, err := sf.setup()
 	if err != nil {
 		return s, err
-	}
-	if !sf.set("seq") {
-		s.Seq = min(f.defaultT, s.Model.Context)
 	}
 	if f.steps <= 0 {
 		return s, usagef("--steps %d: must be a positive integer", f.steps)

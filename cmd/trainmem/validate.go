@@ -50,25 +50,23 @@ examples:
 
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	tf := &trainFlags{setup: addSetupFlags(fs), defaultBatch: 8, defaultT: 64, lr: 1e-3}
-	steps := fs.Int("steps", 0, "measured steps; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
-	fs.Uint64Var(&tf.seed, "seed", 1, "seed of the initialisation and the batch order")
+	tf := &trainFlags{setup: addSetupFlags(fs, runSetupOptions), lr: 1e-3}
+	var stepsFlag int
+	steps := &stepsFlag
+	intVar(fs, steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
+	uint64Var(fs, &tf.seed, "seed", 1, "`seed` of the initialisation and the batch order")
 	fs.StringVar(&tf.data, "data", "", "tokens of the measured run: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
 	fs.StringVar(&tf.device, "device", "host", "where to measure: host (the CPU); cuda needs a CUDA build")
-	fs.IntVar(&tf.threads, "threads", 0, "host threads (default: every core)")
+	intVar(fs, &tf.threads, "threads", 0, fmt.Sprintf("host `threads`, 1 to %d (default: every core)", maxThreads))
 	noMeasure := fs.Bool("no-measure", false, "estimate and simulate only (for sizes that do not fit the device)")
 	sweep := fs.String("sweep", "", "sweep: checkpoint (every checkpoint policy on the setup)")
 	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
-	format := formatFlag("text")
-	fs.Var(&format, "format", "output: text or json")
+	format := newFormatFlag(fs, "text", "json")
 	if err := parseFlags(fs, args, stderr, validateSynopsis); err != nil {
 		if err == errHelp {
 			return nil
 		}
 		return err
-	}
-	if format == "csv" {
-		return usagef("--format csv: validate writes text or json")
 	}
 	if *steps < 0 {
 		return usagef("--steps %d: must be a positive integer (or 0 for the default)", *steps)
@@ -112,7 +110,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return measureErr(err)
 		}
-		return writeSweep(stdout, s, rep, string(format), *plotPath)
+		return writeSweep(stdout, s, rep, format.v, *plotPath)
 	}
 
 	var dev cuda.Device
@@ -126,7 +124,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return measureErr(err)
 	}
-	if format == "json" {
+	if format.v == "json" {
 		doc := validateDoc{Model: modelDocOf(s), Setup: setupDocOf(s), Report: rep, Sources: map[string]string{}}
 		for _, f := range rep.Formulas {
 			doc.Sources[f] = model.FormulaSource(f)

@@ -154,7 +154,7 @@ func TestValidateBadInput(t *testing.T) {
 		{[]string{"--plot", "out.svg"}, []string{"--plot", "--sweep checkpoint"}},
 		{[]string{"--sweep", "checkpoint", "--steps", "1"}, []string{"--steps 1", "at least 2"}},
 		{[]string{"--steps", "-1"}, []string{"--steps -1", "positive"}},
-		{[]string{"--format", "csv"}, []string{"--format csv", "text or json"}},
+		{[]string{"--format", "csv"}, []string{`"csv"`, "-format", "valid: text, json"}},
 		{[]string{"--ranks", "2"}, []string{"--ranks", "one device"}},
 		{[]string{"--tp", "2"}, []string{"--tp", "one device"}},
 		{[]string{"--device", "tpu"}, []string{`"tpu"`, "host, cuda"}},
