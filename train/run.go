@@ -197,15 +197,19 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		}
 		saveErr = err
 	}
+	err = saveErr
 	switch {
 	case isDiverged(stepErr):
-		return res, stepErr // it names its step
+		err = stepErr // it names its step
 	case stepErr != nil:
-		return res, fmt.Errorf("step %d: %w", res.Steps+1, stepErr)
+		err = fmt.Errorf("step %d: %w", res.Steps+1, stepErr)
 	case outErr != nil:
-		return res, outErr
+		err = outErr
 	}
-	return res, saveErr
+	if saveErr != nil && err != saveErr {
+		err = fmt.Errorf("%w (and the weights were not saved: %v)", err, saveErr)
+	}
+	return res, err
 }
 
 // writeRecord appends r to out as one JSON line.

@@ -514,22 +514,16 @@ func (l *Lines) first(buf []byte) error {
 }
 
 // Close syncs and closes the file (nothing to do when no line was
-// written).
+// written). A line written after Close is an error.
 func (l *Lines) Close() error {
-	if l.f == nil {
-		if l.err == nil {
-			l.err = fmt.Errorf("files: writing %s: already closed", l.path)
-			return nil
-		}
-		return nil
-	}
 	f := l.f
 	l.f = nil
-	defer func() {
-		if l.err == nil {
-			l.err = fmt.Errorf("files: writing %s: already closed", l.path)
-		}
-	}()
+	if l.err == nil {
+		l.err = fmt.Errorf("files: writing %s: already closed", l.path)
+	}
+	if f == nil {
+		return nil
+	}
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		if err := f.Sync(); err != nil {
 			f.Close()
