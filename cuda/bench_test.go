@@ -149,6 +149,9 @@ func BenchmarkKernels(b *testing.B) {
 			{"CrossEntropy", func() error { return h.CrossEntropy(loss, logits, targets, cscratch, N, V) }},
 			{"CrossEntropyBackward", func() error { return h.CrossEntropyBackward(logits, dloss, logits, targets, N, V) }},
 			{"Adam4M", func() error { return h.Adam(param, grad, master, m, v, adam) }},
+			// The divergence check train runs on the gradients every step,
+			// beside the update it guards.
+			{"NonFinite4M", func() error { _, err := h.NonFinite(grad); return err }},
 		} {
 			b.Run(dt.String()+"/"+k.name, func(b *testing.B) {
 				for b.Loop() {
