@@ -248,3 +248,8 @@ func (m *hostMemory) MemInfo() (free, total int64, err error) {
 }
 
 var errNoMemInfo = errors.New("cuda: the machine's memory size is not known on this system")
+
+// HostMemory is the machine's available and total memory (/proc/meminfo's
+// MemAvailable and MemTotal), whatever device a run uses: what host-side
+// buffers (a checkpoint being read) must fit in.
+func HostMemory() (available, total int64, err error) { return machineMemory() }

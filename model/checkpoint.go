@@ -384,6 +384,32 @@ func CheckpointConfig(path string) (Config, error) {
 	return h.Config(), nil
 }
 
+// CheckCheckpoint checks, without reading the parameters, that the llm.c
+// model file at path holds a model of cfg's shape and has the size its
+// header declares: the refusals LoadCheckpoint would make, before any work.
+// Errors are *files.InputError naming the file.
+func CheckCheckpoint(path string, cfg Config) error {
+	f, size, err := files.OpenInput("--load", path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, err := ReadCheckpointHeader(io.LimitReader(f, size))
+	if err == nil {
+		err = checkTied(cfg)
+	}
+	if err == nil {
+		err = h.checkShape(cfg)
+	}
+	if err == nil {
+		err = h.checkSize(size)
+	}
+	if err != nil {
+		return files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
+	}
+	return nil
+}
+
 // SaveCheckpoint writes params as an llm.c GPT-2 model file at path with
 // files.WriteAtomic: path holds either its old contents or the complete new
 // file, never a partial one, whatever error or interruption happens.

@@ -80,7 +80,7 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 		for i := range n {
 			c := cfg
 			c.Layers = i + 1
-			g, err := build(c, B, T, dt, 0)
+			g, err := build(c, B, T, dt, 0, seedGraphIndex)
 			if err != nil {
 				return nil, err
 			}
@@ -91,7 +91,7 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 	var err error
 	for salt := range buildTries {
 		var gr *Graph
-		gr, err = build(cfg, B, T, dt, salt)
+		gr, err = build(cfg, B, T, dt, salt, seedGraphIndex)
 		if err == nil && testMerge != nil && testMerge(salt) {
 			err = &mergeError{"a merge the test asked for"}
 		}
@@ -127,8 +127,9 @@ func (e *mergeError) Error() string {
 	return "gorgonia merged two different nodes whose 32-bit hashes collided (" + e.what + ")"
 }
 
-// build is one try of Build, its ops' tags salted by salt.
-func build(cfg Config, B, T int, dt tensor.Dtype, salt int) (*Graph, error) {
+// build is one try of Build, its ops' tags salted by salt, gorgonia's node
+// cache seeded when seed is set (graph_index.go).
+func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool) (*Graph, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -157,7 +158,7 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int) (*Graph, error) {
 	// the parameters and the forward ops (13 a block, 5 outside them).
 	table := cfg.Params()
 	var index *graphIndex
-	if seedGraphIndex {
+	if seed {
 		index = newGraphIndex(g)
 	}
 	index.ahead(3 + len(table) + 13*L + 5)
@@ -236,7 +237,11 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int) (*Graph, error) {
 	gr.Grads = grads
 	index.trim()
 	if err := checkGraphIndex(g); err != nil {
-		return nil, err
+		if index == nil {
+			return nil, err
+		}
+		// The seeding went wrong on this gorgonia: build without it.
+		return build(cfg, B, T, dt, salt, false)
 	}
 	// Name the gradient of every value that has one "d(name)", from the
 	// loss down, so that reports can say which gradient a buffer holds.

@@ -349,9 +349,9 @@ func (t *Trainer) scalar(b *cuda.Buffer) (float64, error) {
 
 // update runs the optimizer over every parameter unless the step's
 // gradients are not finite; it reports whether the step was skipped and,
-// when the run has diverged, why. Under fp16 loss scaling an overflow skips
-// the step and backs the scale off (GradScaler's rule), and diverges only
-// below the scale's floor; without it a non-finite loss or gradient (the
+// when the run has diverged, why. Under fp16 loss scaling an overflow (of
+// the gradients, as GradScaler checks, or of the loss) skips the step and
+// backs the scale off, and diverges only below the scale's floor; without it a non-finite loss or gradient (the
 // gradient norm would be infinite or NaN) diverges at once, before the
 // update could spread it into the weights.
 func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error) {
@@ -362,15 +362,17 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 	if err != nil {
 		return false, "", err
 	}
+	lossBad := math.IsNaN(loss) || math.IsInf(loss, 0)
 	switch {
 	case t.scaler.enabled:
+		bad = bad || lossBad // an overflow in the forward pass counts too
 		if err := t.scaler.observe(bad); err != nil {
 			return true, err.Error(), nil
 		}
 		if bad {
 			return true, "", nil
 		}
-	case math.IsNaN(loss) || math.IsInf(loss, 0):
+	case lossBad:
 		return true, fmt.Sprintf("the loss is %v", loss), nil
 	case bad:
 		return true, fmt.Sprintf("the gradients are not finite (loss %.4f)", loss), nil

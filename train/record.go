@@ -39,9 +39,10 @@ type Record struct {
 }
 
 // MarshalJSON writes the record as one JSON object. JSON has no NaN or
-// infinity: a loss that is not finite is written as null, and the record's
-// "diverged" says what it was ("the loss is NaN"), so that a diverged run's
-// records are written like any other's.
+// infinity: a loss that is not finite is written as null, so that such a
+// step's record is written like any other's. Such a step applied no update
+// ("skipped": an fp16 overflow, whose loss scale backs off), or ended the run
+// ("diverged" says why, e.g. "the loss is NaN").
 func (r Record) MarshalJSON() ([]byte, error) {
 	type plain Record // the fields, without this method
 	var loss *float64

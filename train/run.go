@@ -117,6 +117,9 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	}
 	var params []float32
 	if o.Load != "" {
+		if err := checkHostFits(o.Load, s.Model); err != nil {
+			return nil, err
+		}
 		if params, err = model.LoadCheckpoint(o.Load, s.Model); err != nil {
 			return nil, err
 		}
@@ -210,6 +213,19 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		err = fmt.Errorf("%w (and the weights were not saved: %v)", err, saveErr)
 	}
 	return res, err
+}
+
+// checkHostFits refuses a checkpoint whose parameters the machine could
+// not hold while reading it (a sparse file of the right size for a huge
+// shape passes every other check).
+func checkHostFits(path string, cfg model.Config) error {
+	need := 4 * cfg.NumParams()
+	avail, _, err := cuda.HostMemory()
+	if err != nil || need <= avail {
+		return nil // the size is not known here: the read will tell
+	}
+	return files.BadInput(path, fmt.Errorf("train: checkpoint %s: its %s parameters need %s of host memory to read, and this machine has %s available",
+		path, model.Comma(cfg.NumParams()), model.Bytes(need), model.Bytes(avail)))
 }
 
 // writeRecord appends r to out as one JSON line.

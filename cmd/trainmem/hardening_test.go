@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"trainmem/bench"
+	"trainmem/cuda"
 	"trainmem/model"
 )
 
@@ -381,4 +382,26 @@ func TestExitCodes(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, lastLine(errOut))
 		}
 	}
+}
+
+// A sparse checkpoint of the size its huge header declares passes the size
+// check, and is refused before its parameters are allocated: the machine
+// could not hold them.
+func TestSparseCheckpointRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sparse.bin")
+	h := model.CheckpointHeader{Version: 3, MaxSeqLen: 1024, Vocab: 50304, Layers: 64, Heads: 32, Channels: 4096, PaddedVocab: 50304}
+	size, err := h.FileBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, checkpointHeader(1024, 50304, 64, 32, 4096, 50304), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+	if avail, _, err := cuda.HostMemory(); err != nil || avail > size {
+		t.Skipf("this machine could hold the %d-byte checkpoint (%d available, %v)", size, avail, err)
+	}
+	wantUsage(t, []string{"train", "--steps", "1", "--load", path}, "host memory", "sparse.bin")
 }

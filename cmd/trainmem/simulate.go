@@ -38,6 +38,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	var capacity int64
 	fs.Func("memory", "device capacity, e.g. 24GiB or 80GB (default: unlimited)", func(s string) error {
 		n, err := parseMemory(s)
+		if err == nil && n > cuda.MaxVirtualSpace {
+			err = fmt.Errorf("%q is beyond the shape-only device's address space of %s", s, cuda.FormatBytes(cuda.MaxVirtualSpace))
+		}
 		capacity = n
 		return err
 	})

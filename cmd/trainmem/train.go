@@ -108,6 +108,12 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 	if err != nil {
 		return s, err
 	}
+	if f.load != "" {
+		// The file against the model, before any work.
+		if err := model.CheckCheckpoint(f.load, s.Model); err != nil {
+			return s, err
+		}
+	}
 	if f.steps <= 0 {
 		return s, usagef("--steps %d: must be a positive integer", f.steps)
 	}

@@ -34,6 +34,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -50,9 +51,13 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // BadInput wraps err, an error about the input file at path, as an
 // *InputError (nil stays nil; an *InputError is returned as it is).
+//
+// An error of the operating system's (an *fs.PathError: EIO, ENOMEM) stays
+// what it is: a failure while running, not bad input.
 func BadInput(path string, err error) error {
 	var ie *InputError
-	if err == nil || errors.As(err, &ie) {
+	var os *fs.PathError
+	if err == nil || errors.As(err, &ie) || errors.As(err, &os) {
 		return err
 	}
 	return &InputError{Path: path, Err: err}
@@ -171,7 +176,7 @@ func Check(inputs, outputs []Path) error {
 			return &PathError{out.Flag, out.Name, err.Error()}
 		}
 		for _, k := range seen {
-			if k.id.same(id) {
+			if k.id.same(id) && !k.id.device() {
 				what := "writing it would overwrite the input"
 				if len(k.p.Flag) > 0 && containsPath(outputs, k.p) {
 					what = "one output would replace the other"
@@ -195,14 +200,17 @@ func containsPath(ps []Path, p Path) bool {
 
 // checkOutput checks one output path (see Check).
 func checkOutput(p Path) error {
-	t, fi, err := target(p.Name)
+	t, fi, direct, err := target(p.Name)
 	if err != nil {
 		return &PathError{p.Flag, p.Name, err.Error()}
 	}
-	if fi != nil && !fi.Mode().IsRegular() {
-		if fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe) != 0 {
-			return nil // written straight into
+	if direct {
+		if fi != nil && fi.Mode()&fs.ModeSocket != 0 {
+			return &PathError{p.Flag, p.Name, kind(fi.Mode()) + ": give a file name"}
 		}
+		return nil // written straight into
+	}
+	if fi != nil && !fi.Mode().IsRegular() {
 		return &PathError{p.Flag, p.Name, kind(fi.Mode()) + ": give a file name"}
 	}
 	dir := filepath.Dir(t)
@@ -241,7 +249,16 @@ const maxLinks = 40
 // may not exist yet (a dangling link is written through to its target), and
 // returns that path and its information (nil when absent). The directory
 // part is resolved too, so that two spellings of one file give one target.
-func target(path string) (string, fs.FileInfo, error) {
+//
+// direct is set when the file is not to be replaced but written straight
+// into, through path itself: a device, a FIFO, a socket, or anything reached
+// through a process's descriptor links (/dev/stdout, /dev/fd/N,
+// /proc/PID/fd/N), which name an open file (a pipe, or the file a shell
+// redirected to) rather than a place for a new one.
+func target(path string) (t string, fi fs.FileInfo, direct bool, err error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		return path, fi, true, nil
+	}
 	p := path
 	for range maxLinks {
 		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
@@ -249,24 +266,35 @@ func target(path string) (string, fs.FileInfo, error) {
 		}
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return p, nil, nil
+			return p, nil, false, nil
 		}
 		if err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			return p, fi, nil
+			return p, fi, false, nil
+		}
+		if descriptorLink(p) {
+			fi, err := os.Stat(path)
+			return path, fi, true, err
 		}
 		dst, err := os.Readlink(p)
 		if err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
 		if !filepath.IsAbs(dst) {
 			dst = filepath.Join(filepath.Dir(p), dst)
 		}
 		p = dst
 	}
-	return "", nil, errors.New("too many levels of symbolic links")
+	return "", nil, false, errors.New("too many levels of symbolic links")
+}
+
+// descriptorLink reports whether p is one of a process's descriptor links,
+// /proc/PID/fd/N or /dev/fd/N.
+func descriptorLink(p string) bool {
+	dir := filepath.Dir(p)
+	return dir == "/dev/fd" || (strings.HasPrefix(dir, "/proc/") && filepath.Base(dir) == "fd")
 }
 
 // identity is a file by what it is: an existing file's information (device
@@ -281,8 +309,14 @@ func (a identity) same(b identity) bool {
 	return a.name == b.name && os.SameFile(a.file, b.file)
 }
 
+// device reports whether the file is a character device (/dev/null), which
+// any number of outputs may share.
+func (a identity) device() bool {
+	return a.name == "" && a.file.Mode()&fs.ModeCharDevice != 0
+}
+
 func identify(path string) (identity, error) {
-	t, fi, err := target(path)
+	t, fi, _, err := target(path)
 	if err != nil {
 		return identity{}, err
 	}
@@ -302,16 +336,23 @@ func identify(path string) (identity, error) {
 // temps are the temporary files being written, for RemoveTemps.
 var temps struct {
 	sync.Mutex
-	names map[string]bool
+	names   map[string]bool
+	closing bool // RemoveTemps ran: no new temporary file
 }
 
-func trackTemp(name string) {
+// trackTemp records a new temporary file; it fails once RemoveTemps has
+// run (the process is about to exit).
+func trackTemp(name string) error {
 	temps.Lock()
 	defer temps.Unlock()
+	if temps.closing {
+		return errors.New("the process is stopping")
+	}
 	if temps.names == nil {
 		temps.names = map[string]bool{}
 	}
 	temps.names[name] = true
+	return nil
 }
 
 func untrackTemp(name string) {
@@ -322,10 +363,11 @@ func untrackTemp(name string) {
 
 // RemoveTemps removes every temporary file a write in progress holds, for a
 // process about to exit on a signal; the writes' targets are left as they
-// were.
+// were, and no later write starts a temporary file.
 func RemoveTemps() {
 	temps.Lock()
 	defer temps.Unlock()
+	temps.closing = true
 	for n := range temps.names {
 		os.Remove(n)
 		delete(temps.names, n)
@@ -339,7 +381,11 @@ func createTemp(t string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	trackTemp(f.Name())
+	if err := trackTemp(f.Name()); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -377,13 +423,11 @@ func modeOf(fi fs.FileInfo) fs.FileMode {
 	return 0o644
 }
 
-// openSpecial opens the device or FIFO t for writing, or refuses what
-// cannot be written into.
-func openSpecial(path, t string, fi fs.FileInfo) (*os.File, error) {
-	if fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe) == 0 {
-		return nil, fmt.Errorf("%s is %s", path, kind(fi.Mode()))
-	}
-	return os.OpenFile(t, os.O_WRONLY, 0)
+// openDirect opens path to write straight into it (see target): appending,
+// so that a file behind a descriptor link (a shell's redirection) keeps what
+// was written before.
+func openDirect(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 }
 
 // WriteAtomic writes what write writes to path. A regular file (or a new
@@ -394,12 +438,15 @@ func openSpecial(path, t string, fi fs.FileInfo) (*os.File, error) {
 // written through to its target; a device or FIFO is written straight into;
 // a directory or socket is refused.
 func WriteAtomic(path string, write func(io.Writer) error) (err error) {
-	t, fi, err := target(path)
+	t, fi, direct, err := target(path)
 	if err != nil {
 		return fmt.Errorf("files: writing %s: %w", path, err)
 	}
-	if fi != nil && !fi.Mode().IsRegular() {
-		f, err := openSpecial(path, t, fi)
+	if fi != nil && fi.IsDir() {
+		return fmt.Errorf("files: writing %s: it is a directory", path)
+	}
+	if direct {
+		f, err := openDirect(path)
 		if err != nil {
 			return fmt.Errorf("files: writing %s: %w", path, err)
 		}
@@ -440,10 +487,12 @@ func WriteAtomic(path string, write func(io.Writer) error) (err error) {
 // write. A symbolic link is followed to its target; a device or FIFO is
 // written straight into.
 type Lines struct {
-	path string
-	f    *os.File
-	n    int
-	err  error
+	path    string
+	f       *os.File
+	regular bool  // f replaced a regular file (else it is written straight into)
+	size    int64 // bytes of whole lines written
+	n       int
+	err     error
 }
 
 // CreateLines makes a Lines writer for path; nothing is opened yet.
@@ -463,26 +512,36 @@ func (l *Lines) WriteLine(line []byte) error {
 	if l.f == nil {
 		l.err = l.first(buf)
 		if l.err == nil {
+			l.size = int64(len(buf))
 			l.n++
 		}
 		return l.err
 	}
 	if _, err := l.f.Write(buf); err != nil {
+		// A short write (a full disk) must not leave half a line.
+		if l.regular {
+			l.f.Truncate(l.size)
+			l.f.Seek(l.size, io.SeekStart)
+		}
 		l.err = fmt.Errorf("files: writing %s: %w", l.path, err)
 		return l.err
 	}
+	l.size += int64(len(buf))
 	l.n++
 	return nil
 }
 
 // first opens the target with its first line.
 func (l *Lines) first(buf []byte) error {
-	t, fi, err := target(l.path)
+	t, fi, direct, err := target(l.path)
 	if err != nil {
 		return fmt.Errorf("files: writing %s: %w", l.path, err)
 	}
-	if fi != nil && !fi.Mode().IsRegular() {
-		f, err := openSpecial(l.path, t, fi)
+	if fi != nil && fi.IsDir() {
+		return fmt.Errorf("files: writing %s: it is a directory", l.path)
+	}
+	if direct {
+		f, err := openDirect(l.path)
 		if err == nil {
 			_, err = f.Write(buf)
 		}
@@ -509,7 +568,7 @@ func (l *Lines) first(buf []byte) error {
 	if err != nil {
 		return fmt.Errorf("files: writing %s: %w", l.path, err)
 	}
-	l.f = tmp // renamed: the same open file, now at the target
+	l.f, l.regular = tmp, true // renamed: the same open file, now at the target
 	return nil
 }
 
@@ -524,7 +583,7 @@ func (l *Lines) Close() error {
 	if f == nil {
 		return nil
 	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+	if l.regular {
 		if err := f.Sync(); err != nil {
 			f.Close()
 			return fmt.Errorf("files: writing %s: sync: %w", l.path, err)

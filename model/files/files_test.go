@@ -3,6 +3,7 @@ package files
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -318,5 +319,65 @@ func TestRemoveTemps(t *testing.T) {
 	noTemps(t, dir)
 	close(release)
 	<-done
+	noTemps(t, dir)
+}
+
+// A process's descriptor links (/dev/stdout, /dev/fd/N, /proc/self/fd/N)
+// name an open file: it is written straight into, appending, never replaced
+// by a new one (a shell's redirected log keeps its inode and its start); a
+// pipe behind one works; several outputs may share /dev/null.
+func TestDescriptorLinks(t *testing.T) {
+	dir := t.TempDir()
+	log := write(t, filepath.Join(dir, "shell.log"), "the shell's start\n")
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before, _ := os.Stat(log)
+	for _, link := range []string{fmt.Sprintf("/proc/self/fd/%d", f.Fd()), fmt.Sprintf("/dev/fd/%d", f.Fd())} {
+		if err := Check(nil, []Path{{"--out", link}}); err != nil {
+			t.Fatalf("%s: %v", link, err)
+		}
+		if err := WriteAtomic(link, func(w io.Writer) error { _, err := io.WriteString(w, "record\n"); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, _ := os.Stat(log)
+	if !os.SameFile(before, after) {
+		t.Error("the redirected file was replaced by a new one")
+	}
+	if b, _ := os.ReadFile(log); string(b) != "the shell's start\nrecord\nrecord\n" {
+		t.Errorf("the log holds %q", b)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string)
+	go func() { b, _ := io.ReadAll(r); got <- string(b) }()
+	l := CreateLines(fmt.Sprintf("/proc/self/fd/%d", w.Fd()))
+	if err := l.WriteLine([]byte(`{"step":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	w.Close()
+	if s := <-got; s != "{\"step\":1}\n" {
+		t.Errorf("the pipe carried %q", s)
+	}
+	if err := Check(nil, []Path{{"--out", "/dev/null"}, {"--save", "/dev/null"}}); err != nil {
+		t.Errorf("two outputs into /dev/null: %v", err)
+	}
+}
+
+// After RemoveTemps (a process stopping on its second signal), no write
+// starts a temporary file that would be left behind.
+func TestNoTempsAfterRemoveTemps(t *testing.T) {
+	defer func() { temps.Lock(); temps.closing = false; temps.Unlock() }()
+	RemoveTemps()
+	dir := t.TempDir()
+	if err := WriteAtomic(filepath.Join(dir, "m.bin"), func(io.Writer) error { return nil }); err == nil {
+		t.Error("a write started after RemoveTemps")
+	}
 	noTemps(t, dir)
 }

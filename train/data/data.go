@@ -12,9 +12,11 @@ package data
 import (
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -47,67 +49,81 @@ const (
 )
 
 // Dataset is a token sequence and where it came from. A file's tokens are
-// not copied: the file is memory-mapped (files.Map) and each token decoded
-// when a batch reads it, so a multi-gigabyte token file costs address
-// space, not memory. Close unmaps it.
+// not loaded: the file stays open and each batch reads its windows with
+// ReadAt, so a multi-gigabyte token file costs no memory, and a file that
+// shrinks or changes during a run is an error naming it, never a crash or
+// an out-of-vocabulary id. Close closes the file.
 type Dataset struct {
 	Source string // the file name, or "default corpus"
 	Format Format
 
-	bytes []byte  // Text, Default: one token a byte
-	u16   []byte  // TokenFile: the tokens after the header, little-endian uint16
+	f     *os.File // Text, TokenFile: the file
+	off   int64    // where the tokens start in it (the token file's header)
+	n     int64    // tokens in the file
+	width int64    // bytes a token: 1 (text) or 2 (uint16)
+	vocab int      // the vocabulary the file was checked against
+
+	bytes []byte  // Default: one token a byte
 	ids   []int32 // Tokens
-	unmap func() error
 }
 
 // Len is the number of tokens.
 func (d *Dataset) Len() int64 {
 	switch {
+	case d.f != nil:
+		return d.n
 	case d.ids != nil:
 		return int64(len(d.ids))
-	case d.u16 != nil:
-		return int64(len(d.u16) / 2)
 	}
 	return int64(len(d.bytes))
 }
 
-// Token is the token at position i, 0 ≤ i < Len.
-func (d *Dataset) Token(i int64) int32 {
-	switch {
-	case d.ids != nil:
-		return d.ids[i]
-	case d.u16 != nil:
-		return int32(binary.LittleEndian.Uint16(d.u16[2*i:]))
+// ReadAt fills dst with the tokens from position start (start+len(dst) ≤
+// Len). A file read again that has changed since it was checked (shorter,
+// or holding an id the vocabulary does not) is an error naming it.
+func (d *Dataset) ReadAt(dst []int32, start int64) error {
+	if start < 0 || start+int64(len(dst)) > d.Len() {
+		return fmt.Errorf("data: %s: tokens %d to %d requested of %d", d.Source, start, start+int64(len(dst)), d.Len())
 	}
-	return int32(d.bytes[i])
-}
-
-// read fills dst with the tokens from position start.
-func (d *Dataset) read(dst []int32, start int64) {
 	switch {
 	case d.ids != nil:
 		copy(dst, d.ids[start:])
-	case d.u16 != nil:
-		src := d.u16[2*start : 2*(start+int64(len(dst)))]
-		for i := range dst {
-			dst[i] = int32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	default:
+		return nil
+	case d.f == nil:
 		for i, c := range d.bytes[start : start+int64(len(dst))] {
 			dst[i] = int32(c)
 		}
-	}
-}
-
-// Close releases the mapped file, if any. The dataset is empty afterwards.
-func (d *Dataset) Close() error {
-	d.bytes, d.u16, d.ids = nil, nil, nil
-	if d.unmap == nil {
 		return nil
 	}
-	u := d.unmap
-	d.unmap = nil
-	return u()
+	buf := make([]byte, int64(len(dst))*d.width)
+	if n, err := d.f.ReadAt(buf, d.off+start*d.width); n < len(buf) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return fmt.Errorf("data: %s changed while it was read: it ends before token %d, and had %d tokens when it was checked", d.Source, start+int64(n)/d.width, d.n)
+		}
+		return fmt.Errorf("data: reading %s: %w", d.Source, err)
+	}
+	for i := range dst {
+		if d.width == 2 {
+			dst[i] = int32(binary.LittleEndian.Uint16(buf[2*i:]))
+		} else {
+			dst[i] = int32(buf[i])
+		}
+		if int(dst[i]) >= d.vocab {
+			return fmt.Errorf("data: %s changed while it was read: token id %d at position %d is not below the model's vocabulary of %d", d.Source, dst[i], start+int64(i), d.vocab)
+		}
+	}
+	return nil
+}
+
+// Close closes the file, if any. The dataset is empty afterwards.
+func (d *Dataset) Close() error {
+	d.bytes, d.ids, d.n = nil, nil, 0
+	if d.f == nil {
+		return nil
+	}
+	f := d.f
+	d.f = nil
+	return f.Close()
 }
 
 //go:embed corpus.txt
@@ -136,13 +152,14 @@ func FromTokens(source string, tokens []int32) *Dataset {
 	return &Dataset{Source: source, Format: Tokens, ids: tokens}
 }
 
-// Load reads the tokens of path for a model of the given vocabulary. A file
-// that starts with the token-file magic, or whose name ends in .bin, is read
-// as an llm.c token file (and must be a valid one); any other file is text,
-// one token per byte. Every token must be below vocab. Only a regular file
-// is read (a FIFO, a device or a directory is refused before it is opened),
-// and no further than the size it has when opened; errors about the file
-// are *files.InputError and name it.
+// Load opens the tokens of path for a model of the given vocabulary. A
+// file that starts with the token-file magic, or whose name ends in .bin,
+// is an llm.c token file (and must be a valid one); any other file is text,
+// one token per byte. Every token must be below vocab (checked here, the
+// file read in chunks). Only a regular file is read (a FIFO, a device or a
+// directory is refused before it is opened), and no further than the size
+// it has when opened; errors about the file are *files.InputError and name
+// it.
 func Load(path string, vocab int) (*Dataset, error) {
 	if vocab <= 0 {
 		return nil, fmt.Errorf("data: vocabulary %d must be positive", vocab)
@@ -151,62 +168,60 @@ func Load(path string, vocab int) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close() // the mapping outlives the descriptor
-	if size == 0 {
-		return nil, files.BadInput(path, fmt.Errorf("data: %s is empty", path))
-	}
-	raw, unmap, err := files.Map(f, size)
-	if err != nil {
-		return nil, files.BadInput(path, fmt.Errorf("data: reading %s: %w", path, err))
-	}
-	ds := &Dataset{Source: path, unmap: unmap}
-	magic := len(raw) >= 4 && binary.LittleEndian.Uint32(raw) == TokenFileMagic
-	if magic || strings.EqualFold(filepath.Ext(path), ".bin") {
-		ds.Format = TokenFile
-		ds.u16, err = tokenFileBody(path, raw)
-	} else {
-		ds.Format = Text
-		ds.bytes = raw
-	}
-	if err == nil {
-		err = ds.Check(vocab)
-	}
-	if err != nil {
+	ds := &Dataset{Source: path, f: f, vocab: vocab, Format: Text, n: size, width: 1}
+	fail := func(err error) (*Dataset, error) {
 		ds.Close()
 		return nil, files.BadInput(path, err)
+	}
+	if size == 0 {
+		return fail(fmt.Errorf("data: %s is empty", path))
+	}
+	head := make([]byte, min(size, headerBytes))
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, size), head); err != nil {
+		return fail(fmt.Errorf("data: reading %s: %w", path, err))
+	}
+	magic := len(head) >= 4 && binary.LittleEndian.Uint32(head) == TokenFileMagic
+	if magic || strings.EqualFold(filepath.Ext(path), ".bin") {
+		ds.Format, ds.off, ds.width = TokenFile, headerBytes, 2
+		if ds.n, err = tokenFileCount(path, head, size); err != nil {
+			return fail(err)
+		}
+	}
+	if err := ds.Check(vocab); err != nil {
+		return fail(err)
 	}
 	return ds, nil
 }
 
-// tokenFileBody checks an llm.c token file's header against the file and
-// returns the bytes of its tokens.
-func tokenFileBody(path string, raw []byte) ([]byte, error) {
-	if len(raw) < headerBytes {
-		return nil, fmt.Errorf("data: %s: bad token file header: %d bytes, a header is %d", path, len(raw), headerBytes)
+// tokenFileCount checks an llm.c token file's header against the file's
+// size and returns its token count.
+func tokenFileCount(path string, head []byte, size int64) (int64, error) {
+	if size < headerBytes {
+		return 0, fmt.Errorf("data: %s: bad token file header: %d bytes, a header is %d", path, size, headerBytes)
 	}
-	magic := int32(binary.LittleEndian.Uint32(raw[0:]))
-	version := int32(binary.LittleEndian.Uint32(raw[4:]))
-	count := int64(int32(binary.LittleEndian.Uint32(raw[8:])))
+	magic := int32(binary.LittleEndian.Uint32(head[0:]))
+	version := int32(binary.LittleEndian.Uint32(head[4:]))
+	count := int64(int32(binary.LittleEndian.Uint32(head[8:])))
 	switch magic {
 	case TokenFileMagic:
 	case CheckpointMagic:
-		return nil, fmt.Errorf("data: %s: bad token file header: magic %d is llm.c's model checkpoint magic (expected %d); was a checkpoint given as data?", path, magic, TokenFileMagic)
+		return 0, fmt.Errorf("data: %s: bad token file header: magic %d is llm.c's model checkpoint magic (expected %d); was a checkpoint given as data?", path, magic, TokenFileMagic)
 	default:
-		return nil, fmt.Errorf("data: %s: bad token file header: magic %d, expected %d (llm.c token file); text files must not end in .bin", path, magic, TokenFileMagic)
+		return 0, fmt.Errorf("data: %s: bad token file header: magic %d, expected %d (llm.c token file); text files must not end in .bin", path, magic, TokenFileMagic)
 	}
 	if version != TokenFileVersion {
-		return nil, fmt.Errorf("data: %s: bad token file header: version %d, expected %d", path, version, TokenFileVersion)
+		return 0, fmt.Errorf("data: %s: bad token file header: version %d, expected %d", path, version, TokenFileVersion)
 	}
 	if count < 0 {
-		return nil, fmt.Errorf("data: %s: bad token file header: token count %d is negative", path, count)
+		return 0, fmt.Errorf("data: %s: bad token file header: token count %d is negative", path, count)
 	}
-	if body := int64(len(raw) - headerBytes); body != 2*count {
-		return nil, fmt.Errorf("data: %s: bad token file header: it declares %d tokens (%d bytes) but %d bytes follow the header", path, count, 2*count, body)
+	if body := size - headerBytes; body != 2*count {
+		return 0, fmt.Errorf("data: %s: bad token file header: it declares %d tokens (%d bytes) but %d bytes follow the header", path, count, 2*count, body)
 	}
 	if count == 0 {
-		return nil, fmt.Errorf("data: %s is empty: its header declares 0 tokens", path)
+		return 0, fmt.Errorf("data: %s is empty: its header declares 0 tokens", path)
 	}
-	return raw[headerBytes:], nil
+	return count, nil
 }
 
 // WriteTokenFile writes tokens (each in [0, 65535]) as an llm.c token file.
@@ -230,26 +245,41 @@ func WriteTokenFile(w io.Writer, tokens []int32) error {
 
 // Check returns an error naming the first token that is not in [0, vocab):
 // its id, its position and the vocabulary. Byte tokens need no look when
-// vocab is at least 256, uint16 ones when it is at least 65536.
+// vocab is at least 256, uint16 ones when it is at least 65536; a file is
+// read in chunks of checkChunk tokens.
 func (d *Dataset) Check(vocab int) error {
 	n := d.Len()
 	if n == 0 {
 		return fmt.Errorf("data: %s is empty", d.Source)
 	}
-	if (d.ids == nil && d.u16 == nil && vocab >= 256) || (d.u16 != nil && vocab >= 1<<16) {
+	wide := d.Format == TokenFile || d.ids != nil
+	if (!wide && vocab >= 256) || (d.Format == TokenFile && vocab >= 1<<16) {
 		return nil
 	}
-	for i := range n {
-		if t := d.Token(i); t < 0 || int(t) >= vocab {
-			hint := ""
-			if d.Format == TokenFile && vocab <= 256 {
-				hint = "; token files hold GPT-2 token ids: use a GPT-2-vocabulary preset, or a text file for this one"
+	saved := d.vocab
+	d.vocab = 1 << 31 // ReadAt's own check off: this one names the position
+	defer func() { d.vocab = saved }()
+	buf := make([]int32, min(n, checkChunk))
+	for at := int64(0); at < n; at += int64(len(buf)) {
+		chunk := buf[:min(int64(len(buf)), n-at)]
+		if err := d.ReadAt(chunk, at); err != nil {
+			return err
+		}
+		for i, t := range chunk {
+			if t < 0 || int(t) >= vocab {
+				hint := ""
+				if d.Format == TokenFile && vocab <= 256 {
+					hint = "; token files hold GPT-2 token ids: use a GPT-2-vocabulary preset, or a text file for this one"
+				}
+				return fmt.Errorf("data: %s: token id %d at position %d is not below the model's vocabulary of %d%s", d.Source, t, at+int64(i), vocab, hint)
 			}
-			return fmt.Errorf("data: %s: token id %d at position %d is not below the model's vocabulary of %d%s", d.Source, t, i, vocab, hint)
 		}
 	}
 	return nil
 }
+
+// checkChunk is how many tokens Check reads at a time.
+const checkChunk = 1 << 18
 
 // Loader cuts a dataset into batches: each of the B rows is a window of T+1
 // consecutive tokens starting at a uniformly random position, inputs its
@@ -257,9 +287,10 @@ func (d *Dataset) Check(vocab int) error {
 // come from a PCG stream seeded by the seed, so the same seed gives the same
 // batches on every run and machine.
 type Loader struct {
-	ds   *Dataset
-	B, T int
-	rng  *rand.Rand
+	ds     *Dataset
+	B, T   int
+	rng    *rand.Rand
+	window []int32 // T+1 tokens, read at once
 }
 
 // NewLoader makes a loader of batches of B sequences of T tokens. The
@@ -283,17 +314,23 @@ func (l *Loader) Next(inputs, targets []int32) error {
 		return fmt.Errorf("data: Next wants inputs and targets of B·T = %d tokens, got %d and %d", n, len(inputs), len(targets))
 	}
 	starts := int(l.ds.Len()) - l.T // window starts 0..len-T-1
+	if len(l.window) != l.T+1 {
+		l.window = make([]int32, l.T+1)
+	}
 	for b := range l.B {
 		s := int64(l.rng.IntN(starts))
-		l.ds.read(inputs[b*l.T:(b+1)*l.T], s)
-		l.ds.read(targets[b*l.T:(b+1)*l.T], s+1)
+		if err := l.ds.ReadAt(l.window, s); err != nil {
+			return err
+		}
+		copy(inputs[b*l.T:(b+1)*l.T], l.window[:l.T])
+		copy(targets[b*l.T:(b+1)*l.T], l.window[1:])
 	}
 	return nil
 }
 
-// Batch returns the next batch in new slices.
-func (l *Loader) Batch() (inputs, targets []int32) {
+// Batch returns the next batch in new slices (tests and examples; a run
+// uses Next, which reports a data file that changed under it).
+func (l *Loader) Batch() (inputs, targets []int32, err error) {
 	inputs, targets = make([]int32, l.B*l.T), make([]int32, l.B*l.T)
-	l.Next(inputs, targets) // cannot fail: the lengths are right
-	return inputs, targets
+	return inputs, targets, l.Next(inputs, targets)
 }

@@ -17,7 +17,9 @@ import (
 // tokensOf reads every token of ds.
 func tokensOf(ds *Dataset) []int32 {
 	out := make([]int32, ds.Len())
-	ds.read(out, 0)
+	if err := ds.ReadAt(out, 0); err != nil {
+		panic(err)
+	}
 	return out
 }
 
@@ -157,9 +159,9 @@ func TestLoader(t *testing.T) {
 	differ := false
 	seenStart := map[int32]bool{}
 	for range 500 {
-		in, tg := a.Batch()
-		in2, tg2 := b.Batch()
-		in3, _ := c.Batch()
+		in, tg, _ := a.Batch()
+		in2, tg2, _ := b.Batch()
+		in3, _, _ := c.Batch()
 		if fmt.Sprint(in, tg) != fmt.Sprint(in2, tg2) {
 			t.Fatal("the same seed gave different batches")
 		}
@@ -221,7 +223,7 @@ func TestLoaderErrors(t *testing.T) {
 
 // FuzzLoad: whatever a data file's bytes (a token file's header and body,
 // or text), loading it never panics and never allocates more than a fixed
-// bound beyond the file (the file is mapped, not copied), and a dataset
+// bound (the file is read in chunks, never whole), and a dataset
 // that loads gives whole batches of in-vocabulary tokens.
 func FuzzLoad(f *testing.F) {
 	good := tokenFile(f, []int32{50256, 464, 2068, 7586, 21831, 0, 65535, 1, 2, 3})
@@ -231,7 +233,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(withHeader(good, 2, -5), true)
 	f.Add([]byte("some text to learn from, long enough for a batch"), false)
 	dir := f.TempDir()
-	const bound = 1 << 20
+	const bound = 4 << 20 // Check's chunk: 2^18 tokens as bytes and as int32
 	f.Fuzz(func(t *testing.T, b []byte, bin bool) {
 		name := "f.txt"
 		if bin {
@@ -255,7 +257,10 @@ func FuzzLoad(f *testing.F) {
 				continue
 			}
 			if l, err := NewLoader(ds, 1, 2, 1); err == nil {
-				in, tg := l.Batch()
+				in, tg, err := l.Batch()
+				if err != nil {
+					t.Fatal(err)
+				}
 				for _, x := range append(in, tg...) {
 					if x < 0 || int(x) >= vocab {
 						t.Fatalf("token %d outside the vocabulary of %d", x, vocab)
@@ -273,4 +278,34 @@ func allocatedBytes() uint64 {
 	m := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(m)
 	return m[0].Value.Uint64()
+}
+
+// A data file that shrinks or changes during a run is an error naming it
+// at the next batch, never a crash or an id beyond the vocabulary.
+func TestFileChangedDuringRun(t *testing.T) {
+	path := writeFile(t, "d.txt", bytes.Repeat([]byte("abcdefgh"), 1000))
+	ds, err := Load(path, 200) // bytes up to 'h' (104): below 200
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	l, err := NewLoader(ds, 4, 16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Batch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Repeat([]byte{250}, 8000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Batch(); err == nil || !strings.Contains(err.Error(), "changed while it was read") || !strings.Contains(err.Error(), "token id 250") {
+		t.Errorf("a rewritten file: %v", err)
+	}
+	if err := os.Truncate(path, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Batch(); err == nil || !strings.Contains(err.Error(), "changed while it was read") || !strings.Contains(err.Error(), path) {
+		t.Errorf("a shortened file: %v", err)
+	}
 }

@@ -46,7 +46,7 @@ func TestDefaultCorpusLearnable(t *testing.T) {
 	m, v := make([]float64, len(p)), make([]float64, len(p))
 	var first, tail float64
 	for step := 1; step <= steps; step++ {
-		in, tg := loader.Batch()
+		in, tg, _ := loader.Batch()
 		loss, g, err := ref.Step(p, in, tg)
 		if err != nil {
 			t.Fatal(err)
