@@ -48,10 +48,10 @@ PTX        := $(foreach a,$(PTX_ARCHS),cuda/kernels/kernels_sm$(a).ptx)
 CUDA_ENV   := CGO_ENABLED=1 CGO_CFLAGS="-I$(CUDAKIT)/usr/include" \
 	CGO_LDFLAGS="-Wl,--as-needed -L$(CUDAKIT)/usr/lib/x86_64-linux-gnu/stubs"
 # Every package with tests that only the cuda build has.
-CUDA_TEST_PKGS := ./cuda
+CUDA_TEST_PKGS := ./cuda ./cmd/trainmem
 BUNDLE     := bin/gpu-bundle
 
-.PHONY: cuda-kit ptx ptx-check build-cuda vet-cuda test-cuda-build test-cuda-nogpu cuda-check gpu-bundle
+.PHONY: cuda-kit ptx ptx-check build-cuda vet-cuda test-cuda-build test-cuda-nogpu test-cuda-emu emu cuda-check gpu-bundle
 
 cuda-kit:
 	scripts/install-cuda-kit.sh >/dev/null
@@ -104,8 +104,75 @@ test-cuda-nogpu: test-cuda-build
 		[ $$rc = 0 ] || { tail -40 $$tmp/log; exit $$rc; }; \
 	done
 
+# ---- The emulated GPU (docs/architecture.md, "The emulated GPU"): a fake
+# libcuda.so.1 whose kernels are kernels.cu compiled as host C++ under
+# cuda/emu/cuda_emu.h (every CUDA thread a fiber), and a fake cuBLAS, so
+# that the real CUDA device runs on the CPU.
+EMU       := bin/emu
+EMU_CXX   ?= $(NVCC_CCBIN)
+EMU_FLAGS := -std=c++17 -O2 -fPIC -Wall -Wno-unknown-pragmas -I$(CUDAKIT)/usr/include -Icuda/emu -I$(EMU)
+EMU_HDRS  := cuda/emu/cuda_emu.h cuda/emu/emu_table.h
+
+$(EMU):
+	mkdir -p $@
+
+# The PTX's entry points, which the emulator must compile.
+$(EMU)/emu_entries.inc: cuda/kernels/kernels_sm80.ptx | $(EMU)
+	grep -oE '^\.visible \.entry [A-Za-z0-9_]+' $< | sed 's/.* /EMU_ENTRY(/; s/$$/)/' > $@
+
+$(EMU)/emu_kernels.o: cuda/emu/emu_kernels.cpp cuda/kernels/kernels.cu $(EMU_HDRS) $(EMU)/emu_entries.inc
+	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
+
+# The kernels' __shared__ arrays (their function-local statics, _ZZ...),
+# poisoned at each block's start: listed from the object with their sizes.
+$(EMU)/emu_shared.cpp: $(EMU)/emu_kernels.o
+	nm -S --defined-only $< | awk '$$4 ~ /^_ZZ/ { n[++k] = $$4; s[k] = $$2 } END { \
+		print "#include \"emu_table.h\""; print "extern \"C\" {"; for (i = 1; i <= k; i++) print "extern char " n[i] "[];"; \
+		print "const emu_region emu_shared_regions[] = {"; for (i = 1; i <= k; i++) print "\t{" n[i] ", 0x" s[i] "},"; \
+		print "};"; print "const int emu_shared_count = " k ";"; print "}" }' > $@
+
+$(EMU)/emu_shared.o: $(EMU)/emu_shared.cpp $(EMU_HDRS)
+	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
+
+$(EMU)/fakecuda.o: cuda/emu/fakecuda.cpp $(EMU_HDRS) | $(EMU)
+	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
+
+$(EMU)/libcuda.so.1: $(EMU)/fakecuda.o $(EMU)/emu_kernels.o $(EMU)/emu_shared.o
+	$(EMU_CXX) -shared -Wl,--no-undefined -o $@ $^ -ldl
+
+$(EMU)/libcublas.so.13: cuda/emu/fakecublas.cpp $(EMU)/libcuda.so.1
+	$(EMU_CXX) $(EMU_FLAGS) -shared -Wl,--no-undefined -o $@ $< -L$(EMU) -l:libcuda.so.1
+
+emu: $(EMU)/libcuda.so.1 $(EMU)/libcublas.so.13
+
+# The emulator checked with kernels of its own (cuda/emu/selftest.cpp).
+$(EMU)/selftest: cuda/emu/selftest.cpp cuda/emu/fakecublas.cpp $(EMU)/fakecuda.o $(EMU_HDRS)
+	$(EMU_CXX) $(EMU_FLAGS) -o $@ cuda/emu/selftest.cpp cuda/emu/fakecublas.cpp $(EMU)/fakecuda.o -ldl -lpthread
+
+# The CUDA path executed without a GPU: the conformance suite and the
+# device tests on the emulated GPU under two schedules of a block's threads
+# (forward and reverse: a missing barrier shows as a difference), broken
+# copies of kernels.cu that must fail it (scripts/emu-mutants.sh), and
+# train and validate --device cuda against the host (TestCUDAMatchesHost).
+test-cuda-emu: test-cuda-build emu $(EMU)/selftest
+	@for s in forward reverse; do echo "== emulator self-test, schedule $$s"; TRAINMEM_EMU_SCHEDULE=$$s $(EMU)/selftest 2>/dev/null | grep -v '^ok' || exit 1; done
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	for s in forward reverse; do \
+		echo "== emulated GPU, schedule $$s: conformance and device tests"; \
+		(cd cuda && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_SCHEDULE=$$s ../bin/cuda-tests/cuda.test -test.v -test.run 'TestConformanceCUDA|TestCUDADevice') >$$tmp/log 2>&1; rc=$$?; \
+		grep -E '^(--- FAIL|FAIL)|emulated GPU:' $$tmp/log | head -20; \
+		p=$$(grep -c -- '--- PASS' $$tmp/log); f=$$(grep -c -- '--- FAIL' $$tmp/log); k=$$(grep -c -- '--- SKIP' $$tmp/log); \
+		echo "$$p passed, $$f failed, $$k skipped"; \
+		[ $$rc = 0 ] && [ $$k = 0 ] || { tail -40 $$tmp/log; exit 1; }; \
+	done
+	scripts/emu-mutants.sh $(EMU) "$(EMU_CXX) $(EMU_FLAGS)"
+	@echo "== emulated GPU: train and validate --device cuda against the host"
+	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) ../../bin/cuda-tests/trainmem.test -test.v -test.run TestCUDAMatchesHost) >$(EMU)/matches.log 2>&1; rc=$$?; \
+	grep -E 'cuda_test.go|^(--- |ok|FAIL|PASS)' $(EMU)/matches.log | sed 's/^ *cuda_test.go:[0-9]*: /  /'; \
+	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/matches.log; then tail -40 $(EMU)/matches.log; exit 1; fi
+
 # What CI checks of the CUDA path on a machine without a GPU.
-cuda-check: ptx-check vet-cuda build-cuda test-cuda-nogpu
+cuda-check: ptx-check vet-cuda build-cuda test-cuda-nogpu test-cuda-emu
 	$(CUDA_ENV) $(GO) build -tags trainmem_cuda $(PKGS)
 	@if readelf -d bin/trainmem-cuda | grep -q 'libcuda'; then \
 		echo "bin/trainmem-cuda links libcuda.so.1: a driver symbol is missing from cuda/cuda_shim_syms.h"; exit 1; fi
@@ -117,7 +184,7 @@ cuda-check: ptx-check vet-cuda build-cuda test-cuda-nogpu
 gpu-bundle: build-cuda test-cuda-build
 	rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)
 	cp bin/trainmem-cuda $(BUNDLE)/trainmem
-	cp bin/cuda-tests/*.test $(BUNDLE)/
+	cp bin/cuda-tests/cuda.test $(BUNDLE)/
 	$(GO) build -o $(BUNDLE)/gpureport ./scripts/gpureport
 	cp scripts/gpu-check.sh $(BUNDLE)/
 	@du -sh $(BUNDLE); s=$$(du -sm $(BUNDLE) | cut -f1); \
