@@ -2,9 +2,12 @@
 
 package cuda
 
-// cuBLAS, loaded at run time: dlopen of libcublas.so.13, .12, .11 in turn
-// (or the file TRAINMEM_CUBLAS names), so that one binary, built here
-// against CUDA 11.8's headers, uses whatever CUDA the GPU machine has.
+// cuBLAS, loaded at run time when the device first multiplies:
+// libcublas.so.13, .12, .11 in turn, by the loader's path and then in
+// Python's NVIDIA wheels (cublasCandidates), or the file TRAINMEM_CUBLAS
+// names, so that one binary, built here against CUDA 11.8's headers, uses
+// whatever CUDA the GPU machine has, and kernels that need no cuBLAS run
+// without it.
 // Nothing of cuBLAS is linked or included: the few types and functions
 // trainmem calls are declared below, with the values of cublas_api.h and
 // library_types.h (stable across CUDA 11, 12 and 13). Handles, streams and
@@ -38,6 +41,8 @@ static tmb_version_fn tmb_version_p;
 static tmb_gemm_ex_fn tmb_gemm_ex_p;
 static tmb_gemm_sb_fn tmb_gemm_sb_p;
 
+static void *tmb_lib;
+
 // tmb_open loads name and every function; NULL on success, else why not.
 static const char *tmb_open(const char *name) {
 	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -55,7 +60,15 @@ static const char *tmb_open(const char *name) {
 	TMB_LOAD(tmb_gemm_ex_p, tmb_gemm_ex_fn, "cublasGemmEx")
 	TMB_LOAD(tmb_gemm_sb_p, tmb_gemm_sb_fn, "cublasGemmStridedBatchedEx")
 #undef TMB_LOAD
+	tmb_lib = h;
 	return NULL;
+}
+
+// tmb_close unloads the library tmb_open loaded (one whose cublasCreate
+// failed).
+static void tmb_close(void) {
+	if (tmb_lib != NULL) dlclose(tmb_lib);
+	tmb_lib = NULL;
 }
 
 static int tmb_create(unsigned long long *h) {
@@ -93,6 +106,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"unsafe"
@@ -103,33 +117,44 @@ import (
 // every product accumulates in fp32 and is rounded once, as on the host.
 const cublasMathMode = 16
 
+// cublasLib is the cuBLAS this process uses, chosen by the first device
+// that multiplies (cuda_device.go's blasReady): the first candidate
+// (cublasCandidates) that loads and whose cublasCreate works. A later
+// device uses the same one.
 var cublasLib struct {
-	once sync.Once
-	name string
-	err  error
+	mu     sync.Mutex
+	chosen string
 }
 
-// loadCUBLAS opens cuBLAS once per process.
-func loadCUBLAS() (string, error) {
-	cublasLib.once.Do(func() {
-		names := []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}
-		if p := os.Getenv("TRAINMEM_CUBLAS"); p != "" {
-			names = []string{p}
+// newCUBLAS makes a cuBLAS handle on stream. The first time it tries the
+// candidates in turn, falling back to the next when one does not load or its
+// cublasCreate fails (a cuBLAS newer than the driver), and its error names
+// every library tried and why each failed.
+func newCUBLAS(stream uintptr) (*cublasHandle, error) {
+	cublasLib.mu.Lock()
+	defer cublasLib.mu.Unlock()
+	if cublasLib.chosen != "" {
+		return createCUBLAS(cublasLib.chosen, stream)
+	}
+	var why []string
+	for _, name := range cublasCandidates(os.Getenv, filepath.Glob) {
+		cn := C.CString(name)
+		e := C.tmb_open(cn)
+		C.free(unsafe.Pointer(cn))
+		if e != nil {
+			why = append(why, fmt.Sprintf("%s: %s", name, C.GoString(e)))
+			continue
 		}
-		var why []string
-		for _, n := range names {
-			cn := C.CString(n)
-			e := C.tmb_open(cn)
-			C.free(unsafe.Pointer(cn))
-			if e == nil {
-				cublasLib.name = n
-				return
-			}
-			why = append(why, C.GoString(e))
+		b, err := createCUBLAS(name, stream)
+		if err != nil {
+			C.tmb_close()
+			why = append(why, fmt.Sprintf("%s: %v", name, err))
+			continue
 		}
-		cublasLib.err = fmt.Errorf("cuda: cuBLAS not found (%s); install CUDA's cuBLAS or set TRAINMEM_CUBLAS to the library's path", strings.Join(why, "; "))
-	})
-	return cublasLib.name, cublasLib.err
+		cublasLib.chosen = name
+		return b, nil
+	}
+	return nil, fmt.Errorf("cuda: no usable cuBLAS (tried %s); install CUDA's cuBLAS (libcublas.so.12 or .13) or set TRAINMEM_CUBLAS to the library's path", strings.Join(why, "; "))
 }
 
 // cublasStatusNames are cublasStatus_t's values.
@@ -157,11 +182,9 @@ type cublasHandle struct {
 	version int
 }
 
-func newCUBLAS(stream uintptr) (*cublasHandle, error) {
-	lib, err := loadCUBLAS()
-	if err != nil {
-		return nil, err
-	}
+// createCUBLAS makes a handle with the loaded library lib, bound to
+// stream, in cuBLAS's fp32-accumulating math mode.
+func createCUBLAS(lib string, stream uintptr) (*cublasHandle, error) {
 	b := &cublasHandle{lib: lib}
 	if err := blasErr("cublasCreate", C.tmb_create(&b.h)); err != nil {
 		return nil, err

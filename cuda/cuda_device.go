@@ -44,7 +44,7 @@ type driverState struct {
 var driverSymbols = []string{
 	"cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute", "cuDeviceGetName", "cuDeviceTotalMem_v2",
 	"cuDriverGetVersion", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuStreamCreate", "cuStreamDestroy_v2",
-	"cuStreamSynchronize", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncGetAttribute", "cuLaunchKernel",
+	"cuStreamSynchronize", "cuModuleLoadDataEx", "cuModuleGetFunction", "cuFuncGetAttribute", "cuLaunchKernel",
 	"cuMemAlloc_v2", "cuMemFree_v2", "cuMemGetInfo_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
 	"cuMemcpyDtoDAsync_v2", "cuMemsetD8Async", "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
 	"cuEventSynchronize", "cuEventElapsedTime",
@@ -229,8 +229,8 @@ func openCard(ordinal int) (*card, error) {
 	if err := cu.SetCurrentContext(c.ctx); err != nil {
 		return nil, cuErr("cuCtxSetCurrent", err)
 	}
-	if c.mod, err = cu.LoadData(embeddedPTX[c.ptx]); err != nil {
-		return nil, cuErr(fmt.Sprintf("cuModuleLoadData (JIT of the compute_%d PTX for sm_%d%d)", c.ptx, c.major, c.minor), err)
+	if c.mod, err = loadModule(embeddedPTX[c.ptx], fmt.Sprintf("JIT of the compute_%d PTX for sm_%d%d", c.ptx, c.major, c.minor)); err != nil {
+		return nil, err
 	}
 	for _, name := range kernelEntries() {
 		f, err := c.mod.Function(name)
@@ -251,6 +251,31 @@ func openCard(ordinal int) (*card, error) {
 	}
 	cards.m[ordinal] = c
 	return c, nil
+}
+
+// loadModule JIT-compiles ptx with the driver's logs captured
+// (cuModuleLoadDataEx), so that a failure says what the compiler said, not
+// only its error number. The context must be current.
+func loadModule(ptx, what string) (cu.Module, error) {
+	errLog := &cu.JITErrorLogBuffer{Buffer: make([]byte, 8192)}
+	infoLog := &cu.JITInfoLogBuffer{Buffer: make([]byte, 8192)}
+	m, err := cu.LoadDataEx(ptx, errLog, infoLog)
+	if err == nil {
+		return m, nil
+	}
+	e := cuErr("cuModuleLoadDataEx ("+what+")", err)
+	if log := strings.TrimSpace(cString(errLog.Buffer)); log != "" {
+		return m, fmt.Errorf("%w; the JIT says: %s", e, log)
+	}
+	return m, e
+}
+
+// cString is b up to its first NUL byte.
+func cString(b []byte) string {
+	if i := strings.IndexByte(string(b), 0); i >= 0 {
+		return string(b[:i])
+	}
+	return string(b)
 }
 
 // CUDAOptions configure a CUDA device.
@@ -300,8 +325,9 @@ var (
 )
 
 // NewCUDA opens GPU opts.Ordinal: it fails with CUDAAvailable's reason on a
-// machine without a usable GPU, when the card is older than the kernels
-// (compute capability 8.0), or when cuBLAS cannot be loaded.
+// machine without a usable GPU, or when the card is older than the kernels
+// (compute capability 8.0). cuBLAS is loaded at the first matrix product
+// that goes to it (blasReady), so that the other kernels run without it.
 func NewCUDA(opts CUDAOptions) (*CUDA, error) {
 	if err := CUDAAvailable(); err != nil {
 		return nil, err
@@ -329,9 +355,6 @@ func NewCUDA(opts CUDAOptions) (*CUDA, error) {
 	if err := cu.MemsetD8Async(d.status, 0, statusWords*4, d.stream); err != nil {
 		return fail(cuErr("cuMemsetD8Async(status words)", err))
 	}
-	if d.blas, err = newCUBLAS(uintptr(unsafe.Pointer(d.stream.C()))); err != nil {
-		return fail(err)
-	}
 	d.alloc = NewAllocator(d.Name(), cudaMemory{d})
 	return d, nil
 }
@@ -344,7 +367,7 @@ func (d *CUDA) Name() string {
 	s := fmt.Sprintf("cuda:%d (%s, sm_%d%d, %s, driver %d.%d, compute_%d PTX", c.ordinal, c.name, c.major, c.minor,
 		FormatBytes(c.total), c.driver/1000, c.driver%1000/10, c.ptx)
 	if d.blas != nil {
-		s += ", cuBLAS " + d.blas.versionString()
+		s += ", cuBLAS " + d.blas.versionString() + " (" + d.blas.lib + ")"
 	}
 	if d.syncEach {
 		s += ", synchronized after every kernel"
@@ -782,11 +805,18 @@ func (d *CUDA) memsetZero(b *Buffer, off, n int) error {
 	return cuErr(fmt.Sprintf("cuMemsetD8Async(%s)", b), err)
 }
 
-// blasReady gives cuBLAS its workspace from the allocator, tagged
-// workspace, on first use (so a fresh device holds nothing).
+// blasReady loads cuBLAS and gives it its workspace from the allocator,
+// tagged workspace, on first use (so a fresh device holds nothing).
 func (d *CUDA) blasReady() error {
 	if d.ws != nil {
 		return nil
+	}
+	if d.blas == nil {
+		b, err := newCUBLAS(uintptr(unsafe.Pointer(d.stream.C())))
+		if err != nil {
+			return err
+		}
+		d.blas = b
 	}
 	n := cublasWorkspaceBytes(d.card.major)
 	ws, err := d.allocDevice.Alloc(Workspace, F32, int(n/4))

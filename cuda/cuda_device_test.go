@@ -105,3 +105,79 @@ func TestCUDADevice(t *testing.T) {
 		t.Errorf("MemInfo = %d, %d, %v", free, total, err)
 	}
 }
+
+// A PTX the driver's JIT refuses says what the JIT said (the emulated
+// driver's error log names what is wrong with the image).
+func TestJITLog(t *testing.T) {
+	if err := CUDAAvailable(); err != nil {
+		t.Skipf("no CUDA device here, skipped: %v", err)
+	}
+	d, err := NewCUDA(CUDAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.enter("TestJITLog"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = loadModule("this is not PTX", "a test image")
+	d.leave()
+	if err == nil || !strings.Contains(err.Error(), "cuModuleLoadDataEx (a test image)") || !strings.Contains(err.Error(), "the JIT says: ") {
+		t.Errorf("loading a bad image: %v", err)
+	}
+	t.Logf("%v", err)
+}
+
+// cuBLAS is loaded when a product first needs it, not when the device
+// opens: the other kernels run without it.
+func TestCUBLASLoadedLazily(t *testing.T) {
+	if err := CUDAAvailable(); err != nil {
+		t.Skipf("no CUDA device here, skipped: %v", err)
+	}
+	d, err := NewCUDA(CUDAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.blas != nil || strings.Contains(d.Name(), "cuBLAS") {
+		t.Errorf("a fresh device has cuBLAS: %s", d.Name())
+	}
+}
+
+// When a cuBLAS loads but its cublasCreate fails (one newer than the
+// driver), the next one is used; when none works, the error names every
+// library tried. The emulated GPU's cuBLAS fails as
+// TRAINMEM_EMU_CUBLAS_BROKEN asks (make test-cuda-emu runs this test
+// alone, with it set, in a process of its own).
+func TestCUBLASFallback(t *testing.T) {
+	broken := os.Getenv("TRAINMEM_EMU_CUBLAS_BROKEN")
+	if broken == "" {
+		t.Skip("runs on the emulated GPU with TRAINMEM_EMU_CUBLAS_BROKEN set (make test-cuda-emu)")
+	}
+	if err := CUDAAvailable(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewCUDA(CUDAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a, _ := d.Alloc(Temporaries, F32, 4)
+	b, _ := d.Alloc(Temporaries, F32, 4)
+	c, _ := d.Alloc(Temporaries, F32, 4)
+	err = d.MatMul(MatMul{M: 2, N: 2, K: 2, A: a, B: b, C: c, Alpha: 1})
+	switch broken {
+	case "all":
+		if err == nil || !strings.Contains(err.Error(), "libcublas.so.13: cuda: cublasCreate") || !strings.Contains(err.Error(), "libcublas.so.12: cuda: cublasCreate") {
+			t.Errorf("every cuBLAS broken: %v", err)
+		}
+	default:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(d.Name(), "libcublas.so.12") {
+			t.Errorf("cuBLAS .%s broken, the device uses %s", broken, d.Name())
+		}
+	}
+	t.Logf("%s; %v", d.Name(), err)
+}

@@ -236,6 +236,61 @@ func cudaCode(d DType) int {
 	return cudaR32F
 }
 
+// cublasMajors are the cuBLAS majors trainmem loads, newest first.
+var cublasMajors = []string{"13", "12", "11"}
+
+// cublasCandidates lists the cuBLAS libraries to try, in order: the file
+// TRAINMEM_CUBLAS names, alone, when it is set; else libcublas.so.13, .12
+// and .11 by the dynamic loader's own search (LD_LIBRARY_PATH, ldconfig's
+// cache), then each major in the NVIDIA wheels that pip installs with
+// PyTorch (site-packages/nvidia/cublas/lib) under $VIRTUAL_ENV,
+// $CONDA_PREFIX, ~/.local and the system's Python directories, then in
+// $CONDA_PREFIX/lib and /usr/local/cuda*/lib64.
+func cublasCandidates(getenv func(string) string, glob func(string) ([]string, error)) []string {
+	if p := getenv("TRAINMEM_CUBLAS"); p != "" {
+		return []string{p}
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, m := range cublasMajors {
+		add("libcublas.so." + m)
+	}
+	var roots []string
+	for _, env := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if v := getenv(env); v != "" {
+			roots = append(roots, v+"/lib/python3*/site-packages")
+		}
+	}
+	if home := getenv("HOME"); home != "" {
+		roots = append(roots, home+"/.local/lib/python3*/site-packages")
+	}
+	roots = append(roots, "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+		"/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages", "/opt/conda/lib/python3*/site-packages")
+	var dirs []string
+	for _, r := range roots {
+		dirs = append(dirs, r+"/nvidia/cublas/lib")
+	}
+	if v := getenv("CONDA_PREFIX"); v != "" {
+		dirs = append(dirs, v+"/lib")
+	}
+	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda-*/lib64")
+	for _, m := range cublasMajors {
+		for _, d := range dirs {
+			found, _ := glob(d + "/libcublas.so." + m)
+			for _, f := range found {
+				add(f)
+			}
+		}
+	}
+	return out
+}
+
 // cublasWorkspaceBytes is the workspace cuBLAS is given (cublasSetWorkspace)
 // from the caching allocator, tagged workspace: NVIDIA's recommendation,
 // 32 MiB for Hopper and newer, 4 MiB before.

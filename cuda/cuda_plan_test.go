@@ -312,3 +312,25 @@ func TestCUBLASWorkspace(t *testing.T) {
 		t.Error("cuBLAS workspace: want 32 MiB from Hopper on, 4 MiB before")
 	}
 }
+
+// cuBLAS is looked for by the loader's path first, then in the NVIDIA
+// wheels pip installs with PyTorch and in CUDA's own directories, newest
+// major first; TRAINMEM_CUBLAS alone replaces the search.
+func TestCUBLASCandidates(t *testing.T) {
+	env := map[string]string{"HOME": "/home/u", "VIRTUAL_ENV": "/venv"}
+	files := map[string][]string{
+		"/venv/lib/python3*/site-packages/nvidia/cublas/lib/libcublas.so.12": {"/venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.12"},
+		"/usr/local/cuda-*/lib64/libcublas.so.13":                           {"/usr/local/cuda-13.0/lib64/libcublas.so.13"},
+	}
+	glob := func(p string) ([]string, error) { return files[p], nil }
+	got := cublasCandidates(func(k string) string { return env[k] }, glob)
+	want := []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11",
+		"/usr/local/cuda-13.0/lib64/libcublas.so.13", "/venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.12"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("candidates\n got  %v\n want %v", got, want)
+	}
+	env["TRAINMEM_CUBLAS"] = "/opt/x/libcublas.so"
+	if got := cublasCandidates(func(k string) string { return env[k] }, glob); fmt.Sprint(got) != "[/opt/x/libcublas.so]" {
+		t.Errorf("with TRAINMEM_CUBLAS: %v", got)
+	}
+}

@@ -19,9 +19,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 extern "C" int tmemu_device_range(unsigned long long p, unsigned long long n); // fakecuda.cpp
 
@@ -152,8 +156,26 @@ static cublasStatus_t gemm_call(const char *call, cublasHandle_t h, cublasOperat
 
 extern "C" {
 
+// TRAINMEM_EMU_CUBLAS_BROKEN=13 makes cublasCreate of the library named
+// libcublas.so.13 fail, as a cuBLAS newer than the driver does (=all: every
+// one), so that trainmem's fallback to the next library is exercised.
+static bool broken() {
+	const char *b = getenv("TRAINMEM_EMU_CUBLAS_BROKEN");
+	if (!b) return false;
+	if (strcmp(b, "all") == 0) return true;
+	Dl_info info;
+	if (!dladdr((void *)&broken, &info) || !info.dli_fname) return false;
+	std::string suffix = std::string(".so.") + b;
+	std::string name = info.dli_fname;
+	return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
 	if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+	if (broken()) {
+		blas_log("cublasCreate", "failing as TRAINMEM_EMU_CUBLAS_BROKEN asks");
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	}
 	*h = new cublasContext{nullptr, nullptr, 0, 0};
 	return CUBLAS_STATUS_SUCCESS;
 }
