@@ -320,7 +320,7 @@ func TestCUBLASCandidates(t *testing.T) {
 	env := map[string]string{"HOME": "/home/u", "VIRTUAL_ENV": "/venv"}
 	files := map[string][]string{
 		"/venv/lib/python3*/site-packages/nvidia/cublas/lib/libcublas.so.12": {"/venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.12"},
-		"/usr/local/cuda-*/lib64/libcublas.so.13":                           {"/usr/local/cuda-13.0/lib64/libcublas.so.13"},
+		"/usr/local/cuda-*/lib64/libcublas.so.13":                            {"/usr/local/cuda-13.0/lib64/libcublas.so.13"},
 	}
 	glob := func(p string) ([]string, error) { return files[p], nil }
 	got := cublasCandidates(func(k string) string { return env[k] }, glob)
