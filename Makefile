@@ -51,7 +51,7 @@ CUDA_ENV   := CGO_ENABLED=1 CGO_CFLAGS="-I$(CUDAKIT)/usr/include" \
 CUDA_TEST_PKGS := ./cuda ./cmd/trainmem
 BUNDLE     := bin/gpu-bundle
 
-.PHONY: cuda-kit ptx ptx-check build-cuda vet-cuda test-cuda-build test-cuda-nogpu test-cuda-emu emu cuda-check gpu-bundle
+.PHONY: cuda-kit ptx ptx-check build-cuda vet-cuda test-cuda-build test-cuda-nogpu test-cuda-emu emu gpu-check-emu cuda-check gpu-bundle
 
 cuda-kit:
 	scripts/install-cuda-kit.sh >/dev/null
@@ -74,6 +74,8 @@ ptx-check:
 		$(PTXAS) -arch=sm_$$a -o /dev/null cuda/kernels/kernels_sm$$a.ptx || exit 1; \
 		echo "ptx: kernels_sm$$a.ptx is fresh and passes ptxas -arch=sm_$$a"; \
 	done
+	@log=$$(mktemp); (cd cuda && PTXAS=$(PTXAS) $(GO) test -count=1 -run TestRegisterBudget -v .) >$$log 2>&1; rc=$$?; \
+	grep -E 'budget|registers|FAIL' $$log | sed 's/^ *cuda_calls_test.go:[0-9]*: /ptx: /'; rm -f $$log; exit $$rc
 
 build-cuda:
 	$(CUDA_ENV) $(GO) build -tags trainmem_cuda -o bin/trainmem-cuda ./cmd/trainmem
@@ -177,6 +179,12 @@ test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) ../../bin/cuda-tests/trainmem.test -test.v -test.run TestCUDAMatchesHost) >$(EMU)/matches.log 2>&1; rc=$$?; \
 	grep -E 'cuda_test.go|^(--- |ok|FAIL|PASS)' $(EMU)/matches.log | sed 's/^ *cuda_test.go:[0-9]*: /  /'; \
 	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/matches.log; then tail -40 $(EMU)/matches.log; exit 1; fi
+
+# scripts/gpu-check.sh's quick pass on the emulated GPU, so that the script
+# a GPU lease runs has run before (about two and a half minutes).
+gpu-check-emu: gpu-bundle emu
+	rm -rf $(EMU)/gpu-check
+	LD_LIBRARY_PATH=$(CURDIR)/$(EMU) QUICK=1 $(BUNDLE)/gpu-check.sh $(EMU)/gpu-check
 
 # What CI checks of the CUDA path on a machine without a GPU.
 cuda-check: ptx-check vet-cuda build-cuda test-cuda-nogpu test-cuda-emu

@@ -158,11 +158,17 @@ func checkFill(dst *Buffer, v float32) error {
 	return c.err
 }
 
+// checkCast: dst may be src itself (same type: nothing to do), never a
+// view that overlaps it otherwise (a copy or a cast over overlapping
+// memory reads what it has written).
 func checkCast(dst, src *Buffer) error {
 	c := check("Cast")
 	c.float("dst", dst)
 	c.float("src", src)
 	c.sameLen("src", src, "dst", dst)
+	if c.err == nil && !(dst.addr == src.addr && dst.DType == src.DType) {
+		c.disjoint("dst", dst, "src", src)
+	}
 	return c.err
 }
 

@@ -3,7 +3,9 @@ package cuda
 import (
 	"math"
 	"os"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -91,46 +93,51 @@ func itoa(v int) string {
 // fakeBuf is a buffer with an address and no memory: enough to build calls.
 func fakeBuf(dt DType, n int, addr uintptr) *Buffer { return &Buffer{DType: dt, Len: n, addr: addr} }
 
+// sampleCalls builds every call the CUDA device makes, for operands of dt
+// (fp32 statistics, or fp64 for fp64 operands).
+func sampleCalls(t *testing.T, dt DType) []*kcall {
+	st := F32
+	if dt == F64 {
+		st = F64
+	}
+	B, T, C, NH, V := 2, 64, 96, 4, 300
+	N := B * T
+	a := uintptr(1 << 20)
+	next := func() uintptr { a += 1 << 20; return a }
+	x, y, w, b := fakeBuf(dt, N*C, next()), fakeBuf(dt, N*C, next()), fakeBuf(dt, C, next()), fakeBuf(dt, C, next())
+	stats, tokens := fakeBuf(st, 2*N, next()), fakeBuf(I32, N, next())
+	wte, wpe := fakeBuf(dt, V*C, next()), fakeBuf(dt, T*C, next())
+	qkv, p := fakeBuf(dt, N*3*C, next()), fakeBuf(dt, B*NH*T*T, next())
+	logits, loss, scratch := fakeBuf(dt, N*V, next()), fakeBuf(st, 1, next()), fakeBuf(st, N, next())
+	m, v := fakeBuf(st, 100, next()), fakeBuf(st, 100, next())
+	param, grad, master := fakeBuf(dt, 100, next()), fakeBuf(dt, 100, next()), fakeBuf(st, 100, next())
+	mm, err := checkMatMul(MatMul{TransB: true, M: N, N: V, K: C, A: x, B: wte, C: logits, Alpha: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*kcall{
+		fillCall(x, 1), castCall(y, x), nonFiniteCall(x, 64), addCall(y, x, y), addBiasCall(y, b, N, C),
+		geluCall(y, x), geluBackwardCall(y, x, x),
+		embeddingCall(y, tokens, wte, wpe, B, T, C, 64), embeddingBackwardTokensCall(wte, y, tokens, B, T, C, 64),
+		embeddingBackwardPositionsCall(wpe, y, B, T, C),
+		layerNormStatsCall(stats, x, N, C, 1e-5), layerNormCall(y, x, stats, w, b, N, C),
+		layerNormBackwardXCall(y, x, x, stats, w, N, C), layerNormBackwardWCall(w, y, x, stats, N, C), sumRowsCall(b, y, N, C),
+		attentionProbsCall(p, qkv, B, T, C, NH), attentionSoftmaxBackwardCall(fakeBuf(st, NH*T*T, next()), p, NH, T, C/NH),
+		gemmGenericCall(mm, skipNone), gemmGenericCall(mm, skipLower),
+		crossEntropyRowsCall(scratch, logits, tokens, N, V, dt == F64, 64), crossEntropyMeanCall(loss, scratch, N, dt == F64),
+		crossEntropyBackwardCall(logits, loss, logits, tokens, N, V, 64),
+		adamCall(param, grad, master, m, v, AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Step: 2, GradScale: 1}),
+		sgdCall(param, grad, master, m, SGDArgs{LR: 0.1, Momentum: 0.9, GradScale: 1}),
+		sgdCall(param, grad, nil, nil, SGDArgs{LR: 0.1, GradScale: 1}),
+	}
+}
+
 // TestKernelCalls builds every call the CUDA device makes, in fp32 and fp64
 // modes, and checks each against its kernel's signature and the launch
 // limits of an H100.
 func TestKernelCalls(t *testing.T) {
 	for _, dt := range []DType{F32, F16, BF16, F64} {
-		st := F32
-		if dt == F64 {
-			st = F64
-		}
-		B, T, C, NH, V := 2, 64, 96, 4, 300
-		N := B * T
-		a := uintptr(1 << 20)
-		next := func() uintptr { a += 1 << 20; return a }
-		x, y, w, b := fakeBuf(dt, N*C, next()), fakeBuf(dt, N*C, next()), fakeBuf(dt, C, next()), fakeBuf(dt, C, next())
-		stats, tokens := fakeBuf(st, 2*N, next()), fakeBuf(I32, N, next())
-		wte, wpe := fakeBuf(dt, V*C, next()), fakeBuf(dt, T*C, next())
-		qkv, p := fakeBuf(dt, N*3*C, next()), fakeBuf(dt, B*NH*T*T, next())
-		logits, loss, scratch := fakeBuf(dt, N*V, next()), fakeBuf(st, 1, next()), fakeBuf(st, N, next())
-		m, v := fakeBuf(st, 100, next()), fakeBuf(st, 100, next())
-		param, grad, master := fakeBuf(dt, 100, next()), fakeBuf(dt, 100, next()), fakeBuf(st, 100, next())
-		mm, err := checkMatMul(MatMul{TransB: true, M: N, N: V, K: C, A: x, B: wte, C: logits, Alpha: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		calls := []*kcall{
-			fillCall(x, 1), castCall(y, x), nonFiniteCall(x, 64), addCall(y, x, y), addBiasCall(y, b, N, C),
-			geluCall(y, x), geluBackwardCall(y, x, x),
-			embeddingCall(y, tokens, wte, wpe, B, T, C, 64), embeddingBackwardTokensCall(wte, y, tokens, B, T, C, 64),
-			embeddingBackwardPositionsCall(wpe, y, B, T, C),
-			layerNormStatsCall(stats, x, N, C, 1e-5), layerNormCall(y, x, stats, w, b, N, C),
-			layerNormBackwardXCall(y, x, x, stats, w, N, C), layerNormBackwardWCall(w, y, x, stats, N, C), sumRowsCall(b, y, N, C),
-			attentionProbsCall(p, qkv, B, T, C, NH), attentionSoftmaxBackwardCall(fakeBuf(st, NH*T*T, next()), p, NH, T, C/NH),
-			gemmGenericCall(mm, skipNone), gemmGenericCall(mm, skipLower),
-			crossEntropyRowsCall(scratch, logits, tokens, N, V, dt == F64, 64), crossEntropyMeanCall(loss, scratch, N, dt == F64),
-			crossEntropyBackwardCall(logits, loss, logits, tokens, N, V, 64),
-			adamCall(param, grad, master, m, v, AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Step: 2, GradScale: 1}),
-			sgdCall(param, grad, master, m, SGDArgs{LR: 0.1, Momentum: 0.9, GradScale: 1}),
-			sgdCall(param, grad, nil, nil, SGDArgs{LR: 0.1, GradScale: 1}),
-		}
-		for _, c := range calls {
+		for _, c := range sampleCalls(t, dt) {
 			if err := c.verify(); err != nil {
 				t.Errorf("%s: %v", dt, err)
 			}
@@ -157,5 +164,59 @@ func TestBiasCorrection(t *testing.T) {
 	}
 	if got := biasCorrection(0.95, 1, true); got != 1-float64(float32(0.95)) {
 		t.Errorf("fp64 biasCorrection(0.95, 1) = %v", got)
+	}
+}
+
+// TestRegisterBudget: no kernel uses more registers a thread than the block
+// size the CUDA device launches it with allows (65,536 registers an SM,
+// allocated to warps in units of 256), as ptxas -v reports for sm_80 and
+// sm_90; otherwise the launch fails with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.
+// make ptx-check runs it with the kit's ptxas (PTXAS); elsewhere it skips.
+func TestRegisterBudget(t *testing.T) {
+	ptxas := os.Getenv("PTXAS")
+	if ptxas == "" {
+		t.Skip("needs ptxas: make ptx-check runs this test with PTXAS set")
+	}
+	threads := map[string]int{}
+	for _, dt := range []DType{F32, F64} {
+		for _, c := range sampleCalls(t, dt) {
+			threads[c.name] = max(threads[c.name], c.l.block[0]*c.l.block[1]*c.l.block[2])
+		}
+	}
+	entry := regexp.MustCompile(`Compiling entry function '(\w+)' for 'sm_(\d+)'`)
+	used := regexp.MustCompile(`Used (\d+) registers`)
+	for _, target := range PTXTargets {
+		out, err := exec.Command(ptxas, "-v", "-arch=sm_"+itoa(target), "-o", os.DevNull, "kernels/kernels_sm"+itoa(target)+".ptx").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ptxas: %v\n%s", err, out)
+		}
+		var current string
+		seen := 0
+		for _, line := range strings.Split(string(out), "\n") {
+			if m := entry.FindStringSubmatch(line); m != nil {
+				current = m[1]
+				continue
+			}
+			m := used.FindStringSubmatch(line)
+			if m == nil || current == "" {
+				continue
+			}
+			regs, _ := strconv.Atoi(m[1])
+			n, ok := threads[current]
+			if !ok {
+				t.Errorf("sm_%d: %s has no launch in the device's calls", target, current)
+				continue
+			}
+			warpRegs := (regs*32 + 255) / 256 * 256
+			if need := warpRegs * (n / 32); need > 65536 {
+				t.Errorf("sm_%d: %s uses %d registers a thread: %d threads a block need %d of the SM's 65,536", target, current, regs, n, need)
+			}
+			seen++
+			current = ""
+		}
+		if seen < len(threads) {
+			t.Errorf("sm_%d: ptxas reported registers for %d entries, the device launches %d", target, seen, len(threads))
+		}
+		t.Logf("sm_%d: %d kernels within their blocks' register budgets", target, seen)
 	}
 }

@@ -314,6 +314,7 @@ type CUDA struct {
 	events   [256]eventSlot
 	nextEv   int
 	ints     []intShadow // host copies of uploaded int32 buffers
+	staged   [][]byte    // uploads' staging memory, kept until the stream drains
 	syncEach bool
 	closed   bool
 }
@@ -456,7 +457,8 @@ func (d *CUDA) run(c *kcall) error {
 	return nil
 }
 
-// syncCheck waits for the stream and reads the status words.
+// syncCheck waits for the stream, lets the uploads' staging memory go and
+// reads the status words.
 func (d *CUDA) syncCheck(after string) error {
 	if err := d.stream.Synchronize(); err != nil {
 		if after != "" {
@@ -464,6 +466,8 @@ func (d *CUDA) syncCheck(after string) error {
 		}
 		return cuErr("cuStreamSynchronize", err)
 	}
+	clear(d.staged)
+	d.staged = d.staged[:0]
 	return d.checkStatus()
 }
 
@@ -622,9 +626,13 @@ func (d *CUDA) Upload(dst *Buffer, src any) error {
 	case []float64:
 		encode(stage, 0, s)
 	}
-	// From pageable memory the copy returns once the bytes are staged by
-	// the driver: stage may go.
+	// From pageable memory the driver returns once it has staged the
+	// bytes, but that is its behaviour, not its contract: the staging
+	// memory is kept until the stream is next known drained (syncCheck).
 	err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst.addr), unsafe.Pointer(&stage.host[0]), dst.Bytes(), d.stream)
+	if err == nil {
+		d.staged = append(d.staged, stage.host)
+	}
 	return cuErr(fmt.Sprintf("cuMemcpyHtoDAsync(%s)", dst), err)
 }
 

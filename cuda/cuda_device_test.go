@@ -93,6 +93,7 @@ func TestCUDADevice(t *testing.T) {
 	if out[0] != 64 || out[len(out)-1] != 64 {
 		t.Errorf("ones·ones over K = 64 gave %g, %g", out[0], out[len(out)-1])
 	}
+	t.Logf("%s", d.Name()) // with the cuBLAS the product loaded
 	want := cublasWorkspaceBytes(d.card.major)
 	if d.LibraryWorkspaceBytes() != want || d.Stats().CategoryAllocated[Workspace].Current != want {
 		t.Errorf("cuBLAS workspace %d, workspace category %d; want %d", d.LibraryWorkspaceBytes(), d.Stats().CategoryAllocated[Workspace].Current, want)

@@ -7,20 +7,27 @@
 #   cuda.test   package cuda's tests, conformance included (go test -c)
 #   gpureport   the closing table
 # and:
-#   1. prints the GPU (nvidia-smi) and trainmem's view of it;
-#   2. runs the conformance suite and the CUDA device tests on the GPU;
-#   3. runs `trainmem validate` (memory: estimate, simulation, measurement)
-#      and `trainmem train` (speed and MFU) on the GPU for tiny and gpt2
-#      (124M), in fp16 and bf16, with checkpoint none and full, at two batch
-#      sizes each;
-#   4. ends with a table: measured vs simulated memory per category, step
-#      time, tokens/s, MFU.
-# Full logs go to OUTDIR. The exit status is non-zero when a step failed;
-# every step runs anyway. TRAINMEM_CUDA_SYNC=1 in the environment makes
-# every kernel synchronize and name itself on failure.
+#   0. preflight: one line per requirement (glibc, the NVIDIA driver, the
+#      cuBLAS the device will load and its major against the driver's CUDA,
+#      free GPU memory, the CUDA device opening and loading cuBLAS),
+#      stopping at once with the reason when one is not met;
+#   1. runs the conformance suite and the CUDA device tests on the GPU; a
+#      failing test is run again alone with TRAINMEM_CUDA_SYNC=1, so that
+#      the kernel that faulted names itself;
+#   2. the quick pass (tiny only, about two minutes): `trainmem validate`
+#      and `trainmem train` in fp16 and bf16, checkpoint none and full, and
+#      the table; so that a short GPU lease always ends with a table;
+#   3. the full pass (QUICK=1 skips it): the same for gpt2 (124M, sequence
+#      1024) at two batch sizes, and the table again with every run.
+# The table: measured vs simulated memory per category, the CUDA context's
+# share, step time, tokens/s, MFU. Full logs go to OUTDIR. The exit status
+# is non-zero when a step failed; every step after the preflight runs
+# anyway.
 #
 # Environment: BIN (where the binaries are; default: beside this script,
-# else ../bin/gpu-bundle), QUICK=1 (tiny only, one batch size).
+# else ../bin/gpu-bundle), QUICK=1 (the quick pass only), TRAINMEM_CUBLAS
+# (the cuBLAS to load), TRAINMEM_CUDA_SYNC=1 (every kernel synchronizes and
+# names itself on failure, for every run).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -41,50 +48,119 @@ exec > >(tee "$OUT/gpu-check.log") 2>&1
 failed=()
 step() { echo; echo "== $*"; }
 note_fail() { failed+=("$1"); echo "gpu-check: FAILED: $1 (log: $2)"; }
+need() { printf '  %-22s %s\n' "$1" "$2"; }
+stop() { echo "gpu-check: cannot run here: $*"; echo "gpu-check: logs in $OUT"; exit 1; }
 
-step "the GPU"
-if command -v nvidia-smi >/dev/null 2>&1; then
-	nvidia-smi | tee "$OUT/nvidia-smi.txt"
-	nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>/dev/null
+step "preflight"
+# glibc: the bundle's binaries are built against 2.34's symbols.
+glibc=$(ldd --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+$')
+if [ -z "$glibc" ]; then
+	need glibc "unknown (no ldd): the binaries need 2.34 or newer"
+elif [ "$(printf '%s\n2.34\n' "$glibc" | sort -V | head -1)" != 2.34 ]; then
+	need glibc "$glibc: too old"
+	stop "glibc $glibc; the bundle's binaries need 2.34 or newer (Ubuntu 22.04+, RHEL 9+)"
 else
-	echo "gpu-check: no nvidia-smi on PATH"
+	need glibc "$glibc (2.34 or newer: ok)"
 fi
-uname -a
-ldd --version 2>/dev/null | head -1
+# The driver, and the newest CUDA it runs.
+driver_cuda=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+	nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || stop "nvidia-smi fails: $(tail -1 "$OUT/nvidia-smi.txt")"
+	drv=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+	driver_cuda=$(grep -oE 'CUDA Version: [0-9]+\.[0-9]+' "$OUT/nvidia-smi.txt" | grep -oE '[0-9]+\.[0-9]+')
+	need driver "$drv (runs CUDA ${driver_cuda:-?})"
+	nvidia-smi --query-gpu=name,memory.total,memory.free,compute_cap --format=csv 2>/dev/null | sed 's/^/  /'
+	free_mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -dc 0-9)
+	if [ -n "$free_mib" ] && [ "$free_mib" -lt 2048 ]; then
+		need "free GPU memory" "$free_mib MiB: too little"
+		stop "only $free_mib MiB of GPU memory is free (another process holds the card?); trainmem's checks need 2 GiB"
+	fi
+	need "free GPU memory" "${free_mib:-?} MiB"
+else
+	need driver "no nvidia-smi on PATH: trainmem's own view below decides"
+fi
+# cuBLAS, looked for where the CUDA device looks (cuda_plan.go's
+# cublasCandidates): the loader's path, Python's NVIDIA wheels, CUDA's
+# directories.
+cublas=""
+if [ -n "${TRAINMEM_CUBLAS:-}" ]; then
+	cublas=$TRAINMEM_CUBLAS
+else
+	for m in 13 12 11; do
+		for d in ${LD_LIBRARY_PATH//:/ } $(ldconfig -p 2>/dev/null | grep -oE "/[^ ]*/libcublas\.so\.$m$" | xargs -r -n1 dirname) \
+			${VIRTUAL_ENV:+$VIRTUAL_ENV/lib/python3*/site-packages/nvidia/cublas/lib} \
+			${CONDA_PREFIX:+$CONDA_PREFIX/lib/python3*/site-packages/nvidia/cublas/lib} ${CONDA_PREFIX:+$CONDA_PREFIX/lib} \
+			$HOME/.local/lib/python3*/site-packages/nvidia/cublas/lib /usr/local/lib/python3*/dist-packages/nvidia/cublas/lib \
+			/usr/lib/python3/dist-packages/nvidia/cublas/lib /usr/local/cuda/lib64 /usr/local/cuda-*/lib64; do
+			if [ -e "$d/libcublas.so.$m" ]; then cublas=$d/libcublas.so.$m; break 2; fi
+		done
+	done
+fi
+if [ -z "$cublas" ]; then
+	need cuBLAS "none found"
+	stop "no libcublas.so.13, .12 or .11 on the loader's path, in Python's NVIDIA wheels or in /usr/local/cuda*; install cuBLAS (pip install nvidia-cublas-cu12) or set TRAINMEM_CUBLAS"
+fi
+major=$(echo "$cublas" | grep -oE '\.so\.[0-9]+' | tail -1 | tr -dc 0-9)
+if [ -n "$driver_cuda" ] && [ -n "$major" ] && [ "$major" -gt "${driver_cuda%%.*}" ]; then
+	need cuBLAS "$cublas: CUDA $major, newer than the driver's CUDA $driver_cuda (trainmem falls back to an older cuBLAS when cublasCreate fails)"
+else
+	need cuBLAS "$cublas${major:+ (CUDA $major)}"
+fi
+# trainmem's view: the CUDA device opens and a product loads cuBLAS
+# (TestCUDADevice). Whether the kernels compute right is the conformance
+# suite's to say, below.
+(cd "$OUT" && "$BIN/cuda.test" -test.run '^TestCUDADevice$' -test.v) >"$OUT/preflight.log" 2>&1
+if grep -q -- '--- PASS: TestCUDADevice' "$OUT/preflight.log"; then
+	need "CUDA device" "$(grep -m1 'cuda_device_test.go.*cuda:' "$OUT/preflight.log" | sed 's/.*: cuda:/cuda:/')"
+else
+	why=$(grep -E 'skipped: |cuda: ' "$OUT/preflight.log" | head -1 | sed 's/^ *[a-z_]*\.go:[0-9]*: //')
+	need "CUDA device" "does not open: ${why:-see $OUT/preflight.log}"
+	stop "${why:-the CUDA device does not open (see $OUT/preflight.log)}"
+fi
 
 step "conformance suite and CUDA device tests (log: conformance.log)"
 t0=$(date +%s)
-(cd "$OUT" && "$BIN/cuda.test" -test.run 'DriverShim|CUDADevice|ConformanceCUDA' -test.v -test.timeout 30m) >"$OUT/conformance.log" 2>&1
+(cd "$OUT" && "$BIN/cuda.test" -test.run 'DriverShim|CUDADevice|JITLog|CUBLASLoadedLazily|ConformanceCUDA' -test.v -test.timeout 30m) >"$OUT/conformance.log" 2>&1
 rc=$?
 grep -E '^(--- |    --- FAIL|FAIL|ok|PASS)|skipped' "$OUT/conformance.log" | grep -v -- '--- PASS: .*/' | head -60
 echo "$(grep -c -- '--- PASS' "$OUT/conformance.log") passed, $(grep -c -- '--- FAIL' "$OUT/conformance.log") failed, $(grep -c -- '--- SKIP' "$OUT/conformance.log") skipped ($(( $(date +%s) - t0 )) s)"
 if [ $rc -ne 0 ]; then
 	note_fail conformance "$OUT/conformance.log"
-	grep -B2 -A8 -- '--- FAIL' "$OUT/conformance.log" | head -80
+	# Each failing test that has no failing subtest, alone, every kernel
+	# synchronized, so that a fault names its kernel.
+	fails=$(grep -oE -- '--- FAIL: [^ ]+' "$OUT/conformance.log" | awk '{print $3}' | sort -u)
+	for t in $(for f in $fails; do echo "$fails" | grep -q "^$f/" || echo "$f"; done | head -6); do
+		pattern="^$(echo "$t" | sed 's#/#$/^#g')\$"
+		log="$OUT/conformance-sync-$(echo "$t" | tr '/' '_').log"
+		echo "-- again with TRAINMEM_CUDA_SYNC=1: $t (log: $log)"
+		(cd "$OUT" && TRAINMEM_CUDA_SYNC=1 "$BIN/cuda.test" -test.run "$pattern") >"$log" 2>&1
+		grep -E '^ +[a-z_]+\.go:[0-9]+: |cuda: ' "$log" | head -4
+	done
 elif grep -q -- '--- SKIP: TestConformanceCUDA' "$OUT/conformance.log"; then
 	note_fail "conformance skipped (no usable GPU)" "$OUT/conformance.log"
 	echo "gpu-check: no usable GPU here, nothing more to check; logs in $OUT"
 	exit 1
 fi
 
-step "trainmem on the GPU"
-"$BIN/trainmem" train --device cuda --preset tiny --steps 2 >"$OUT/smoke.log" 2>&1 || note_fail "trainmem train --device cuda (smoke)" "$OUT/smoke.log"
-head -3 "$OUT/smoke.log"
+step "trainmem on the GPU (log: smoke.log)"
+if "$BIN/trainmem" train --device cuda --preset tiny --steps 2 >"$OUT/smoke.log" 2>&1; then
+	grep -E '^(device|loss)' "$OUT/smoke.log"
+else
+	note_fail "trainmem train --device cuda (smoke)" "$OUT/smoke.log"
+	tail -2 "$OUT/smoke.log"
+fi
 
-# setups: preset seq batches
-setups=("tiny 64 8 32" "gpt2 1024 4 16")
-precisions=(fp16 bf16)
-checkpoints=(none full)
-if [ "${QUICK:-}" = 1 ]; then setups=("tiny 64 8"); fi
-for s in "${setups[@]}"; do
-	read -r preset seq batches <<<"$s"
-	for prec in "${precisions[@]}"; do
-		for ck in "${checkpoints[@]}"; do
+# run_setups PRESET SEQ "BATCHES": validate and train for each precision
+# and checkpoint policy.
+run_setups() {
+	local preset=$1 seq=$2 batches=$3
+	for prec in fp16 bf16; do
+		for ck in none full; do
 			for b in $batches; do
-				name="${preset}_${prec}_${ck}_b${b}"
-				args=(--device cuda --preset "$preset" --precision "$prec" --checkpoint "$ck" --batch "$b" --seq "$seq")
+				local name="${preset}_${prec}_${ck}_b${b}"
+				local args=(--device cuda --preset "$preset" --precision "$prec" --checkpoint "$ck" --batch "$b" --seq "$seq")
 				step "$name"
-				t0=$(date +%s)
+				local t0=$(date +%s)
 				if ! "$BIN/trainmem" validate "${args[@]}" --steps 3 --format json >"$OUT/validate-$name.json" 2>"$OUT/validate-$name.log"; then
 					note_fail "validate $name" "$OUT/validate-$name.log"
 					tail -5 "$OUT/validate-$name.log"
@@ -99,10 +175,20 @@ for s in "${setups[@]}"; do
 			done
 		done
 	done
-done
+}
 
-step "measured vs simulated (MiB), speed and MFU"
-"$BIN/gpureport" "$OUT" | tee "$OUT/table.txt"
+table() {
+	step "measured vs simulated (MiB), speed and MFU: $1"
+	"$BIN/gpureport" "$OUT" | tee "$OUT/table.txt"
+}
+
+run_setups tiny 64 8
+table "quick pass (tiny)"
+if [ "${QUICK:-}" != 1 ]; then
+	run_setups tiny 64 32
+	run_setups gpt2 1024 "4 16"
+	table "full pass"
+fi
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then

@@ -301,6 +301,7 @@ func testValidation(t *testing.T, nd NewDevice, computes bool) {
 		{"AddBias short b", d.AddBias(f32(N*C), f32(3), N, C), []string{"AddBias", "b has 3 elements"}},
 		{"Add length mismatch", d.Add(f32(5), f32(5), f32(6)), []string{"Add", "b has 6 elements"}},
 		{"Cast int32", d.Cast(f32(6), alloc(cuda.I32, 6)), []string{"Cast", "src is int32"}},
+		{"Cast overlapping views", d.Cast(y.View(1, 4), y.View(0, 4)), []string{"Cast", "dst", "overlaps src"}},
 		{"Fill freed", d.Fill(freed, 0), []string{"Fill", "dst", "was freed"}},
 		{"GELU length", d.GELU(f32(4), f32(5)), []string{"GELU", "x has 5 elements"}},
 		{"GELUBackward nil dy", d.GELUBackward(f32(4), nil, f32(4)), []string{"GELUBackward", "dy is nil"}},

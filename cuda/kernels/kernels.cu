@@ -2,7 +2,10 @@
 // each the same algorithm as its host twin (host_*.go) so that the
 // conformance tolerances carry over: the same expression order, the same
 // float64 accumulators where the host sums in float64, the same rounding
-// (compute in the kernel's type, round once to the storage type). They are
+// (compute in the kernel's type, round once to the storage type). Results
+// agree with the host's within those tolerances, not bit for bit: nvcc
+// contracts multiply-adds into FMAs (its default, kept: see
+// docs/architecture.md) and CUDA's exp, log and sqrt are not Go's. They are
 // reference kernels, plain and checked, not fast ones: matrix products go to
 // cuBLAS (cuda_blas.go), and what cuBLAS cannot take (mixed operand types, an
 // fp32 operand times a 16-bit one) to gemm_generic below.
@@ -336,7 +339,8 @@ __device__ void layernorm_bwd_x(void *dx, i64 dxdt, const void *dy, i64 dydt, co
 }
 
 // Column sums (LayerNormBackwardW, SumRows): a block of 32×32 threads per
-// 32 channels; thread (c, g) sums rows g, g+32, ... in fp64, then thread
+// 32 channels (the entries carry __launch_bounds__(1024), so that nvcc keeps
+// them within the 64 registers a thread such a block allows); thread (c, g) sums rows g, g+32, ... in fp64, then thread
 // (c, 0) adds the 32 partial sums in order g = 0..31. Fixed order, no
 // atomics.
 #define CS_ROWS 32
@@ -717,17 +721,17 @@ ENTRY2(sgd,
         double mu, double wd, double gs, i64 has_mom, i64 has_master),
        (param, pdt, grad, gdt, pb, pbdt, mom, mdt, n, lr, mu, wd, gs, has_mom, has_master))
 
-extern "C" __global__ void layernorm_bwd_w_f32(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
+extern "C" __global__ void __launch_bounds__(1024) layernorm_bwd_w_f32(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
                                                const void *stats, i64 sdt, i64 N, i64 C) {
 	column_sums<float, true>(dw, wdt, dy, dydt, x, xdt, stats, sdt, N, C);
 }
-extern "C" __global__ void layernorm_bwd_w_f64(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
+extern "C" __global__ void __launch_bounds__(1024) layernorm_bwd_w_f64(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
                                                const void *stats, i64 sdt, i64 N, i64 C) {
 	column_sums<double, true>(dw, wdt, dy, dydt, x, xdt, stats, sdt, N, C);
 }
-extern "C" __global__ void sum_rows_f32(void *dst, i64 ddt, const void *src, i64 sdt, i64 N, i64 C) {
+extern "C" __global__ void __launch_bounds__(1024) sum_rows_f32(void *dst, i64 ddt, const void *src, i64 sdt, i64 N, i64 C) {
 	column_sums<float, false>(dst, ddt, src, sdt, 0, 0, 0, 0, N, C);
 }
-extern "C" __global__ void sum_rows_f64(void *dst, i64 ddt, const void *src, i64 sdt, i64 N, i64 C) {
+extern "C" __global__ void __launch_bounds__(1024) sum_rows_f64(void *dst, i64 ddt, const void *src, i64 sdt, i64 N, i64 C) {
 	column_sums<double, false>(dst, ddt, src, sdt, 0, 0, 0, 0, N, C);
 }
