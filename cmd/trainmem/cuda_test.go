@@ -123,10 +123,11 @@ func TestCUDAMatchesHost(t *testing.T) {
 
 	// validate's measured run on the CUDA device: every row equals the
 	// simulation but workspace (+ cuBLAS's) and the context's row.
-	for _, prec := range []string{"fp32", "bf16"} {
-		stdout, errOut, code := runArgs(t, "validate", "--device", "cuda", "--precision", prec, "--batch", "4", "--seq", "32", "--steps", "2", "--format", "json")
+	for _, setup := range [][2]string{{"fp32", "none"}, {"fp32", "full"}, {"fp16", "none"}, {"fp16", "full"}, {"bf16", "none"}, {"bf16", "full"}} {
+		prec, ckpt := setup[0], setup[1]
+		stdout, errOut, code := runArgs(t, "validate", "--device", "cuda", "--precision", prec, "--checkpoint", ckpt, "--batch", "4", "--seq", "32", "--steps", "2", "--format", "json")
 		if code != 0 {
-			t.Fatalf("validate %s: exit %d: %s", prec, code, lastLine(errOut))
+			t.Fatalf("validate %s %s: exit %d: %s", prec, ckpt, code, lastLine(errOut))
 		}
 		var doc struct {
 			Rows []struct {
@@ -150,9 +151,9 @@ func TestCUDAMatchesHost(t *testing.T) {
 				continue // hold the workspace too, and its segment's rounding
 			}
 			if *r.Measured != want {
-				t.Errorf("validate %s: %s measured %d, simulated %d (want %d)", prec, r.Category, *r.Measured, *r.Simulated, want)
+				t.Errorf("validate %s %s: %s measured %d, simulated %d (want %d)", prec, ckpt, r.Category, *r.Measured, *r.Simulated, want)
 			}
 		}
-		t.Logf("validate --device cuda --precision %s: %d rows, measured = simulated (+ cuBLAS's workspace)", prec, len(doc.Rows))
+		t.Logf("validate --device cuda --precision %s --checkpoint %s: %d rows, measured = simulated (+ cuBLAS's workspace)", prec, ckpt, len(doc.Rows))
 	}
 }
