@@ -179,7 +179,7 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool) (*Graph, 
 	x := b.apply("embed", &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context}, gr.Tokens, P("wte"), P("wpe"))
 
 	layerNorm := func(name string, x *G.Node, w, bias *G.Node) *G.Node {
-		stats := b.apply(name+".stats", &LNStatsOp{N: N, C: C, Eps: LayerNormEps}, x)
+		stats := b.apply(name+".stats", &LayerNormStatsOp{N: N, C: C, Eps: LayerNormEps}, x)
 		return b.apply(name, &LayerNormOp{N: N, C: C}, x, stats, w, bias)
 	}
 	linear := func(name string, x *G.Node, in, out int, w, bias *G.Node) *G.Node {
@@ -194,8 +194,8 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool) (*Graph, 
 		p := fmt.Sprintf("h%d.", l)
 		h := layerNorm(p+"ln1", x, P(p+"ln1.w"), P(p+"ln1.b"))
 		qkv := linear(p+"attn.qkv", h, C, 3*C, P(p+"attn.qkv.w"), P(p+"attn.qkv.b"))
-		probs := b.apply(p+"attn.probs", &AttnProbsOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv)
-		att := b.apply(p+"attn.out", &AttnOutOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv, probs)
+		probs := b.apply(p+"attn.probs", &AttentionProbsOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv)
+		att := b.apply(p+"attn.out", &AttentionOutOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv, probs)
 		proj := linear(p+"attn.proj", att, C, C, P(p+"attn.proj.w"), P(p+"attn.proj.b"))
 		x = b.apply(p+"res1", &AddOp{N: N, C: C}, x, proj)
 
@@ -317,17 +317,11 @@ func (b *builder) apply(name string, op G.Op, children ...*G.Node) *G.Node {
 	return n
 }
 
-// IsTrainmemOp reports whether op is one of trainmem's own ops (ops.go,
-// ops_backward.go).
+// IsTrainmemOp reports whether op is one of trainmem's own ops (the op_*.go
+// files: every one embeds opBase).
 func IsTrainmemOp(op G.Op) bool {
-	switch op.(type) {
-	case *EmbeddingOp, *LNStatsOp, *LayerNormOp, *LinearOp, *AttnProbsOp, *AttnOutOp,
-		*GELUOp, *AddOp, *CrossEntropyOp,
-		*EmbeddingGradTokensOp, *EmbeddingGradPositionsOp, *LayerNormGradXOp, *LayerNormGradWOp,
-		*SumRowsOp, *LinearGradXOp, *LinearGradWOp, *AttnGradOp, *GELUGradOp, *CrossEntropyGradOp:
-		return true
-	}
-	return false
+	_, ok := op.(interface{ trainmemOp() })
+	return ok
 }
 
 // IsGradAccumulation reports whether op is gorgonia's elementwise "+" that

@@ -77,7 +77,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return y, nil
-	case *EmbeddingGradTokensOp:
+	case *EmbeddingBackwardTokensOp:
 		dy, tok := in[0], in[1]
 		C := op.C
 		d := make([]float64, op.V*C)
@@ -88,7 +88,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return d, nil
-	case *EmbeddingGradPositionsOp:
+	case *EmbeddingBackwardPositionsOp:
 		dy, C := in[0], op.C
 		d := make([]float64, op.Ctx*C)
 		for i := range op.B * op.T {
@@ -98,7 +98,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return d, nil
-	case *LNStatsOp:
+	case *LayerNormStatsOp:
 		x, N, C := in[0], op.N, op.C
 		s := make([]float64, 2*N)
 		for i := range N {
@@ -124,7 +124,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return y, nil
-	case *LayerNormGradXOp:
+	case *LayerNormBackwardXOp:
 		dy, x, s, w := in[0], in[1], in[2], in[3]
 		N, C := op.N, op.C
 		dx := make([]float64, N*C)
@@ -145,7 +145,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return dx, nil
-	case *LayerNormGradWOp:
+	case *LayerNormBackwardWOp:
 		dy, x, s := in[0], in[1], in[2]
 		dw := make([]float64, op.C)
 		for i := range op.N {
@@ -178,7 +178,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return y, nil
-	case *LinearGradXOp:
+	case *LinearBackwardXOp:
 		dy, w := in[0], in[1]
 		dx := make([]float64, op.N*op.In)
 		for i := range op.N {
@@ -191,7 +191,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return dx, nil
-	case *LinearGradWOp:
+	case *LinearBackwardWOp:
 		dy, x := in[0], in[1]
 		dw := make([]float64, op.Out*op.In)
 		for o := range op.Out {
@@ -204,9 +204,9 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return dw, nil
-	case *AttnProbsOp:
+	case *AttentionProbsOp:
 		return attnProbs(in[0], op.B, op.T, op.C, op.NH), nil
-	case *AttnOutOp:
+	case *AttentionOutOp:
 		qkv, p := in[0], in[1]
 		B, T, C, NH := op.B, op.T, op.C, op.NH
 		hs := C / NH
@@ -224,7 +224,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return y, nil
-	case *AttnGradOp:
+	case *AttentionBackwardOp:
 		dy, qkv, p := in[0], in[1], in[2]
 		B, T, C, NH := op.B, op.T, op.C, op.NH
 		hs := C / NH
@@ -262,7 +262,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			y[i] = 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
 		}
 		return y, nil
-	case *GELUGradOp:
+	case *GELUBackwardOp:
 		dy, x := in[0], in[1]
 		d := make([]float64, len(x))
 		k := math.Sqrt(2 / math.Pi)
@@ -287,7 +287,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			loss += logSumExp(row) - row[int(tg[i])]
 		}
 		return []float64{loss / float64(op.N)}, nil
-	case *CrossEntropyGradOp:
+	case *CrossEntropyBackwardOp:
 		dl, logits, tg := in[0][0], in[1], in[2]
 		d := make([]float64, op.N*op.V)
 		for i := range op.N {

@@ -25,8 +25,8 @@ func mustPreset(t testing.TB, name string) Config {
 // IsTrainmemOp.
 func isBackwardOp(op G.Op) bool {
 	switch op.(type) {
-	case *EmbeddingGradTokensOp, *EmbeddingGradPositionsOp, *LayerNormGradXOp, *LayerNormGradWOp,
-		*SumRowsOp, *LinearGradXOp, *LinearGradWOp, *AttnGradOp, *GELUGradOp, *CrossEntropyGradOp:
+	case *EmbeddingBackwardTokensOp, *EmbeddingBackwardPositionsOp, *LayerNormBackwardXOp, *LayerNormBackwardWOp,
+		*SumRowsOp, *LinearBackwardXOp, *LinearBackwardWOp, *AttentionBackwardOp, *GELUBackwardOp, *CrossEntropyBackwardOp:
 		return true
 	}
 	return false

@@ -36,26 +36,26 @@ func opCases() []opCase {
 	const B, T, C, NH, V, Ctx, N = 2, 3, 8, 2, 11, 5, 6
 	return []opCase{
 		{&EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: Ctx}, []in{ids32(N), f(V, C), f(Ctx, C)}, shp(N, C), []bool{false, true, true}},
-		{&LNStatsOp{N: N, C: C, Eps: 1e-5}, []in{f(N, C)}, shp(N, 2), []bool{false}},
+		{&LayerNormStatsOp{N: N, C: C, Eps: 1e-5}, []in{f(N, C)}, shp(N, 2), []bool{false}},
 		{&LayerNormOp{N: N, C: C}, []in{f(N, C), f(N, 2), f(C), f(C)}, shp(N, C), []bool{true, false, true, true}},
 		{&LinearOp{N: N, In: C, Out: 3 * C, Bias: true}, []in{f(N, C), f(3*C, C), f(3 * C)}, shp(N, 3*C), []bool{true, true, true}},
 		{&LinearOp{N: N, In: C, Out: V}, []in{f(N, C), f(V, C)}, shp(N, V), []bool{true, true}},
-		{&AttnProbsOp{B: B, T: T, C: C, NH: NH}, []in{f(N, 3*C)}, shp(B, NH, T, T), []bool{false}},
-		{&AttnOutOp{B: B, T: T, C: C, NH: NH}, []in{f(N, 3*C), f(B, NH, T, T)}, shp(N, C), []bool{true, false}},
+		{&AttentionProbsOp{B: B, T: T, C: C, NH: NH}, []in{f(N, 3*C)}, shp(B, NH, T, T), []bool{false}},
+		{&AttentionOutOp{B: B, T: T, C: C, NH: NH}, []in{f(N, 3*C), f(B, NH, T, T)}, shp(N, C), []bool{true, false}},
 		{&GELUOp{N: N, C: 4 * C}, []in{f(N, 4*C)}, shp(N, 4*C), []bool{true}},
 		{&AddOp{N: N, C: C}, []in{f(N, C), f(N, C)}, shp(N, C), []bool{true, true}},
 		{&CrossEntropyOp{N: N, V: V}, []in{f(N, V), ids32(N)}, tensor.ScalarShape(), []bool{true, false}},
 
-		{&EmbeddingGradTokensOp{B: B, T: T, C: C, V: V}, []in{f(N, C), ids32(N)}, shp(V, C), nil},
-		{&EmbeddingGradPositionsOp{B: B, T: T, C: C, Ctx: Ctx}, []in{f(N, C)}, shp(Ctx, C), nil},
-		{&LayerNormGradXOp{N: N, C: C}, []in{f(N, C), f(N, C), f(N, 2), f(C)}, shp(N, C), nil},
-		{&LayerNormGradWOp{N: N, C: C}, []in{f(N, C), f(N, C), f(N, 2)}, shp(C), nil},
+		{&EmbeddingBackwardTokensOp{B: B, T: T, C: C, V: V}, []in{f(N, C), ids32(N)}, shp(V, C), nil},
+		{&EmbeddingBackwardPositionsOp{B: B, T: T, C: C, Ctx: Ctx}, []in{f(N, C)}, shp(Ctx, C), nil},
+		{&LayerNormBackwardXOp{N: N, C: C}, []in{f(N, C), f(N, C), f(N, 2), f(C)}, shp(N, C), nil},
+		{&LayerNormBackwardWOp{N: N, C: C}, []in{f(N, C), f(N, C), f(N, 2)}, shp(C), nil},
 		{&SumRowsOp{N: N, C: 3 * C}, []in{f(N, 3*C)}, shp(3 * C), nil},
-		{&LinearGradXOp{N: N, In: C, Out: 4 * C}, []in{f(N, 4*C), f(4*C, C)}, shp(N, C), nil},
-		{&LinearGradWOp{N: N, In: C, Out: 4 * C}, []in{f(N, 4*C), f(N, C)}, shp(4*C, C), nil},
-		{&AttnGradOp{B: B, T: T, C: C, NH: NH}, []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
-		{&GELUGradOp{N: N, C: C}, []in{f(N, C), f(N, C)}, shp(N, C), nil},
-		{&CrossEntropyGradOp{N: N, V: V}, []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
+		{&LinearBackwardXOp{N: N, In: C, Out: 4 * C}, []in{f(N, 4*C), f(4*C, C)}, shp(N, C), nil},
+		{&LinearBackwardWOp{N: N, In: C, Out: 4 * C}, []in{f(N, 4*C), f(N, C)}, shp(4*C, C), nil},
+		{&AttentionBackwardOp{B: B, T: T, C: C, NH: NH}, []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
+		{&GELUBackwardOp{N: N, C: C}, []in{f(N, C), f(N, C)}, shp(N, C), nil},
+		{&CrossEntropyBackwardOp{N: N, V: V}, []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
 	}
 }
 

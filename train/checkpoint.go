@@ -17,7 +17,7 @@ import (
 // Korthikanti et al. 2022.
 func segment(pol model.Checkpoint, gr *model.Graph, n *gorgonia.Node) int {
 	if pol.Kind == model.CheckpointSelective {
-		if isAttentionProbs(n.Op()) {
+		if model.IsDroppedBySelective(n.Op()) {
 			return int(n.ID())
 		}
 		return -1

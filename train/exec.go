@@ -38,11 +38,12 @@ type Trainer struct {
 	paramView, gradView         []*cuda.Buffer
 	masterView, mView, vView    []*cuda.Buffer
 
-	slots  []*cuda.Buffer // live buffer of every slot
-	inputs map[int]any    // host data of the step's input slots
-	scaler *lossScaler
-	steps  int // steps run, skipped ones included
-	step   int // updates applied (Adam's bias-correction step)
+	kernels model.Exec     // what the ops run on: the device and its workspace
+	slots   []*cuda.Buffer // live buffer of every slot
+	inputs  map[int]any    // host data of the step's input slots
+	scaler  *lossScaler
+	steps   int // steps run, skipped ones included
+	step    int // updates applied (Adam's bias-correction step)
 }
 
 // New builds the GPT-2 graph for cfg at batch B and sequence T, compiles its
@@ -76,6 +77,7 @@ func New(dev cuda.Device, cfg model.Config, B, T int, opts Options) (*Trainer, e
 	}
 	t := &Trainer{dev: dev, cfg: cfg, B: B, T: T, opts: opts, st: st, sched: sched,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
+	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
 	t.scaler = newLossScaler(opts.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if err := t.allocStates(); err != nil {
 		t.Close()

@@ -207,7 +207,7 @@ func compile(gr *model.Graph, st storage, pol model.Checkpoint) (*Schedule, erro
 	}
 
 	outDType := func(n *gorgonia.Node) cuda.DType {
-		if isStatistic(n.Op()) {
+		if model.IsStatistic(n.Op()) {
 			return st.state
 		}
 		return st.param

@@ -99,7 +99,7 @@ func TestSelectiveDropsAttentionProbs(t *testing.T) {
 		t.Fatalf("%d dropped, want %d", len(s.Dropped), cfg.Layers)
 	}
 	for _, d := range s.Dropped {
-		if !isAttentionProbs(d.Op()) {
+		if !model.IsDroppedBySelective(d.Op()) {
 			t.Errorf("dropped %s (%v)", d.Name(), d.Op())
 		}
 	}
