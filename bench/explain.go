@@ -225,7 +225,7 @@ func explain(r *Report) []string {
 	var parts []string
 	for _, t := range rate.Named() {
 		if t.Bytes > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", t.Name, t.Bytes))
+			parts = append(parts, fmt.Sprintf("%s %d", t.Cat, t.Bytes))
 		}
 	}
 	st := sim[RowModelStates]
@@ -242,7 +242,7 @@ func explain(r *Report) []string {
 
 	// Activations: the implementation-exact formula against the simulation,
 	// then each published formula kind by kind.
-	simAct := sim[model.CatActivations]
+	simAct := sim[cuda.Activations.String()]
 	ex, hasExact := exactActivations(e)
 	if hasExact {
 		if ex.Total == simAct {
@@ -275,10 +275,10 @@ func explain(r *Report) []string {
 	}
 
 	// What no formula models.
-	if v := sim["temporaries"]; v > 0 {
+	if v := sim[cuda.Temporaries.String()]; v > 0 {
 		add("temporaries: %s (their own peak; %s of allocator blocks at the overall peak): values that die inside the forward or backward pass, which no formula models", bt(v), bt(r.SimulatedStats.AtPeak[cuda.Temporaries]))
 	}
-	if v := sim["workspace"]; v > 0 {
+	if v := sim[cuda.Workspace.String()]; v > 0 {
 		att := int64(cuda.AttentionScratchLen(s.Seq, s.Model.Heads)) * 4
 		ce := int64(cuda.CrossEntropyScratchLen(s.Batch*s.Seq)) * 4
 		add("workspace: %s: kernel scratch that no formula models: attention backward's fp32 score gradients for one sequence (4·a·s² = %s) and cross-entropy's per-row losses (4·b·s = %s)", bt(v), bt(att), bt(ce))

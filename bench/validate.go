@@ -27,8 +27,8 @@ const (
 // rowOrder lists the rows of a report; RowContext only appears when the
 // measured device reports it.
 var rowOrder = []string{
-	model.CatParams, model.CatGrads, model.CatMaster, model.CatAdamM, model.CatAdamV, RowModelStates,
-	model.CatActivations, "temporaries", "workspace",
+	cuda.Params.String(), cuda.Grads.String(), cuda.Master.String(), cuda.AdamM.String(), cuda.AdamV.String(), RowModelStates,
+	cuda.Activations.String(), cuda.Temporaries.String(), cuda.Workspace.String(),
 	RowRounding, RowTotalPeak, RowCache, RowReserved, RowContext,
 }
 
@@ -252,9 +252,9 @@ func observed(st cuda.Stats) map[string]int64 {
 	var states int64
 	for _, c := range cuda.Categories() {
 		v[c.String()] = st.CategoryRequested[c].Peak
-	}
-	for _, c := range []string{model.CatParams, model.CatGrads, model.CatMaster, model.CatAdamM, model.CatAdamV} {
-		states += v[c]
+		if c.ModelState() {
+			states += st.CategoryRequested[c].Peak
+		}
 	}
 	v[RowModelStates] = states
 	v[RowRounding] = st.AllocatedBytes.Peak - st.RequestedBytes.Peak
@@ -273,7 +273,7 @@ func (r *Report) rows() []Row {
 	}
 	states := map[string]int64{}
 	for _, t := range e.States.Named() {
-		states[t.Name] = t.Bytes
+		states[t.Cat.String()] = t.Bytes
 	}
 	states[RowModelStates] = e.States.Total()
 	var rows []Row
@@ -281,12 +281,14 @@ func (r *Report) rows() []Row {
 		row := Row{Category: name, Estimate: map[string]*int64{}}
 		for _, f := range r.Formulas {
 			var v *int64
-			switch name {
-			case model.CatParams, model.CatGrads, model.CatMaster, model.CatAdamM, model.CatAdamV, RowModelStates:
+			cat, err := cuda.ParseCategory(name)
+			isCat := err == nil
+			switch {
+			case name == RowModelStates || (isCat && cat.ModelState()):
 				v = ptr(states[name])
-			case model.CatActivations:
+			case isCat && cat == cuda.Activations:
 				v = ptr(e.ActivationBytes(f))
-			case RowTotalPeak:
+			case name == RowTotalPeak:
 				v = ptr(e.Total(f))
 			}
 			row.Estimate[f] = v

@@ -71,7 +71,7 @@ func TestValidateTiny(t *testing.T) {
 			if strings.Join(names, ",") != strings.Join(want, ",") {
 				t.Errorf("rows %v, want %v", names, want)
 			}
-			act := r.Row(model.CatActivations)
+			act := r.Row(cuda.Activations.String())
 			if *act.Estimate[model.Exact] != *act.Simulated {
 				t.Errorf("activations: trainmem formula %d, simulated %d", *act.Estimate[model.Exact], *act.Simulated)
 			}

@@ -96,6 +96,26 @@ func (c Category) String() string {
 	return fmt.Sprintf("Category(%d)", uint8(c))
 }
 
+// ModelState reports whether c is one of the model states (params, grads,
+// master, adam_m, adam_v), which the ZeRO paper's 2Φ + 2Φ + KΦ counts.
+func (c Category) ModelState() bool { return c <= AdamV }
+
+// MarshalText is the category's name, so that maps keyed by category are
+// JSON objects keyed by name ({"params": ...}).
+func (c Category) MarshalText() ([]byte, error) {
+	if c >= NumCategories {
+		return nil, fmt.Errorf("cuda: category %d does not exist", uint8(c))
+	}
+	return []byte(categoryNames[c]), nil
+}
+
+// UnmarshalText reads a category's name.
+func (c *Category) UnmarshalText(b []byte) error {
+	v, err := ParseCategory(string(b))
+	*c = v
+	return err
+}
+
 // Categories lists every category in report order.
 func Categories() []Category {
 	cs := make([]Category, NumCategories)

@@ -33,22 +33,12 @@ package model
 
 import (
 	"errors"
+
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-)
-
-// Names of the memory categories, spelt as package cuda's Category.String
-// (this package does not import cuda: the dependency runs the other way).
-const (
-	CatParams      = "params"      // working weights (16-bit under mixed precision)
-	CatGrads       = "grads"       // parameter gradients
-	CatMaster      = "master"      // fp32 master weights (mixed precision only)
-	CatAdamM       = "adam_m"      // first moment: Adam's m, or SGD momentum's buffer
-	CatAdamV       = "adam_v"      // second moment: Adam's v
-	CatActivations = "activations" // forward values kept for the backward pass
-	CatGathered    = "gathered"    // ZeRO-3 parameters fetched for use
+	"trainmem/cuda"
 )
 
 // Formula names, the keys of the "activations" object in trainmem's JSON.
@@ -171,14 +161,20 @@ func (s States) Total() int64 { return s.Params + s.Grads + s.Master + s.AdamM +
 // or KΦ: master weights and moments.
 func (s States) Optimizer() int64 { return s.Master + s.AdamM + s.AdamV }
 
-// Named lists the categories with their package cuda names, in report order.
-func (s States) Named() []Term {
-	return []Term{
-		{Name: CatParams, Bytes: s.Params},
-		{Name: CatGrads, Bytes: s.Grads},
-		{Name: CatMaster, Bytes: s.Master},
-		{Name: CatAdamM, Bytes: s.AdamM},
-		{Name: CatAdamV, Bytes: s.AdamV},
+// Share is one memory category's bytes.
+type Share struct {
+	Cat   cuda.Category
+	Bytes int64
+}
+
+// Named lists the model-state categories with their bytes, in report order.
+func (s States) Named() []Share {
+	return []Share{
+		{cuda.Params, s.Params},
+		{cuda.Grads, s.Grads},
+		{cuda.Master, s.Master},
+		{cuda.AdamM, s.AdamM},
+		{cuda.AdamV, s.AdamV},
 	}
 }
 

@@ -50,7 +50,7 @@ func TestSimulateEqualsMeasureEveryPrecisionAndPolicy(t *testing.T) {
 					}
 					for _, m := range []struct {
 						name string
-						h, s map[string]int64
+						h, s map[cuda.Category]int64
 					}{{"allocated", hr.Memory.Allocated, sr.Memory.Allocated}, {"peak", hr.Memory.Peak, sr.Memory.Peak},
 						{"at_peak", hr.Memory.AtPeak, sr.Memory.AtPeak}, {"peak_requested", hr.Memory.PeakRequested, sr.Memory.PeakRequested}} {
 						for c, v := range m.h {

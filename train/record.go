@@ -61,21 +61,22 @@ func (r Record) MarshalJSON() ([]byte, error) {
 // at the moment of the step's overall peak, all in the allocator's block
 // sizes; and each category's peak in requested bytes (the tensors' own
 // sizes, before rounding), which the closed-form formulas predict.
+// (In JSON each map is an object keyed by the categories' names.)
 type Memory struct {
-	Allocated     map[string]int64 `json:"allocated"`
-	Peak          map[string]int64 `json:"peak"`
-	AtPeak        map[string]int64 `json:"at_peak"`
-	PeakRequested map[string]int64 `json:"peak_requested"`
+	Allocated     map[cuda.Category]int64 `json:"allocated"`
+	Peak          map[cuda.Category]int64 `json:"peak"`
+	AtPeak        map[cuda.Category]int64 `json:"at_peak"`
+	PeakRequested map[cuda.Category]int64 `json:"peak_requested"`
 }
 
 // MemoryOf reads the per-category split of allocator statistics.
 func MemoryOf(s cuda.Stats) Memory {
-	m := Memory{Allocated: map[string]int64{}, Peak: map[string]int64{}, AtPeak: map[string]int64{}, PeakRequested: map[string]int64{}}
+	m := Memory{Allocated: map[cuda.Category]int64{}, Peak: map[cuda.Category]int64{}, AtPeak: map[cuda.Category]int64{}, PeakRequested: map[cuda.Category]int64{}}
 	for _, c := range cuda.Categories() {
-		m.Allocated[c.String()] = s.CategoryAllocated[c].Current
-		m.Peak[c.String()] = s.CategoryAllocated[c].Peak
-		m.AtPeak[c.String()] = s.AtPeak[c]
-		m.PeakRequested[c.String()] = s.CategoryRequested[c].Peak
+		m.Allocated[c] = s.CategoryAllocated[c].Current
+		m.Peak[c] = s.CategoryAllocated[c].Peak
+		m.AtPeak[c] = s.AtPeak[c]
+		m.PeakRequested[c] = s.CategoryRequested[c].Peak
 	}
 	return m
 }

@@ -32,9 +32,9 @@ func TestSimulateGPT2XL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("gpt2-xl b=32 s=1000 fp16: peak %s (activations %s) in %v", model.GiB(rec.PeakAllocatedBytes), model.GiB(rec.Memory.Peak["activations"]), time.Since(start))
-	if rec.Memory.Allocated["params"] != int64(roundUp(2*s.Model.NumParams(), 512)) {
-		t.Errorf("params hold %d bytes, want 2Φ rounded to the allocator's 512-byte blocks", rec.Memory.Allocated["params"])
+	t.Logf("gpt2-xl b=32 s=1000 fp16: peak %s (activations %s) in %v", model.GiB(rec.PeakAllocatedBytes), model.GiB(rec.Memory.Peak[cuda.Activations]), time.Since(start))
+	if rec.Memory.Allocated[cuda.Params] != int64(roundUp(2*s.Model.NumParams(), 512)) {
+		t.Errorf("params hold %d bytes, want 2Φ rounded to the allocator's 512-byte blocks", rec.Memory.Allocated[cuda.Params])
 	}
 }
 

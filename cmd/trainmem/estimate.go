@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"trainmem/bench"
+	"trainmem/cuda"
 	"trainmem/model"
 )
 
@@ -248,10 +249,10 @@ func estimateCSV(w io.Writer, e model.Estimate, formula string) error {
 	row := func(section, name string, n int64) { cw.Write([]string{section, name, strconv.FormatInt(n, 10)}) }
 	cw.Write([]string{"section", "name", "bytes"})
 	for _, t := range e.States.Named() {
-		row("model_states", t.Name, t.Bytes)
+		row("model_states", t.Cat.String(), t.Bytes)
 	}
 	row("model_states", "total", e.States.Total())
-	row("gathered", model.CatGathered, e.Gathered)
+	row("gathered", cuda.Gathered.String(), e.Gathered)
 	for _, a := range e.Activations {
 		row("activations", a.Formula, a.Total)
 	}
@@ -300,11 +301,11 @@ func estimateText(w io.Writer, e model.Estimate, formula string, policies []mode
 	rate := model.PerParam(s.Precision, s.Optimizer)
 	t.Add("model states per rank", "bytes", "GB", "GiB", "bytes/param")
 	for i, c := range e.States.Named() {
-		t.Add(row("  "+c.Name, sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Name, s)})...)
+		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)})...)
 	}
 	t.Add(row("  total", sizeCells(e.States.Total()), []string{fmt.Sprint(rate.Total())})...)
 	if e.Gathered > 0 {
-		t.Add(row("  "+model.CatGathered, sizeCells(e.Gathered), []string{""})...)
+		t.Add(row("  "+cuda.Gathered.String(), sizeCells(e.Gathered), []string{""})...)
 	}
 	t.Write(w)
 	fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %d here", rate.Optimizer())
@@ -382,11 +383,11 @@ func estimateText(w io.Writer, e model.Estimate, formula string, policies []mode
 }
 
 // sharded marks a category that ZeRO shards at the setup's stage.
-func sharded(cat string, s model.Setup) string {
+func sharded(cat cuda.Category, s model.Setup) string {
 	if s.Ranks == 1 {
 		return ""
 	}
-	stage := map[string]int{model.CatParams: 3, model.CatGrads: 2, model.CatMaster: 1, model.CatAdamM: 1, model.CatAdamV: 1}[cat]
+	stage := map[cuda.Category]int{cuda.Params: 3, cuda.Grads: 2, cuda.Master: 1, cuda.AdamM: 1, cuda.AdamV: 1}[cat]
 	if s.ZeRO >= stage {
 		return fmt.Sprintf("/%d", s.Ranks)
 	}
