@@ -71,31 +71,31 @@ func (c *kcall) f64(v float64) *kcall {
 var kernelSignatures = map[string]string{
 	"fill":                    "piif",
 	"cast":                    "pipii",
-	"nonfinite":               "piip",
+	"non_finite":               "piip",
 	"add":                     "pipipii",
 	"add_bias":                "pipiii",
 	"gelu":                    "pipii",
-	"gelu_bwd":                "pipipii",
+	"gelu_backward":                "pipipii",
 	"embedding":               "pippipiiiiip",
-	"embedding_bwd_tokens":    "pipipiiip",
-	"embedding_bwd_positions": "pipiiii",
-	"layernorm_stats":         "pipiiif",
-	"layernorm":               "pipipipipiii",
-	"layernorm_bwd_x":         "pipipipipiii",
-	"layernorm_bwd_w":         "pipipipiii",
+	"embedding_backward_tokens":    "pipipiiip",
+	"embedding_backward_positions": "pipiiii",
+	"layer_norm_stats":         "pipiiif",
+	"layer_norm":               "pipipipipiii",
+	"layer_norm_backward_x":         "pipipipipiii",
+	"layer_norm_backward_w":         "pipipipiii",
 	"sum_rows":                "pipiii",
 	"attention_probs":         "pipiiiii",
-	"attention_softmax_bwd":   "pipiiif",
+	"attention_backward_softmax":   "pipiiif",
 	"gemm_generic":            "iiiiifpiiipiiifpiiii",
 	"cross_entropy_rows":      "pipipiip",
 	"cross_entropy_mean":      "pipii",
-	"cross_entropy_bwd":       "pipipipiip",
+	"cross_entropy_backward":       "pipipipiip",
 	"adam":                    "pipipipipiiffffffffii",
 	"sgd":                     "pipipipiiffffii",
 }
 
 // singleEntry are the kernels with one entry point (no compute type).
-var singleEntry = map[string]bool{"fill": true, "cast": true, "nonfinite": true}
+var singleEntry = map[string]bool{"fill": true, "cast": true, "non_finite": true}
 
 // signature returns the parameter kinds of an entry point (NAME, NAME_f32
 // or NAME_f64).
@@ -135,7 +135,7 @@ func castCall(dst, src *Buffer) *kcall {
 }
 
 func nonFiniteCall(x *Buffer, flag uintptr) *kcall {
-	return plain("nonfinite", gridStride(int64(x.Len), elemBlock)).buf(x).int(int64(x.Len)).ptr(flag)
+	return plain("non_finite", gridStride(int64(x.Len), elemBlock)).buf(x).int(int64(x.Len)).ptr(flag)
 }
 
 func addCall(y, a, b *Buffer) *kcall {
@@ -151,7 +151,7 @@ func geluCall(y, x *Buffer) *kcall {
 }
 
 func geluBackwardCall(dx, dy, x *Buffer) *kcall {
-	return newCall("gelu_bwd", allF64(dx, dy, x), gridStride(int64(dx.Len), elemBlock)).buf(dx).buf(dy).buf(x).int(int64(dx.Len))
+	return newCall("gelu_backward", allF64(dx, dy, x), gridStride(int64(dx.Len), elemBlock)).buf(dx).buf(dy).buf(x).int(int64(dx.Len))
 }
 
 func embeddingCall(out, tokens, wte, wpe *Buffer, B, T, C int, status uintptr) *kcall {
@@ -162,32 +162,32 @@ func embeddingCall(out, tokens, wte, wpe *Buffer, B, T, C int, status uintptr) *
 
 func embeddingBackwardTokensCall(dwte, dout, tokens *Buffer, B, T, C int, status uintptr) *kcall {
 	N := int64(B) * int64(T)
-	return newCall("embedding_bwd_tokens", allF64(dwte, dout), perWarp(N)).
+	return newCall("embedding_backward_tokens", allF64(dwte, dout), perWarp(N)).
 		buf(dwte).buf(dout).ids(tokens).int(N).int(int64(C)).int(int64(dwte.Len / C)).ptr(status)
 }
 
 func embeddingBackwardPositionsCall(dwpe, dout *Buffer, B, T, C int) *kcall {
-	return newCall("embedding_bwd_positions", allF64(dwpe, dout), gridStride(int64(T)*int64(C), elemBlock)).
+	return newCall("embedding_backward_positions", allF64(dwpe, dout), gridStride(int64(T)*int64(C), elemBlock)).
 		buf(dwpe).buf(dout).int(int64(B)).int(int64(T)).int(int64(C))
 }
 
 func layerNormStatsCall(stats, x *Buffer, N, C int, eps float32) *kcall {
-	return newCall("layernorm_stats", allF64(stats, x), perRow(int64(N), rowBlock)).
+	return newCall("layer_norm_stats", allF64(stats, x), perRow(int64(N), rowBlock)).
 		buf(stats).buf(x).int(int64(N)).int(int64(C)).f64(float64(eps))
 }
 
 func layerNormCall(y, x, stats, w, b *Buffer, N, C int) *kcall {
-	return newCall("layernorm", allF64(y, x, stats, w, b), gridStride(int64(N)*int64(C), elemBlock)).
+	return newCall("layer_norm", allF64(y, x, stats, w, b), gridStride(int64(N)*int64(C), elemBlock)).
 		buf(y).buf(x).buf(stats).buf(w).buf(b).int(int64(N)).int(int64(C))
 }
 
 func layerNormBackwardXCall(dx, dy, x, stats, w *Buffer, N, C int) *kcall {
-	return newCall("layernorm_bwd_x", allF64(dx, dy, x, stats, w), perRow(int64(N), rowBlock)).
+	return newCall("layer_norm_backward_x", allF64(dx, dy, x, stats, w), perRow(int64(N), rowBlock)).
 		buf(dx).buf(dy).buf(x).buf(stats).buf(w).int(int64(N)).int(int64(C))
 }
 
 func layerNormBackwardWCall(dw, dy, x, stats *Buffer, N, C int) *kcall {
-	return newCall("layernorm_bwd_w", allF64(dw, dy, x, stats), columnSumsLaunch(C)).
+	return newCall("layer_norm_backward_w", allF64(dw, dy, x, stats), columnSumsLaunch(C)).
 		buf(dw).buf(dy).buf(x).buf(stats).int(int64(N)).int(int64(C))
 }
 
@@ -204,7 +204,7 @@ func attentionProbsCall(p, qkv *Buffer, B, T, C, NH int) *kcall {
 // element (NH·T rows of T), with p that element's probabilities.
 func attentionSoftmaxBackwardCall(ds, p *Buffer, NH, T, hd int) *kcall {
 	rows := int64(NH) * int64(T)
-	return newCall("attention_softmax_bwd", allF64(ds, p), perWarp(rows)).
+	return newCall("attention_backward_softmax", allF64(ds, p), perWarp(rows)).
 		buf(ds).buf(p).int(rows).int(int64(T)).f64(1 / math.Sqrt(float64(hd)))
 }
 
@@ -237,7 +237,7 @@ func crossEntropyMeanCall(loss, losses *Buffer, N int, f64 bool) *kcall {
 }
 
 func crossEntropyBackwardCall(dlogits, dloss, logits, targets *Buffer, N, V int, status uintptr) *kcall {
-	return newCall("cross_entropy_bwd", allF64(dlogits, dloss, logits), perRow(int64(N), rowBlock)).
+	return newCall("cross_entropy_backward", allF64(dlogits, dloss, logits), perRow(int64(N), rowBlock)).
 		buf(dlogits).buf(dloss).buf(logits).ids(targets).int(int64(N)).int(int64(V)).ptr(status)
 }
 

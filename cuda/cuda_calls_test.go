@@ -142,7 +142,7 @@ func TestKernelCalls(t *testing.T) {
 				t.Errorf("%s: %v", dt, err)
 			}
 			if strings.HasSuffix(c.name, "_f64") != (dt == F64) && !strings.HasPrefix(c.name, "fill") &&
-				!strings.HasPrefix(c.name, "cast") && !strings.HasPrefix(c.name, "nonfinite") {
+				!strings.HasPrefix(c.name, "cast") && !strings.HasPrefix(c.name, "non_finite") {
 				t.Errorf("%s: %s: compute type does not follow the operands", dt, c.name)
 			}
 			if err := c.l.check(c.name, h100); err != nil {

@@ -372,7 +372,7 @@ func (d *CUDA) NonFinite(x *Buffer) (bool, error) {
 	if err := cuErr("cuMemcpyDtoHAsync(NonFinite flag)", readInt32s(d, f[:], flag)); err != nil {
 		return false, err
 	}
-	if err := d.syncCheck("nonfinite"); err != nil {
+	if err := d.syncCheck("non_finite"); err != nil {
 		return false, err
 	}
 	return f[0] != 0, nil

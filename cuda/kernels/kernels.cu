@@ -178,7 +178,7 @@ template <typename T> __device__ void gelu(void *y, i64 ydt, const void *x, i64 
 	}
 }
 
-template <typename T> __device__ void gelu_bwd(void *dx, i64 dxdt, const void *dy, i64 dydt, const void *x, i64 xdt, i64 n) {
+template <typename T> __device__ void gelu_backward(void *dx, i64 dxdt, const void *dy, i64 dydt, const void *x, i64 xdt, i64 n) {
 	GRID_STRIDE(i, n) {
 		double xv = (double)ld<T>(x, xdt, i);
 		double s = gelu_sigmoid(xv);
@@ -187,9 +187,9 @@ template <typename T> __device__ void gelu_bwd(void *dx, i64 dxdt, const void *d
 	}
 }
 
-// nonfinite sets *flag when x holds an Inf or a NaN (an exponent of all
+// non_finite sets *flag when x holds an Inf or a NaN (an exponent of all
 // ones); the flag is only ever set, so no atomics are needed.
-extern "C" __global__ void nonfinite(const void *x, i64 dt, i64 n, int *flag) {
+extern "C" __global__ void non_finite(const void *x, i64 dt, i64 n, int *flag) {
 	GRID_STRIDE(i, n) {
 		bool bad;
 		switch (dt) {
@@ -218,7 +218,7 @@ __device__ void embedding(void *out, i64 odt, const int *tokens, const void *wte
 	}
 }
 
-// embedding_bwd_tokens: dwte (zeroed before) row tok = Σ dout rows of the
+// embedding_backward_tokens: dwte (zeroed before) row tok = Σ dout rows of the
 // positions holding tok, in position order, in fp64, rounded once. One warp
 // per position; only the first position of each token (no earlier position
 // holds it) sums, so every row has one writer and no atomics are needed.
@@ -226,7 +226,7 @@ __device__ void embedding(void *out, i64 odt, const int *tokens, const void *wte
 // channels' sums.
 #define EBT_CPL 8
 template <typename T>
-__device__ void embedding_bwd_tokens(void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C,
+__device__ void embedding_backward_tokens(void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C,
                                      i64 V, int *status) {
 	int lane = threadIdx.x & 31;
 	i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
@@ -270,10 +270,10 @@ __device__ void embedding_bwd_tokens(void *dwte, i64 wdt, const void *dout, i64 
 	}
 }
 
-// embedding_bwd_positions: dwpe[t, c] = Σ_b dout[b·T+t, c], b ascending,
+// embedding_backward_positions: dwpe[t, c] = Σ_b dout[b·T+t, c], b ascending,
 // in fp64 (rows t ≥ T are zeroed before).
 template <typename T>
-__device__ void embedding_bwd_positions(void *dwpe, i64 wdt, const void *dout, i64 ddt, i64 B, i64 Tn, i64 C) {
+__device__ void embedding_backward_positions(void *dwpe, i64 wdt, const void *dout, i64 ddt, i64 B, i64 Tn, i64 C) {
 	GRID_STRIDE(k, Tn * C) {
 		double acc = 0;
 		for (i64 b = 0; b < B; b++) acc += (double)ld<T>(dout, ddt, b * Tn * C + k);
@@ -283,10 +283,10 @@ __device__ void embedding_bwd_positions(void *dwpe, i64 wdt, const void *dout, i
 
 // -------------------------------------------------------------- layer norm
 
-// layernorm_stats: a block per row; mean and the biased variance from two
+// layer_norm_stats: a block per row; mean and the biased variance from two
 // passes in fp64, as the host.
 template <typename T>
-__device__ void layernorm_stats(void *stats, i64 sdt, const void *x, i64 xdt, i64 N, i64 C, double eps) {
+__device__ void layer_norm_stats(void *stats, i64 sdt, const void *x, i64 xdt, i64 N, i64 C, double eps) {
 	__shared__ double sh[32];
 	for (i64 i = blockIdx.x; i < N; i += gridDim.x) {
 		double s = 0;
@@ -306,7 +306,7 @@ __device__ void layernorm_stats(void *stats, i64 sdt, const void *x, i64 xdt, i6
 }
 
 template <typename T>
-__device__ void layernorm(void *y, i64 ydt, const void *x, i64 xdt, const void *stats, i64 sdt, const void *w, i64 wdt,
+__device__ void layer_norm(void *y, i64 ydt, const void *x, i64 xdt, const void *stats, i64 sdt, const void *w, i64 wdt,
                           const void *b, i64 bdt, i64 N, i64 C) {
 	GRID_STRIDE(k, N * C) {
 		i64 i = k / C, c = k % C;
@@ -315,9 +315,9 @@ __device__ void layernorm(void *y, i64 ydt, const void *x, i64 xdt, const void *
 	}
 }
 
-// layernorm_bwd_x: a block per row; the two means in fp64.
+// layer_norm_backward_x: a block per row; the two means in fp64.
 template <typename T>
-__device__ void layernorm_bwd_x(void *dx, i64 dxdt, const void *dy, i64 dydt, const void *x, i64 xdt, const void *stats,
+__device__ void layer_norm_backward_x(void *dx, i64 dxdt, const void *dy, i64 dydt, const void *x, i64 xdt, const void *stats,
                                 i64 sdt, const void *w, i64 wdt, i64 N, i64 C) {
 	__shared__ double sh[32];
 	for (i64 i = blockIdx.x; i < N; i += gridDim.x) {
@@ -459,11 +459,11 @@ __device__ void attention_probs(void *p, i64 pdt, const void *qkv, i64 qdt, i64 
 	}
 }
 
-// attention_softmax_bwd: for one batch element, in place on the scratch
+// attention_backward_softmax: for one batch element, in place on the scratch
 // that holds dP (NH·T rows of T): dS = P ⊙ (dP - rowsum(P ⊙ dP))·scale for
 // j ≤ t, exact zeros after; a warp per row, the dot in fp64.
 template <typename T>
-__device__ void attention_softmax_bwd(void *ds, i64 sdt, const void *p, i64 pdt, i64 rows, i64 Tn, double scale) {
+__device__ void attention_backward_softmax(void *ds, i64 sdt, const void *p, i64 pdt, i64 rows, i64 Tn, double scale) {
 	int lane = threadIdx.x & 31;
 	i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
 	for (i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
@@ -587,12 +587,12 @@ template <typename T> __device__ void cross_entropy_mean(void *loss, i64 ldt, co
 	if (threadIdx.x == 0) st(loss, ldt, 0, (T)(s / (double)N));
 }
 
-// cross_entropy_bwd: a block per row; dlogits may be logits itself: every
+// cross_entropy_backward: a block per row; dlogits may be logits itself: every
 // read of the row (max, sum, the target's exponential) happens before the
 // block's barrier, and after it each thread reads an element just before
 // writing it.
 template <typename T>
-__device__ void cross_entropy_bwd(void *dlogits, i64 ddt, const void *dloss, i64 lsdt, const void *logits, i64 gdt,
+__device__ void cross_entropy_backward(void *dlogits, i64 ddt, const void *dloss, i64 lsdt, const void *logits, i64 gdt,
                                   const int *targets, i64 N, i64 V, int *status) {
 	__shared__ double sh[32];
 	__shared__ T shm[32];
@@ -674,30 +674,30 @@ __device__ void sgd(void *param, i64 pdt, const void *grad, i64 gdt, void *pb, i
 ENTRY2(add, (void *y, i64 ydt, const void *a, i64 adt, const void *b, i64 bdt, i64 n), (y, ydt, a, adt, b, bdt, n))
 ENTRY2(add_bias, (void *y, i64 ydt, const void *b, i64 bdt, i64 N, i64 C), (y, ydt, b, bdt, N, C))
 ENTRY2(gelu, (void *y, i64 ydt, const void *x, i64 xdt, i64 n), (y, ydt, x, xdt, n))
-ENTRY2(gelu_bwd, (void *dx, i64 dxdt, const void *dy, i64 dydt, const void *x, i64 xdt, i64 n),
+ENTRY2(gelu_backward, (void *dx, i64 dxdt, const void *dy, i64 dydt, const void *x, i64 xdt, i64 n),
        (dx, dxdt, dy, dydt, x, xdt, n))
 ENTRY2(embedding,
        (void *out, i64 odt, const int *tokens, const void *wte, i64 edt, const void *wpe, i64 pdt, i64 N, i64 Tn, i64 C,
         i64 V, int *status),
        (out, odt, tokens, wte, edt, wpe, pdt, N, Tn, C, V, status))
-ENTRY2(embedding_bwd_tokens,
+ENTRY2(embedding_backward_tokens,
        (void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C, i64 V, int *status),
        (dwte, wdt, dout, ddt, tokens, N, C, V, status))
-ENTRY2(embedding_bwd_positions, (void *dwpe, i64 wdt, const void *dout, i64 ddt, i64 B, i64 Tn, i64 C),
+ENTRY2(embedding_backward_positions, (void *dwpe, i64 wdt, const void *dout, i64 ddt, i64 B, i64 Tn, i64 C),
        (dwpe, wdt, dout, ddt, B, Tn, C))
-ENTRY2(layernorm_stats, (void *stats, i64 sdt, const void *x, i64 xdt, i64 N, i64 C, double eps),
+ENTRY2(layer_norm_stats, (void *stats, i64 sdt, const void *x, i64 xdt, i64 N, i64 C, double eps),
        (stats, sdt, x, xdt, N, C, eps))
-ENTRY2(layernorm,
+ENTRY2(layer_norm,
        (void *y, i64 ydt, const void *x, i64 xdt, const void *stats, i64 sdt, const void *w, i64 wdt, const void *b,
         i64 bdt, i64 N, i64 C),
        (y, ydt, x, xdt, stats, sdt, w, wdt, b, bdt, N, C))
-ENTRY2(layernorm_bwd_x,
+ENTRY2(layer_norm_backward_x,
        (void *dx, i64 dxdt, const void *dy, i64 dydt, const void *x, i64 xdt, const void *stats, i64 sdt, const void *w,
         i64 wdt, i64 N, i64 C),
        (dx, dxdt, dy, dydt, x, xdt, stats, sdt, w, wdt, N, C))
 ENTRY2(attention_probs, (void *p, i64 pdt, const void *qkv, i64 qdt, i64 B, i64 Tn, i64 C, i64 NH),
        (p, pdt, qkv, qdt, B, Tn, C, NH))
-ENTRY2(attention_softmax_bwd, (void *ds, i64 sdt, const void *p, i64 pdt, i64 rows, i64 Tn, double scale),
+ENTRY2(attention_backward_softmax, (void *ds, i64 sdt, const void *p, i64 pdt, i64 rows, i64 Tn, double scale),
        (ds, sdt, p, pdt, rows, Tn, scale))
 ENTRY2(gemm_generic,
        (i64 transA, i64 transB, i64 M, i64 N, i64 K, double alpha, const void *A, i64 adt, i64 lda, i64 sA,
@@ -707,7 +707,7 @@ ENTRY2(cross_entropy_rows,
        (void *losses, i64 ldt, const void *logits, i64 gdt, const int *targets, i64 N, i64 V, int *status),
        (losses, ldt, logits, gdt, targets, N, V, status))
 ENTRY2(cross_entropy_mean, (void *loss, i64 ldt, const void *losses, i64 sdt, i64 N), (loss, ldt, losses, sdt, N))
-ENTRY2(cross_entropy_bwd,
+ENTRY2(cross_entropy_backward,
        (void *dlogits, i64 ddt, const void *dloss, i64 lsdt, const void *logits, i64 gdt, const int *targets, i64 N,
         i64 V, int *status),
        (dlogits, ddt, dloss, lsdt, logits, gdt, targets, N, V, status))
@@ -721,11 +721,11 @@ ENTRY2(sgd,
         double mu, double wd, double gs, i64 has_mom, i64 has_master),
        (param, pdt, grad, gdt, pb, pbdt, mom, mdt, n, lr, mu, wd, gs, has_mom, has_master))
 
-extern "C" __global__ void __launch_bounds__(1024) layernorm_bwd_w_f32(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
+extern "C" __global__ void __launch_bounds__(1024) layer_norm_backward_w_f32(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
                                                const void *stats, i64 sdt, i64 N, i64 C) {
 	column_sums<float, true>(dw, wdt, dy, dydt, x, xdt, stats, sdt, N, C);
 }
-extern "C" __global__ void __launch_bounds__(1024) layernorm_bwd_w_f64(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
+extern "C" __global__ void __launch_bounds__(1024) layer_norm_backward_w_f64(void *dw, i64 wdt, const void *dy, i64 dydt, const void *x, i64 xdt,
                                                const void *stats, i64 sdt, i64 N, i64 C) {
 	column_sums<double, true>(dw, wdt, dy, dydt, x, xdt, stats, sdt, N, C);
 }
