@@ -16,6 +16,11 @@ package cuda
 // right after the kernel with TRAINMEM_CUDA_SYNC=1, which synchronizes and
 // checks after every launch and names the kernel.
 
+// Kernels (cuda_<family>.go, beside host_<family>.go): each checks its
+// arguments with the shared validation (check.go) exactly as Host and Shape
+// do, then queues its kernel calls (cuda_calls.go) or cuBLAS products on
+// the device's stream.
+
 import (
 	"errors"
 	"fmt"

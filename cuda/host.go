@@ -1,5 +1,13 @@
 package cuda
 
+// Host kernels (host_<family>.go, beside cuda_<family>.go and
+// model/op_<family>.go): each exported method checks its arguments with the
+// shared validation (check.go) and then runs a generic kernel in the
+// compute type: float64 when every float operand is F64, float32
+// otherwise. Work is cut by rows, or by channels where a kernel reduces
+// over rows, so that every output element is made by one goroutine in a
+// fixed order.
+
 import (
 	"errors"
 	"fmt"

@@ -1,6 +1,10 @@
 package cuda
 
-import "math"
+// The host device's kernels: the cross-entropy family (the mean loss and the gradient of the logits).
+
+import (
+	"math"
+)
 
 // CrossEntropy: loss = mean over rows of -log softmax(logits[i])[targets[i]].
 // Each row is max-subtracted, its exponentials summed in float64; the
