@@ -3,7 +3,7 @@ package model
 // The implementation-exact activation formula: what trainmem's own GPT-2
 // keeps for the backward pass, tensor by tensor, and when in the step the
 // activation memory peaks. It is derived from the ops' documented saved
-// tensors (ops.go, ops_backward.go) and the executor's schedule (package
+// tensors (the op_*.go files) and the executor's schedule (package
 // train: creation order, every value freed after its last use, checkpoint
 // segments recomputed whole before their first backward use), and it equals
 // trainmem's simulation and measurement of the `activations` category byte
@@ -43,7 +43,7 @@ import "fmt"
 // "activations" object in trainmem's JSON.
 const Exact = "trainmem"
 
-const exactSource = "trainmem's own ops (model/ops.go: the tensors each keeps for backward) at its executor's schedule (train/schedule.go)"
+const exactSource = "trainmem's own ops (model/op_*.go: the tensors each keeps for backward) at its executor's schedule (train/schedule.go)"
 
 // BlockActivations is one transformer block's kept tensors in trainmem's
 // implementation, in bytes, in the order the forward pass allocates them.

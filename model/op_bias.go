@@ -7,11 +7,12 @@ package model
 import (
 	"fmt"
 	"hash"
-	"trainmem/cuda"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"trainmem/cuda"
 )
 
 var (

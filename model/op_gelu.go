@@ -7,12 +7,12 @@ package model
 import (
 	"fmt"
 	"hash"
-	"trainmem/cuda"
-
-	G "gorgonia.org/gorgonia"
 
 	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"trainmem/cuda"
 )
 
 var (

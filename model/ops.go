@@ -1,18 +1,22 @@
 package model
 
-// trainmem's own gorgonia ops: the forward ops of GPT-2 (this file) and their
-// backward ops (ops_backward.go). They exist so that the backward graph that
-// gorgonia's symbolic differentiation builds holds only operations trainmem's
-// executor knows how to lower to the kernels of package cuda (see
-// cuda.Kernels): every op here is one kernel call there, with the same
-// semantics, and carries as exported fields the dimensions that call needs.
+// trainmem's own gorgonia ops: what every op shares (this file) and one file
+// per op family (op_embedding.go, op_layernorm.go, op_bias.go, op_linear.go,
+// op_attention.go, op_gelu.go, op_add.go, op_crossentropy.go), each holding
+// the family's forward op, its backward ops (one per differentiable input,
+// made by the forward op's SymDiff), what each keeps for backward, and Run:
+// the kernels of cuda.Kernels it is lowered to. They exist so that the
+// backward graph that gorgonia's symbolic differentiation builds holds only
+// operations trainmem's executor can run, and carry as exported fields the
+// dimensions their kernels need.
 //
 // The ops are symbolic only. They do not run on gorgonia's VMs: Do returns an
 // error saying so (ErrNotVM). Package train compiles the graph into its own
-// schedule and lowers each node by its op's type, e.g.
+// schedule and lowers each node through its op's Run (Runner), e.g.
 //
-//	case *model.AttentionProbsOp:
-//		dev.AttentionProbs(out, qkv, op.B, op.T, op.C, op.NH)
+//	func (op *AttentionProbsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
+//		return x.K.AttentionProbs(out, a[0], op.B, op.T, op.C, op.NH)
+//	}
 //
 // Conventions. N is the number of rows, B·T; C the channels; V the vocabulary;
 // NH the heads. Activations are 2-D (N, ·) row-major; attention
@@ -23,19 +27,21 @@ package model
 //
 // Invariants the prototype established and these ops keep: Type builds a
 // fresh hm type on every call (gorgonia returns types to a pool); WriteHash
-// covers every field and the node tag (gorgonia merges nodes of equal hash); SymDiff returns one
-// entry per argument, nil for the arguments DiffWRT marks false.
+// covers every field and the node tag (gorgonia merges nodes of equal
+// hash); SymDiff returns one entry per argument, nil for the arguments
+// DiffWRT marks false.
 
 import (
 	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"trainmem/cuda"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"trainmem/cuda"
 )
 
 // ErrNotVM is returned by the Do method of every trainmem op: the ops are
