@@ -1,6 +1,6 @@
 package cuda
 
-// The pure-Go half of the CUDA device (cuda_device.go, build tag cuda):
+// The pure-Go half of the CUDA device (cuda_device.go, build tag trainmem_cuda):
 // every decision that needs no GPU — which PTX a card runs, launch
 // geometry and its limits, how a row-major MatMul becomes a column-major
 // cuBLAS call, which operand types cuBLAS takes, the cuBLAS workspace and
