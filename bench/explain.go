@@ -246,7 +246,7 @@ func explain(r *Report) []string {
 	ex, hasExact := exactActivations(e)
 	if hasExact {
 		if ex.Total == simAct {
-			add("activations, %s: equal to the simulation byte for byte (%s bytes, peaking at %s): the formula follows the tensors this GPT-2's ops keep and the executor's schedule", model.Exact, model.Comma(simAct), moment(ex.At))
+			add("activations, %s: equal to the simulation byte for byte (%s bytes, peaking at %s): the formula follows the tensors this GPT-2's ops keep and the executor's schedule", model.Exact, model.Comma(simAct), ex.At)
 		} else {
 			add("activations, %s: %s off the simulation (%s vs %s bytes): model/exact.go no longer follows the implementation", model.Exact, signed(ex.Total-simAct), model.Comma(ex.Total), model.Comma(simAct))
 		}
@@ -262,7 +262,7 @@ func explain(r *Report) []string {
 			continue
 		}
 		fa := e.ActivationBytes(f)
-		add("activations, %s: %s (%s) against the simulation; by kind of tensor, %s vs trainmem at its peak (%s):", f, Percent(fa, simAct), signed(fa-simAct), f, moment(ex.At))
+		add("activations, %s: %s (%s) against the simulation; by kind of tensor, %s vs trainmem at its peak (%s):", f, Percent(fa, simAct), signed(fa-simAct), f, ex.At)
 		for kind := range numKinds {
 			if fk[kind] == tk[kind] {
 				continue
@@ -402,18 +402,6 @@ func plural(n int64, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
-}
-
-// moment reads exact.go's "blocks 3-3" as "block 3".
-func moment(at string) string {
-	var a, b int
-	var rest string
-	if i := strings.Index(at, "blocks "); i >= 0 {
-		if n, _ := fmt.Sscanf(at[i:], "blocks %d-%d%s", &a, &b, &rest); n >= 2 && a == b {
-			return at[:i] + fmt.Sprintf("block %d", a) + at[i+len(fmt.Sprintf("blocks %d-%d", a, b)):]
-		}
-	}
-	return at
 }
 
 // outsideTrainmem describes what trainmem holds outside the layers at its

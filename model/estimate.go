@@ -411,8 +411,50 @@ type Activations struct {
 	Terms   []Term
 	Total   int64
 	// At says when in the step the total is reached, for formulas that
-	// follow the schedule (the implementation-exact one); empty otherwise.
-	At string
+	// follow the schedule (the implementation-exact one); the zero Moment
+	// otherwise.
+	At Moment
+}
+
+// MomentKind is the kind of moment in a training step at which an
+// activation total is reached.
+type MomentKind uint8
+
+const (
+	// Unscheduled: the formula does not follow the executor's schedule.
+	Unscheduled MomentKind = iota
+	// EndOfForward: the forward pass has run, the backward pass not begun.
+	EndOfForward
+	// RecomputedProbs: the backward pass has recomputed block First's
+	// attention probabilities (selective checkpointing).
+	RecomputedProbs
+	// RecomputedSegment: the backward pass has recomputed blocks First to
+	// Last, one checkpoint segment.
+	RecomputedSegment
+)
+
+// Moment is when in a training step an activation total is reached.
+type Moment struct {
+	Kind        MomentKind
+	First, Last int // the blocks recomputed (RecomputedProbs: First only)
+}
+
+// String is the moment in words: "the end of the forward pass", "the
+// recomputation of block 3's attention probabilities", "the recomputation
+// of blocks 4-7" (or "block 4" for a one-block segment).
+func (m Moment) String() string {
+	switch m.Kind {
+	case EndOfForward:
+		return "the end of the forward pass"
+	case RecomputedProbs:
+		return fmt.Sprintf("the recomputation of block %d's attention probabilities", m.First)
+	case RecomputedSegment:
+		if m.First == m.Last {
+			return fmt.Sprintf("the recomputation of block %d", m.First)
+		}
+		return fmt.Sprintf("the recomputation of blocks %d-%d", m.First, m.Last)
+	}
+	return "no moment of the schedule"
 }
 
 // Comm is the data-parallel communication of one rank in one step.

@@ -566,3 +566,51 @@ func BenchmarkMaxBatch(b *testing.B) {
 		}
 	}
 }
+
+// The implementation-exact formula's peak moment, worked out by hand for
+// GPT-2 XL (48 blocks) at batch 32, sequence 1000, fp16 (N = 32,000 rows,
+// nh = N·h·e = 102.4 MB): a block keeps 16·nh + a·b·s²·e + 16·N = 3,238.9 MB,
+// the head (final layer norm, logits N·V·e, targets) 3,319.2 MB, the
+// embedding and token ids 102.5 MB. The end of the forward pass holds, under
+// full, the embedding, 48 checkpoints and the head (8,337.0 MB); block 47's
+// recomputation the embedding, 47 checkpoints and the block less its
+// output (8,051.8 MB): the end of the forward pass wins. With a 64-token
+// vocabulary the head is 102.9 MB and the recomputation wins. Under every:5
+// the segment of blocks 40-44 (8 checkpoints, 5 blocks: 17,014 MB) beats the
+// last one (blocks 45-47: 3 blocks) and the end of the forward pass.
+// Selective keeps every block but its probabilities at the end of the
+// forward pass; block 47's recomputation frees the head and the block's
+// rest but for ln1 and qkv (4·nh + 8·N) and adds its probabilities
+// (1,600 MB): it wins only when the head is small.
+func TestExactPeakMoment(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		vocab  int
+		want   Moment
+		words  string
+	}{
+		{"none", 0, Moment{Kind: EndOfForward}, "the end of the forward pass"},
+		{"full", 0, Moment{Kind: EndOfForward}, "the end of the forward pass"},
+		{"full", 64, Moment{Kind: RecomputedSegment, First: 47, Last: 47}, "the recomputation of block 47"},
+		{"every:5", 0, Moment{Kind: RecomputedSegment, First: 40, Last: 44}, "the recomputation of blocks 40-44"},
+		{"selective", 0, Moment{Kind: EndOfForward}, "the end of the forward pass"},
+		{"selective", 64, Moment{Kind: RecomputedProbs, First: 47, Last: 47}, "the recomputation of block 47's attention probabilities"},
+	} {
+		s := xl(t)
+		if tc.vocab > 0 {
+			s.Model.Vocab = tc.vocab
+		}
+		c, err := ParseCheckpoint(tc.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Checkpoint = c
+		e := estimate(t, s)
+		if a := activations(t, e, Exact); a.At != tc.want || a.At.String() != tc.words {
+			t.Errorf("%s, vocabulary %d: peak at %+v (%q), want %+v (%q)", tc.policy, s.Model.Vocab, a.At, a.At, tc.want, tc.words)
+		}
+		if k := activations(t, e, Korthikanti); k.At != (Moment{}) {
+			t.Errorf("%s: Korthikanti's formula has a moment %+v; it does not follow the schedule", tc.policy, k.At)
+		}
+	}
+}

@@ -37,8 +37,6 @@ package model
 // and the moment each recomputation completes (the backward pass frees the
 // head and every later block before then); the formula takes the largest.
 
-import "fmt"
-
 // Exact is the name of the implementation-exact formula, the key of the
 // "activations" object in trainmem's JSON.
 const Exact = "trainmem"
@@ -95,8 +93,8 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 
 	// Candidates for the peak, each a list of terms.
 	var best []Term
-	bestAt := ""
-	consider := func(at string, ts []Term) {
+	var bestAt Moment
+	consider := func(at Moment, ts []Term) {
 		if tot := sumTerms(ts, c); best == nil || tot > sumTerms(best, c) {
 			best, bestAt = ts, at
 		}
@@ -105,17 +103,17 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 	switch k := int64(s.Checkpoint.Segment(m.Layers)); {
 	case s.Checkpoint.Kind == CheckpointSelective:
 		probs := get("attention_probs")
-		consider("the end of the forward pass", append(append(append([]Term{}, embed...),
+		consider(Moment{Kind: EndOfForward}, append(append(append([]Term{}, embed...),
 			Term{"blocks_without_probs", c.mul(L, blockTotal-probs)}), head...))
 		// Block L-1's probabilities recomputed: earlier blocks whole but
 		// for their probabilities, this block's layer norm 1 and qkv.
-		consider(fmt.Sprintf("the recomputation of block %d's attention probabilities", L-1), append(append([]Term{}, embed...),
+		consider(Moment{Kind: RecomputedProbs, First: int(L - 1), Last: int(L - 1)}, append(append([]Term{}, embed...),
 			Term{"blocks_without_probs", c.mul(L-1, blockTotal-probs)},
 			Term{"ln1_stats", get("ln1_stats")}, Term{"ln1", get("ln1")}, Term{"qkv", get("qkv")},
 			Term{"recompute_probs", probs}))
 	case k > 0:
 		segs := ceilDiv(L, k)
-		consider("the end of the forward pass", append(append(append([]Term{}, embed...),
+		consider(Moment{Kind: EndOfForward}, append(append(append([]Term{}, embed...),
 			Term{"checkpoints", c.mul(segs, nh)}), head...))
 		// Segment j (blocks jk .. min((j+1)k, L)-1) recomputed: the
 		// checkpoints of segments 0..j-1 are still alive; the segment's
@@ -123,7 +121,7 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 		// already freed.
 		for j := segs - 1; j >= 0 && j >= segs-2; j-- {
 			kj := min(k, L-j*k)
-			consider(fmt.Sprintf("the recomputation of blocks %d-%d", j*k, j*k+kj-1), append(append([]Term{}, embed...),
+			consider(Moment{Kind: RecomputedSegment, First: int(j * k), Last: int(j*k + kj - 1)}, append(append([]Term{}, embed...),
 				Term{"checkpoints", c.mul(j, nh)},
 				Term{"recompute_segment", c.add(c.mul(kj, blockTotal-nh), c.mul(kj-1, nh))}))
 		}
@@ -132,7 +130,7 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 		for _, t := range block {
 			ts = append(ts, Term{t.Name, c.mul(L, t.Bytes)})
 		}
-		consider("the end of the forward pass", append(ts, head...))
+		consider(Moment{Kind: EndOfForward}, append(ts, head...))
 	}
 	act.Terms, act.At = best, bestAt
 	act.Total = sumTerms(best, c)
