@@ -16,28 +16,11 @@ import (
 	"trainmem/model"
 )
 
-// Kinds of activation tensors, in explanation order.
-const (
-	kindValues      = iota // s·b·h-sized values inside the transformer layers
-	kindScores             // attention scores, a·s²·b-sized
-	kindMasks              // 1-byte dropout masks
-	kindStats              // layer-norm statistics (fp32 mean and 1/std a row)
-	kindCheckpoints        // layer inputs kept for recomputation
-	kindOutside            // the embedding output and the head: final layer norm, logits
-	kindIDs                // token ids and targets
-	kindOther              // what a formula's terms hold beyond the kinds above (0 when the split is complete)
-	numKinds
-)
-
-// kinds is one formula's activation bytes split by kind of tensor.
-type kinds [numKinds]int64
-
-func (k kinds) total() int64 {
-	var t int64
-	for _, v := range k {
-		t += v
-	}
-	return t
+// kinds is one formula's activations split by kind of tensor (model.ByKind),
+// in explanation order, and what its terms hold beyond their parts.
+type kinds struct {
+	by    [model.NumTensorKinds]model.KindTotal
+	other int64
 }
 
 // dims are the setup's sizes in bytes and elements.
@@ -59,108 +42,13 @@ func dimsOf(s model.Setup) dims {
 	return d
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// zeroKinds splits the ZeRO paper's count: 12·s·b·h values a layer, and
-// with block checkpointing one input a segment plus one segment.
-func zeroKinds(d dims, total int64) kinds {
-	var k kinds
-	if d.k > 0 {
-		k[kindCheckpoints] = ceilDiv(d.L, d.k) * d.nh
-		k[kindValues] = d.k * 12 * d.nh
-	} else {
-		k[kindValues] = d.L * 12 * d.nh
-	}
-	k[kindOther] = total - k.total()
-	return k
-}
-
-// korthikantiKinds splits Korthikanti et al.'s count (one rank, no tensor
-// parallelism): a layer is 16·s·b·h values, two a·s²·b·e score tensors and
-// 2·s·b·h + a·s²·b bytes of dropout masks; the embedding's dropout mask
-// (s·b·h bytes), the final layer norm's and the output projection's inputs
-// and fp32 logits lie outside the layers.
-func korthikantiKinds(d dims, pol model.Checkpoint, total int64) kinds {
-	var k kinds
-	masks := 2*d.sbh + d.as2b
-	switch {
-	case pol.Kind == model.CheckpointSelective:
-		k[kindValues] = d.L * 16 * d.nh
-		k[kindMasks] = d.L*2*d.sbh + d.as2b
-		k[kindScores] = 2 * d.P
-	case d.k > 0:
-		k[kindCheckpoints] = ceilDiv(d.L, d.k) * d.nh
-		k[kindValues] = d.k * 16 * d.nh
-		k[kindScores] = d.k * 2 * d.P
-		k[kindMasks] = d.k * masks
-	default:
-		k[kindValues] = d.L * 16 * d.nh
-		k[kindScores] = d.L * 2 * d.P
-		k[kindMasks] = d.L * masks
-	}
-	k[kindMasks] += d.sbh
-	k[kindOutside] = 2*d.nh + 4*d.N*d.V
-	k[kindOther] = total - k.total()
-	return k
-}
-
-// exactKinds splits the implementation-exact formula's terms at its peak.
-func exactKinds(d dims, a model.Activations) kinds {
-	var k kinds
-	blockT := 16*d.nh + d.P + d.S
-	for _, t := range a.Terms {
-		switch t.Name {
-		case "tokens", "targets":
-			k[kindIDs] += t.Bytes
-		case "embedding":
-			if d.k > 0 {
-				k[kindCheckpoints] += t.Bytes // segment 0's input
-			} else {
-				k[kindOutside] += t.Bytes
-			}
-		case "ln1_stats", "ln2_stats":
-			k[kindStats] += t.Bytes
-		case "attention_probs", "recompute_probs":
-			k[kindScores] += t.Bytes
-		case "ln1", "qkv", "attention_out", "residual1", "ln2", "mlp_fc", "mlp_gelu", "block_output":
-			k[kindValues] += t.Bytes
-		case "final_layer_norm":
-			k[kindStats] += 8 * d.N
-			k[kindOutside] += t.Bytes - 8*d.N
-		case "logits":
-			k[kindOutside] += t.Bytes
-		case "checkpoints":
-			k[kindCheckpoints] += t.Bytes
-		case "blocks_without_probs":
-			n := t.Bytes / (16*d.nh + d.S)
-			k[kindStats] += n * d.S
-			k[kindValues] += t.Bytes - n*d.S
-		case "recompute_segment":
-			kj := (t.Bytes + d.nh) / blockT
-			k[kindScores] += kj * d.P
-			k[kindStats] += kj * d.S
-			k[kindValues] += t.Bytes - kj*(d.P+d.S)
-		default:
-			k[kindOther] += t.Bytes
-		}
-	}
-	return k
-}
-
-// formulaKinds splits formula f's activations in e.
+// formulaKinds splits formula f's activations in e by kind of tensor.
 func formulaKinds(e model.Estimate, f string) (kinds, bool) {
-	d := dimsOf(e.Setup)
 	for _, a := range e.Activations {
-		if a.Formula != f {
-			continue
-		}
-		switch f {
-		case model.ZeROPaper:
-			return zeroKinds(d, a.Total), true
-		case model.Korthikanti:
-			return korthikantiKinds(d, e.Setup.Checkpoint, a.Total), true
-		case model.Exact:
-			return exactKinds(d, a), true
+		if a.Formula == f {
+			var k kinds
+			k.by, k.other = a.ByKind()
+			return k, true
 		}
 	}
 	return kinds{}, false
@@ -201,14 +89,6 @@ func Percent(a, b int64) string {
 		s = fmt.Sprintf("%+.3f%%", p)
 	}
 	return strings.Replace(s, "-", "−", 1)
-}
-
-// count is n·unit as "n×" with the unit's name, for whole multiples.
-func count(n, unit int64) int64 {
-	if unit == 0 {
-		return 0
-	}
-	return n / unit
 }
 
 func explain(r *Report) []string {
@@ -252,10 +132,9 @@ func explain(r *Report) []string {
 		}
 	}
 	tk, _ := formulaKinds(e, model.Exact)
-	head := false
-	for _, t := range ex.Terms {
-		head = head || t.Name == "logits"
-	}
+	// The head (final layer norm, logits) is alive only until the
+	// backward pass begins.
+	head := ex.At.Kind == model.EndOfForward
 	for _, f := range []string{model.ZeROPaper, model.Korthikanti} {
 		fk, ok := formulaKinds(e, f)
 		if !ok || !hasExact {
@@ -263,11 +142,14 @@ func explain(r *Report) []string {
 		}
 		fa := e.ActivationBytes(f)
 		add("activations, %s: %s (%s) against the simulation; by kind of tensor, %s vs trainmem at its peak (%s):", f, Percent(fa, simAct), signed(fa-simAct), f, ex.At)
-		for kind := range numKinds {
-			if fk[kind] == tk[kind] {
+		for kind := range model.NumTensorKinds {
+			if fk.by[kind].Bytes == tk.by[kind].Bytes {
 				continue
 			}
-			add("  %s", kindLine(kind, f, fk[kind], tk[kind], d, s, el, head))
+			add("  %s", kindLine(kind, f, fk.by[kind], tk.by[kind], d, s, ex.At, el, head))
+		}
+		if fk.other != tk.other {
+			add("  unclassified %s: %s's terms hold %s beyond their kinds of tensor, trainmem's %s", signed(fk.other-tk.other), f, bt(fk.other), bt(tk.other))
 		}
 		if rest := ex.Total - simAct; rest != 0 {
 			add("  and %s between trainmem's formula and the simulation (above)", signed(-rest))
@@ -332,68 +214,105 @@ func formulaTotals(e model.Estimate, peak int64) string {
 	return strings.Join(ps, "; ")
 }
 
-// kindLine explains one kind's difference between formula f (fv bytes) and
-// trainmem at its peak (tv bytes).
-func kindLine(kind int, f string, fv, tv int64, d dims, s model.Setup, el string, head bool) string {
+// kindLine explains one kind's difference between formula f (fk) and
+// trainmem at its peak (tk), from the kinds' counts and the setup's sizes.
+func kindLine(kind model.TensorKind, f string, fk, tk model.KindTotal, d dims, s model.Setup, at model.Moment, el string, head bool) string {
+	fv, tv := fk.Bytes, tk.Bytes
 	diff := signed(fv - tv)
 	name := map[string]string{model.ZeROPaper: "the ZeRO paper", model.Korthikanti: "Korthikanti"}[f]
 	switch kind {
-	case kindValues:
-		per := int64(16)
-		if f == model.ZeROPaper {
-			per = 12
-		}
+	case model.LayerValues:
 		return fmt.Sprintf("layer values %s: %s counts %d values of s·b·h a layer × %s = %s; trainmem holds %d s·b·h tensors of %s values = %s (%s)",
-			diff, name, per, plural(count(fv, per*d.nh), "layer"), bt(fv), count(tv, d.nh), el, bt(tv), valuesNote(count(tv, d.nh), d, s))
-	case kindScores:
-		if f == model.ZeROPaper {
-			return fmt.Sprintf("attention scores %s: the ZeRO paper has no attention-score term; trainmem keeps the softmax probabilities, a·s²·b·e = %s a layer, × %d = %s",
-				diff, bt(d.P), count(tv, d.P), bt(tv))
+			diff, name, perLayer(fk), plural(fk.Layers, "layer"), bt(fv), tk.Count, el, bt(tv), valuesNote(tk.Count, s, at))
+	case model.Scores:
+		if fk.Count == 0 {
+			return fmt.Sprintf("attention scores %s: %s has no attention-score term; trainmem keeps the softmax probabilities, a·s²·b·e = %s a layer, × %d = %s",
+				diff, name, bt(d.P), tk.Count, bt(tv))
 		}
-		return fmt.Sprintf("attention scores %s: Korthikanti keeps two a·s²·b·e copies a layer (the softmax output and its dropout output) × %d = %s; trainmem keeps the probabilities once (no dropout) × %d = %s",
-			diff, count(fv, 2*d.P), bt(fv), count(tv, d.P), bt(tv))
-	case kindMasks:
+		return fmt.Sprintf("attention scores %s: %s keeps %s a·s²·b·e copies a layer (the softmax output and its dropout output) × %d = %s; trainmem keeps the probabilities once (no dropout) × %d = %s",
+			diff, name, number(perLayer(fk)), fk.Layers, bt(fv), tk.Count, bt(tv))
+	case model.Masks:
 		var where string
 		switch per := 2*d.sbh + d.as2b; {
 		case s.Checkpoint.Kind == model.CheckpointSelective:
-			where = fmt.Sprintf("2·s·b·h a layer (attention and MLP outputs) × %d, a·s²·b for the one layer whose scores are recomputed", d.L)
+			where = fmt.Sprintf("2·s·b·h a layer (attention and MLP outputs) × %d, a·s²·b for the one layer whose scores are recomputed", fk.Layers)
 		default:
-			where = fmt.Sprintf("2·s·b·h + a·s²·b = %s a layer (attention and MLP outputs, attention probabilities) × %d", bt(per), count(fv-d.sbh, per))
+			where = fmt.Sprintf("2·s·b·h + a·s²·b = %s a layer (attention and MLP outputs, attention probabilities) × %d", bt(per), fk.Layers)
 		}
-		return fmt.Sprintf("dropout masks %s: Korthikanti counts 1-byte masks, %s, and s·b·h after the embedding: %s; this GPT-2 has no dropout", diff, where, bt(fv))
-	case kindStats:
+		return fmt.Sprintf("dropout masks %s: %s counts 1-byte masks, %s, and s·b·h after the embedding: %s; this GPT-2 has no dropout", diff, name, where, bt(fv))
+	case model.Statistics:
 		return fmt.Sprintf("layer-norm statistics %s: trainmem keeps each layer norm's row mean and 1/std in fp32 for the backward pass, 16·s·b = %s a layer and 8·s·b for the final one, %s at its peak; no formula counts them",
 			diff, bt(d.S), bt(tv))
-	case kindCheckpoints:
+	case model.Checkpoints:
 		return fmt.Sprintf("checkpoints %s: %s keeps ceil(L/K) = %d layer inputs (e·s·b·h each) = %s; trainmem holds %d at its peak (the embedding output and the segment outputs whose backward has not run) = %s",
-			diff, name, count(fv, d.nh), bt(fv), count(tv, d.nh), bt(tv))
-	case kindOutside:
-		if f == model.ZeROPaper {
-			return fmt.Sprintf("outside the layers %s: the ZeRO paper counts no embedding or head; trainmem holds %s", diff, outsideTrainmem(tv, d, s, head))
+			diff, name, fk.Count, bt(fv), tk.Count, bt(tv))
+	case model.Outside:
+		if fk.Count == 0 {
+			return fmt.Sprintf("outside the layers %s: %s counts no embedding or head; trainmem holds %s", diff, name, outsideTrainmem(tv, d, s, head))
 		}
-		return fmt.Sprintf("outside the layers %s: Korthikanti counts the final layer norm's and the output projection's inputs (2·e·s·b·h = %s) and fp32 logits (4·s·b·V = %s); trainmem holds %s",
-			diff, bt(2*d.nh), bt(4*d.N*d.V), outsideTrainmem(tv, d, s, head))
-	case kindIDs:
+		return fmt.Sprintf("outside the layers %s: %s counts the final layer norm's and the output projection's inputs (2·e·s·b·h = %s) and fp32 logits (4·s·b·V = %s); trainmem holds %s",
+			diff, name, bt(2*d.nh), bt(4*d.N*d.V), outsideTrainmem(tv, d, s, head))
+	case model.TokenIDs:
 		return fmt.Sprintf("token ids and targets %s: trainmem keeps the int32 inputs and targets (4·s·b each, %s) for the embedding's and the loss's backward; no formula counts them", diff, bt(tv))
 	}
-	return fmt.Sprintf("unclassified %s: %s's terms hold %s that the split above does not account for, trainmem %s", diff, name, bt(fv), bt(tv))
+	return fmt.Sprintf("tensors of kind %d %s: %s holds %s, trainmem %s", kind, diff, name, bt(fv), bt(tv))
 }
 
-// valuesNote says which s·b·h tensors trainmem holds: 16 a kept layer, less
-// or more at a recomputation.
-func valuesNote(n int64, d dims, s model.Setup) string {
-	const kept = "16 a kept layer: q, k, v, the attention output, both layer-norm outputs, the residual stream after each half, the MLP's 4h-wide input and GELU output"
+// perLayer is a kind's tensors a layer.
+func perLayer(k model.KindTotal) int64 {
+	if k.Layers == 0 {
+		return k.Count
+	}
+	return k.Count / k.Layers
+}
+
+// number is a small count in words.
+func number(n int64) string {
+	if words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}; n >= 0 && n < int64(len(words)) {
+		return words[n]
+	}
+	return fmt.Sprint(n)
+}
+
+// valuesNote says which s·b·h tensors trainmem holds at its peak (n of
+// them, at): its block's values in every kept layer, fewer where the peak
+// is a recomputation.
+func valuesNote(n int64, s model.Setup, at model.Moment) string {
+	perBlock, beforeProbs := blockValues(s)
+	kept := fmt.Sprintf("%d a kept layer: q, k, v, the attention output, both layer-norm outputs, the residual stream after each half, the MLP's 4h-wide input and GELU output", perBlock)
 	switch {
 	case n == 0:
-		return "none at its peak, the end of the forward pass: the layers' values are dropped, and recomputed only once the backward pass has freed the head, which the formulas count beside a recomputed layer"
-	case n%16 == 0:
-		return kept
-	case d.k > 0 && n%16 == 15:
+		return "none at its peak, " + at.String() + ": the layers' values are dropped, and recomputed only once the backward pass has freed the head, which the formulas count beside a recomputed layer"
+	case at.Kind == model.RecomputedSegment:
 		return kept + "; the recomputed segment's last output is already freed: the later segments' backward, which read it, has run"
-	case s.Checkpoint.Kind == model.CheckpointSelective && n%16 == 4:
-		return kept + ", in every layer but the last, whose backward has begun: its ln1 output and qkv remain to recompute its attention probabilities"
+	case at.Kind == model.RecomputedProbs:
+		return kept + fmt.Sprintf(", in every layer but the last, whose backward has begun: the %d that its attention probabilities are recomputed from remain (its ln1 output and qkv)", beforeProbs)
 	}
 	return kept
+}
+
+// blockValues counts the s·b·h values one of trainmem's blocks keeps, and
+// those it keeps before its attention probabilities.
+func blockValues(s model.Setup) (all, beforeProbs int64) {
+	terms, err := s.BlockActivations()
+	if err != nil {
+		return 0, 0
+	}
+	probs := false
+	for _, t := range terms {
+		for _, p := range t.Parts {
+			switch p.Kind {
+			case model.LayerValues:
+				all += p.Count
+				if !probs {
+					beforeProbs += p.Count
+				}
+			case model.Scores:
+				probs = true
+			}
+		}
+	}
+	return all, beforeProbs
 }
 
 // plural is "n thing" or "n things".

@@ -164,10 +164,15 @@ func TestModelStatesBytesPerParameter(t *testing.T) {
 	}
 }
 
-// Every byte of each published formula's gap is attributed to a kind of
-// tensor: the split of each formula is complete, so the explanation lines
-// sum to the difference, for every preset shape, precision and policy.
-func TestExplanationsSumToTheGap(t *testing.T) {
+// Each formula's split by kind of tensor (model.ByKind, from the terms'
+// parts) matches the kinds worked out from the papers' per-layer counts: the
+// ZeRO paper's 12·s·b·h values a layer; Korthikanti's 16·s·b·h values, two
+// a·s²·b·e score tensors and 2·s·b·h + a·s²·b bytes of masks a layer, one
+// s·b·h mask after the embedding, 2·e·s·b·h + 4·s·b·V outside the layers;
+// and trainmem's kinds hold whole tensors of their unit. Every byte is
+// attributed, so the explanation lines sum to the gap, for every preset
+// shape, precision and policy.
+func TestExplanationKinds(t *testing.T) {
 	n := 0
 	for _, sh := range []struct {
 		preset string
@@ -181,18 +186,56 @@ func TestExplanationsSumToTheGap(t *testing.T) {
 					t.Fatal(err)
 				}
 				name := fmt.Sprintf("%s b=%d s=%d %s %s", sh.preset, sh.B, sh.T, prec, pol)
+				d := dimsOf(s)
+				var zero, korth [model.NumTensorKinds]int64
+				if d.k > 0 {
+					zero[model.Checkpoints] = ceilDiv(d.L, d.k) * d.nh
+					zero[model.LayerValues] = d.k * 12 * d.nh
+				} else {
+					zero[model.LayerValues] = d.L * 12 * d.nh
+				}
+				masks := 2*d.sbh + d.as2b
+				switch {
+				case s.Checkpoint.Kind == model.CheckpointSelective:
+					korth[model.LayerValues] = d.L * 16 * d.nh
+					korth[model.Masks] = d.L*2*d.sbh + d.as2b
+					korth[model.Scores] = 2 * d.P
+				case d.k > 0:
+					korth[model.Checkpoints] = ceilDiv(d.L, d.k) * d.nh
+					korth[model.LayerValues] = d.k * 16 * d.nh
+					korth[model.Scores] = d.k * 2 * d.P
+					korth[model.Masks] = d.k * masks
+				default:
+					korth[model.LayerValues] = d.L * 16 * d.nh
+					korth[model.Scores] = d.L * 2 * d.P
+					korth[model.Masks] = d.L * masks
+				}
+				korth[model.Masks] += d.sbh
+				korth[model.Outside] = 2*d.nh + 4*d.N*d.V
 				tk, _ := formulaKinds(e, model.Exact)
-				if tk[kindOther] != 0 || tk.total() != e.ActivationBytes(model.Exact) {
-					t.Errorf("%s: trainmem's terms split with %d bytes unclassified", name, tk[kindOther])
+				var sum int64
+				unit := map[model.TensorKind]int64{model.LayerValues: d.nh, model.Scores: d.P, model.Statistics: 8 * d.N, model.Checkpoints: d.nh, model.TokenIDs: 4 * d.N}
+				for k, kt := range tk.by {
+					sum += kt.Bytes
+					if u, ok := unit[model.TensorKind(k)]; ok && kt.Bytes != kt.Count*u {
+						t.Errorf("%s: trainmem's kind %d holds %d bytes, not its %d tensors of %d", name, k, kt.Bytes, kt.Count, u)
+					}
+				}
+				if tk.other != 0 || sum != e.ActivationBytes(model.Exact) {
+					t.Errorf("%s: trainmem's terms split with %d bytes unclassified", name, tk.other)
 				}
 				for _, f := range []string{model.ZeROPaper, model.Korthikanti} {
+					want := map[string][model.NumTensorKinds]int64{model.ZeROPaper: zero, model.Korthikanti: korth}[f]
 					fk, _ := formulaKinds(e, f)
-					if fk[kindOther] != 0 {
-						t.Errorf("%s: %s's split leaves %d bytes unclassified", name, f, fk[kindOther])
+					if fk.other != 0 {
+						t.Errorf("%s: %s's split leaves %d bytes unclassified", name, f, fk.other)
 					}
 					var gap int64
-					for k := range numKinds {
-						gap += fk[k] - tk[k]
+					for k := range model.NumTensorKinds {
+						gap += fk.by[k].Bytes - tk.by[k].Bytes
+						if fk.by[k].Bytes != want[k] {
+							t.Errorf("%s: %s: kind %d holds %d bytes, the paper's count is %d", name, f, k, fk.by[k].Bytes, want[k])
+						}
 					}
 					if want := e.ActivationBytes(f) - e.ActivationBytes(model.Exact); gap != want {
 						t.Errorf("%s: %s: kinds sum to %d, the gap is %d", name, f, gap, want)
@@ -204,6 +247,9 @@ func TestExplanationsSumToTheGap(t *testing.T) {
 	}
 	t.Logf("%d setups", n)
 }
+
+// ceilDiv is ⌈a/b⌉.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // Not measuring still simulates and explains; more than one rank is refused.
 func TestValidateWithoutMeasuring(t *testing.T) {

@@ -397,10 +397,103 @@ func divisors(n int) string {
 	return strings.Join(ds, ", ")
 }
 
-// Term is one named share of a total, in bytes.
+// Term is one named share of an activation total, in bytes, split by kind
+// of tensor.
 type Term struct {
 	Name  string
 	Bytes int64
+	Parts []Part // Bytes by kind of tensor: they sum to Bytes
+}
+
+// TensorKind is a kind of activation tensor: the unit in which trainmem sets
+// the formulas side by side, kind by kind.
+type TensorKind uint8
+
+const (
+	// LayerValues are the e-byte values inside the transformer layers,
+	// counted in s·b·h-element units of the unsplit model (a 4h-wide MLP
+	// tensor counts 4).
+	LayerValues TensorKind = iota
+	// Scores are the e-byte a·s²·b attention-score tensors.
+	Scores
+	// Masks are 1-byte dropout masks.
+	Masks
+	// Statistics are the fp32 layer-norm row statistics (mean and 1/std),
+	// counted in layer norms.
+	Statistics
+	// Checkpoints are the layer inputs kept for recomputation.
+	Checkpoints
+	// Outside are the tensors outside the layers: the embedding output
+	// and the head (the final layer norm's output and the logits).
+	Outside
+	// TokenIDs are the int32 token ids and targets.
+	TokenIDs
+	// NumTensorKinds is the number of kinds.
+	NumTensorKinds
+)
+
+// Part is one kind of tensor's share of a term.
+type Part struct {
+	Kind TensorKind
+	// Count is how many tensors of the kind the share holds, in the kind's
+	// unit, summed over its layers and micro-batches.
+	Count int64
+	// Layers is how many layers (times micro-batches in flight) the
+	// tensors span; 0 outside the layers.
+	Layers int64
+	Bytes  int64
+}
+
+// KindTotal is an activation total's share of one kind of tensor: its parts'
+// counts and bytes summed, the most layers any part spans.
+type KindTotal struct {
+	Count, Layers, Bytes int64
+}
+
+// ByKind splits the activations by kind of tensor; other is what the terms
+// hold beyond their parts (0 for trainmem's formulas).
+func (a Activations) ByKind() (k [NumTensorKinds]KindTotal, other int64) {
+	other = a.Total
+	for _, t := range a.Terms {
+		for _, p := range t.Parts {
+			if p.Kind >= NumTensorKinds {
+				continue
+			}
+			k[p.Kind].Count += p.Count
+			k[p.Kind].Bytes += p.Bytes
+			k[p.Kind].Layers = max(k[p.Kind].Layers, p.Layers)
+			other -= p.Bytes
+		}
+	}
+	return k, other
+}
+
+// termOf is a term made of parts, its bytes their sum.
+func termOf(c *calc, name string, parts ...Part) Term {
+	t := Term{Name: name, Parts: parts}
+	for _, p := range parts {
+		t.Bytes = c.add(t.Bytes, p.Bytes)
+	}
+	return t
+}
+
+// times is the term's tensors n times over, its parts' layers too: the
+// term for n layers (or micro-batches) from one layer's.
+func (t Term) times(c *calc, n int64, name string) Term {
+	parts := make([]Part, len(t.Parts))
+	for i, p := range t.Parts {
+		parts[i] = Part{Kind: p.Kind, Count: c.mul(n, p.Count), Layers: c.mul(n, p.Layers), Bytes: c.mul(n, p.Bytes)}
+	}
+	return termOf(c, name, parts...)
+}
+
+// plus is the term with other's parts added, under a new name.
+func (t Term) plus(c *calc, name string, other ...Term) Term {
+	parts := append([]Part{}, t.Parts...)
+	for _, o := range other {
+		parts = append(parts, o.Parts...)
+	}
+	return termOf(c, name, parts...)
 }
 
 // Activations is one formula's activation bytes on the reported rank, for
@@ -696,24 +789,39 @@ func KorthikantiLayer(s, b, h, a, e, t int64, sequenceParallel bool) (LayerActiv
 }
 
 func korthikantiLayer(s, b, h, a, e, t int64, sp bool, c *calc) LayerActivations {
-	sbh := c.mul(s, b, h)
-	sbhT := c.mul(s, b, h/t)             // sbh/t, exact: t divides h
-	scores := c.mul(a/t, s, s, b)        // a·s²·b/t, exact: t divides a
-	whole := func() int64 { return sbh } // a replicated [s, b, h] tensor
+	l := korthikantiLayerTerms(s, b, h, a, e, t, sp, c)
+	return LayerActivations{Attention: l.attention.Bytes, Scores: l.scores.Bytes, MLP: l.mlp.Bytes, LayerNorms: l.layerNorms.Bytes}
+}
+
+// korthikantiTerms is one layer's LayerActivations as terms split by kind:
+// values counted in s·b·h units of the unsplit layer (16), the two score
+// tensors and the three dropout masks.
+type korthikantiTerms struct {
+	attention, scores, mlp, layerNorms Term
+}
+
+func (l korthikantiTerms) all() []Term { return []Term{l.attention, l.scores, l.mlp, l.layerNorms} }
+
+func korthikantiLayerTerms(s, b, h, a, e, t int64, sp bool, c *calc) korthikantiTerms {
+	sbhT := c.mul(s, b, h/t)      // sbh/t, exact: t divides h
+	scores := c.mul(a/t, s, s, b) // a·s²·b/t, exact: t divides a
+	whole := c.mul(s, b, h)       // a replicated [s, b, h] tensor
 	if sp {
-		whole = func() int64 { return sbhT } // sequence parallel: split along s
+		whole = sbhT // sequence parallel: split along s
 	}
-	return LayerActivations{
+	values := func(n int64, bytes int64) Part { return Part{Kind: LayerValues, Count: n, Layers: 1, Bytes: bytes} }
+	mask := func(bytes int64) Part { return Part{Kind: Masks, Count: 1, Layers: 1, Bytes: bytes} }
+	return korthikantiTerms{
 		// qkv input (e) + dropout mask (1), whole; q, k, v and the
 		// projection input (4e), split.
-		Attention: c.add(c.mul(e+1, whole()), c.mul(4*e, sbhT)),
+		attention: termOf(c, "attention", values(5, c.add(c.mul(e, whole), c.mul(4*e, sbhT))), mask(whole)),
 		// softmax output and dropout output (2e) + dropout mask (1).
-		Scores: c.mul(2*e+1, scores),
+		scores: termOf(c, "attention_scores", Part{Kind: Scores, Count: 2, Layers: 1, Bytes: c.mul(2*e, scores)}, mask(scores)),
 		// fc input (e) + dropout mask (1), whole; GELU input and projection
 		// input, each 4h wide (8e), split.
-		MLP: c.add(c.mul(e+1, whole()), c.mul(8*e, sbhT)),
+		mlp: termOf(c, "mlp", values(9, c.add(c.mul(e, whole), c.mul(8*e, sbhT))), mask(whole)),
 		// two layer-norm inputs.
-		LayerNorms: c.mul(2*e, whole()),
+		layerNorms: termOf(c, "layer_norms", values(2, c.mul(2*e, whole))),
 	}
 }
 
@@ -733,18 +841,15 @@ func ZeROPaperLayer(s, b, h, e int64) (int64, error) {
 func (s Setup) zeroPaper(stage int, c *calc) Activations {
 	m := s.Model
 	sz, bz, hz, e := int64(s.Seq), int64(s.Batch), int64(m.Hidden), s.Precision.Size()
-	layer := c.mul(12, hz, bz, sz, e)
-	input := c.mul(hz, bz, sz, e)
+	layer := termOf(c, "layers", Part{Kind: LayerValues, Count: 12, Layers: 1, Bytes: c.mul(12, hz, bz, sz, e)})
+	input := termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: 1, Bytes: c.mul(hz, bz, sz, e)})
 	act := Activations{Formula: ZeROPaper, Source: FormulaSource(ZeROPaper)}
 	L := int64(m.Layers / s.PP)
 	f := s.inFlight(stage)
 	if k := int64(s.Checkpoint.Segment(m.Layers / s.PP)); k > 0 {
-		act.Terms = []Term{
-			{"checkpoints", c.mul(f, ceilDiv(L, k), input)},
-			{"recompute_segment", c.mul(k, layer)},
-		}
+		act.Terms = []Term{input.times(c, c.mul(f, ceilDiv(L, k)), "checkpoints"), layer.times(c, k, "recompute_segment")}
 	} else {
-		act.Terms = []Term{{"layers", c.mul(f, L, layer)}}
+		act.Terms = []Term{layer.times(c, c.mul(f, L), "layers")}
 	}
 	act.Total = sumTerms(act.Terms, c)
 	return act
@@ -778,7 +883,7 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 	sz, bz, hz, az := int64(s.Seq), int64(s.Batch), int64(m.Hidden), int64(m.Heads)
 	e, t := s.Precision.Size(), int64(s.TP)
 	sp := s.SequenceParallel && t > 1
-	layer := korthikantiLayer(sz, bz, hz, az, e, t, sp, c)
+	layer := korthikantiLayerTerms(sz, bz, hz, az, e, t, sp, c)
 	whole := c.mul(sz, bz, hz) // a [s, b, h] tensor on one rank, in elements
 	if sp {
 		whole = c.mul(sz, bz, hz/t)
@@ -786,38 +891,39 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 	L := int64(m.Layers / s.PP)
 	f := s.inFlight(stage)
 	act := Activations{Formula: Korthikanti, Source: FormulaSource(Korthikanti)}
+	single := func(name string, kind TensorKind, bytes int64) Term {
+		return termOf(c, name, Part{Kind: kind, Count: 1, Bytes: bytes})
+	}
 	switch s.Checkpoint.Kind {
 	case CheckpointNone:
 		n := c.mul(f, L)
-		act.Terms = []Term{
-			{"attention", c.mul(n, layer.Attention)},
-			{"attention_scores", c.mul(n, layer.Scores)},
-			{"mlp", c.mul(n, layer.MLP)},
-			{"layer_norms", c.mul(n, layer.LayerNorms)},
+		for _, t := range layer.all() {
+			act.Terms = append(act.Terms, t.times(c, n, t.Name))
 		}
 	case CheckpointSelective:
 		n := c.mul(f, L)
 		act.Terms = []Term{
-			{"attention", c.mul(n, layer.Attention)},
-			{"mlp", c.mul(n, layer.MLP)},
-			{"layer_norms", c.mul(n, layer.LayerNorms)},
-			{"recompute_scores", layer.Scores},
+			layer.attention.times(c, n, "attention"),
+			layer.mlp.times(c, n, "mlp"),
+			layer.layerNorms.times(c, n, "layer_norms"),
+			layer.scores.times(c, 1, "recompute_scores"),
 		}
 	default:
 		k := int64(s.Checkpoint.Segment(m.Layers / s.PP))
+		one := termOf(c, "recompute_segment").plus(c, "recompute_segment", layer.all()...)
 		act.Terms = []Term{
-			{"checkpoints", c.mul(f, ceilDiv(L, k), e, whole)},
-			{"recompute_segment", c.mul(k, layer.Total())},
+			single("checkpoints", Checkpoints, c.mul(e, whole)).times(c, c.mul(f, ceilDiv(L, k)), "checkpoints"),
+			one.times(c, k, "recompute_segment"),
 		}
 	}
 	if stage == 0 {
-		act.Terms = append(act.Terms, Term{"embedding_dropout", c.mul(f, whole)})
+		act.Terms = append(act.Terms, single("embedding_dropout", Masks, whole).times(c, f, "embedding_dropout"))
 	}
 	if stage == s.PP-1 {
 		act.Terms = append(act.Terms,
-			Term{"final_layer_norm", c.mul(e, whole)},
-			Term{"output_projection", c.mul(e, whole)},
-			Term{"logits", c.mul(4, sz, bz, ceilDiv(int64(m.Vocab), t))},
+			single("final_layer_norm", Outside, c.mul(e, whole)),
+			single("output_projection", Outside, c.mul(e, whole)),
+			single("logits", Outside, c.mul(4, sz, bz, ceilDiv(int64(m.Vocab), t))),
 		)
 	}
 	act.Total = sumTerms(act.Terms, c)

@@ -47,21 +47,37 @@ const exactSource = "trainmem's own ops (model/op_*.go: the tensors each keeps f
 // implementation, in bytes, in the order the forward pass allocates them.
 func (s Setup) BlockActivations() ([]Term, error) {
 	var c calc
-	ts := s.blockActivations(&c)
-	return ts, c.err()
+	b := s.block(&c)
+	return b.terms(), c.err()
 }
 
-func (s Setup) blockActivations(c *calc) []Term {
+// block is one transformer block's kept tensors, by name.
+type block struct {
+	ln1Stats, ln1, qkv, probs, attnOut, residual1, ln2Stats, ln2, fc, gelu, output Term
+}
+
+func (b block) terms() []Term {
+	return []Term{b.ln1Stats, b.ln1, b.qkv, b.probs, b.attnOut, b.residual1, b.ln2Stats, b.ln2, b.fc, b.gelu, b.output}
+}
+
+func (s Setup) block(c *calc) block {
 	m := s.Model
 	N := c.mul(int64(s.Batch), int64(s.Seq))
 	e := s.Precision.Size()
-	stats := c.mul(2, N, 4)
 	nh := c.mul(N, int64(m.Hidden), e)
-	probs := c.mul(int64(m.Heads), int64(s.Batch), int64(s.Seq), int64(s.Seq), e)
-	return []Term{
-		{"ln1_stats", stats}, {"ln1", nh}, {"qkv", c.mul(3, nh)}, {"attention_probs", probs},
-		{"attention_out", nh}, {"residual1", nh}, {"ln2_stats", stats}, {"ln2", nh},
-		{"mlp_fc", c.mul(4, nh)}, {"mlp_gelu", c.mul(4, nh)}, {"block_output", nh},
+	stats := func(name string) Term {
+		return termOf(c, name, Part{Kind: Statistics, Count: 1, Layers: 1, Bytes: c.mul(2, N, 4)})
+	}
+	values := func(name string, n int64) Term {
+		return termOf(c, name, Part{Kind: LayerValues, Count: n, Layers: 1, Bytes: c.mul(n, nh)})
+	}
+	return block{
+		ln1Stats: stats("ln1_stats"), ln1: values("ln1", 1), qkv: values("qkv", 3),
+		probs: termOf(c, "attention_probs", Part{Kind: Scores, Count: 1, Layers: 1,
+			Bytes: c.mul(int64(m.Heads), int64(s.Batch), int64(s.Seq), int64(s.Seq), e)}),
+		attnOut: values("attention_out", 1), residual1: values("residual1", 1),
+		ln2Stats: stats("ln2_stats"), ln2: values("ln2", 1),
+		fc: values("mlp_fc", 4), gelu: values("mlp_gelu", 4), output: values("block_output", 1),
 	}
 }
 
@@ -77,60 +93,66 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 	N := c.mul(int64(s.Batch), int64(s.Seq))
 	e := s.Precision.Size()
 	nh := c.mul(N, int64(m.Hidden), e)
-	ids := c.mul(4, N)
-	block := s.blockActivations(c)
-	get := func(name string) int64 {
-		for _, t := range block {
-			if t.Name == name {
-				return t.Bytes
-			}
-		}
-		panic("model: no block term " + name)
+	ids := func(name string) Term { return termOf(c, name, Part{Kind: TokenIDs, Count: 1, Bytes: c.mul(4, N)}) }
+	b := s.block(c)
+	all := b.terms()
+	withoutProbs := termOf(c, "block").plus(c, "block", b.ln1Stats, b.ln1, b.qkv, b.attnOut, b.residual1, b.ln2Stats, b.ln2, b.fc, b.gelu, b.output)
+	withoutOutput := termOf(c, "block").plus(c, "block", all[:len(all)-1]...)
+	head := []Term{
+		termOf(c, "final_layer_norm", Part{Kind: Statistics, Count: 1, Bytes: c.mul(2, N, 4)}, Part{Kind: Outside, Count: 1, Bytes: nh}),
+		termOf(c, "logits", Part{Kind: Outside, Count: 1, Bytes: c.mul(N, int64(m.Vocab), e)}),
+		ids("targets"),
 	}
-	blockTotal := sumTerms(block, c)
-	head := []Term{{"final_layer_norm", c.add(c.mul(2, N, 4), nh)}, {"logits", c.mul(N, int64(m.Vocab), e)}, {"targets", ids}}
 	act := Activations{Formula: Exact, Source: exactSource}
 
 	// Candidates for the peak, each a list of terms.
 	var best []Term
 	var bestAt Moment
-	consider := func(at Moment, ts []Term) {
-		if tot := sumTerms(ts, c); best == nil || tot > sumTerms(best, c) {
-			best, bestAt = ts, at
+	consider := func(at Moment, ts ...[]Term) {
+		var all []Term
+		for _, t := range ts {
+			all = append(all, t...)
+		}
+		if tot := sumTerms(all, c); best == nil || tot > sumTerms(best, c) {
+			best, bestAt = all, at
 		}
 	}
-	embed := []Term{{"tokens", ids}, {"embedding", nh}}
-	switch k := int64(s.Checkpoint.Segment(m.Layers)); {
+	k := int64(s.Checkpoint.Segment(m.Layers))
+	embedKind := Outside
+	if k > 0 {
+		embedKind = Checkpoints // segment 0's input
+	}
+	embed := []Term{ids("tokens"), termOf(c, "embedding", Part{Kind: embedKind, Count: 1, Bytes: nh})}
+	checkpoints := func(n int64) Term {
+		return termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: n, Bytes: c.mul(n, nh)})
+	}
+	switch {
 	case s.Checkpoint.Kind == CheckpointSelective:
-		probs := get("attention_probs")
-		consider(Moment{Kind: EndOfForward}, append(append(append([]Term{}, embed...),
-			Term{"blocks_without_probs", c.mul(L, blockTotal-probs)}), head...))
+		consider(Moment{Kind: EndOfForward}, embed, []Term{withoutProbs.times(c, L, "blocks_without_probs")}, head)
 		// Block L-1's probabilities recomputed: earlier blocks whole but
 		// for their probabilities, this block's layer norm 1 and qkv.
-		consider(Moment{Kind: RecomputedProbs, First: int(L - 1), Last: int(L - 1)}, append(append([]Term{}, embed...),
-			Term{"blocks_without_probs", c.mul(L-1, blockTotal-probs)},
-			Term{"ln1_stats", get("ln1_stats")}, Term{"ln1", get("ln1")}, Term{"qkv", get("qkv")},
-			Term{"recompute_probs", probs}))
+		recomputed := b.probs.times(c, 1, "recompute_probs")
+		consider(Moment{Kind: RecomputedProbs, First: int(L - 1), Last: int(L - 1)}, embed,
+			[]Term{withoutProbs.times(c, L-1, "blocks_without_probs"), b.ln1Stats, b.ln1, b.qkv, recomputed})
 	case k > 0:
 		segs := ceilDiv(L, k)
-		consider(Moment{Kind: EndOfForward}, append(append(append([]Term{}, embed...),
-			Term{"checkpoints", c.mul(segs, nh)}), head...))
+		consider(Moment{Kind: EndOfForward}, embed, []Term{checkpoints(segs)}, head)
 		// Segment j (blocks jk .. min((j+1)k, L)-1) recomputed: the
 		// checkpoints of segments 0..j-1 are still alive; the segment's
 		// blocks whole but for its last block's output, a checkpoint
 		// already freed.
 		for j := segs - 1; j >= 0 && j >= segs-2; j-- {
 			kj := min(k, L-j*k)
-			consider(Moment{Kind: RecomputedSegment, First: int(j * k), Last: int(j*k + kj - 1)}, append(append([]Term{}, embed...),
-				Term{"checkpoints", c.mul(j, nh)},
-				Term{"recompute_segment", c.add(c.mul(kj, blockTotal-nh), c.mul(kj-1, nh))}))
+			segment := withoutOutput.times(c, kj, "recompute_segment").plus(c, "recompute_segment", b.output.times(c, kj-1, ""))
+			consider(Moment{Kind: RecomputedSegment, First: int(j * k), Last: int(j*k + kj - 1)}, embed,
+				[]Term{checkpoints(j), segment})
 		}
 	default:
-		ts := append([]Term{}, embed...)
-		for _, t := range block {
-			ts = append(ts, Term{t.Name, c.mul(L, t.Bytes)})
+		ts := make([]Term, len(all))
+		for i, t := range all {
+			ts[i] = t.times(c, L, t.Name)
 		}
-		consider(Moment{Kind: EndOfForward}, append(ts, head...))
+		consider(Moment{Kind: EndOfForward}, embed, ts, head)
 	}
 	act.Terms, act.At = best, bestAt
 	act.Total = sumTerms(best, c)
