@@ -202,36 +202,6 @@ func TestBuildXLFast(t *testing.T) {
 	}
 }
 
-func TestBuildErrors(t *testing.T) {
-	tiny := mustPreset(t, "tiny")
-	bad := tiny
-	bad.Heads = 5
-	for _, tc := range []struct {
-		name string
-		cfg  Config
-		B, T int
-		dt   tensor.Dtype
-		want string
-	}{
-		{"seq beyond context", tiny, 2, 65, tensor.Float32, "sequence length 65 exceeds tiny's context of 64"},
-		{"zero batch", tiny, 0, 8, tensor.Float32, "batch 0"},
-		{"zero seq", tiny, 2, 0, tensor.Float32, "sequence length 0"},
-		{"int dtype", tiny, 2, 8, tensor.Int32, "graph dtype int32 is not supported (valid: float32, float64)"},
-		{"heads", bad, 2, 8, tensor.Float32, "heads 5 does not divide hidden 64"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Build(tc.cfg, tc.B, tc.T, tc.dt)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Build: %v, want an error containing %q", err, tc.want)
-			}
-			_, err = NewReference(tc.cfg, tc.B, tc.T, tc.dt)
-			if err == nil {
-				t.Fatalf("NewReference: no error, want one like %q", tc.want)
-			}
-		})
-	}
-}
-
 // testParams are initial parameters with every tensor perturbed (gains
 // away from 1, biases away from 0) so that no gradient term is trivially
 // zero, in float64.
@@ -268,61 +238,4 @@ func maxRelErr(a, b []float64) float64 {
 		return d
 	}
 	return d / m
-}
-
-// TestGraphMatchesReference evaluates Build's graph (forward and backward)
-// with the naive float64 semantics of graph_eval_test.go and compares loss
-// and every gradient with the reference on gorgonia's TapeMachine. Both are
-// exact float64 computations summing in different orders: they agree to
-// about 1e-14; the tolerance 1e-9 catches any wiring or semantic error
-// (those are O(1)).
-func TestGraphMatchesReference(t *testing.T) {
-	for _, tc := range []struct {
-		untied bool
-		B, T   int
-		dloss  float64
-	}{
-		{false, 2, 8, 1},
-		{true, 3, 5, 1},
-		{false, 1, 64, 1},
-		{false, 2, 4, 1024}, // a loss scale: gradients scale with dloss
-	} {
-		cfg := mustPreset(t, "tiny")
-		cfg.Untied = tc.untied
-		t.Run(fmt.Sprintf("untied=%t/B=%d/T=%d/dloss=%g", tc.untied, tc.B, tc.T, tc.dloss), func(t *testing.T) {
-			gr, err := Build(cfg, tc.B, tc.T, tensor.Float64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref, err := NewReference(cfg, tc.B, tc.T, tensor.Float64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ref.Close()
-			params := testParams(cfg, 1)
-			tokens, targets := testBatch(cfg, tc.B, tc.T, 2)
-			loss, grads, err := evalGraph(gr, params, tokens, targets, tc.dloss)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rloss, rgrads, err := ref.Step(params, tokens, targets)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const tol = 1e-9
-			if e := math.Abs(loss-rloss) / rloss; e > tol {
-				t.Errorf("loss %.15g, reference %.15g: relative error %.2g > %g", loss, rloss, e, tol)
-			}
-			for _, p := range cfg.Params() {
-				got := grads[p.Offset : p.Offset+p.Count]
-				want := make([]float64, p.Count)
-				for i, g := range rgrads[p.Offset : p.Offset+p.Count] {
-					want[i] = g * tc.dloss
-				}
-				if e := maxRelErr(got, want); e > tol {
-					t.Errorf("grad %s: max relative error %.2g > %g", p.Name, e, tol)
-				}
-			}
-		})
-	}
 }

@@ -1,10 +1,13 @@
-package model
+package model_test
 
 import (
 	"fmt"
 	"testing"
 
 	"gorgonia.org/tensor"
+
+	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 // BenchmarkReferenceStep times one forward and backward pass of the
@@ -20,16 +23,16 @@ func BenchmarkReferenceStep(b *testing.B) {
 		{"gpt2", 4, 64},
 	} {
 		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.preset, bc.B, bc.T), func(b *testing.B) {
-			cfg := mustPreset(b, bc.preset)
-			ref, err := NewReference(cfg, bc.B, bc.T, tensor.Float32)
+			cfg := model.MustPreset(b, bc.preset)
+			ref, err := reference.New(cfg, bc.B, bc.T, tensor.Float32)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer ref.Close()
-			if err := ref.SetParams32(InitParams(cfg, 1)); err != nil {
+			if err := ref.SetParams32(model.InitParams(cfg, 1)); err != nil {
 				b.Fatal(err)
 			}
-			tokens, targets := testBatch(cfg, bc.B, bc.T, 1)
+			tokens, targets := model.TestBatch(cfg, bc.B, bc.T, 1)
 			b.ResetTimer()
 			for b.Loop() {
 				if _, err := ref.Run(tokens, targets); err != nil {

@@ -1,4 +1,4 @@
-package model
+package model_test
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"gorgonia.org/tensor"
+
+	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 // TestReferenceFiniteDifferences checks the reference's gradient of the
@@ -17,15 +20,15 @@ import (
 // rounding error O(ε·loss/h) ≈ 1e-10, so |fd - grad| ≤ 1e-8 + 1e-6·|grad|
 // leaves a wide margin while a wrong term (O(|grad|)) fails.
 func TestReferenceFiniteDifferences(t *testing.T) {
-	cfg := mustPreset(t, "tiny")
+	cfg := model.MustPreset(t, "tiny")
 	const B, T = 2, 8
-	ref, err := NewReference(cfg, B, T, tensor.Float64)
+	ref, err := reference.New(cfg, B, T, tensor.Float64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	params := testParams(cfg, 3)
-	tokens, targets := testBatch(cfg, B, T, 4)
+	params := model.TestParams(cfg, 3)
+	tokens, targets := model.TestBatch(cfg, B, T, 4)
 	_, grads, err := ref.Step(params, tokens, targets)
 	if err != nil {
 		t.Fatal(err)
@@ -71,15 +74,15 @@ func TestReferenceFiniteDifferences(t *testing.T) {
 // sampling noise of a 64-token batch.
 func TestReferenceLossAtInit(t *testing.T) {
 	for _, untied := range []bool{false, true} {
-		cfg := mustPreset(t, "tiny")
+		cfg := model.MustPreset(t, "tiny")
 		cfg.Untied = untied
 		const B, T = 2, 32
-		ref, err := NewReference(cfg, B, T, tensor.Float32)
+		ref, err := reference.New(cfg, B, T, tensor.Float32)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tokens, targets := testBatch(cfg, B, T, 11)
-		loss, _, err := ref.Step32(InitParams(cfg, 42), tokens, targets)
+		tokens, targets := model.TestBatch(cfg, B, T, 11)
+		loss, _, err := ref.Step32(model.InitParams(cfg, 42), tokens, targets)
 		ref.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -94,25 +97,25 @@ func TestReferenceLossAtInit(t *testing.T) {
 // per tensor, max|g32 - g64| / max|g64| ≤ 1e-4 (fp32 carries about 7
 // digits; the error through 2 blocks measured about 1e-6).
 func TestReferenceFloat32(t *testing.T) {
-	cfg := mustPreset(t, "tiny")
+	cfg := model.MustPreset(t, "tiny")
 	const B, T = 2, 16
-	r32, err := NewReference(cfg, B, T, tensor.Float32)
+	r32, err := reference.New(cfg, B, T, tensor.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r32.Close()
-	r64, err := NewReference(cfg, B, T, tensor.Float64)
+	r64, err := reference.New(cfg, B, T, tensor.Float64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r64.Close()
-	p64 := testParams(cfg, 8)
+	p64 := model.TestParams(cfg, 8)
 	p32 := make([]float32, len(p64))
 	for i, v := range p64 {
 		p32[i] = float32(v)
 		p64[i] = float64(p32[i]) // the same values in both
 	}
-	tokens, targets := testBatch(cfg, B, T, 9)
+	tokens, targets := model.TestBatch(cfg, B, T, 9)
 	l32, g32, err := r32.Step32(p32, tokens, targets)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +129,7 @@ func TestReferenceFloat32(t *testing.T) {
 	}
 	var worst float64
 	for _, p := range cfg.Params() {
-		e := maxRelErr(g32[p.Offset:p.Offset+p.Count], g64[p.Offset:p.Offset+p.Count])
+		e := model.MaxRelErr(g32[p.Offset:p.Offset+p.Count], g64[p.Offset:p.Offset+p.Count])
 		worst = math.Max(worst, e)
 		if e > 1e-4 {
 			t.Errorf("grad %s: fp32 vs fp64 max relative error %.2g > 1e-4", p.Name, e)
@@ -139,19 +142,19 @@ func TestReferenceFloat32(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l2 != l32 || maxRelErr(g2, g32) != 0 {
-		t.Errorf("second step: loss %v (first %v), grad difference %g: want identical", l2, l32, maxRelErr(g2, g32))
+	if l2 != l32 || model.MaxRelErr(g2, g32) != 0 {
+		t.Errorf("second step: loss %v (first %v), grad difference %g: want identical", l2, l32, model.MaxRelErr(g2, g32))
 	}
 }
 
 func TestReferenceStepErrors(t *testing.T) {
-	cfg := mustPreset(t, "tiny")
-	ref, err := NewReference(cfg, 1, 4, tensor.Float64)
+	cfg := model.MustPreset(t, "tiny")
+	ref, err := reference.New(cfg, 1, 4, tensor.Float64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	params := testParams(cfg, 1)
+	params := model.TestParams(cfg, 1)
 	ok := []int32{1, 2, 3, 4}
 	for _, tc := range []struct {
 		name            string
@@ -174,13 +177,100 @@ func TestReferenceStepErrors(t *testing.T) {
 }
 
 func TestReferenceRunNeedsParams(t *testing.T) {
-	cfg := mustPreset(t, "tiny")
-	ref, err := NewReference(cfg, 1, 2, tensor.Float32)
+	cfg := model.MustPreset(t, "tiny")
+	ref, err := reference.New(cfg, 1, 2, tensor.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ref.Close()
 	if _, err := ref.Run([]int32{1, 2}, []int32{2, 3}); err == nil || !strings.Contains(err.Error(), "SetParams") {
 		t.Errorf("Run before SetParams: %v, want an error saying to call SetParams", err)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	tiny := model.MustPreset(t, "tiny")
+	bad := tiny
+	bad.Heads = 5
+	for _, tc := range []struct {
+		name string
+		cfg  model.Config
+		B, T int
+		dt   tensor.Dtype
+		want string
+	}{
+		{"seq beyond context", tiny, 2, 65, tensor.Float32, "sequence length 65 exceeds tiny's context of 64"},
+		{"zero batch", tiny, 0, 8, tensor.Float32, "batch 0"},
+		{"zero seq", tiny, 2, 0, tensor.Float32, "sequence length 0"},
+		{"int dtype", tiny, 2, 8, tensor.Int32, "graph dtype int32 is not supported (valid: float32, float64)"},
+		{"heads", bad, 2, 8, tensor.Float32, "heads 5 does not divide hidden 64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := model.Build(tc.cfg, tc.B, tc.T, tc.dt)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("model.Build: %v, want an error containing %q", err, tc.want)
+			}
+			_, err = reference.New(tc.cfg, tc.B, tc.T, tc.dt)
+			if err == nil {
+				t.Fatalf("reference.New: no error, want one like %q", tc.want)
+			}
+		})
+	}
+}
+
+// TestGraphMatchesReference evaluates model.Build's graph (forward and backward)
+// with the naive float64 semantics of graph_eval_test.go and compares loss
+// and every gradient with the reference on gorgonia's TapeMachine. Both are
+// exact float64 computations summing in different orders: they agree to
+// about 1e-14; the tolerance 1e-9 catches any wiring or semantic error
+// (those are O(1)).
+func TestGraphMatchesReference(t *testing.T) {
+	for _, tc := range []struct {
+		untied bool
+		B, T   int
+		dloss  float64
+	}{
+		{false, 2, 8, 1},
+		{true, 3, 5, 1},
+		{false, 1, 64, 1},
+		{false, 2, 4, 1024}, // a loss scale: gradients scale with dloss
+	} {
+		cfg := model.MustPreset(t, "tiny")
+		cfg.Untied = tc.untied
+		t.Run(fmt.Sprintf("untied=%t/B=%d/T=%d/dloss=%g", tc.untied, tc.B, tc.T, tc.dloss), func(t *testing.T) {
+			gr, err := model.Build(cfg, tc.B, tc.T, tensor.Float64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := reference.New(cfg, tc.B, tc.T, tensor.Float64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			params := model.TestParams(cfg, 1)
+			tokens, targets := model.TestBatch(cfg, tc.B, tc.T, 2)
+			loss, grads, err := model.EvalGraph(gr, params, tokens, targets, tc.dloss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rloss, rgrads, err := ref.Step(params, tokens, targets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const tol = 1e-9
+			if e := math.Abs(loss-rloss) / rloss; e > tol {
+				t.Errorf("loss %.15g, reference %.15g: relative error %.2g > %g", loss, rloss, e, tol)
+			}
+			for _, p := range cfg.Params() {
+				got := grads[p.Offset : p.Offset+p.Count]
+				want := make([]float64, p.Count)
+				for i, g := range rgrads[p.Offset : p.Offset+p.Count] {
+					want[i] = g * tc.dloss
+				}
+				if e := model.MaxRelErr(got, want); e > tol {
+					t.Errorf("grad %s: max relative error %.2g > %g", p.Name, e, tol)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 // BenchmarkStep times full host training steps (forward, backward, AdamW) in
@@ -51,7 +52,7 @@ func BenchmarkStep(b *testing.B) {
 
 // BenchmarkVsTapeMachine runs, in each iteration, one forward and backward
 // pass on trainmem's host executor and one on gorgonia's TapeMachine (the
-// same GPT-2 from gorgonia's own ops, model.Reference) with the same weights
+// same GPT-2 from gorgonia's own ops, reference.Model) with the same weights
 // and batch, and reports the ratio of their times: measured in one run,
 // interleaved, so that the machine's noise falls on both.
 func BenchmarkVsTapeMachine(b *testing.B) {
@@ -69,7 +70,7 @@ func BenchmarkVsTapeMachine(b *testing.B) {
 			if err := tr.SetParams(params); err != nil {
 				b.Fatal(err)
 			}
-			ref, err := model.NewReference(bc.cfg, bc.B, bc.T, tensor.Float32)
+			ref, err := reference.New(bc.cfg, bc.B, bc.T, tensor.Float32)
 			if err != nil {
 				b.Fatal(err)
 			}

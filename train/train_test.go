@@ -8,6 +8,7 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/model/reference"
 	"trainmem/train/data"
 )
 
@@ -78,7 +79,7 @@ func relErr(a, b []float64) float64 {
 }
 
 // One host step in fp32 matches gorgonia's TapeMachine running the same
-// GPT-2 built from gorgonia's own ops (model.Reference): the loss and every
+// GPT-2 built from gorgonia's own ops (reference.Model): the loss and every
 // parameter's gradient within 1e-5 relative. The two differ only in fp32
 // summation order.
 func TestHostMatchesTapeMachine(t *testing.T) {
@@ -94,7 +95,7 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 			params := model.InitParams(tc.cfg, 7)
 			tokens, targets := batch(t, tc.cfg, tc.B, tc.T, 1)
 
-			ref, err := model.NewReference(tc.cfg, tc.B, tc.T, tensor.Float32)
+			ref, err := reference.New(tc.cfg, tc.B, tc.T, tensor.Float32)
 			if err != nil {
 				t.Fatal(err)
 			}

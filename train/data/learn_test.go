@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 // TestDefaultCorpusLearnable trains the tiny preset (2 layers, byte-level)
@@ -33,7 +34,7 @@ func TestDefaultCorpusLearnable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := model.NewReference(cfg, B, T, tensor.Float32)
+	ref, err := reference.New(cfg, B, T, tensor.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}

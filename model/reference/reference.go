@@ -1,4 +1,6 @@
-package model
+// Package reference is trainmem's reference GPT-2, a helper of its tests and
+// benchmarks (no command links it).
+package reference
 
 // The reference GPT-2: the same model as Build's, written only with
 // gorgonia's built-in ops, differentiated by gorgonia.Grad and run on
@@ -14,11 +16,13 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"trainmem/model"
 )
 
-// Reference is GPT-2 on gorgonia's TapeMachine for one batch shape.
-type Reference struct {
-	Config Config
+// Model is GPT-2 on gorgonia's TapeMachine for one batch shape.
+type Model struct {
+	Config model.Config
 	B, T   int
 	Dtype  tensor.Dtype
 
@@ -31,31 +35,31 @@ type Reference struct {
 	machine G.VM
 }
 
-// NewReference builds the reference graph of cfg for batches of B sequences
+// New builds the reference graph of cfg for batches of B sequences
 // of T tokens (T ≤ cfg.Context), in dt (tensor.Float32 or tensor.Float64).
-func NewReference(cfg Config, B, T int, dt tensor.Dtype) (r *Reference, err error) {
+func New(cfg model.Config, B, T int, dt tensor.Dtype) (r *Model, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if B <= 0 || T <= 0 {
-		return nil, fmt.Errorf("model: batch %d and sequence length %d must be positive", B, T)
+		return nil, fmt.Errorf("reference: batch %d and sequence length %d must be positive", B, T)
 	}
 	if T > cfg.Context {
-		return nil, fmt.Errorf("model: sequence length %d exceeds %s's context of %d positions (valid: 1..%d)", T, cfg.Name, cfg.Context, cfg.Context)
+		return nil, fmt.Errorf("reference: sequence length %d exceeds %s's context of %d positions (valid: 1..%d)", T, cfg.Name, cfg.Context, cfg.Context)
 	}
 	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("model: reference dtype %v is not supported (valid: float32, float64)", dt)
+		return nil, fmt.Errorf("reference: dtype %v is not supported (valid: float32, float64)", dt)
 	}
 	// gorgonia reports some errors by panicking (NewTapeMachine, shape
 	// mismatches deep inside ops): return them as errors.
 	defer func() {
 		if p := recover(); p != nil {
-			r, err = nil, fmt.Errorf("model: building the reference graph: gorgonia panicked: %v", p)
+			r, err = nil, fmt.Errorf("reference: building the reference graph: gorgonia panicked: %v", p)
 		}
 	}()
-	r = &Reference{Config: cfg, B: B, T: T, Dtype: dt, g: G.NewGraph()}
+	r = &Model{Config: cfg, B: B, T: T, Dtype: dt, g: G.NewGraph()}
 	if err := r.build(); err != nil {
-		return nil, fmt.Errorf("model: building the reference graph: %w", err)
+		return nil, fmt.Errorf("reference: building the reference graph: %w", err)
 	}
 	r.machine = G.NewTapeMachine(r.g)
 	return r, nil
@@ -88,7 +92,7 @@ func (b *refBuilder) scalar(v float64) *G.Node {
 	return G.NewConstant(v)
 }
 
-func (r *Reference) build() error {
+func (r *Model) build() error {
 	cfg, B, T := r.Config, r.B, r.T
 	N, C, V, NH := B*T, cfg.Hidden, cfg.Vocab, cfg.Heads
 	hs := C / NH
@@ -133,7 +137,7 @@ func (r *Reference) build() error {
 		xc := b.do(func() (*G.Node, error) { return G.BroadcastSub(x, mean, nil, []byte{1}) })             // (N, C)
 		sq := b.do(func() (*G.Node, error) { return G.Square(xc) })                                        // (N, C)
 		variance := b.do(func() (*G.Node, error) { return G.Mean(sq, 1) })                                 // (N)
-		ve := b.do(func() (*G.Node, error) { return G.Add(variance, b.scalar(LayerNormEps)) })             // (N)
+		ve := b.do(func() (*G.Node, error) { return G.Add(variance, b.scalar(model.LayerNormEps)) })       // (N)
 		rstd := b.do(func() (*G.Node, error) { return G.Pow(ve, b.scalar(-0.5)) })                         // (N), not InverseSqrt: its gradient is wrong
 		xhat := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}) }) // (N, C)
 		y := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xhat, w, nil, []byte{0}) })     // (N, C)
@@ -213,7 +217,7 @@ func (r *Reference) build() error {
 }
 
 // tensorOf makes a dense tensor of the reference's dtype from float64 values.
-func (r *Reference) tensorOf(shape []int, v []float64) *tensor.Dense {
+func (r *Model) tensorOf(shape []int, v []float64) *tensor.Dense {
 	if r.Dtype == tensor.Float32 {
 		f := make([]float32, len(v))
 		for i, x := range v {
@@ -227,13 +231,13 @@ func (r *Reference) tensorOf(shape []int, v []float64) *tensor.Dense {
 // SetParams binds the flat parameter vector (Config.Params() order),
 // converted to the reference's dtype. It stays bound for every Run until the
 // next SetParams.
-func (r *Reference) SetParams(params []float64) error {
+func (r *Model) SetParams(params []float64) error {
 	if want := r.Config.NumParams(); int64(len(params)) != want {
-		return fmt.Errorf("model: reference: %d parameters, want %d for %s", len(params), want, r.Config.Name)
+		return fmt.Errorf("reference: %d parameters, want %d for %s", len(params), want, r.Config.Name)
 	}
 	for i, p := range r.Config.Params() {
 		if err := G.Let(r.params[i], r.tensorOf(p.Shape, params[p.Offset:p.Offset+p.Count])); err != nil {
-			return fmt.Errorf("model: reference: binding %s: %w", p.Name, err)
+			return fmt.Errorf("reference: binding %s: %w", p.Name, err)
 		}
 	}
 	return nil
@@ -241,7 +245,7 @@ func (r *Reference) SetParams(params []float64) error {
 
 // SetParams32 is SetParams for float32 parameters, the executor's format
 // (the conversion through float64 is exact).
-func (r *Reference) SetParams32(params []float32) error {
+func (r *Model) SetParams32(params []float32) error {
 	p := make([]float64, len(params))
 	for i, v := range params {
 		p[i] = float64(v)
@@ -252,55 +256,55 @@ func (r *Reference) SetParams32(params []float32) error {
 // Run runs one forward and backward pass on the bound parameters: tokens
 // and targets are B·T ids in [0, V). It returns the mean cross-entropy; the
 // gradients are then available from Grads.
-func (r *Reference) Run(tokens, targets []int32) (loss float64, err error) {
+func (r *Model) Run(tokens, targets []int32) (loss float64, err error) {
 	N, V := r.B*r.T, r.Config.Vocab
 	if len(tokens) != N || len(targets) != N {
-		return 0, fmt.Errorf("model: reference: %d tokens and %d targets, want B·T = %d of each", len(tokens), len(targets), N)
+		return 0, fmt.Errorf("reference: %d tokens and %d targets, want B·T = %d of each", len(tokens), len(targets), N)
 	}
 	ids := make([]int, N)
 	onehot := make([]float64, N*V)
 	for i := range N {
 		if t := tokens[i]; t < 0 || int(t) >= V {
-			return 0, fmt.Errorf("model: reference: token id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
+			return 0, fmt.Errorf("reference: token id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
 		}
 		if t := targets[i]; t < 0 || int(t) >= V {
-			return 0, fmt.Errorf("model: reference: target id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
+			return 0, fmt.Errorf("reference: target id %d at position %d is outside the vocabulary [0, %d)", t, i, V)
 		}
 		ids[i] = int(tokens[i])
 		onehot[i*V+int(targets[i])] = 1
 	}
 	for _, p := range r.params {
 		if p.Value() == nil {
-			return 0, fmt.Errorf("model: reference: no parameters bound (call SetParams first)")
+			return 0, fmt.Errorf("reference: no parameters bound (call SetParams first)")
 		}
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			loss, err = 0, fmt.Errorf("model: reference: gorgonia panicked: %v", p)
+			loss, err = 0, fmt.Errorf("reference: gorgonia panicked: %v", p)
 		}
 	}()
 	if err := G.Let(r.tokens, tensor.New(tensor.WithShape(N), tensor.WithBacking(ids))); err != nil {
-		return 0, fmt.Errorf("model: reference: binding tokens: %w", err)
+		return 0, fmt.Errorf("reference: binding tokens: %w", err)
 	}
 	if err := G.Let(r.onehot, r.tensorOf([]int{N, V}, onehot)); err != nil {
-		return 0, fmt.Errorf("model: reference: binding targets: %w", err)
+		return 0, fmt.Errorf("reference: binding targets: %w", err)
 	}
 	defer r.machine.Reset()
 	if err := r.machine.RunAll(); err != nil {
-		return 0, fmt.Errorf("model: reference: %w", err)
+		return 0, fmt.Errorf("reference: %w", err)
 	}
 	if loss, err = scalarOf(r.loss.Value()); err != nil {
-		return 0, fmt.Errorf("model: reference: loss: %w", err)
+		return 0, fmt.Errorf("reference: loss: %w", err)
 	}
 	return loss, nil
 }
 
 // Grads returns the flat gradient (Config.Params() order) of the last Run.
-func (r *Reference) Grads() ([]float64, error) {
+func (r *Model) Grads() ([]float64, error) {
 	grads := make([]float64, r.Config.NumParams())
 	for i, p := range r.Config.Params() {
 		if err := copyValue(grads[p.Offset:p.Offset+p.Count], r.grads[i].Value()); err != nil {
-			return nil, fmt.Errorf("model: reference: gradient of %s: %w", p.Name, err)
+			return nil, fmt.Errorf("reference: gradient of %s: %w", p.Name, err)
 		}
 	}
 	return grads, nil
@@ -309,7 +313,7 @@ func (r *Reference) Grads() ([]float64, error) {
 // Step is SetParams, Run and Grads: one forward and backward pass at params
 // (flat, Config.Params() order), returning the mean cross-entropy and the
 // flat gradient in the same order.
-func (r *Reference) Step(params []float64, tokens, targets []int32) (loss float64, grads []float64, err error) {
+func (r *Model) Step(params []float64, tokens, targets []int32) (loss float64, grads []float64, err error) {
 	if err := r.SetParams(params); err != nil {
 		return 0, nil, err
 	}
@@ -323,7 +327,7 @@ func (r *Reference) Step(params []float64, tokens, targets []int32) (loss float6
 }
 
 // Step32 is Step for float32 parameters.
-func (r *Reference) Step32(params []float32, tokens, targets []int32) (loss float64, grads []float64, err error) {
+func (r *Model) Step32(params []float32, tokens, targets []int32) (loss float64, grads []float64, err error) {
 	if err := r.SetParams32(params); err != nil {
 		return 0, nil, err
 	}
@@ -337,7 +341,7 @@ func (r *Reference) Step32(params []float32, tokens, targets []int32) (loss floa
 }
 
 // Close releases the TapeMachine.
-func (r *Reference) Close() error {
+func (r *Model) Close() error {
 	if r.machine != nil {
 		return r.machine.Close()
 	}
