@@ -314,22 +314,19 @@ func (r *Model) Grads() ([]float64, error) {
 // (flat, Config.Params() order), returning the mean cross-entropy and the
 // flat gradient in the same order.
 func (r *Model) Step(params []float64, tokens, targets []int32) (loss float64, grads []float64, err error) {
-	if err := r.SetParams(params); err != nil {
-		return 0, nil, err
-	}
-	if loss, err = r.Run(tokens, targets); err != nil {
-		return 0, nil, err
-	}
-	if grads, err = r.Grads(); err != nil {
-		return 0, nil, err
-	}
-	return loss, grads, nil
+	return r.step(r.SetParams(params), tokens, targets)
 }
 
 // Step32 is Step for float32 parameters.
 func (r *Model) Step32(params []float32, tokens, targets []int32) (loss float64, grads []float64, err error) {
-	if err := r.SetParams32(params); err != nil {
-		return 0, nil, err
+	return r.step(r.SetParams32(params), tokens, targets)
+}
+
+// step is Run and Grads once the parameters are bound (bound: the binding's
+// error).
+func (r *Model) step(bound error, tokens, targets []int32) (loss float64, grads []float64, err error) {
+	if bound != nil {
+		return 0, nil, bound
 	}
 	if loss, err = r.Run(tokens, targets); err != nil {
 		return 0, nil, err
