@@ -286,7 +286,7 @@ func valuesNote(n int64, s model.Setup, at model.Moment) string {
 	case at.Kind == model.RecomputedSegment:
 		return kept + "; the recomputed segment's last output is already freed: the later segments' backward, which read it, has run"
 	case at.Kind == model.RecomputedProbs:
-		return kept + fmt.Sprintf(", in every layer but the last, whose backward has begun: the %d that its attention probabilities are recomputed from remain (its ln1 output and qkv)", beforeProbs)
+		return kept + fmt.Sprintf(", in every layer but the last, whose backward has begun: of it remain the %d values its attention probabilities are recomputed from (its ln1 output and qkv)", beforeProbs)
 	}
 	return kept
 }
