@@ -158,7 +158,10 @@ $(EMU)/selftest: cuda/emu/selftest.cpp cuda/emu/fakecublas.cpp $(EMU)/fakecuda.o
 # copies of kernels.cu that must fail it (scripts/emu-mutants.sh), and
 # train and validate --device cuda against the host (TestCUDAMatchesHost).
 test-cuda-emu: test-cuda-build emu $(EMU)/selftest
-	@for s in forward reverse; do echo "== emulator self-test, schedule $$s"; TRAINMEM_EMU_SCHEDULE=$$s $(EMU)/selftest 2>/dev/null | grep -v '^ok' || exit 1; done
+	@for s in forward reverse; do echo "== emulator self-test, schedule $$s"; \
+		out=$$(TRAINMEM_EMU_SCHEDULE=$$s $(EMU)/selftest 2>/dev/null); rc=$$?; \
+		echo "$$out" | grep -v '^ok'; [ $$rc = 0 ] || exit 1; \
+	done
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	for s in forward reverse; do \
 		echo "== emulated GPU, schedule $$s: conformance and device tests"; \

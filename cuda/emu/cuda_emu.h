@@ -1,5 +1,5 @@
 // The CUDA surface kernels.cu uses, for compiling it unmodified as host C++
-// (g++-11 or later, -include this header): trainmem's emulated GPU, which
+// (g++-11 or later; emu_kernels.cpp includes this header, then kernels.cu): trainmem's emulated GPU, which
 // runs the real Go CUDA device on the CPU against a fake libcuda.so.1
 // (fakecuda.cpp) so that the CUDA path is executed without a GPU (make
 // test-cuda-emu; docs/architecture.md, "The emulated GPU").
@@ -61,8 +61,9 @@ extern emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 // A block's shared memory: the kernel's statics, reused by each block in
-// turn and poisoned at its start (fakecuda.cpp finds them in the symbol
-// table: function-local statics, whose names start with _ZZ).
+// turn and poisoned at its start (the Makefile lists them from the
+// kernels' symbol table, function-local statics whose names start with _ZZ,
+// into emu_shared.cpp, which fakecuda.cpp reads).
 #define __shared__ static
 
 extern "C" {

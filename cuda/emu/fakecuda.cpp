@@ -1,12 +1,10 @@
 // trainmem's emulated GPU: a libcuda.so.1 whose kernels are kernels.cu
 // itself, compiled as host C++ under cuda_emu.h, so that the real Go CUDA
 // device (the driver shim, gorgonia.org/cu, the launches, the caching
-// allocator) runs on the CPU. make test-cuda-emu builds it with
-//
-//	g++-11 -x c++ -include cuda/emu/cuda_emu.h kernels.cu  +  this file
-//
-// and runs the CUDA tests and trainmem over it (docs/architecture.md, "The
-// emulated GPU"). It implements the driver functions the CUDA device calls
+// allocator) runs on the CPU. make emu builds it from this file and
+// emu_kernels.cpp, which includes kernels.cu under cuda_emu.h; make
+// test-cuda-emu runs the CUDA tests and trainmem over it
+// (docs/architecture.md, "The emulated GPU"). It implements the driver functions the CUDA device calls
 // (cuda_device.go's driverSymbols, and cuModuleLoadDataEx), refusing what a
 // real driver refuses:
 //
@@ -46,6 +44,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -92,8 +91,8 @@ static std::map<uintptr_t, alloc_t> allocs; // base → allocation
 static size_t allocated;
 
 // The configuration, read once from the environment. (The driver keeps no
-// function-local statics: every _ZZ symbol of the library is a kernel's
-// shared memory, which is poisoned; the Makefile checks it.)
+// function-local statics: the Makefile takes every _ZZ symbol of the
+// kernels' object as a kernel's shared memory, which is poisoned.)
 struct schedule {
 	enum { FORWARD, REVERSE, SHUFFLE } kind = FORWARD;
 	uint64_t seed = 0;
@@ -105,15 +104,39 @@ static struct {
 } config;
 static std::once_flag config_once;
 
+// config_error reports a setting the emulator cannot take and exits with
+// status 2: a test run on a silently different card would mislead.
+[[noreturn]] static void config_error(const char *name, const char *value, const char *valid) {
+	emu_log("%s=%s is not valid (valid: %s)", name, value, valid);
+	exit(2);
+}
+
+// whole parses a decimal integer, the whole string.
+static bool whole(const char *s, unsigned long long *v) {
+	if (*s < '0' || *s > '9') return false;
+	char *end;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno == 0 && *end == 0;
+}
+
 static void read_config() {
-	if (const char *s = getenv("TRAINMEM_EMU_MEMORY")) config.capacity = (size_t)strtoull(s, nullptr, 10);
-	if (const char *s = getenv("TRAINMEM_EMU_SM")) config.sm = strcmp(s, "80") == 0 ? 80 : 90;
-	if (const char *v = getenv("TRAINMEM_EMU_SCHEDULE")) {
-		if (strcmp(v, "reverse") == 0) config.sched.kind = schedule::REVERSE;
-		if (strncmp(v, "shuffle:", 8) == 0) {
+	unsigned long long v;
+	if (const char *s = getenv("TRAINMEM_EMU_MEMORY")) {
+		if (!whole(s, &v) || v == 0) config_error("TRAINMEM_EMU_MEMORY", s, "a positive number of bytes");
+		config.capacity = (size_t)v;
+	}
+	if (const char *s = getenv("TRAINMEM_EMU_SM")) {
+		if (strcmp(s, "80") != 0 && strcmp(s, "90") != 0) config_error("TRAINMEM_EMU_SM", s, "80, 90");
+		config.sm = s[0] == '8' ? 80 : 90;
+	}
+	if (const char *s = getenv("TRAINMEM_EMU_SCHEDULE")) {
+		if (strcmp(s, "reverse") == 0) config.sched.kind = schedule::REVERSE;
+		else if (strncmp(s, "shuffle:", 8) == 0 && whole(s + 8, &v)) {
 			config.sched.kind = schedule::SHUFFLE;
-			config.sched.seed = strtoull(v + 8, nullptr, 10);
-		}
+			config.sched.seed = v;
+		} else if (strcmp(s, "forward") != 0)
+			config_error("TRAINMEM_EMU_SCHEDULE", s, "forward, reverse, shuffle:SEED");
 	}
 }
 
@@ -456,8 +479,17 @@ static std::once_flag launch_once;
 
 static std::string launch(const func_t &fn, emu_dim3 grid, emu_dim3 block, void **params) {
 	std::call_once(launch_once, [] {
-		stacks = (char *)mmap(nullptr, 1024 * stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		for (int i = 0; i < 1024; i++) mprotect(stacks + (size_t)i * stack_bytes, 4096, PROT_NONE); // a guard under each stack
+		void *m = mmap(nullptr, 1024 * stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED) {
+			emu_log("mapping the threads' stacks (%zu bytes): %s", 1024 * stack_bytes, strerror(errno));
+			abort();
+		}
+		stacks = (char *)m;
+		for (int i = 0; i < 1024; i++) // a guard under each stack
+			if (mprotect(stacks + (size_t)i * stack_bytes, 4096, PROT_NONE) != 0) {
+				emu_log("guarding thread stack %d: %s", i, strerror(errno));
+				abort();
+			}
 		fibers.resize(1024);
 	});
 	block_run r{};
@@ -642,7 +674,10 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
 	size_t mapped = (n + page - 1) / page * page + guard;
 	void *m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-	mprotect((char *)m + mapped - guard, guard, PROT_NONE);
+	if (mprotect((char *)m + mapped - guard, guard, PROT_NONE) != 0) {
+		munmap(m, mapped);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	allocs[(uintptr_t)m] = {n, mapped};
 	allocated += n;
 	*p = (CUdeviceptr)m;
