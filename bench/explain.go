@@ -44,23 +44,10 @@ func dimsOf(s model.Setup) dims {
 
 // formulaKinds splits formula f's activations in e by kind of tensor.
 func formulaKinds(e model.Estimate, f string) (kinds, bool) {
-	for _, a := range e.Activations {
-		if a.Formula == f {
-			var k kinds
-			k.by, k.other = a.ByKind()
-			return k, true
-		}
-	}
-	return kinds{}, false
-}
-
-func exactActivations(e model.Estimate) (model.Activations, bool) {
-	for _, a := range e.Activations {
-		if a.Formula == model.Exact {
-			return a, true
-		}
-	}
-	return model.Activations{}, false
+	a, ok := e.Activation(f)
+	var k kinds
+	k.by, k.other = a.ByKind()
+	return k, ok
 }
 
 // bt is a byte count for an explanation: binary units, exact below 1 KiB.
@@ -123,7 +110,7 @@ func explain(r *Report) []string {
 	// Activations: the implementation-exact formula against the simulation,
 	// then each published formula kind by kind.
 	simAct := sim[cuda.Activations.String()]
-	ex, hasExact := exactActivations(e)
+	ex, hasExact := e.Activation(model.Exact)
 	if hasExact {
 		if ex.Total == simAct {
 			add("activations, %s: equal to the simulation byte for byte (%s bytes, peaking at %s): the formula follows the tensors this GPT-2's ops keep and the executor's schedule", model.Exact, model.Comma(simAct), ex.At)

@@ -416,3 +416,49 @@ func TestPercent(t *testing.T) {
 		}
 	}
 }
+
+// The explanation at a peak inside the backward pass, worked out by hand.
+// Under every:3 on 8 blocks, blocks 3-5 recomputed hold 16·3 − 1 = 47
+// values (the segment's last output already freed), 3 probabilities, and 2
+// checkpoints (the embedding output and segment 1's input) where the
+// formulas keep ceil(8/3) = 3. Under selective, with scores far larger than
+// the head (16 heads, sequence 1024, 16 tokens), block 3's probabilities
+// recomputed leave 16·3 + 4 values: the earlier blocks' 16 and this block's
+// ln1 output and qkv.
+func TestExplanationAtRecomputation(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   model.Config
+		B, T  int
+		pol   string
+		lines []string
+	}{
+		{model.Config{Name: "every3", Layers: 8, Hidden: 256, Heads: 8, Vocab: 256, Context: 256}, 8, 128, "every:3", []string{
+			"peaking at the recomputation of blocks 3-5",
+			"Korthikanti counts 16 values of s·b·h a layer × 3 layers = 48.00 MiB; trainmem holds 47 s·b·h tensors of 4-byte values = 47.00 MiB (16 a kept layer:",
+			"the recomputed segment's last output is already freed",
+			"Korthikanti keeps two a·s²·b·e copies a layer (the softmax output and its dropout output) × 3 = 24.00 MiB; trainmem keeps the probabilities once (no dropout) × 3 = 12.00 MiB",
+			"the ZeRO paper keeps ceil(L/K) = 3 layer inputs (e·s·b·h each) = 3.00 MiB; trainmem holds 2 at its peak",
+		}},
+		{model.Config{Name: "scores", Layers: 4, Hidden: 64, Heads: 16, Vocab: 16, Context: 1024}, 1, 1024, "selective", []string{
+			"peaking at the recomputation of block 3's attention probabilities",
+			"trainmem holds 52 s·b·h tensors of 4-byte values",
+			"of it remain the 4 values its attention probabilities are recomputed from (its ln1 output and qkv)",
+		}},
+	} {
+		cp, err := model.ParseCheckpoint(tc.pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := model.Setup{Model: tc.cfg, Batch: tc.B, Seq: tc.T, Precision: model.FP32, Optimizer: model.Adam, Checkpoint: cp, Ranks: 1, TP: 1, PP: 1}
+		r, err := Validate(context.Background(), s, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(r.Explanations, "\n")
+		for _, want := range tc.lines {
+			if !strings.Contains(all, want) {
+				t.Errorf("%s: no explanation says %q; they say:\n%s", tc.pol, want, all)
+			}
+		}
+	}
+}

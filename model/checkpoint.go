@@ -190,7 +190,7 @@ var blockKinds = []struct {
 
 // llmcLayout calls each with cfg's parameters in llm.c's file order, with
 // vp rows of wte, stopping at the first error. The offsets are computed
-// from the shape (Config.Params's layout, which llmc_test.go checks them
+// from the shape (Config.Params's layout, which checkpoint_test.go checks them
 // against), not from the parameter table, so that walking a file costs no
 // memory per layer.
 func llmcLayout(cfg Config, vp int, each func(segment) error) error {

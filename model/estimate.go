@@ -529,7 +529,7 @@ const (
 // Moment is when in a training step an activation total is reached.
 type Moment struct {
 	Kind        MomentKind
-	First, Last int // the blocks recomputed (RecomputedProbs: First only)
+	First, Last int // the blocks recomputed (RecomputedProbs: First = Last, the one block)
 }
 
 // String is the moment in words: "the end of the forward pass", "the
@@ -603,12 +603,20 @@ type Estimate struct {
 
 // ActivationBytes is one formula's activation total (0 when absent).
 func (e Estimate) ActivationBytes(formula string) int64 {
+	a, _ := e.Activation(formula)
+	return a.Total
+}
+
+// Activation is the formula's activations; false when the estimate has none
+// by it (an unknown name, or the implementation-exact formula under tensor
+// or pipeline parallelism).
+func (e Estimate) Activation(formula string) (Activations, bool) {
 	for _, a := range e.Activations {
 		if a.Formula == formula {
-			return a.Total
+			return a, true
 		}
 	}
-	return 0
+	return Activations{}, false
 }
 
 // Total is the rank's bytes with the given activation formula: model

@@ -96,8 +96,14 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 	ids := func(name string) Term { return termOf(c, name, Part{Kind: TokenIDs, Count: 1, Bytes: c.mul(4, N)}) }
 	b := s.block(c)
 	all := b.terms()
-	withoutProbs := termOf(c, "block").plus(c, "block", b.ln1Stats, b.ln1, b.qkv, b.attnOut, b.residual1, b.ln2Stats, b.ln2, b.fc, b.gelu, b.output)
-	withoutOutput := termOf(c, "block").plus(c, "block", all[:len(all)-1]...)
+	var rest []Term // the block but for its probabilities
+	for _, t := range all {
+		if t.Name != b.probs.Name {
+			rest = append(rest, t)
+		}
+	}
+	withoutProbs := termOf(c, "block").plus(c, "block", rest...)
+	withoutOutput := termOf(c, "block").plus(c, "block", all[:len(all)-1]...) // the output is the block's last tensor
 	head := []Term{
 		termOf(c, "final_layer_norm", Part{Kind: Statistics, Count: 1, Bytes: c.mul(2, N, 4)}, Part{Kind: Outside, Count: 1, Bytes: nh}),
 		termOf(c, "logits", Part{Kind: Outside, Count: 1, Bytes: c.mul(N, int64(m.Vocab), e)}),

@@ -52,8 +52,8 @@ type RunResult struct {
 	Steps       int
 	First, Last Record
 	Stats       cuda.Stats
-	// Interrupted is set when the context ended the run early; the records
-	// and files hold the steps that finished.
+	// Interrupted is set when the context ended the run early; the files
+	// (and OnRecord's calls) hold the steps that finished.
 	Interrupted bool
 
 	steadyMs, steadyTokensPerS float64 // sums over steps 2..Steps

@@ -51,9 +51,8 @@ examples:
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	tf := &trainFlags{setup: addSetupFlags(fs, runSetupOptions), lr: 1e-3}
-	var stepsFlag int
-	steps := &stepsFlag
-	intVar(fs, steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
+	var steps int
+	intVar(fs, &steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
 	uint64Var(fs, &tf.seed, "seed", 1, "`seed` of the initialisation and the batch order")
 	fs.StringVar(&tf.data, "data", "", "tokens of the measured run: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
 	fs.StringVar(&tf.device, "device", "host", "where to measure: host (the CPU); cuda needs a CUDA build")
@@ -68,10 +67,10 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return err
 	}
-	if *steps < 0 {
-		return usagef("--steps %d: must be a positive integer (or 0 for the default)", *steps)
+	if steps < 0 {
+		return usagef("--steps %d: must be a positive integer (or 0 for the default)", steps)
 	}
-	tf.steps = max(*steps, 1)
+	tf.steps = max(steps, 1)
 	switch *sweep {
 	case "", "checkpoint":
 	default:
@@ -92,14 +91,14 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if *steps > 0 && *sweep != "" && *steps < 2 && !*noMeasure {
-		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", *steps)
+	if steps > 0 && *sweep != "" && steps < 2 && !*noMeasure {
+		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", steps)
 	}
 	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}); err != nil {
 		return err
 	}
 
-	opts := bench.Options{Steps: *steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
+	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
 
 	if *sweep != "" {
 		var newDev func() (cuda.Device, error)
