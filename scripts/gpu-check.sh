@@ -8,7 +8,7 @@
 #   gpureport   the closing table
 # and:
 #   0. preflight: one line per requirement (glibc, the NVIDIA driver, the
-#      cuBLAS the device will load and its major against the driver's CUDA,
+#      cuBLAS the device loads (found where the device looks for it),
 #      free GPU memory, the CUDA device opening and loading cuBLAS),
 #      stopping at once with the reason when one is not met;
 #   1. runs the conformance suite and the CUDA device tests on the GPU; a
@@ -79,43 +79,19 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 else
 	need driver "no nvidia-smi on PATH: trainmem's own view below decides"
 fi
-# cuBLAS, looked for where the CUDA device looks (cuda_plan.go's
-# cublasCandidates): the loader's path, Python's NVIDIA wheels, CUDA's
-# directories.
-cublas=""
-if [ -n "${TRAINMEM_CUBLAS:-}" ]; then
-	cublas=$TRAINMEM_CUBLAS
-else
-	for m in 13 12 11; do
-		for d in ${LD_LIBRARY_PATH//:/ } $(ldconfig -p 2>/dev/null | grep -oE "/[^ ]*/libcublas\.so\.$m$" | xargs -r -n1 dirname) \
-			${VIRTUAL_ENV:+$VIRTUAL_ENV/lib/python3*/site-packages/nvidia/cublas/lib} \
-			${CONDA_PREFIX:+$CONDA_PREFIX/lib/python3*/site-packages/nvidia/cublas/lib} ${CONDA_PREFIX:+$CONDA_PREFIX/lib} \
-			$HOME/.local/lib/python3*/site-packages/nvidia/cublas/lib /usr/local/lib/python3*/dist-packages/nvidia/cublas/lib \
-			/usr/lib/python3/dist-packages/nvidia/cublas/lib /usr/local/cuda/lib64 /usr/local/cuda-*/lib64; do
-			if [ -e "$d/libcublas.so.$m" ]; then cublas=$d/libcublas.so.$m; break 2; fi
-		done
-	done
-fi
-if [ -z "$cublas" ]; then
-	need cuBLAS "none found"
-	stop "no libcublas.so.13, .12 or .11 on the loader's path, in Python's NVIDIA wheels or in /usr/local/cuda*; install cuBLAS (pip install nvidia-cublas-cu12) or set TRAINMEM_CUBLAS"
-fi
-major=$(echo "$cublas" | grep -oE '\.so\.[0-9]+' | tail -1 | tr -dc 0-9)
-if [ -n "$driver_cuda" ] && [ -n "$major" ] && [ "$major" -gt "${driver_cuda%%.*}" ]; then
-	need cuBLAS "$cublas: CUDA $major, newer than the driver's CUDA $driver_cuda (trainmem falls back to an older cuBLAS when cublasCreate fails)"
-else
-	need cuBLAS "$cublas${major:+ (CUDA $major)}"
-fi
 # trainmem's view: the CUDA device opens and a product loads cuBLAS
-# (TestCUDADevice). Whether the kernels compute right is the conformance
-# suite's to say, below.
+# (TestCUDADevice), found where the device looks for it (cuda_plan.go's
+# cublasCandidates, TRAINMEM_CUBLAS first). Whether the kernels compute
+# right is the conformance suite's to say, below.
 (cd "$OUT" && "$BIN/cuda.test" -test.run '^TestCUDADevice$' -test.v) >"$OUT/preflight.log" 2>&1
 if grep -q -- '--- PASS: TestCUDADevice' "$OUT/preflight.log"; then
-	need "CUDA device" "$(grep -m1 'cuda_device_test.go.*cuda:' "$OUT/preflight.log" | sed 's/.*: cuda:/cuda:/')"
+	need "CUDA device" "$(grep -m1 'cuda_device_test.go.*cuda:' "$OUT/preflight.log" | sed 's/.*: cuda:/cuda:/; s/, cuBLAS .*/)/')"
+	lib=$(grep -o 'cuBLAS [^(]*([^)]*)' "$OUT/preflight.log" | head -1)
+	need cuBLAS "${lib:-not loaded (see $OUT/preflight.log)}"
 else
-	why=$(grep -E 'skipped: |cuda: ' "$OUT/preflight.log" | head -1 | sed 's/^ *[a-z_]*\.go:[0-9]*: //')
+	why=$(grep -E 'skipped: |cuda: |cuBLAS' "$OUT/preflight.log" | head -1 | sed 's/^ *[a-z_]*\.go:[0-9]*: //')
 	need "CUDA device" "does not open: ${why:-see $OUT/preflight.log}"
-	stop "${why:-the CUDA device does not open (see $OUT/preflight.log)}"
+	stop "${why:-the CUDA device does not open (see $OUT/preflight.log)}; for cuBLAS, install it (pip install nvidia-cublas-cu12) or set TRAINMEM_CUBLAS"
 fi
 
 step "conformance suite and CUDA device tests (log: conformance.log)"
