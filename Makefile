@@ -42,13 +42,13 @@ NVCC       ?= $(CUDAKIT)/bin/nvcc
 PTXAS      ?= $(CUDAKIT)/bin/ptxas
 NVCC_CCBIN ?= g++-11
 PTX_ARCHS  := 80 90
-PTX        := $(foreach a,$(PTX_ARCHS),cuda/kernels/kernels_sm$(a).ptx)
-# The driver API is resolved at run time (cuda/cuda_shim.c): --as-needed
+PTX        := $(foreach a,$(PTX_ARCHS),cuda/gpu/kernels/kernels_sm$(a).ptx)
+# The driver API is resolved at run time (cuda/gpu/shim.c): --as-needed
 # drops the link-time libcuda stub, so the binary needs no libcuda.so.1 to start.
 CUDA_ENV   := CGO_ENABLED=1 CGO_CFLAGS="-I$(CUDAKIT)/usr/include" \
 	CGO_LDFLAGS="-Wl,--as-needed -L$(CUDAKIT)/usr/lib/x86_64-linux-gnu/stubs"
 # Every package with tests that only the cuda build has.
-CUDA_TEST_PKGS := ./cuda ./cmd/trainmem
+CUDA_TEST_PKGS := ./cuda/gpu ./cmd/trainmem
 BUNDLE     := bin/gpu-bundle
 
 .PHONY: cuda-kit ptx ptx-check build-cuda vet-cuda test-cuda-build test-cuda-nogpu test-cuda-emu emu gpu-check-emu cuda-check gpu-bundle
@@ -56,12 +56,12 @@ BUNDLE     := bin/gpu-bundle
 cuda-kit:
 	scripts/install-cuda-kit.sh >/dev/null
 
-# Regenerates the embedded PTX from cuda/kernels/kernels.cu (commit the
+# Regenerates the embedded PTX from cuda/gpu/kernels/kernels.cu (commit the
 # result). nvcc's PTX has no paths or dates: the same source gives the same bytes.
 ptx:
 	@for a in $(PTX_ARCHS); do \
-		echo "nvcc -ptx -arch=compute_$$a cuda/kernels/kernels.cu -> cuda/kernels/kernels_sm$$a.ptx"; \
-		$(NVCC) -ccbin $(NVCC_CCBIN) -ptx -arch=compute_$$a -o cuda/kernels/kernels_sm$$a.ptx cuda/kernels/kernels.cu || exit 1; \
+		echo "nvcc -ptx -arch=compute_$$a cuda/gpu/kernels/kernels.cu -> cuda/gpu/kernels/kernels_sm$$a.ptx"; \
+		$(NVCC) -ccbin $(NVCC_CCBIN) -ptx -arch=compute_$$a -o cuda/gpu/kernels/kernels_sm$$a.ptx cuda/gpu/kernels/kernels.cu || exit 1; \
 	done
 
 # The embedded PTX equals a fresh build byte for byte and assembles for
@@ -69,13 +69,13 @@ ptx:
 ptx-check:
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	for a in $(PTX_ARCHS); do \
-		$(NVCC) -ccbin $(NVCC_CCBIN) -ptx -arch=compute_$$a -o $$tmp/k$$a.ptx cuda/kernels/kernels.cu || exit 1; \
-		cmp $$tmp/k$$a.ptx cuda/kernels/kernels_sm$$a.ptx || { echo "cuda/kernels/kernels_sm$$a.ptx is stale: run make ptx"; exit 1; }; \
-		$(PTXAS) -arch=sm_$$a -o /dev/null cuda/kernels/kernels_sm$$a.ptx || exit 1; \
+		$(NVCC) -ccbin $(NVCC_CCBIN) -ptx -arch=compute_$$a -o $$tmp/k$$a.ptx cuda/gpu/kernels/kernels.cu || exit 1; \
+		cmp $$tmp/k$$a.ptx cuda/gpu/kernels/kernels_sm$$a.ptx || { echo "cuda/gpu/kernels/kernels_sm$$a.ptx is stale: run make ptx"; exit 1; }; \
+		$(PTXAS) -arch=sm_$$a -o /dev/null cuda/gpu/kernels/kernels_sm$$a.ptx || exit 1; \
 		echo "ptx: kernels_sm$$a.ptx is fresh and passes ptxas -arch=sm_$$a"; \
 	done
-	@log=$$(mktemp); (cd cuda && PTXAS=$(PTXAS) $(GO) test -count=1 -run TestRegisterBudget -v .) >$$log 2>&1; rc=$$?; \
-	grep -E 'budget|registers|FAIL' $$log | sed 's/^ *cuda_calls_test.go:[0-9]*: /ptx: /'; rm -f $$log; exit $$rc
+	@log=$$(mktemp); (cd cuda/gpu && PTXAS=$(PTXAS) $(GO) test -count=1 -run TestRegisterBudget -v .) >$$log 2>&1; rc=$$?; \
+	grep -E 'budget|registers|FAIL' $$log | sed 's/^ *calls_test.go:[0-9]*: /ptx: /'; rm -f $$log; exit $$rc
 
 build-cuda:
 	$(CUDA_ENV) $(GO) build -tags trainmem_cuda -o bin/trainmem-cuda ./cmd/trainmem
@@ -93,14 +93,14 @@ test-cuda-build:
 
 # Runs the CUDA test binary where there is no GPU: the GPU tests skip with
 # their reason, the rest (the driver shim, kernel tables, host conformance)
-# run; then again over a fake libcuda.so.1 (cuda/testdata/fakecuda.c) that
+# run; then again over a fake libcuda.so.1 (cuda/gpu/testdata/fakecuda.c) that
 # answers through the shim's trampolines.
 test-cuda-nogpu: test-cuda-build
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	gcc -shared -fPIC -o $$tmp/libcuda.so.1 cuda/testdata/fakecuda.c || exit 1; \
+	gcc -shared -fPIC -o $$tmp/libcuda.so.1 cuda/gpu/testdata/fakecuda.c || exit 1; \
 	for fake in 0 1; do \
 		if [ $$fake = 1 ]; then echo "== over a fake libcuda.so.1 (no device)"; lib=$$tmp; else echo "== without libcuda.so.1"; lib=; fi; \
-		(cd cuda && LD_LIBRARY_PATH=$$lib TRAINMEM_FAKE_LIBCUDA=$$fake ../bin/cuda-tests/cuda.test -test.v) >$$tmp/log 2>&1; rc=$$?; \
+		(cd cuda/gpu && LD_LIBRARY_PATH=$$lib TRAINMEM_FAKE_LIBCUDA=$$fake ../../bin/cuda-tests/gpu.test -test.v) >$$tmp/log 2>&1; rc=$$?; \
 		grep -E '^(--- (FAIL|SKIP)|FAIL|ok|PASS)|skipped' $$tmp/log; \
 		echo "$$(grep -c '^--- PASS' $$tmp/log) passed, $$(grep -c '^--- FAIL' $$tmp/log) failed, $$(grep -c '^--- SKIP' $$tmp/log) skipped"; \
 		[ $$rc = 0 ] || { tail -40 $$tmp/log; exit $$rc; }; \
@@ -108,21 +108,21 @@ test-cuda-nogpu: test-cuda-build
 
 # ---- The emulated GPU (docs/architecture.md, "The emulated GPU"): a fake
 # libcuda.so.1 whose kernels are kernels.cu compiled as host C++ under
-# cuda/emu/cuda_emu.h (every CUDA thread a fiber), and a fake cuBLAS, so
+# cuda/gpu/emu/cuda_emu.h (every CUDA thread a fiber), and a fake cuBLAS, so
 # that the real CUDA device runs on the CPU.
 EMU       := bin/emu
 EMU_CXX   ?= $(NVCC_CCBIN)
-EMU_FLAGS := -std=c++17 -O2 -fPIC -Wall -Wno-unknown-pragmas -I$(CUDAKIT)/usr/include -Icuda/emu -I$(EMU)
-EMU_HDRS  := cuda/emu/cuda_emu.h cuda/emu/emu_table.h
+EMU_FLAGS := -std=c++17 -O2 -fPIC -Wall -Wno-unknown-pragmas -I$(CUDAKIT)/usr/include -Icuda/gpu/emu -I$(EMU)
+EMU_HDRS  := cuda/gpu/emu/cuda_emu.h cuda/gpu/emu/emu_table.h
 
 $(EMU):
 	mkdir -p $@
 
 # The PTX's entry points, which the emulator must compile.
-$(EMU)/emu_entries.inc: cuda/kernels/kernels_sm80.ptx | $(EMU)
+$(EMU)/emu_entries.inc: cuda/gpu/kernels/kernels_sm80.ptx | $(EMU)
 	grep -oE '^\.visible \.entry [A-Za-z0-9_]+' $< | sed 's/.* /EMU_ENTRY(/; s/$$/)/' > $@
 
-$(EMU)/emu_kernels.o: cuda/emu/emu_kernels.cpp cuda/kernels/kernels.cu $(EMU_HDRS) $(EMU)/emu_entries.inc
+$(EMU)/emu_kernels.o: cuda/gpu/emu/emu_kernels.cpp cuda/gpu/kernels/kernels.cu $(EMU_HDRS) $(EMU)/emu_entries.inc
 	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
 
 # The kernels' __shared__ arrays (their function-local statics, _ZZ...),
@@ -136,21 +136,21 @@ $(EMU)/emu_shared.cpp: $(EMU)/emu_kernels.o
 $(EMU)/emu_shared.o: $(EMU)/emu_shared.cpp $(EMU_HDRS)
 	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
 
-$(EMU)/fakecuda.o: cuda/emu/fakecuda.cpp $(EMU_HDRS) | $(EMU)
+$(EMU)/fakecuda.o: cuda/gpu/emu/fakecuda.cpp $(EMU_HDRS) | $(EMU)
 	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
 
 $(EMU)/libcuda.so.1: $(EMU)/fakecuda.o $(EMU)/emu_kernels.o $(EMU)/emu_shared.o
 	$(EMU_CXX) -shared -Wl,--no-undefined -o $@ $^ -ldl
 
 # Two majors, so that the fallback from one whose cublasCreate fails is run.
-$(EMU)/libcublas.so.%: cuda/emu/fakecublas.cpp $(EMU)/libcuda.so.1
+$(EMU)/libcublas.so.%: cuda/gpu/emu/fakecublas.cpp $(EMU)/libcuda.so.1
 	$(EMU_CXX) $(EMU_FLAGS) -shared -Wl,--no-undefined -o $@ $< -L$(EMU) -l:libcuda.so.1 -ldl
 
 emu: $(EMU)/libcuda.so.1 $(EMU)/libcublas.so.13 $(EMU)/libcublas.so.12
 
-# The emulator checked with kernels of its own (cuda/emu/selftest.cpp).
-$(EMU)/selftest: cuda/emu/selftest.cpp cuda/emu/fakecublas.cpp $(EMU)/fakecuda.o $(EMU_HDRS)
-	$(EMU_CXX) $(EMU_FLAGS) -o $@ cuda/emu/selftest.cpp cuda/emu/fakecublas.cpp $(EMU)/fakecuda.o -ldl -lpthread
+# The emulator checked with kernels of its own (cuda/gpu/emu/selftest.cpp).
+$(EMU)/selftest: cuda/gpu/emu/selftest.cpp cuda/gpu/emu/fakecublas.cpp $(EMU)/fakecuda.o $(EMU_HDRS)
+	$(EMU_CXX) $(EMU_FLAGS) -o $@ cuda/gpu/emu/selftest.cpp cuda/gpu/emu/fakecublas.cpp $(EMU)/fakecuda.o -ldl -lpthread
 
 # The CUDA path executed without a GPU: the conformance suite and the
 # device tests on the emulated GPU under two schedules of a block's threads
@@ -165,7 +165,7 @@ test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	for s in forward reverse; do \
 		echo "== emulated GPU, schedule $$s: conformance and device tests"; \
-		(cd cuda && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_SCHEDULE=$$s ../bin/cuda-tests/cuda.test -test.v -test.skip 'TestCUBLASFallback|TestRegisterBudget') >$$tmp/log 2>&1; rc=$$?; \
+		(cd cuda/gpu && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_SCHEDULE=$$s ../../bin/cuda-tests/gpu.test -test.v -test.skip 'TestCUBLASFallback|TestRegisterBudget') >$$tmp/log 2>&1; rc=$$?; \
 		grep -E '^(--- FAIL|FAIL)|emulated GPU:' $$tmp/log | head -20; \
 		p=$$(grep -c -- '--- PASS' $$tmp/log); f=$$(grep -c -- '--- FAIL' $$tmp/log); k=$$(grep -c -- '--- SKIP' $$tmp/log); \
 		c=$$(grep -c -- '--- PASS: TestConformanceCUDA/' $$tmp/log); \
@@ -174,8 +174,8 @@ test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	done; \
 	for broken in 13 all; do \
 		echo "== emulated GPU, cuBLAS $$broken broken: the fallback"; \
-		(cd cuda && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_CUBLAS_BROKEN=$$broken ../bin/cuda-tests/cuda.test -test.v -test.run TestCUBLASFallback) >$$tmp/log 2>&1 || { tail -20 $$tmp/log; exit 1; }; \
-		grep -E 'cuda_device_test.go' $$tmp/log | sed 's/^ *//'; \
+		(cd cuda/gpu && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_CUBLAS_BROKEN=$$broken ../../bin/cuda-tests/gpu.test -test.v -test.run TestCUBLASFallback) >$$tmp/log 2>&1 || { tail -20 $$tmp/log; exit 1; }; \
+		grep -E 'device_test\.go' $$tmp/log | sed 's/^ *//'; \
 	done
 	scripts/emu-mutants.sh $(EMU) "$(EMU_CXX) $(EMU_FLAGS)"
 	@echo "== emulated GPU: train and validate --device cuda against the host"
@@ -193,7 +193,7 @@ gpu-check-emu: gpu-bundle emu
 cuda-check: ptx-check vet-cuda build-cuda test-cuda-nogpu test-cuda-emu
 	$(CUDA_ENV) $(GO) build -tags trainmem_cuda $(PKGS)
 	@if readelf -d bin/trainmem-cuda | grep -q 'libcuda'; then \
-		echo "bin/trainmem-cuda links libcuda.so.1: a driver symbol is missing from cuda/cuda_shim_syms.h"; exit 1; fi
+		echo "bin/trainmem-cuda links libcuda.so.1: a driver symbol is missing from cuda/gpu/shim_syms.h"; exit 1; fi
 	@echo "cuda-check: ok (bin/trainmem-cuda needs no libcuda.so.1 to start)"
 
 # Everything a GPU machine without Go needs, in one folder: the cuda build
@@ -202,7 +202,7 @@ cuda-check: ptx-check vet-cuda build-cuda test-cuda-nogpu test-cuda-emu
 gpu-bundle: build-cuda test-cuda-build
 	rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)
 	cp bin/trainmem-cuda $(BUNDLE)/trainmem
-	cp bin/cuda-tests/cuda.test $(BUNDLE)/
+	cp bin/cuda-tests/gpu.test $(BUNDLE)/
 	$(GO) build -o $(BUNDLE)/gpureport ./scripts/gpureport
 	cp scripts/gpu-check.sh $(BUNDLE)/
 	@du -sh $(BUNDLE); s=$$(du -sm $(BUNDLE) | cut -f1); \

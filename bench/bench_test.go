@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
 )
@@ -26,7 +28,7 @@ func BenchmarkCheckpointFullVsNone(b *testing.B) {
 	var runs [2]*runner
 	var devs [2]cuda.Device
 	for i, p := range []model.Setup{s, full} {
-		h, err := cuda.NewHost(cuda.HostOptions{})
+		h, err := host.New(host.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,7 +94,7 @@ func BenchmarkGPT2XLActivations(b *testing.B) {
 			}
 			var act, peak int64
 			for b.Loop() {
-				dev := cuda.NewShape(0)
+				dev := shape.New(0)
 				_, st, err := train.Simulate(dev, s, 1)
 				dev.Close()
 				if err != nil {

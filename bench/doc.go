@@ -2,7 +2,8 @@
 // simulate, measure) side by side for one setup, and the checkpointing
 // trade-off across policies. It runs nothing of its own: the estimate is
 // package model's closed forms, the simulation is package train's schedule
-// on cuda.Shape, the measurement the same schedule on a computing device.
+// on the shape device (cuda/shape), the measurement the same schedule on a
+// computing device.
 //
 // Validate answers "where did the memory go, and how far off is each
 // formula?": one row per memory category, one column per formula, then the

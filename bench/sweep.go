@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
 )
@@ -95,7 +96,7 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 		if err != nil {
 			return nil, err
 		}
-		shape := cuda.NewShape(0)
+		shape := shape.New(0)
 		_, st, err := train.Simulate(shape, p, steps)
 		shape.Close()
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
 	"trainmem/train/data"
@@ -145,7 +147,7 @@ func checkSetup(s model.Setup) error {
 	return s.Validate()
 }
 
-// Validate runs the estimate, the simulation (cuda.Shape) and, when dev is
+// Validate runs the estimate, the simulation (the shape device) and, when dev is
 // not nil, a measured run of o.Steps steps on dev, and sets them side by side.
 // dev should hold nothing else (its allocator statistics are the measured
 // column) and is left open for the caller to close. A measured run that the
@@ -169,7 +171,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 	r := &Report{Setup: s, Estimate: e, Formulas: model.Formulas(), Steps: steps}
 
 	o.progress("validate: simulating %d steps on the shape-only device", steps)
-	shape := cuda.NewShape(0)
+	shape := shape.New(0)
 	defer shape.Close()
 	rec, st, err := train.Simulate(shape, s, steps)
 	if err != nil {
@@ -238,7 +240,7 @@ func fits(dev cuda.Device, need int64) error {
 // MemInfo is the whole machine's) and not the shape-only device.
 func isGPU(dev cuda.Device) bool {
 	switch dev.(type) {
-	case *cuda.Host, *cuda.Shape:
+	case *host.Device, *shape.Device:
 		return false
 	}
 	return dev.Computes()

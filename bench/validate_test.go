@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/model"
 )
 
@@ -33,7 +34,7 @@ func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt mode
 
 func newHost(t testing.TB) cuda.Device {
 	t.Helper()
-	h, err := cuda.NewHost(cuda.HostOptions{})
+	h, err := host.New(host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestValidateWithoutMeasuring(t *testing.T) {
 // A measured run that the simulation shows cannot fit is refused before it
 // starts, saying how much it needs.
 func TestValidateTooLarge(t *testing.T) {
-	h, err := cuda.NewHost(cuda.HostOptions{Capacity: 4 << 20})
+	h, err := host.New(host.Options{Capacity: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestValidateTooLarge(t *testing.T) {
 // gpuLike is a host whose MemInfo reads like a card's: the allocator's
 // reserved bytes plus a context of ctxBytes.
 type gpuLike struct {
-	*cuda.Host
+	*host.Device
 	ctxBytes int64
 }
 
@@ -304,7 +305,7 @@ func (g gpuLike) MemInfo() (free, total int64, err error) {
 // On a device whose used memory exceeds what its allocator reserved (a
 // GPU), the report has a row for the context and libraries, and a line.
 func TestContextRow(t *testing.T) {
-	h, err := cuda.NewHost(cuda.HostOptions{})
+	h, err := host.New(host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestContextRow(t *testing.T) {
 // the plots are written.
 func TestSweepTiny(t *testing.T) {
 	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none")
-	r, err := Sweep(context.Background(), s, func() (cuda.Device, error) { return cuda.NewHost(cuda.HostOptions{}) }, Options{Steps: 4})
+	r, err := Sweep(context.Background(), s, func() (cuda.Device, error) { return host.New(host.Options{}) }, Options{Steps: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

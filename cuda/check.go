@@ -4,7 +4,7 @@ package cuda
 // anything else on Host, Shape and CUDA alike, so that a wrong shape or type
 // fails the same way in a dry run as on a card. Checks that need the data
 // (token ids within the vocabulary) can only run on devices that hold it;
-// they are here too (checkIDs), called by those devices.
+// they are here too (CheckIDs), called by those devices.
 //
 // Messages name the kernel and the argument and give the expected value
 // with its formula: "cuda: LayerNorm: x has 100 elements, want N·C = 128".
@@ -15,9 +15,16 @@ import (
 	"strconv"
 )
 
-// freedBlock marks a Buffer that Device.Free gave back: using it again is
-// an error, freeing it again a panic.
-var freedBlock = &Block{}
+// Checks is the argument validation of every kernel, shared by every
+// device: Host and CUDA call it before they compute, and Shape, which
+// computes nothing, is Checks and its allocator. Check is the value to call
+// it through: cuda.Check.LayerNorm(y, x, stats, w, b, N, C).
+type Checks struct{}
+
+var _ Kernels = Checks{}
+
+// Check is the one Checks value.
+var Check Checks
 
 type checker struct {
 	kernel string
@@ -49,7 +56,7 @@ func (c *checker) buf(name string, b *Buffer) bool {
 		return false
 	case b == nil:
 		c.fail("%s is nil", name)
-	case b.block == freedBlock:
+	case b.freed:
 		c.fail("%s (%s) was freed", name, b)
 	default:
 		return true
@@ -152,16 +159,16 @@ func (c *checker) finite(name string, v float32) {
 	}
 }
 
-func checkFill(dst *Buffer, v float32) error {
+func (Checks) Fill(dst *Buffer, v float32) error {
 	c := check("Fill")
 	c.float("dst", dst)
 	return c.err
 }
 
-// checkCast: dst may be src itself (same type: nothing to do), never a
+// Cast: dst may be src itself (same type: nothing to do), never a
 // view that overlaps it otherwise (a copy or a cast over overlapping
 // memory reads what it has written).
-func checkCast(dst, src *Buffer) error {
+func (Checks) Cast(dst, src *Buffer) error {
 	c := check("Cast")
 	c.float("dst", dst)
 	c.float("src", src)
@@ -172,7 +179,7 @@ func checkCast(dst, src *Buffer) error {
 	return c.err
 }
 
-func checkAdd(y, a, b *Buffer) error {
+func (Checks) Add(y, a, b *Buffer) error {
 	c := check("Add")
 	c.float("y", y)
 	c.float("a", a)
@@ -182,7 +189,7 @@ func checkAdd(y, a, b *Buffer) error {
 	return c.err
 }
 
-func checkEmbedding(out, tokens, wte, wpe *Buffer, B, T, C int) error {
+func (Checks) Embedding(out, tokens, wte, wpe *Buffer, B, T, C int) error {
 	c := check("Embedding")
 	c.positive("B", B, "T", T, "C", C)
 	c.float("out", out)
@@ -196,7 +203,7 @@ func checkEmbedding(out, tokens, wte, wpe *Buffer, B, T, C int) error {
 	return c.err
 }
 
-func checkEmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int) error {
+func (Checks) EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int) error {
 	c := check("EmbeddingBackwardTokens")
 	c.positive("B", B, "T", T, "C", C)
 	c.float("dwte", dwte)
@@ -209,7 +216,7 @@ func checkEmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int) error
 	return c.err
 }
 
-func checkEmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error {
+func (Checks) EmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error {
 	c := check("EmbeddingBackwardPositions")
 	c.positive("B", B, "T", T, "C", C)
 	c.float("dwpe", dwpe)
@@ -220,10 +227,10 @@ func checkEmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error {
 	return c.err
 }
 
-// checkIDs checks token ids or targets against the vocabulary on devices
+// CheckIDs checks token ids or targets against the vocabulary on devices
 // that hold the data. what is "token id" or "target"; T > 0 names the
 // position as (b, t).
-func checkIDs(kernel, what string, ids []int32, T, V int) error {
+func CheckIDs(kernel, what string, ids []int32, T, V int) error {
 	for i, id := range ids {
 		if id < 0 || int(id) >= V {
 			where := fmt.Sprintf("row %d", i)
@@ -236,7 +243,7 @@ func checkIDs(kernel, what string, ids []int32, T, V int) error {
 	return nil
 }
 
-func checkLayerNormStats(stats, x *Buffer, N, C int, eps float32) error {
+func (Checks) LayerNormStats(stats, x *Buffer, N, C int, eps float32) error {
 	c := check("LayerNormStats")
 	c.positive("N", N, "C", C)
 	c.f32or64("stats", stats)
@@ -250,7 +257,7 @@ func checkLayerNormStats(stats, x *Buffer, N, C int, eps float32) error {
 	return c.err
 }
 
-func checkLayerNorm(y, x, stats, w, b *Buffer, N, C int) error {
+func (Checks) LayerNorm(y, x, stats, w, b *Buffer, N, C int) error {
 	c := check("LayerNorm")
 	c.positive("N", N, "C", C)
 	c.float("y", y)
@@ -266,7 +273,7 @@ func checkLayerNorm(y, x, stats, w, b *Buffer, N, C int) error {
 	return c.err
 }
 
-func checkLayerNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error {
+func (Checks) LayerNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error {
 	c := check("LayerNormBackwardX")
 	c.positive("N", N, "C", C)
 	c.float("dx", dx)
@@ -282,7 +289,7 @@ func checkLayerNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error {
 	return c.err
 }
 
-func checkLayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error {
+func (Checks) LayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error {
 	c := check("LayerNormBackwardW")
 	c.positive("N", N, "C", C)
 	c.float("dw", dw)
@@ -296,7 +303,7 @@ func checkLayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error {
 	return c.err
 }
 
-func checkSumRows(dst, src *Buffer, N, C int) error {
+func (Checks) SumRows(dst, src *Buffer, N, C int) error {
 	c := check("SumRows")
 	c.positive("N", N, "C", C)
 	c.float("dst", dst)
@@ -307,7 +314,7 @@ func checkSumRows(dst, src *Buffer, N, C int) error {
 	return c.err
 }
 
-func checkAddBias(y, b *Buffer, N, C int) error {
+func (Checks) AddBias(y, b *Buffer, N, C int) error {
 	c := check("AddBias")
 	c.positive("N", N, "C", C)
 	c.float("y", y)
@@ -318,7 +325,7 @@ func checkAddBias(y, b *Buffer, N, C int) error {
 	return c.err
 }
 
-func checkGELU(y, x *Buffer) error {
+func (Checks) GELU(y, x *Buffer) error {
 	c := check("GELU")
 	c.float("y", y)
 	c.float("x", x)
@@ -326,7 +333,7 @@ func checkGELU(y, x *Buffer) error {
 	return c.err
 }
 
-func checkGELUBackward(dx, dy, x *Buffer) error {
+func (Checks) GELUBackward(dx, dy, x *Buffer) error {
 	c := check("GELUBackward")
 	c.float("dx", dx)
 	c.float("dy", dy)
@@ -343,7 +350,7 @@ func (c *checker) heads(B, T, C, NH int) {
 	}
 }
 
-func checkAttentionProbs(p, qkv *Buffer, B, T, C, NH int) error {
+func (Checks) AttentionProbs(p, qkv *Buffer, B, T, C, NH int) error {
 	c := check("AttentionProbs")
 	c.heads(B, T, C, NH)
 	c.float("p", p)
@@ -354,7 +361,7 @@ func checkAttentionProbs(p, qkv *Buffer, B, T, C, NH int) error {
 	return c.err
 }
 
-func checkAttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error {
+func (Checks) AttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error {
 	c := check("AttentionOut")
 	c.heads(B, T, C, NH)
 	c.float("y", y)
@@ -368,7 +375,7 @@ func checkAttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error {
 	return c.err
 }
 
-func checkAttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH int) error {
+func (Checks) AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH int) error {
 	c := check("AttentionBackward")
 	c.heads(B, T, C, NH)
 	c.float("dqkv", dqkv)
@@ -393,7 +400,7 @@ func checkAttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH int) 
 	return c.err
 }
 
-func checkCrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) error {
+func (Checks) CrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) error {
 	c := check("CrossEntropy")
 	c.positive("N", N, "V", V)
 	c.f32or64("loss", loss)
@@ -408,7 +415,7 @@ func checkCrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) error {
 	return c.err
 }
 
-func checkCrossEntropyBackward(dlogits, dloss, logits, targets *Buffer, N, V int) error {
+func (Checks) CrossEntropyBackward(dlogits, dloss, logits, targets *Buffer, N, V int) error {
 	c := check("CrossEntropyBackward")
 	c.positive("N", N, "V", V)
 	c.float("dlogits", dlogits)
@@ -443,7 +450,7 @@ func (c *checker) optimizerBuffers(param, grad, master *Buffer, gradScale float3
 	}
 }
 
-func checkAdam(param, grad, master, m, v *Buffer, a AdamArgs) error {
+func (Checks) Adam(param, grad, master, m, v *Buffer, a AdamArgs) error {
 	c := check("Adam")
 	c.optimizerBuffers(param, grad, master, a.GradScale)
 	c.f32or64("m", m)
@@ -468,7 +475,7 @@ func checkAdam(param, grad, master, m, v *Buffer, a AdamArgs) error {
 	return c.err
 }
 
-func checkSGD(param, grad, master, mom *Buffer, a SGDArgs) error {
+func (Checks) SGD(param, grad, master, mom *Buffer, a SGDArgs) error {
 	c := check("SGD")
 	c.optimizerBuffers(param, grad, master, a.GradScale)
 	c.finite("LR", a.LR)
@@ -484,15 +491,15 @@ func checkSGD(param, grad, master, mom *Buffer, a SGDArgs) error {
 	return c.err
 }
 
-func checkNonFinite(x *Buffer) error {
+func (Checks) NonFinite(x *Buffer) (bool, error) {
 	c := check("NonFinite")
 	c.float("x", x)
-	return c.err
+	return false, c.err
 }
 
-// matmulSpan is the number of elements a batched matrix spans: the last
+// MatMulSpan is the number of elements a batched matrix spans: the last
 // element of the last matrix is at (batch-1)·stride + (rows-1)·ld + cols-1.
-func matmulSpan(batch, stride, rows, ld, cols int) int {
+func MatMulSpan(batch, stride, rows, ld, cols int) int {
 	return (batch-1)*stride + (rows-1)*ld + cols
 }
 
@@ -531,8 +538,8 @@ func (m MatMul) normalize() MatMul {
 	return m
 }
 
-// dims returns the stored shapes (rows, cols) of A and B.
-func (m MatMul) dims() (ar, ac, br, bc int) {
+// Dims returns the stored shapes (rows, cols) of A and B.
+func (m MatMul) Dims() (ar, ac, br, bc int) {
 	ar, ac = m.M, m.K
 	if m.TransA {
 		ar, ac = m.K, m.M
@@ -544,7 +551,16 @@ func (m MatMul) dims() (ar, ac, br, bc int) {
 	return
 }
 
-func checkMatMul(m MatMul) (MatMul, error) {
+// MatMul checks m.
+func (Checks) MatMul(m MatMul) error {
+	_, err := m.Checked()
+	return err
+}
+
+// Checked checks m as every device's MatMul does and returns it with its
+// defaults filled in (Batch 0 → 1, LD 0 → the stored row length, stride 0
+// → rows·LD), ready for a kernel.
+func (m MatMul) Checked() (MatMul, error) {
 	c := check("MatMul")
 	c.positive("M", m.M, "N", m.N, "K", m.K)
 	if c.err == nil && m.Batch < 0 {
@@ -567,7 +583,7 @@ func checkMatMul(m MatMul) (MatMul, error) {
 		return m, c.err
 	}
 	n := m.normalize()
-	ar, ac, br, bc := n.dims()
+	ar, ac, br, bc := n.Dims()
 	switch {
 	case n.LDA < ac:
 		c.fail("LDA is %d, want at least the %d columns of the stored A", n.LDA, ac)
@@ -578,18 +594,18 @@ func checkMatMul(m MatMul) (MatMul, error) {
 	case n.Batch > 1 && n.StrideC < n.M*n.LDC:
 		c.fail("StrideC is %d, less than M·LDC = %d: the batch's outputs would overlap", n.StrideC, n.M*n.LDC)
 	}
-	c.atLeast("A", n.A, matmulSpan(n.Batch, n.StrideA, ar, n.LDA, ac), "(Batch-1)·StrideA + (rows-1)·LDA + cols")
-	c.atLeast("B", n.B, matmulSpan(n.Batch, n.StrideB, br, n.LDB, bc), "(Batch-1)·StrideB + (rows-1)·LDB + cols")
-	c.atLeast("C", n.C, matmulSpan(n.Batch, n.StrideC, n.M, n.LDC, n.N), "(Batch-1)·StrideC + (M-1)·LDC + N")
+	c.atLeast("A", n.A, MatMulSpan(n.Batch, n.StrideA, ar, n.LDA, ac), "(Batch-1)·StrideA + (rows-1)·LDA + cols")
+	c.atLeast("B", n.B, MatMulSpan(n.Batch, n.StrideB, br, n.LDB, bc), "(Batch-1)·StrideB + (rows-1)·LDB + cols")
+	c.atLeast("C", n.C, MatMulSpan(n.Batch, n.StrideC, n.M, n.LDC, n.N), "(Batch-1)·StrideC + (M-1)·LDC + N")
 	c.disjoint("C", n.C, "A", n.A)
 	c.disjoint("C", n.C, "B", n.B)
 	return n, c.err
 }
 
-// checkHostValues checks Upload's source or Download's destination: a
+// CheckHostValues checks Upload's source or Download's destination: a
 // []float32, []float64 or []int32 of length b.Len, int32 exactly for I32
 // buffers.
-func checkHostValues(op, name string, vals any, b *Buffer) error {
+func CheckHostValues(op, name string, vals any, b *Buffer) error {
 	c := check(op)
 	if b == nil {
 		c.fail("buffer is nil")

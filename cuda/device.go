@@ -1,19 +1,28 @@
-// Package cuda is trainmem's device layer: one Device interface with three
-// implementations (Host: the CPU with real memory; Shape: allocator
-// bookkeeping only, for dry runs of any size; CUDA: NVIDIA GPUs, behind the
-// cuda build tag), one caching allocator shared by all three, and the kernel
-// families the executor in package train lowers the GPT-2 graph to.
+// Package cuda is trainmem's device contract: the Device and Kernels
+// interfaces every device implements, the Buffer they hand out, the storage
+// types (DType) and memory categories (Category) that are trainmem's
+// vocabulary everywhere, the allocator statistics (Stats), the kernels'
+// argument structs and the argument checks every device runs (Check).
 //
-// Every device allocates through the same Allocator, so a dry run on Shape
-// reproduces the allocator statistics of a real run byte for byte; the
-// devices differ only in where segments come from and whether kernels compute.
+// The implementations live beside it, each a package of its own:
+//
+//	cuda/alloc        the caching allocator every device allocates through
+//	cuda/host         the CPU with real memory
+//	cuda/shape        allocator bookkeeping only, for dry runs of any size
+//	cuda/gpu          NVIDIA GPUs (build tag trainmem_cuda)
+//	cuda/conformance  the suite every device passes
+//
+// Every device allocates through the same allocator, so a dry run on the
+// shape device reproduces the allocator statistics of a real run byte for
+// byte; the devices differ only in where segments come from and whether
+// kernels compute.
 //
 // Error policy: methods return errors; an error names the kernel and the bad
-// argument. Arguments are checked by the same validation code on every device
-// (check.go), so a wrong shape fails on Shape exactly as it would on a GPU.
-// Panics are reserved for broken invariants inside the package.
+// argument. Arguments are checked by the same code on every device
+// (Checks), so a wrong shape fails on the shape device exactly as it would
+// on a GPU. Panics are reserved for broken invariants.
 //
-// This package imports no other package of trainmem.
+// This package imports no other package of trainmem (TestLeaf).
 package cuda
 
 import (
@@ -256,6 +265,17 @@ type Kernels interface {
 	NonFinite(x *Buffer) (bool, error)
 }
 
+// AllF64 reports whether every non-nil buffer is F64: a kernel then
+// computes in float64 (the reference mode of the Kernels interface).
+func AllF64(bs ...*Buffer) bool {
+	for _, b := range bs {
+		if b != nil && b.DType != F64 {
+			return false
+		}
+	}
+	return true
+}
+
 // AttentionScratchLen is the F32 scratch, in elements, that AttentionBackward
 // needs: one batch element's score gradients, NH·T·T.
 func AttentionScratchLen(T, NH int) int { return NH * T * T }
@@ -303,4 +323,24 @@ type Device interface {
 	Close() error
 
 	Kernels
+}
+
+// PeakReporter is implemented by devices that know their peak arithmetic
+// rate, for model FLOPs utilization (MFU) in step records: the host (its
+// cores' fp32 peak, host.PeakGFLOPS) and the CUDA device (a datasheet table
+// by card, cuda/gpu/plan.go's gpuPeak). dt is the storage type of the run's
+// products: a GPU's tensor cores set the peak for fp16 and bf16, its fp32
+// units for fp32. flops is 0 when the peak is unknown; how says where the
+// number comes from.
+type PeakReporter interface {
+	PeakFLOPS(dt DType) (flops float64, how string)
+}
+
+// LibraryWorkspacer is implemented by devices whose libraries hold scratch
+// from the caching allocator, tagged workspace, that no kernel of the
+// Kernels interface asks for (cuBLAS's workspace on the CUDA device). The
+// shape-only device has no such library, so a measured run's workspace
+// exceeds the simulated one by exactly these bytes, once cuBLAS has run.
+type LibraryWorkspacer interface {
+	LibraryWorkspaceBytes() int64
 }

@@ -7,7 +7,8 @@ type Stat struct {
 	Current, Peak, Allocated, Freed int64
 }
 
-func (s *Stat) add(n int64) {
+// Add adds n bytes (or items) to s.
+func (s *Stat) Add(n int64) {
 	s.Current += n
 	s.Allocated += n
 	if s.Current > s.Peak {
@@ -15,12 +16,24 @@ func (s *Stat) add(n int64) {
 	}
 }
 
-func (s *Stat) sub(n int64) {
+// Sub removes n from s.
+func (s *Stat) Sub(n int64) {
 	s.Current -= n
 	s.Freed += n
 }
 
-func (s *Stat) resetPeak() { s.Peak = s.Current }
+// ResetPeak sets the peak to the current value.
+func (s *Stat) ResetPeak() { s.Peak = s.Current }
+
+// Change adds n to s when positive and subtracts -n when negative, as
+// PyTorch's update_stat does with a signed amount.
+func (s *Stat) Change(n int64) {
+	if n >= 0 {
+		s.Add(n)
+	} else {
+		s.Sub(-n)
+	}
+}
 
 // Stats is the caching allocator's state, named after PyTorch's
 // torch.cuda.memory_stats() (the "all" pool), with trainmem's per-category

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The emulated GPU can fail: each mutant is a deliberately broken copy of
-# cuda/kernels/kernels.cu (a removed __syncthreads, a wrong index, a removed
+# cuda/gpu/kernels/kernels.cu (a removed __syncthreads, a wrong index, a removed
 # warp shuffle), built into a fake libcuda.so.1 of its own, and the
 # conformance suite must fail on every one of them. Run by make
 # test-cuda-emu after the real kernels passed.
@@ -34,12 +34,12 @@ for m in "${mutants[@]}"; do
 	dir="$tmp/$caught"
 	mkdir -p "$dir"
 	FROM=$from TO=$to perl -e 'local $/; my $s = <STDIN>; my $i = index($s, $ENV{FROM}); exit 1 if $i < 0;
-		substr($s, $i, length $ENV{FROM}) = $ENV{TO}; print $s' <cuda/kernels/kernels.cu >"$dir/kernels.cu" ||
+		substr($s, $i, length $ENV{FROM}) = $ENV{TO}; print $s' <cuda/gpu/kernels/kernels.cu >"$dir/kernels.cu" ||
 		{ echo "mutant '$name': its line is not in kernels.cu"; exit 1; }
-	$cxx -DEMU_KERNELS="\"$dir/kernels.cu\"" -c cuda/emu/emu_kernels.cpp -o "$dir/k.o" || exit 1
+	$cxx -DEMU_KERNELS="\"$dir/kernels.cu\"" -c cuda/gpu/emu/emu_kernels.cpp -o "$dir/k.o" || exit 1
 	$cxx -shared -o "$dir/libcuda.so.1" "$emu/fakecuda.o" "$dir/k.o" "$emu/emu_shared.o" -ldl || exit 1
 	cp "$emu/libcublas.so.13" "$dir/"
-	(cd cuda && LD_LIBRARY_PATH="$dir" ../bin/cuda-tests/cuda.test -test.run TestConformanceCUDA -test.v) >"$dir/log" 2>&1
+	(cd cuda/gpu && LD_LIBRARY_PATH="$dir" ../../bin/cuda-tests/gpu.test -test.run TestConformanceCUDA -test.v) >"$dir/log" 2>&1
 	rc=$?
 	fails=$(grep -c -- '--- FAIL' "$dir/log")
 	if [ $rc = 0 ] || [ "$fails" = 0 ]; then

@@ -4,7 +4,7 @@
 # It runs binaries built on a development machine (`make gpu-bundle` puts
 # them beside this script in bin/gpu-bundle; copy that folder over):
 #   trainmem    the cuda build of trainmem (go build -tags trainmem_cuda)
-#   cuda.test   package cuda's tests, conformance included (go test -c)
+#   gpu.test    package gpu's tests, conformance included (go test -c)
 #   gpureport   the closing table
 # and:
 #   0. preflight: one line per requirement (glibc, the NVIDIA driver, the
@@ -37,7 +37,7 @@ fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-$HERE}
 [ -x "$BIN/trainmem" ] || BIN=$HERE/../bin/gpu-bundle
-for b in trainmem cuda.test gpureport; do
+for b in trainmem gpu.test gpureport; do
 	[ -x "$BIN/$b" ] || { echo "gpu-check: $BIN/$b is missing: run 'make gpu-bundle' on a machine with Go and copy bin/gpu-bundle here" >&2; exit 2; }
 done
 OUT=$1
@@ -80,12 +80,12 @@ else
 	need driver "no nvidia-smi on PATH: trainmem's own view below decides"
 fi
 # trainmem's view: the CUDA device opens and a product loads cuBLAS
-# (TestCUDADevice), found where the device looks for it (cuda_plan.go's
+# (TestCUDADevice), found where the device looks for it (cuda/gpu/plan.go's
 # cublasCandidates, TRAINMEM_CUBLAS first). Whether the kernels compute
 # right is the conformance suite's to say, below.
-(cd "$OUT" && "$BIN/cuda.test" -test.run '^TestCUDADevice$' -test.v) >"$OUT/preflight.log" 2>&1
+(cd "$OUT" && "$BIN/gpu.test" -test.run '^TestCUDADevice$' -test.v) >"$OUT/preflight.log" 2>&1
 if grep -q -- '--- PASS: TestCUDADevice' "$OUT/preflight.log"; then
-	need "CUDA device" "$(grep -m1 'cuda_device_test.go.*cuda:' "$OUT/preflight.log" | sed 's/.*: cuda:/cuda:/; s/, cuBLAS .*/)/')"
+	need "CUDA device" "$(grep -m1 'device_test.go.*cuda:' "$OUT/preflight.log" | sed 's/.*: cuda:/cuda:/; s/, cuBLAS .*/)/')"
 	lib=$(grep -o 'cuBLAS [^(]*([^)]*)' "$OUT/preflight.log" | head -1)
 	need cuBLAS "${lib:-not loaded (see $OUT/preflight.log)}"
 else
@@ -96,7 +96,7 @@ fi
 
 step "conformance suite and CUDA device tests (log: conformance.log)"
 t0=$(date +%s)
-(cd "$OUT" && "$BIN/cuda.test" -test.run 'DriverShim|CUDADevice|JITLog|CUBLASLoadedLazily|ConformanceCUDA' -test.v -test.timeout 30m) >"$OUT/conformance.log" 2>&1
+(cd "$OUT" && "$BIN/gpu.test" -test.run 'DriverShim|CUDADevice|JITLog|CUBLASLoadedLazily|ConformanceCUDA' -test.v -test.timeout 30m) >"$OUT/conformance.log" 2>&1
 rc=$?
 grep -E '^(--- |    --- FAIL|FAIL|ok|PASS)|skipped' "$OUT/conformance.log" | grep -v -- '--- PASS: .*/' | head -60
 echo "$(grep -c -- '--- PASS' "$OUT/conformance.log") passed, $(grep -c -- '--- FAIL' "$OUT/conformance.log") failed, $(grep -c -- '--- SKIP' "$OUT/conformance.log") skipped ($(( $(date +%s) - t0 )) s)"
@@ -109,7 +109,7 @@ if [ $rc -ne 0 ]; then
 		pattern="^$(echo "$t" | sed 's#/#$/^#g')\$"
 		log="$OUT/conformance-sync-$(echo "$t" | tr '/' '_').log"
 		echo "-- again with TRAINMEM_CUDA_SYNC=1: $t (log: $log)"
-		(cd "$OUT" && TRAINMEM_CUDA_SYNC=1 "$BIN/cuda.test" -test.run "$pattern") >"$log" 2>&1
+		(cd "$OUT" && TRAINMEM_CUDA_SYNC=1 "$BIN/gpu.test" -test.run "$pattern") >"$log" 2>&1
 		grep -E '^ +[a-z_]+\.go:[0-9]+: |cuda: ' "$log" | head -4
 	done
 elif grep -q -- '--- SKIP: TestConformanceCUDA' "$OUT/conformance.log"; then

@@ -8,7 +8,7 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/model/reference"
 )
@@ -112,7 +112,7 @@ func BenchmarkSimulate(b *testing.B) {
 			if s.Checkpoint, err = model.ParseCheckpoint(pol); err != nil {
 				b.Fatal(err)
 			}
-			tr := newTrainer(b, cuda.NewShape(0), s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint})
+			tr := newTrainer(b, shape.New(0), s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint})
 			tokens := make([]int32, s.Batch*s.Seq)
 			b.ResetTimer()
 			for b.Loop() {
@@ -123,7 +123,7 @@ func BenchmarkSimulate(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "sim-step-ms")
 			b.StopTimer()
 			t0 := time.Now()
-			if _, _, err := Simulate(cuda.NewShape(0), s, 1); err != nil {
+			if _, _, err := Simulate(shape.New(0), s, 1); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "total-ms")
@@ -142,7 +142,7 @@ func BenchmarkSimulateLayers(b *testing.B) {
 			s := model.Setup{Model: model.Config{Name: "narrow", Layers: L, Hidden: 64, Heads: 4, Vocab: 256, Context: 64},
 				Batch: 1, Seq: 64, Ranks: 1, TP: 1, PP: 1}
 			for b.Loop() {
-				if _, _, err := Simulate(cuda.NewShape(0), s, 1); err != nil {
+				if _, _, err := Simulate(shape.New(0), s, 1); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 )
 
@@ -32,7 +33,7 @@ func TestSimulateEqualsMeasureEveryPrecisionAndPolicy(t *testing.T) {
 				if err := host.SetParams(params); err != nil {
 					t.Fatal(err)
 				}
-				shape := newTrainer(t, cuda.NewShape(0), cfg, B, T, opts)
+				shape := newTrainer(t, shape.New(0), cfg, B, T, opts)
 				if hs, ss := host.Device().Stats(), shape.Device().Stats(); hs != ss {
 					t.Fatalf("after the model states: host %+v\nshape %+v", hs, ss)
 				}

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/model"
 	"trainmem/model/files"
 	"trainmem/train/data"
@@ -220,7 +221,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 // shape passes every other check).
 func checkHostFits(path string, cfg model.Config) error {
 	need := 4 * cfg.NumParams()
-	avail, _, err := cuda.HostMemory()
+	avail, _, err := host.Memory()
 	if err != nil || need <= avail {
 		return nil // the size is not known here: the read will tell
 	}

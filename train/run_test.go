@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 )
 
@@ -82,7 +82,7 @@ func TestRunMemoryFlat(t *testing.T) {
 	}
 	const steps = 100000
 	var at1k, atEnd uint64
-	res, err := Run(context.Background(), cuda.NewShape(0), RunOptions{Setup: s, Steps: steps, Seed: 1, Out: os.DevNull, OnRecord: func(r Record) {
+	res, err := Run(context.Background(), shape.New(0), RunOptions{Setup: s, Steps: steps, Seed: 1, Out: os.DevNull, OnRecord: func(r Record) {
 		switch r.Step {
 		case 1000:
 			at1k = heap()

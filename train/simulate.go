@@ -6,7 +6,7 @@ import (
 )
 
 // Simulate runs training steps of setup on a device that keeps books only
-// (cuda.Shape): the real schedule through the real allocator, nothing
+// (cuda/shape): the real schedule through the real allocator, nothing
 // computed. It returns the last step's record; a schedule that does not fit
 // the device's capacity fails with the allocator's *cuda.OutOfMemoryError.
 // Two steps are run by default because the first step fills the allocator's

@@ -7,6 +7,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/model/reference"
 	"trainmem/train/data"
@@ -16,7 +18,7 @@ var tinyCfg = model.Config{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, Vocab:
 
 func newHost(t testing.TB) cuda.Device {
 	t.Helper()
-	h, err := cuda.NewHost(cuda.HostOptions{})
+	h, err := host.New(host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestSimulateEqualsMeasure(t *testing.T) {
 			if err := host.SetParams(model.InitParams(tc.cfg, 1)); err != nil {
 				t.Fatal(err)
 			}
-			shape := newTrainer(t, cuda.NewShape(0), tc.cfg, tc.B, tc.T, opts)
+			shape := newTrainer(t, shape.New(0), tc.cfg, tc.B, tc.T, opts)
 			for step := 1; step <= 2; step++ {
 				hr, err := host.Step(tokens, targets)
 				if err != nil {

@@ -2,13 +2,16 @@
 
 package main
 
-import "trainmem/cuda"
+import (
+	"trainmem/cuda"
+	"trainmem/cuda/gpu"
+)
 
 // openCUDA opens GPU 0 (CUDA_VISIBLE_DEVICES picks it); on a machine
 // without a usable GPU it says why (no NVIDIA driver, no device, cuInit's
 // error). TRAINMEM_CUDA_SYNC=1 synchronizes after every kernel.
 func openCUDA() (cuda.Device, error) {
-	d, err := cuda.NewCUDA(cuda.CUDAOptions{})
+	d, err := gpu.New(gpu.Options{})
 	if err != nil {
 		return nil, err
 	}

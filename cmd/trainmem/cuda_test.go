@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/gpu"
 )
 
 // trainRecords runs trainmem train with args and returns its records.
@@ -47,7 +48,7 @@ func peaks(r map[string]any) map[string]int64 {
 
 // libraryWorkspace is what the CUDA device hands cuBLAS from the allocator.
 func libraryWorkspace(t *testing.T) int64 {
-	d, err := cuda.NewCUDA(cuda.CUDAOptions{})
+	d, err := gpu.New(gpu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func libraryWorkspace(t *testing.T) int64 {
 // agreed to the bit and fp16 and bf16 to 4e-6 after 4 steps. On a GPU,
 // nvcc's fused multiply-adds change the last bits of every kernel too.
 func TestCUDAMatchesHost(t *testing.T) {
-	if err := cuda.CUDAAvailable(); err != nil {
+	if err := gpu.Available(); err != nil {
 		t.Skipf("no CUDA device: %v", err)
 	}
 	ws := libraryWorkspace(t)

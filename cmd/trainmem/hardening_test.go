@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"trainmem/bench"
-	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/model"
 )
 
@@ -400,7 +400,7 @@ func TestSparseCheckpointRefused(t *testing.T) {
 	if err := os.Truncate(path, size); err != nil {
 		t.Fatal(err)
 	}
-	if avail, _, err := cuda.HostMemory(); err != nil || avail > size {
+	if avail, _, err := host.Memory(); err != nil || avail > size {
 		t.Skipf("this machine could hold the %d-byte checkpoint (%d available, %v)", size, avail, err)
 	}
 	wantUsage(t, []string{"train", "--steps", "1", "--load", path}, "host memory", "sparse.bin")

@@ -12,6 +12,8 @@ import (
 
 	"trainmem/bench"
 	"trainmem/cuda"
+	"trainmem/cuda/alloc"
+	"trainmem/cuda/shape"
 	"trainmem/train"
 )
 
@@ -38,8 +40,8 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	var capacity int64
 	fs.Func("memory", "device capacity, e.g. 24GiB or 80GB (default: unlimited)", func(s string) error {
 		n, err := parseMemory(s)
-		if err == nil && n > cuda.MaxVirtualSpace {
-			err = fmt.Errorf("%q is beyond the shape-only device's address space of %s", s, cuda.FormatBytes(cuda.MaxVirtualSpace))
+		if err == nil && n > alloc.MaxVirtualSpace {
+			err = fmt.Errorf("%q is beyond the shape-only device's address space of %s", s, cuda.FormatBytes(alloc.MaxVirtualSpace))
 		}
 		capacity = n
 		return err
@@ -60,7 +62,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	dev := cuda.NewShape(capacity)
+	dev := shape.New(capacity)
 	defer dev.Close()
 	start := time.Now()
 	rec, st, err := train.Simulate(dev, s, steps)

@@ -13,6 +13,7 @@ import (
 
 	"trainmem/bench"
 	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/model"
 	"trainmem/model/files"
 	"trainmem/train"
@@ -130,7 +131,7 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 func (f *trainFlags) newDevice() (cuda.Device, error) {
 	switch f.device {
 	case "host":
-		return cuda.NewHost(cuda.HostOptions{Threads: f.threads})
+		return host.New(host.Options{Threads: f.threads})
 	case "cuda":
 		return openCUDA()
 	}

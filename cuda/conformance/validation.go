@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/alloc"
 )
 
 // testAllocator checks what every device shares through the caching
@@ -45,18 +46,18 @@ func testAllocator(t *testing.T, nd NewDevice) {
 		if b.Bytes() != bytes {
 			t.Errorf("%v: Bytes() = %d, want %d", b, b.Bytes(), bytes)
 		}
-		if b.Addr()%cuda.MinBlockSize != 0 {
-			t.Errorf("%v: address not aligned to %d", b, cuda.MinBlockSize)
+		if b.Addr()%alloc.MinBlockSize != 0 {
+			t.Errorf("%v: address not aligned to %d", b, alloc.MinBlockSize)
 		}
-		wantAlloc += cuda.RoundSize(bytes)
+		wantAlloc += alloc.RoundSize(bytes)
 		wantReq += bytes
-		wantCat[r.cat] += cuda.RoundSize(bytes)
+		wantCat[r.cat] += alloc.RoundSize(bytes)
 		live = append(live, b)
 	}
 	for i, a := range live {
 		for _, b := range live[i+1:] {
-			a0, a1 := a.Addr(), a.Addr()+uintptr(cuda.RoundSize(a.Bytes()))
-			b0, b1 := b.Addr(), b.Addr()+uintptr(cuda.RoundSize(b.Bytes()))
+			a0, a1 := a.Addr(), a.Addr()+uintptr(alloc.RoundSize(a.Bytes()))
+			b0, b1 := b.Addr(), b.Addr()+uintptr(alloc.RoundSize(b.Bytes()))
 			if a0 < b1 && b0 < a1 {
 				t.Errorf("live buffers overlap: %v and %v", a, b)
 			}

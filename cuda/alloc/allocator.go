@@ -1,0 +1,558 @@
+// Package alloc is trainmem's caching allocator, the one every device
+// allocates through; it reaches a device's memory only through a
+// SegmentSource, and Pool puts it behind the cuda.Device methods that
+// allocate.
+//
+// The caching allocator follows PyTorch's CUDACachingAllocator
+// (c10/cuda/CUDACachingAllocator.cpp), reduced to what trainmem needs: one
+// stream, no expandable segments, no max_split_size, no graph pools. What it
+// keeps is everything that decides where memory goes:
+//
+//   - every request is rounded up to a multiple of 512 bytes (minimum 512);
+//   - blocks of at most 1 MiB come from the small pool, whose segments are
+//     2 MiB; larger blocks come from the large pool, whose segments are
+//     20 MiB for requests under 10 MiB and the request rounded up to 2 MiB
+//     otherwise;
+//   - a request takes the smallest cached free block of its pool that fits,
+//     and only when none fits a new segment. Ties go to the block of the
+//     oldest segment, then the lowest address in it. (PyTorch breaks ties
+//     by address alone; segment age makes every decision a function of the
+//     requests only, so that Shape's virtual addresses and the host's mmap
+//     addresses, which the kernel hands out top-down, give the same
+//     statistics. On a GPU, whose addresses grow, the two orders agree.)
+//   - a block larger than the request is split, the request taking the low
+//     addresses, when the remainder is at least 512 bytes (small pool) or
+//     more than 1 MiB (large pool);
+//   - a freed block merges with its free neighbours in the same segment and
+//     stays cached; segments go back to the device only on EmptyCache, on
+//     Close, or when a segment allocation fails (then every cached unsplit
+//     segment is released and the allocation retried once before the
+//     allocator reports out of memory).
+//
+// The statistics follow PyTorch's memory_stats() accounting step for step,
+// inactive-split bookkeeping included, so that the numbers read the same.
+package alloc
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"trainmem/cuda"
+)
+
+// Allocator constants, named and valued as in PyTorch's caching allocator.
+const (
+	MinBlockSize  = 512       // kMinBlockSize: every block is a multiple of this
+	SmallSize     = 1 << 20   // kSmallSize: largest request served by the small pool
+	SmallBuffer   = 2 << 20   // kSmallBuffer: small-pool segment size
+	LargeBuffer   = 20 << 20  // kLargeBuffer: large-pool segment for requests under MinLargeAlloc
+	MinLargeAlloc = 10 << 20  // kMinLargeAlloc: from here segments are sized to the request
+	RoundLarge    = 2 << 20   // kRoundLarge: large segments are multiples of this
+	largeSplitMin = SmallSize // a large block splits only when more than this remains
+)
+
+// Segment is one contiguous range of device memory as a SegmentSource hands
+// it out: cudaMalloc's result on a GPU, an anonymous mapping on the host, an
+// address range and nothing else on Shape.
+type Segment struct {
+	Base uintptr // device address of the first byte (virtual on Shape)
+	Size int64   // bytes
+	Host []byte  // the memory itself, on the host device only (len Size)
+}
+
+// SegmentSource is where an Allocator takes segments from: the device
+// beneath it.
+type SegmentSource interface {
+	// AllocSegment returns a new segment of exactly size bytes. An error
+	// that matches ErrNoMemory (errors.Is) means the device is full; any
+	// other error is passed to the caller unchanged.
+	AllocSegment(size int64) (Segment, error)
+	// FreeSegment gives a segment from AllocSegment back to the device.
+	FreeSegment(Segment) error
+	// MemInfo returns the device's free and total bytes, for
+	// out-of-memory reports.
+	MemInfo() (free, total int64, err error)
+}
+
+// Block is a range of a segment as the allocator tracks it: handed out
+// (allocated) or cached (free). Buffers from Device.Alloc own one block.
+type Block struct {
+	addr      uintptr
+	size      int64 // rounded size, a multiple of MinBlockSize
+	requested int64 // bytes asked for (allocated blocks only)
+	cat       cuda.Category
+	allocated bool
+	seg       *segment
+	pool      *blockPool
+	prev      *Block // neighbours in the same segment, by address
+	next      *Block
+}
+
+// Addr is the block's device address.
+func (b *Block) Addr() uintptr { return b.addr }
+
+// Size is the block's size in bytes, a multiple of MinBlockSize.
+func (b *Block) Size() int64 { return b.size }
+
+// Requested is the size that was asked for, before rounding.
+func (b *Block) Requested() int64 { return b.requested }
+
+// Category is the category the allocation is tagged with.
+func (b *Block) Category() cuda.Category { return b.cat }
+
+// Host returns the block's bytes (length Size) on the host device, nil
+// elsewhere.
+func (b *Block) Host() []byte {
+	if b.seg.Host == nil {
+		return nil
+	}
+	off := int64(b.addr - b.seg.Base)
+	return b.seg.Host[off : off+b.size : off+b.size]
+}
+
+func (b *Block) isSplit() bool { return b.prev != nil || b.next != nil }
+
+type segment struct {
+	Segment
+	seq  uint64 // the order in which segments were taken: ties in best fit go to older ones
+	pool *blockPool
+	head *Block // the block at Base
+}
+
+// blockPool holds the free blocks of one pool ordered by (size, segment
+// age, address),
+// so that the first block not smaller than a request is the best fit. A
+// sorted slice is fast for the few hundred free blocks a training run keeps.
+type blockPool struct {
+	name  string
+	small bool
+	free  []*Block
+}
+
+func blockLess(a, b *Block) bool {
+	if a.size != b.size {
+		return a.size < b.size
+	}
+	if a.seg.seq != b.seg.seq {
+		return a.seg.seq < b.seg.seq
+	}
+	return a.addr < b.addr
+}
+
+func (p *blockPool) search(b *Block) int {
+	return sort.Search(len(p.free), func(i int) bool { return !blockLess(p.free[i], b) })
+}
+
+func (p *blockPool) insert(b *Block) {
+	i := p.search(b)
+	p.free = append(p.free, nil)
+	copy(p.free[i+1:], p.free[i:])
+	p.free[i] = b
+}
+
+func (p *blockPool) remove(b *Block) {
+	i := p.search(b)
+	if i == len(p.free) || p.free[i] != b {
+		panic(fmt.Sprintf("cuda: allocator: free block %#x (%d bytes) missing from the %s pool", b.addr, b.size, p.name))
+	}
+	copy(p.free[i:], p.free[i+1:])
+	p.free[len(p.free)-1] = nil
+	p.free = p.free[:len(p.free)-1]
+}
+
+// bestFit returns the smallest free block of at least size bytes (the
+// first in pool order among equals), or nil.
+func (p *blockPool) bestFit(size int64) *Block {
+	i := sort.Search(len(p.free), func(i int) bool { return p.free[i].size >= size })
+	if i == len(p.free) {
+		return nil
+	}
+	return p.free[i]
+}
+
+// Allocator is the caching allocator every device allocates through. It is
+// safe for concurrent use.
+type Allocator struct {
+	mu     sync.Mutex
+	src    SegmentSource
+	name   string // the device, for error messages
+	small  blockPool
+	large  blockPool
+	segs   map[uintptr]*segment
+	nseg   uint64 // segments taken so far
+	stats  cuda.Stats
+	closed bool
+}
+
+// NewAllocator returns an empty allocator over src. name says which device
+// it serves, for out-of-memory reports.
+func NewAllocator(name string, src SegmentSource) *Allocator {
+	return &Allocator{
+		src:   src,
+		name:  name,
+		small: blockPool{name: "small", small: true},
+		large: blockPool{name: "large"},
+		segs:  make(map[uintptr]*segment),
+	}
+}
+
+// RoundSize is the block size a request of n bytes gets: n rounded up to a
+// multiple of MinBlockSize, at least MinBlockSize.
+func RoundSize(n int64) int64 {
+	if n < MinBlockSize {
+		return MinBlockSize
+	}
+	return (n + MinBlockSize - 1) / MinBlockSize * MinBlockSize
+}
+
+// SegmentSize is the size of the segment the allocator takes from the
+// device when no cached block fits a block of size bytes (already rounded).
+func SegmentSize(size int64) int64 {
+	switch {
+	case size <= SmallSize:
+		return SmallBuffer
+	case size < MinLargeAlloc:
+		return LargeBuffer
+	default:
+		return (size + RoundLarge - 1) / RoundLarge * RoundLarge
+	}
+}
+
+func (a *Allocator) poolFor(size int64) *blockPool {
+	if size <= SmallSize {
+		return &a.small
+	}
+	return &a.large
+}
+
+func shouldSplit(b *Block, size int64) bool {
+	rem := b.size - size
+	if b.pool.small {
+		return rem >= MinBlockSize
+	}
+	return rem > largeSplitMin
+}
+
+// Alloc hands out a block of at least n bytes tagged cat. It fails with an
+// *OutOfMemoryError when the device has no room even after the cache was
+// emptied.
+func (a *Allocator) Alloc(cat cuda.Category, n int64) (*Block, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cuda: Alloc: %d bytes requested", n)
+	}
+	if cat >= cuda.NumCategories {
+		return nil, fmt.Errorf("cuda: Alloc: unknown category %d", uint8(cat))
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, fmt.Errorf("cuda: Alloc: %s is closed", a.name)
+	}
+	size := RoundSize(n)
+	pool := a.poolFor(size)
+	b := pool.bestFit(size)
+	if b == nil {
+		var err error
+		b, err = a.newSegment(pool, size, false)
+		if errors.Is(err, cuda.ErrNoMemory) {
+			// As PyTorch: give every cached unsplit segment back and retry.
+			if err = a.releaseCached(); err == nil {
+				b, err = a.newSegment(pool, size, true)
+			}
+			if errors.Is(err, cuda.ErrNoMemory) {
+				a.stats.NumOOMs++
+				return nil, a.oomError(cat, n, size)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		pool.remove(b)
+	}
+	a.take(b, size, n, cat)
+	return b, nil
+}
+
+// newSegment takes a segment for a block of size bytes and returns it as
+// one free block, not yet in the pool.
+func (a *Allocator) newSegment(pool *blockPool, size int64, retry bool) (*Block, error) {
+	if retry {
+		a.stats.NumAllocRetries++
+	}
+	s, err := a.src.AllocSegment(SegmentSize(size))
+	if err != nil {
+		return nil, err
+	}
+	a.nseg++
+	seg := &segment{Segment: s, seq: a.nseg, pool: pool}
+	a.segs[s.Base] = seg
+	a.stats.Segment.Add(1)
+	a.stats.ReservedBytes.Add(s.Size)
+	seg.head = &Block{addr: s.Base, size: s.Size, seg: seg, pool: pool}
+	return seg.head, nil
+}
+
+// take marks the free block b (out of its pool) allocated for a request of
+// n bytes rounded to size, splitting off the remainder when the pool's rule
+// says so.
+func (a *Allocator) take(b *Block, size, n int64, cat cuda.Category) {
+	st := &a.stats
+	alreadySplit := b.isSplit()
+	if shouldSplit(b, size) {
+		rest := &Block{addr: b.addr + uintptr(size), size: b.size - size, seg: b.seg, pool: b.pool,
+			prev: b, next: b.next}
+		if b.next != nil {
+			b.next.prev = rest
+		}
+		b.next = rest
+		b.size = size
+		b.pool.insert(rest)
+		if alreadySplit {
+			// An inactive split block shrinks by size bytes.
+			st.InactiveSplitBytes.Sub(size)
+		} else {
+			// An unsplit block becomes split: its remainder is inactive.
+			st.InactiveSplitBytes.Add(rest.size)
+			st.InactiveSplit.Add(1)
+		}
+	} else if alreadySplit {
+		// An inactive split block becomes active whole.
+		st.InactiveSplitBytes.Sub(b.size)
+		st.InactiveSplit.Sub(1)
+	}
+	b.allocated = true
+	b.requested = n
+	b.cat = cat
+
+	st.NumAllocs++
+	st.Allocation.Add(1)
+	st.Active.Add(1)
+	st.ActiveBytes.Add(b.size)
+	st.RequestedBytes.Add(n)
+	st.CategoryAllocated[cat].Add(b.size)
+	st.CategoryRequested[cat].Add(n)
+	peak := st.AllocatedBytes.Peak
+	st.AllocatedBytes.Add(b.size)
+	if st.AllocatedBytes.Current > peak {
+		for c := range st.AtPeak {
+			st.AtPeak[c] = st.CategoryAllocated[c].Current
+		}
+	}
+}
+
+// Free returns b to the cache, merging it with free neighbours. Freeing a
+// block twice is a programming error and panics; freeing one after Close
+// does nothing (Close gave everything back already).
+func (a *Allocator) Free(b *Block) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		b.allocated = false
+		return
+	}
+	if b.seg == nil || a.segs[b.seg.Base] != b.seg {
+		panic(fmt.Sprintf("cuda: Free: block %#x (%d bytes) does not belong to %s", b.addr, b.size, a.name))
+	}
+	if !b.allocated {
+		panic(fmt.Sprintf("cuda: Free: block %#x (%d bytes) is not allocated (double free?)", b.addr, b.size))
+	}
+	st := &a.stats
+	st.NumFrees++
+	st.Allocation.Sub(1)
+	st.AllocatedBytes.Sub(b.size)
+	st.RequestedBytes.Sub(b.requested)
+	st.CategoryAllocated[b.cat].Sub(b.size)
+	st.CategoryRequested[b.cat].Sub(b.requested)
+	st.Active.Sub(1)
+	st.ActiveBytes.Sub(b.size)
+	b.allocated = false
+	b.requested = 0
+
+	var dBlocks, dBytes int64
+	for _, nb := range [2]*Block{b.prev, b.next} {
+		if n := a.merge(b, nb); n > 0 {
+			dBlocks--
+			dBytes -= n
+		}
+	}
+	b.pool.insert(b)
+	if b.isSplit() {
+		dBlocks++
+		dBytes += b.size
+	}
+	st.InactiveSplit.Change(dBlocks)
+	st.InactiveSplitBytes.Change(dBytes)
+}
+
+// merge folds the free neighbour nb into b and returns the bytes it
+// subsumed (0 when nb is nil or allocated).
+func (a *Allocator) merge(b, nb *Block) int64 {
+	if nb == nil || nb.allocated {
+		return 0
+	}
+	b.pool.remove(nb)
+	if nb == b.prev {
+		b.addr = nb.addr
+		b.prev = nb.prev
+		if b.prev != nil {
+			b.prev.next = b
+		} else {
+			b.seg.head = b
+		}
+	} else {
+		b.next = nb.next
+		if b.next != nil {
+			b.next.prev = b
+		}
+	}
+	b.size += nb.size
+	return nb.size
+}
+
+// releaseCached gives every cached free block that is a whole segment back
+// to the device (PyTorch's release_cached_blocks).
+func (a *Allocator) releaseCached() error {
+	for _, p := range [2]*blockPool{&a.small, &a.large} {
+		var keep []*Block
+		var firstErr error
+		for _, b := range p.free {
+			if b.isSplit() {
+				keep = append(keep, b)
+				continue
+			}
+			if err := a.src.FreeSegment(b.seg.Segment); err != nil {
+				keep = append(keep, b)
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			delete(a.segs, b.seg.Base)
+			a.stats.Segment.Sub(1)
+			a.stats.ReservedBytes.Sub(b.size)
+		}
+		p.free = keep
+		if firstErr != nil {
+			return fmt.Errorf("cuda: releasing cached segments of %s: %w", a.name, firstErr)
+		}
+	}
+	return nil
+}
+
+// EmptyCache gives every cached segment with no allocated block back to the
+// device.
+func (a *Allocator) EmptyCache() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.releaseCached()
+}
+
+// Close gives every segment back to the device, live blocks included; the
+// allocator takes no further requests. Buffers still alive become invalid.
+func (a *Allocator) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	var firstErr error
+	for _, s := range a.segs {
+		if err := a.src.FreeSegment(s.Segment); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	a.segs = nil
+	a.small.free, a.large.free = nil, nil
+	return firstErr
+}
+
+// Stats returns a copy of the statistics.
+func (a *Allocator) Stats() cuda.Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// ResetPeaks sets every peak to its current value, AtPeak included.
+func (a *Allocator) ResetPeaks() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := &a.stats
+	for _, s := range []*cuda.Stat{&st.AllocatedBytes, &st.RequestedBytes, &st.ReservedBytes, &st.ActiveBytes,
+		&st.InactiveSplitBytes, &st.Allocation, &st.Segment, &st.Active, &st.InactiveSplit} {
+		s.ResetPeak()
+	}
+	for c := range st.CategoryAllocated {
+		st.CategoryAllocated[c].ResetPeak()
+		st.CategoryRequested[c].ResetPeak()
+		st.AtPeak[c] = st.CategoryAllocated[c].Current
+	}
+}
+
+// LargestFreeBlock is the largest cached free block, in bytes.
+func (a *Allocator) LargestFreeBlock() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.largestFree()
+}
+
+func (a *Allocator) largestFree() int64 {
+	var m int64
+	for _, p := range [2]*blockPool{&a.small, &a.large} {
+		if n := len(p.free); n > 0 && p.free[n-1].size > m {
+			m = p.free[n-1].size
+		}
+	}
+	return m
+}
+
+// BlockInfo describes one block of a segment in a Snapshot.
+type BlockInfo struct {
+	Addr      uintptr
+	Size      int64
+	Requested int64 // 0 for free blocks
+	Allocated bool
+	Cat       cuda.Category // meaningful for allocated blocks
+}
+
+// SegmentInfo describes one segment and its blocks, in address order, as
+// torch.cuda.memory_snapshot() does.
+type SegmentInfo struct {
+	Base   uintptr
+	Size   int64
+	Seq    uint64 // the segment's age: 1 for the first one the allocator took
+	Small  bool   // from the small pool
+	Blocks []BlockInfo
+}
+
+// Snapshot lists every segment the allocator holds, oldest first.
+func (a *Allocator) Snapshot() []SegmentInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]SegmentInfo, 0, len(a.segs))
+	for _, s := range a.segs {
+		si := SegmentInfo{Base: s.Base, Size: s.Size, Seq: s.seq, Small: s.pool.small}
+		for b := s.head; b != nil; b = b.next {
+			si.Blocks = append(si.Blocks, BlockInfo{Addr: b.addr, Size: b.size, Requested: b.requested,
+				Allocated: b.allocated, Cat: b.cat})
+		}
+		out = append(out, si)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}
+
+func (a *Allocator) oomError(cat cuda.Category, n, size int64) error {
+	e := &cuda.OutOfMemoryError{Device: a.name, Requested: n, Rounded: size, Segment: SegmentSize(size), Category: cat,
+		Reserved: a.stats.ReservedBytes.Current, LargestFree: a.largestFree()}
+	for c := range e.Allocated {
+		e.Allocated[c] = a.stats.CategoryAllocated[c].Current
+	}
+	if free, total, err := a.src.MemInfo(); err == nil {
+		e.Free, e.Capacity = free, total
+	}
+	return e
+}

@@ -1,0 +1,64 @@
+//go:build trainmem_cuda
+
+package gpu
+
+import "trainmem/cuda"
+
+// The CUDA device's kernels: the embedding family (Embedding and the gradients of its two tables).
+
+// Embedding: out[b·T+t, :] = wte[tokens[b·T+t], :] + wpe[t, :].
+func (d *Device) Embedding(out, tokens, wte, wpe *cuda.Buffer, B, T, C int) error {
+	if err := d.begin("Embedding", cuda.Check.Embedding(out, tokens, wte, wpe, B, T, C), out, tokens, wte, wpe); err != nil {
+		return err
+	}
+	defer d.leave()
+	checked, err := d.checkIDsOnHost("Embedding", "token id", tokens, T, wte.Len/C)
+	if err != nil {
+		return err
+	}
+	return d.runChecked(embeddingCall(out, tokens, wte, wpe, B, T, C, uintptr(d.status)), checked)
+}
+
+// runChecked runs a kernel that reads token ids; without a host copy of
+// the ids it waits for the kernel and reads its finding.
+func (d *Device) runChecked(c *kcall, checkedOnHost bool) error {
+	if err := d.run(c); err != nil {
+		return err
+	}
+	if checkedOnHost {
+		return nil
+	}
+	return d.syncCheck(c.name)
+}
+
+// EmbeddingBackwardTokens: dwte = 0, then each token's row the sum of its
+// positions' rows, in position order, in fp64 (one warp per token, no
+// atomics).
+func (d *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int) error {
+	err := cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C)
+	if err := d.begin("EmbeddingBackwardTokens", err, dwte, dout, tokens); err != nil {
+		return err
+	}
+	defer d.leave()
+	checked, err := d.checkIDsOnHost("EmbeddingBackwardTokens", "token id", tokens, T, dwte.Len/C)
+	if err != nil {
+		return err
+	}
+	if err := d.memsetZero(dwte, 0, dwte.Len); err != nil {
+		return err
+	}
+	return d.runChecked(embeddingBackwardTokensCall(dwte, dout, tokens, B, T, C, uintptr(d.status)), checked)
+}
+
+// EmbeddingBackwardPositions: dwpe[t, :] = Σ_b dout[b·T+t, :]; rows t ≥ T zero.
+func (d *Device) EmbeddingBackwardPositions(dwpe, dout *cuda.Buffer, B, T, C int) error {
+	err := cuda.Check.EmbeddingBackwardPositions(dwpe, dout, B, T, C)
+	if err := d.begin("EmbeddingBackwardPositions", err, dwpe, dout); err != nil {
+		return err
+	}
+	defer d.leave()
+	if err := d.memsetZero(dwpe, T*C, dwpe.Len-T*C); err != nil {
+		return err
+	}
+	return d.run(embeddingBackwardPositionsCall(dwpe, dout, B, T, C))
+}

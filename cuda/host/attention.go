@@ -1,0 +1,189 @@
+package host
+
+// Causal self-attention on the host. qkv is (B·T, 3C), each row [q | k | v];
+// head h of q, k or v is the hd = C/NH channels h·hd..(h+1)·hd of its third,
+// so a head's T×hd matrix is a strided view with row stride 3C, which the
+// GEMMs take as they are (lda = 3C): nothing is transposed or copied for
+// F32 and F64 buffers. Batch elements run one after the other; within one,
+// the GEMMs use the BLAS threads and the softmax rows are split over the
+// cores.
+//
+//	S = Q·Kᵀ/sqrt(hd)            (NH GEMMs, T×T each, into p)
+//	P = causal softmax(S)        (rows; j > t exactly 0)
+//	Y = P·V                      (NH GEMMs into y's column blocks)
+//
+// Backward, with the F32 scratch of NH·T·T for dP and dS:
+//
+//	dV = Pᵀ·dY    dP = dY·Vᵀ    dS = P ⊙ (dP - rowsum(P ⊙ dP)) / sqrt(hd)
+//	dQ = dS·K     dK = dSᵀ·Q
+
+import (
+	"math"
+	"trainmem/cuda"
+)
+
+// AttentionProbs: p (B, NH, T, T) = causal softmax(q·kᵀ/sqrt(C/NH)).
+func (h *Device) AttentionProbs(p, qkv *cuda.Buffer, B, T, C, NH int) error {
+	if err := h.begin("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH), p, qkv); err != nil {
+		return err
+	}
+	if cuda.AllF64(p, qkv) {
+		attentionProbsKernel[float64](h, p, qkv, B, T, C, NH)
+	} else {
+		attentionProbsKernel[float32](h, p, qkv, B, T, C, NH)
+	}
+	return nil
+}
+
+// batchScratch returns a per-batch-element buffer for v's elements: nil
+// when v is stored in the compute type (no copy needed).
+func batchScratch[F float](v vec[F], n int) []F {
+	if v.raw != nil {
+		return nil
+	}
+	return getScratch[F](n)
+}
+
+func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH int) {
+	hd := C / NH
+	scale := F(1 / math.Sqrt(float64(hd)))
+	vq, vp := mkvec[F](qkv), mkvec[F](p)
+	rowQ, sz := T*3*C, NH*T*T
+	tq, tp := batchScratch(vq, rowQ), batchScratch(vp, sz)
+	defer putScratch(tq)
+	defer putScratch(tp)
+	for b := 0; b < B; b++ {
+		q := vq.get(b*rowQ, (b+1)*rowQ, tq)
+		pp := vp.out(b*sz, (b+1)*sz, tp)
+		for hh := 0; hh < NH; hh++ {
+			gemm(h.blas, false, true, T, T, hd, scale, q[hh*hd:], 3*C, q[C+hh*hd:], 3*C, 0, pp[hh*T*T:(hh+1)*T*T], T)
+		}
+		h.parallel(NH*T, max(1, elemGrain/T), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				causalSoftmax(pp[r*T:(r+1)*T], r%T)
+			}
+		})
+		vp.put(b*sz, pp)
+	}
+}
+
+// causalSoftmax turns row t of the scores into probabilities over columns
+// 0..t (max-subtracted, in float64) and zeroes the columns after t.
+func causalSoftmax[F float](row []F, t int) {
+	mx := row[0]
+	for _, v := range row[1 : t+1] {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for j, v := range row[:t+1] {
+		e := math.Exp(float64(v) - float64(mx))
+		sum += e
+		row[j] = F(e)
+	}
+	inv := 1 / sum
+	for j, v := range row[:t+1] {
+		row[j] = F(float64(v) * inv)
+	}
+	clear(row[t+1:])
+}
+
+// AttentionOut: y (B·T, C), head h's channels = p[b, h]·v[b, h].
+func (h *Device) AttentionOut(y, qkv, p *cuda.Buffer, B, T, C, NH int) error {
+	if err := h.begin("AttentionOut", cuda.Check.AttentionOut(y, qkv, p, B, T, C, NH), y, qkv, p); err != nil {
+		return err
+	}
+	if cuda.AllF64(y, qkv, p) {
+		attentionOutKernel[float64](h, y, qkv, p, B, T, C, NH)
+	} else {
+		attentionOutKernel[float32](h, y, qkv, p, B, T, C, NH)
+	}
+	return nil
+}
+
+func attentionOutKernel[F float](h *Device, y, qkv, p *cuda.Buffer, B, T, C, NH int) {
+	hd := C / NH
+	vy, vq, vp := mkvec[F](y), mkvec[F](qkv), mkvec[F](p)
+	rowQ, rowY, sz := T*3*C, T*C, NH*T*T
+	ty, tq, tp := batchScratch(vy, rowY), batchScratch(vq, rowQ), batchScratch(vp, sz)
+	defer putScratch(ty)
+	defer putScratch(tq)
+	defer putScratch(tp)
+	for b := 0; b < B; b++ {
+		q := vq.get(b*rowQ, (b+1)*rowQ, tq)
+		pp := vp.get(b*sz, (b+1)*sz, tp)
+		yy := vy.out(b*rowY, (b+1)*rowY, ty)
+		for hh := 0; hh < NH; hh++ {
+			gemm(h.blas, false, false, T, hd, T, 1, pp[hh*T*T:(hh+1)*T*T], T, q[2*C+hh*hd:], 3*C, 0, yy[hh*hd:], C)
+		}
+		vy.put(b*rowY, yy)
+	}
+}
+
+// AttentionBackward: dqkv (B·T, 3C) from dy through p (to q and k) and v.
+// scratch holds dP and dS of one batch element; an fp64 computation given
+// fp32 scratch uses private fp64 scratch instead.
+func (h *Device) AttentionBackward(dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T, C, NH int) error {
+	err := cuda.Check.AttentionBackward(dqkv, dy, qkv, p, scratch, B, T, C, NH)
+	if err := h.begin("AttentionBackward", err, dqkv, dy, qkv, p, scratch); err != nil {
+		return err
+	}
+	if cuda.AllF64(dqkv, dy, qkv, p) {
+		attentionBackwardKernel[float64](h, dqkv, dy, qkv, p, scratch, B, T, C, NH)
+	} else {
+		attentionBackwardKernel[float32](h, dqkv, dy, qkv, p, scratch, B, T, C, NH)
+	}
+	return nil
+}
+
+func attentionBackwardKernel[F float](h *Device, dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T, C, NH int) {
+	hd := C / NH
+	scale := 1 / math.Sqrt(float64(hd))
+	vdq, vdy, vq, vp := mkvec[F](dqkv), mkvec[F](dy), mkvec[F](qkv), mkvec[F](p)
+	rowQ, rowY, sz := T*3*C, T*C, NH*T*T
+	tdq, tdy, tq, tp := batchScratch(vdq, rowQ), batchScratch(vdy, rowY), batchScratch(vq, rowQ), batchScratch(vp, sz)
+	defer putScratch(tdq)
+	defer putScratch(tdy)
+	defer putScratch(tq)
+	defer putScratch(tp)
+	ds := mkvec[F](scratch).raw
+	if ds == nil {
+		ds = getScratch[F](sz)
+		defer putScratch(ds)
+	}
+	ds = ds[:sz]
+	for b := 0; b < B; b++ {
+		q := vq.get(b*rowQ, (b+1)*rowQ, tq)
+		pp := vp.get(b*sz, (b+1)*sz, tp)
+		d := vdy.get(b*rowY, (b+1)*rowY, tdy)
+		dq := vdq.out(b*rowQ, (b+1)*rowQ, tdq)
+		for hh := 0; hh < NH; hh++ {
+			ph, dsh := pp[hh*T*T:(hh+1)*T*T], ds[hh*T*T:(hh+1)*T*T]
+			// dV = Pᵀ·dY
+			gemm(h.blas, true, false, T, hd, T, 1, ph, T, d[hh*hd:], C, 0, dq[2*C+hh*hd:], 3*C)
+			// dP = dY·Vᵀ
+			gemm(h.blas, false, true, T, T, hd, 1, d[hh*hd:], C, q[2*C+hh*hd:], 3*C, 0, dsh, T)
+		}
+		h.parallel(NH*T, max(1, elemGrain/T), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				t := r % T
+				prow, drow := pp[r*T:(r+1)*T], ds[r*T:(r+1)*T]
+				var dot float64
+				for j, v := range prow[:t+1] {
+					dot += float64(v) * float64(drow[j])
+				}
+				for j, v := range prow[:t+1] {
+					drow[j] = F(float64(v) * (float64(drow[j]) - dot) * scale)
+				}
+				clear(drow[t+1:])
+			}
+		})
+		for hh := 0; hh < NH; hh++ {
+			dsh := ds[hh*T*T : (hh+1)*T*T]
+			// dQ = dS·K
+			gemm(h.blas, false, false, T, hd, T, 1, dsh, T, q[C+hh*hd:], 3*C, 0, dq[hh*hd:], 3*C)
+			// dK = dSᵀ·Q
+			gemm(h.blas, true, false, T, hd, T, 1, dsh, T, q[hh*hd:], 3*C, 0, dq[C+hh*hd:], 3*C)
+		}
+		vdq.put(b*rowQ, dq)
+	}
+}

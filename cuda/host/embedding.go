@@ -1,0 +1,147 @@
+package host
+
+// The host device's kernels: the embedding family (Embedding and the gradients of its two tables).
+
+import (
+	"slices"
+	"trainmem/cuda"
+)
+
+// Embedding: out[b·T+t, :] = wte[tokens[b·T+t], :] + wpe[t, :].
+func (h *Device) Embedding(out, tokens, wte, wpe *cuda.Buffer, B, T, C int) error {
+	if err := h.begin("Embedding", cuda.Check.Embedding(out, tokens, wte, wpe, B, T, C), out, tokens, wte, wpe); err != nil {
+		return err
+	}
+	if err := cuda.CheckIDs("Embedding", "token id", Int32s(tokens), T, wte.Len/C); err != nil {
+		return err
+	}
+	if cuda.AllF64(out, wte, wpe) {
+		embeddingKernel[float64](h, out, tokens, wte, wpe, T, C)
+	} else {
+		embeddingKernel[float32](h, out, tokens, wte, wpe, T, C)
+	}
+	return nil
+}
+
+func embeddingKernel[F float](h *Device, out, tokens, wte, wpe *cuda.Buffer, T, C int) {
+	ids := Int32s(tokens)
+	vo, ve, vp := mkvec[F](out), mkvec[F](wte), mkvec[F](wpe)
+	h.parallel(len(ids), rowGrain(C), func(lo, hi int) {
+		tmp := getScratch[F](3 * C)
+		defer putScratch(tmp)
+		for i := lo; i < hi; i++ {
+			tok, t := int(ids[i]), i%T
+			e := ve.get(tok*C, tok*C+C, tmp[:C])
+			p := vp.get(t*C, t*C+C, tmp[C:2*C])
+			o := vo.out(i*C, i*C+C, tmp[2*C:])
+			for c := range o {
+				o[c] = e[c] + p[c]
+			}
+			vo.put(i*C, o)
+		}
+	})
+}
+
+// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i], :] += dout[i, :],
+// each row summed in position order (in float64) and rounded once.
+func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int) error {
+	if err := h.begin("EmbeddingBackwardTokens", cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C), dwte, dout, tokens); err != nil {
+		return err
+	}
+	ids := Int32s(tokens)
+	if err := cuda.CheckIDs("EmbeddingBackwardTokens", "token id", ids, T, dwte.Len/C); err != nil {
+		return err
+	}
+	h.clear(dwte)
+	// Positions grouped by token, ascending within each group.
+	order := make([]int32, len(ids))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return int(ids[a]) - int(ids[b]) })
+	var starts []int // group boundaries in order
+	for i := range order {
+		if i == 0 || ids[order[i]] != ids[order[i-1]] {
+			starts = append(starts, i)
+		}
+	}
+	starts = append(starts, len(order))
+	if cuda.AllF64(dwte, dout) {
+		embeddingBackwardTokensKernel[float64](h, dwte, dout, ids, order, starts, C)
+	} else {
+		embeddingBackwardTokensKernel[float32](h, dwte, dout, ids, order, starts, C)
+	}
+	return nil
+}
+
+func embeddingBackwardTokensKernel[F float](h *Device, dwte, dout *cuda.Buffer, ids, order []int32, starts []int, C int) {
+	vw, vd := mkvec[F](dwte), mkvec[F](dout)
+	groups := len(starts) - 1
+	h.parallel(groups, max(1, rowGrain(C)/4), func(lo, hi int) {
+		tmp := getScratch[F](2 * C)
+		acc := getScratch[float64](C)
+		defer putScratch(tmp)
+		defer putScratch(acc)
+		for g := lo; g < hi; g++ {
+			clear(acc)
+			for _, i := range order[starts[g]:starts[g+1]] {
+				d := vd.get(int(i)*C, int(i)*C+C, tmp[:C])
+				for c, v := range d {
+					acc[c] += float64(v)
+				}
+			}
+			tok := int(ids[order[starts[g]]])
+			o := vw.out(tok*C, tok*C+C, tmp[C:])
+			for c := range o {
+				o[c] = F(acc[c])
+			}
+			vw.put(tok*C, o)
+		}
+	})
+}
+
+// clear zeroes a buffer's bytes (zero bits are +0 in every float type).
+func (h *Device) clear(b *cuda.Buffer) {
+	h.parallel(len(b.Host()), 1<<18, func(lo, hi int) { clear(b.Host()[lo:hi]) })
+}
+
+// EmbeddingBackwardPositions: dwpe[t, :] = Σ_b dout[b·T+t, :] (summed over b
+// in order, in float64); rows t ≥ T are zero.
+func (h *Device) EmbeddingBackwardPositions(dwpe, dout *cuda.Buffer, B, T, C int) error {
+	if err := h.begin("EmbeddingBackwardPositions", cuda.Check.EmbeddingBackwardPositions(dwpe, dout, B, T, C), dwpe, dout); err != nil {
+		return err
+	}
+	if dwpe.Len > T*C {
+		h.clear(dwpe.View(T*C, dwpe.Len-T*C))
+	}
+	if cuda.AllF64(dwpe, dout) {
+		embeddingBackwardPositionsKernel[float64](h, dwpe, dout, B, T, C)
+	} else {
+		embeddingBackwardPositionsKernel[float32](h, dwpe, dout, B, T, C)
+	}
+	return nil
+}
+
+func embeddingBackwardPositionsKernel[F float](h *Device, dwpe, dout *cuda.Buffer, B, T, C int) {
+	vw, vd := mkvec[F](dwpe), mkvec[F](dout)
+	h.parallel(T, max(1, rowGrain(C)/B), func(lo, hi int) {
+		tmp := getScratch[F](2 * C)
+		acc := getScratch[float64](C)
+		defer putScratch(tmp)
+		defer putScratch(acc)
+		for t := lo; t < hi; t++ {
+			clear(acc)
+			for b := 0; b < B; b++ {
+				i := b*T + t
+				for c, v := range vd.get(i*C, i*C+C, tmp[:C]) {
+					acc[c] += float64(v)
+				}
+			}
+			o := vw.out(t*C, t*C+C, tmp[C:])
+			for c := range o {
+				o[c] = F(acc[c])
+			}
+			vw.put(t*C, o)
+		}
+	})
+}

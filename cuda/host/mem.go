@@ -1,0 +1,265 @@
+package host
+
+// Typed access to host buffers. A buffer's memory is the []byte of its
+// mapping; typed slices over it are made with unsafe.Slice from the address
+// of its first byte (never from an integer), so go vet stays clean and the
+// Go runtime never sees a pointer into memory it does not own as anything
+// but a slice.
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+	"trainmem/cuda"
+	"unsafe"
+)
+
+// float is the compute type of a host kernel: float32, or float64 when
+// every float operand is F64.
+type float interface{ ~float32 | ~float64 }
+
+func f32view(b *cuda.Buffer) []float32 {
+	if b.Len == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
+}
+
+func f64view(b *cuda.Buffer) []float64 {
+	if b.Len == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
+}
+
+func u16view(b *cuda.Buffer) []uint16 {
+	if b.Len == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
+}
+
+// Int32s is an I32 buffer in host memory as its values.
+func Int32s(b *cuda.Buffer) []int32 {
+	if b.Len == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
+}
+
+// Decode reads elements [lo, lo+len(dst)) of b, a buffer in host memory
+// (the host device's, or another device's staging copy), into dst, exactly
+// (fp64 into float32 rounds to nearest even).
+func Decode[T float](b *cuda.Buffer, lo int, dst []T) {
+	hi := lo + len(dst)
+	switch b.DType {
+	case cuda.F32:
+		for i, v := range f32view(b)[lo:hi] {
+			dst[i] = T(v)
+		}
+	case cuda.F64:
+		for i, v := range f64view(b)[lo:hi] {
+			dst[i] = T(v)
+		}
+	case cuda.F16:
+		for i, v := range u16view(b)[lo:hi] {
+			dst[i] = T(cuda.F16ToF32(v))
+		}
+	case cuda.BF16:
+		for i, v := range u16view(b)[lo:hi] {
+			dst[i] = T(cuda.BF16ToF32(v))
+		}
+	default:
+		panic("cuda: decode of " + b.DType.String())
+	}
+}
+
+// Encode writes src into elements [lo, lo+len(src)) of b, a buffer in host
+// memory, rounding to nearest even in one rounding.
+func Encode[T float](b *cuda.Buffer, lo int, src []T) {
+	hi := lo + len(src)
+	switch s := any(src).(type) {
+	case []float32:
+		switch b.DType {
+		case cuda.F32:
+			copy(f32view(b)[lo:hi], s)
+		case cuda.F64:
+			d := f64view(b)[lo:hi]
+			for i, v := range s {
+				d[i] = float64(v)
+			}
+		case cuda.F16:
+			d := u16view(b)[lo:hi]
+			for i, v := range s {
+				d[i] = cuda.F32ToF16(v)
+			}
+		case cuda.BF16:
+			d := u16view(b)[lo:hi]
+			for i, v := range s {
+				d[i] = cuda.F32ToBF16(v)
+			}
+		default:
+			panic("cuda: encode into " + b.DType.String())
+		}
+	case []float64:
+		switch b.DType {
+		case cuda.F32:
+			d := f32view(b)[lo:hi]
+			for i, v := range s {
+				d[i] = float32(v)
+			}
+		case cuda.F64:
+			copy(f64view(b)[lo:hi], s)
+		case cuda.F16:
+			d := u16view(b)[lo:hi]
+			for i, v := range s {
+				d[i] = cuda.F64ToF16(v)
+			}
+		case cuda.BF16:
+			d := u16view(b)[lo:hi]
+			for i, v := range s {
+				d[i] = cuda.F64ToBF16(v)
+			}
+		default:
+			panic("cuda: encode into " + b.DType.String())
+		}
+	}
+}
+
+// vec is a buffer seen as a vector of the compute type T: its own memory
+// when it is stored as T, else decoded and encoded piece by piece.
+type vec[T float] struct {
+	b   *cuda.Buffer
+	raw []T // the buffer's memory when its DType is T
+}
+
+func mkvec[T float](b *cuda.Buffer) vec[T] {
+	v := vec[T]{b: b}
+	if b == nil || b.Len == 0 {
+		return v
+	}
+	var z T
+	switch any(z).(type) {
+	case float32:
+		if b.DType == cuda.F32 {
+			v.raw = any(f32view(b)).([]T)
+		}
+	case float64:
+		if b.DType == cuda.F64 {
+			v.raw = any(f64view(b)).([]T)
+		}
+	}
+	return v
+}
+
+// get returns elements [lo, hi): the buffer's memory, or a copy decoded
+// into tmp (which must hold hi-lo elements).
+func (v vec[T]) get(lo, hi int, tmp []T) []T {
+	if v.raw != nil {
+		return v.raw[lo:hi:hi]
+	}
+	tmp = tmp[:hi-lo]
+	Decode(v.b, lo, tmp)
+	return tmp
+}
+
+// out returns where to write elements [lo, hi): the buffer's memory, or
+// tmp, which put then encodes.
+func (v vec[T]) out(lo, hi int, tmp []T) []T {
+	if v.raw != nil {
+		return v.raw[lo:hi:hi]
+	}
+	return tmp[:hi-lo]
+}
+
+// put stores x, from out or get, as elements [lo, lo+len(x)); a no-op when
+// x is the buffer's own memory.
+func (v vec[T]) put(lo int, x []T) {
+	if v.raw == nil {
+		Encode(v.b, lo, x)
+	}
+}
+
+// Scratch: host-private slices, pooled by power-of-two capacity so that
+// kernels on 16-bit buffers do not allocate on every call.
+type scratchPool[T float] struct{ pools [64]sync.Pool }
+
+var (
+	scratch32 scratchPool[float32]
+	scratch64 scratchPool[float64]
+)
+
+func (p *scratchPool[T]) get(n int) []T {
+	if n == 0 {
+		return nil
+	}
+	k := bits.Len(uint(n - 1))
+	if s, ok := p.pools[k].Get().(*[]T); ok {
+		return (*s)[:n]
+	}
+	return make([]T, n, 1<<k)
+}
+
+func (p *scratchPool[T]) put(s []T) {
+	if cap(s) == 0 {
+		return
+	}
+	k := bits.Len(uint(cap(s) - 1))
+	if 1<<k != cap(s) {
+		return // not from get
+	}
+	s = s[:0]
+	p.pools[k].Put(&s)
+}
+
+// getScratch borrows n elements of host-private scratch of type T;
+// putScratch gives them back.
+func getScratch[T float](n int) []T {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return any(scratch32.get(n)).([]T)
+	default:
+		return any(scratch64.get(n)).([]T)
+	}
+}
+
+func putScratch[T float](s []T) {
+	switch s := any(s).(type) {
+	case []float32:
+		scratch32.put(s)
+	case []float64:
+		scratch64.put(s)
+	}
+}
+
+// nonFiniteRange reports whether elements [lo, hi) of b hold an Inf or a NaN.
+func nonFiniteRange(b *cuda.Buffer, lo, hi int) bool {
+	switch b.DType {
+	case cuda.F32:
+		for _, v := range f32view(b)[lo:hi] {
+			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+				return true
+			}
+		}
+	case cuda.F64:
+		for _, v := range f64view(b)[lo:hi] {
+			if math.Float64bits(v)&0x7ff0000000000000 == 0x7ff0000000000000 {
+				return true
+			}
+		}
+	case cuda.F16:
+		for _, v := range u16view(b)[lo:hi] {
+			if v&0x7c00 == 0x7c00 {
+				return true
+			}
+		}
+	case cuda.BF16:
+		for _, v := range u16view(b)[lo:hi] {
+			if v&0x7f80 == 0x7f80 {
+				return true
+			}
+		}
+	}
+	return false
+}

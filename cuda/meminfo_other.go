@@ -1,5 +1,0 @@
-//go:build !linux
-
-package cuda
-
-func machineMemory() (free, total int64, err error) { return 0, 0, errNoMemInfo }
