@@ -11,7 +11,6 @@ import (
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
-	"trainmem/train/data"
 )
 
 // Row names, the "category" of each JSON row, in report order. The first
@@ -61,8 +60,8 @@ type Options struct {
 	Steps int
 	// Seed seeds the initialisation and the batch order; 0 means 1.
 	Seed uint64
-	// Data is a text or llm.c token file; "" is the built-in corpus, or
-	// zero tokens for a vocabulary too small for it.
+	// Data is a text or llm.c token file; "" is the built-in corpus
+	// (train.OpenBatches, as in a training run).
 	Data string
 	// LR overrides the optimizer's default learning rate when > 0.
 	LR float64
@@ -319,71 +318,40 @@ func (r *Report) rows() []Row {
 func ptr(v int64) *int64 { return &v }
 
 // runner drives a Trainer for the measured runs: weights initialised from
-// the seed, batches from the data (or zero tokens).
+// the seed, batches from train's own data path (train.OpenBatches).
 type runner struct {
-	tr              *train.Trainer
-	loader          *data.Loader
-	ds              *data.Dataset // the loader's, closed with the runner
-	data            string
-	tokens, targets []int32
+	tr      *train.Trainer
+	batches *train.Batches
+	data    string
 }
 
 func newRunner(dev cuda.Device, s model.Setup, o Options) (*runner, error) {
-	r := &runner{tokens: make([]int32, s.Batch*s.Seq), targets: make([]int32, s.Batch*s.Seq), data: "zero tokens"}
-	if dev.Computes() {
-		var ds *data.Dataset
-		var err error
-		if o.Data != "" {
-			if ds, err = data.Load(o.Data, s.Model.Vocab); err != nil {
-				return nil, err
-			}
-		} else if ds, err = data.DefaultDataset(s.Model.Vocab); err != nil {
-			ds = nil // a vocabulary below 256 bytes: zero tokens
-		}
-		if ds != nil {
-			if r.loader, err = data.NewLoader(ds, s.Batch, s.Seq, o.seed()); err != nil {
-				ds.Close()
-				if o.Data != "" {
-					return nil, err
-				}
-				r.loader = nil // the built-in corpus is shorter than one batch
-			} else {
-				r.data, r.ds = ds.Source, ds
-			}
-		}
+	batches, err := train.OpenBatches(dev, o.Data, s, o.seed())
+	if err != nil {
+		return nil, err
 	}
-	opt := train.DefaultOptimizer(s.Optimizer)
-	if o.LR > 0 {
-		opt.LR = float32(o.LR)
-	}
-	tr, err := train.New(dev, s.Model, s.Batch, s.Seq, train.Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: opt})
+	tr, err := train.New(dev, s, train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)})
 	if err == nil && dev.Computes() {
 		if err = tr.SetParams(model.InitParams(s.Model, o.seed())); err != nil {
 			tr.Close()
 		}
 	}
 	if err != nil {
-		if r.ds != nil {
-			r.ds.Close()
-		}
+		batches.Close()
 		return nil, err
 	}
-	r.tr = tr
-	return r, nil
+	return &runner{tr: tr, batches: batches, data: batches.Source}, nil
 }
 
 func (r *runner) step() (train.Record, error) {
-	if r.loader != nil {
-		if err := r.loader.Next(r.tokens, r.targets); err != nil {
-			return train.Record{}, err
-		}
+	tokens, targets, err := r.batches.Next()
+	if err != nil {
+		return train.Record{}, err
 	}
-	return r.tr.Step(r.tokens, r.targets)
+	return r.tr.Step(tokens, targets)
 }
 
 func (r *runner) close() {
 	r.tr.Close()
-	if r.ds != nil {
-		r.ds.Close()
-	}
+	r.batches.Close()
 }

@@ -27,7 +27,7 @@ func BenchmarkStep(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.preset, bc.B, bc.T), func(b *testing.B) {
 			cfg, _ := model.Preset(bc.preset)
 			dev := newHost(b)
-			tr := newTrainer(b, dev, cfg, bc.B, bc.T, Options{})
+			tr := newTrainer(b, dev, oneRank(cfg, bc.B, bc.T), Options{})
 			if err := tr.SetParams(model.InitParams(cfg, 1)); err != nil {
 				b.Fatal(err)
 			}
@@ -66,7 +66,7 @@ func BenchmarkVsTapeMachine(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.cfg.Name, bc.B, bc.T), func(b *testing.B) {
 			params := model.InitParams(bc.cfg, 1)
 			tokens, targets := batch(b, bc.cfg, bc.B, bc.T, 1)
-			tr := newTrainer(b, newHost(b), bc.cfg, bc.B, bc.T, Options{})
+			tr := newTrainer(b, newHost(b), oneRank(bc.cfg, bc.B, bc.T), Options{})
 			if err := tr.SetParams(params); err != nil {
 				b.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func BenchmarkSimulate(b *testing.B) {
 			if s.Checkpoint, err = model.ParseCheckpoint(pol); err != nil {
 				b.Fatal(err)
 			}
-			tr := newTrainer(b, shape.New(0), s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint})
+			tr := newTrainer(b, shape.New(0), s, Options{})
 			tokens := make([]int32, s.Batch*s.Seq)
 			b.ResetTimer()
 			for b.Loop() {

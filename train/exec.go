@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -13,9 +14,10 @@ import (
 
 // Options configure a Trainer.
 type Options struct {
-	Precision  model.Precision
-	Checkpoint model.Checkpoint
-	Optimizer  Optimizer
+	// Optimizer is the update rule and its hyperparameters; the zero value
+	// means DefaultOptimizer of the setup's optimizer. Its Kind must be the
+	// setup's.
+	Optimizer Optimizer
 	// Float64 stores every value in float64 whatever the precision: the
 	// reference mode of the finite-difference checks.
 	Float64 bool
@@ -28,8 +30,7 @@ type Options struct {
 // one training step at a time.
 type Trainer struct {
 	dev   cuda.Device
-	cfg   model.Config
-	B, T  int
+	s     model.Setup
 	opts  Options
 	st    storage
 	sched *Schedule
@@ -46,39 +47,47 @@ type Trainer struct {
 	step    int // updates applied (Adam's bias-correction step)
 }
 
-// New builds the GPT-2 graph for cfg at batch B and sequence T, compiles its
-// schedule and allocates the model states on dev. Parameters start at zero:
-// call SetParams.
-func New(dev cuda.Device, cfg model.Config, B, T int, opts Options) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
+// New builds the GPT-2 graph of setup s (model, batch, sequence,
+// precision, optimizer, checkpoint policy: the Setup that estimate and
+// simulate take, validated by its Validate), compiles its schedule and
+// allocates the model states on dev. The trainer runs one rank. Parameters
+// start at zero: call SetParams.
+func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
+	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if B <= 0 {
-		return nil, fmt.Errorf("train: batch must be a positive integer, got %d", B)
+	switch {
+	case s.ParamsOnly():
+		return nil, errors.New("train: a setup of a parameter count only has no model to run: give a preset or layers, hidden, heads")
+	case s.Ranks != 1 || s.TP != 1 || s.PP != 1:
+		return nil, fmt.Errorf("train: the trainer runs one rank; the setup has %d data-parallel ranks, %d tensor-parallel and %d pipeline stages (valid: 1 each)", s.Ranks, s.TP, s.PP)
 	}
-	if T <= 0 || T > cfg.Context {
-		return nil, fmt.Errorf("train: sequence length %d is outside 1..%d, the context of %s", T, cfg.Context, cfg.Name)
+	if opts.Optimizer == (Optimizer{}) {
+		opts.Optimizer = DefaultOptimizer(s.Optimizer)
+	}
+	if opts.Optimizer.Kind != s.Optimizer {
+		return nil, fmt.Errorf("train: the optimizer's hyperparameters are for %v and the setup's optimizer is %v", opts.Optimizer.Kind, s.Optimizer)
 	}
 	if err := opts.Optimizer.validate(); err != nil {
 		return nil, err
 	}
-	st := storageOf(opts.Precision, opts.Float64)
+	st := storageOf(s.Precision, opts.Float64)
 	dt := tensor.Float32
 	if opts.Float64 {
 		dt = tensor.Float64
 	}
-	gr, err := model.Build(cfg, B, T, dt)
+	gr, err := model.Build(s.Model, s.Batch, s.Seq, dt)
 	if err != nil {
 		return nil, err
 	}
-	sched, err := compile(gr, st, opts.Checkpoint)
+	sched, err := compile(gr, st, s.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, cfg: cfg, B: B, T: T, opts: opts, st: st, sched: sched,
+	t := &Trainer{dev: dev, s: s, opts: opts, st: st, sched: sched,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
-	t.scaler = newLossScaler(opts.Precision == model.FP16 && !opts.Float64, opts.LossScale)
+	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if err := t.allocStates(); err != nil {
 		t.Close()
 		return nil, err
@@ -89,7 +98,7 @@ func New(dev cuda.Device, cfg model.Config, B, T int, opts Options) (*Trainer, e
 // allocStates takes the model states from the allocator, one flat buffer
 // per category, and binds the parameter and gradient slots to views of them.
 func (t *Trainer) allocStates() error {
-	n := int(t.cfg.NumParams())
+	n := int(t.s.Model.NumParams())
 	var err error
 	alloc := func(cat cuda.Category, dt cuda.DType) *cuda.Buffer {
 		if err != nil {
@@ -120,7 +129,7 @@ func (t *Trainer) allocStates() error {
 			return nil
 		}
 		var vs []*cuda.Buffer
-		for _, r := range t.cfg.Params() {
+		for _, r := range t.s.Model.Params() {
 			vs = append(vs, b.View(int(r.Offset), int(r.Count)))
 		}
 		return vs
@@ -213,7 +222,7 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	rec.finish(t)
 	if diverged != "" {
 		rec.Diverged = diverged
-		return rec, &DivergedError{Step: rec.Step, Reason: diverged, FP16: t.opts.Precision == model.FP16 && !t.opts.Float64}
+		return rec, &DivergedError{Step: rec.Step, Reason: diverged, FP16: t.s.Precision == model.FP16 && !t.opts.Float64}
 	}
 	return rec, nil
 }
@@ -227,8 +236,8 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			t.release()
 		}
 	}()
-	if len(tokens) != t.B*t.T || len(targets) != t.B*t.T {
-		return rec, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", t.B*t.T, len(tokens), len(targets))
+	if len(tokens) != t.s.Batch*t.s.Seq || len(targets) != t.s.Batch*t.s.Seq {
+		return rec, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", t.s.Batch*t.s.Seq, len(tokens), len(targets))
 	}
 	t.dev.ResetPeakStats()
 	t.inputs[t.sched.Tokens] = tokens
@@ -382,7 +391,7 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 	t.step++
 	gs := float32(1 / t.scaler.used)
 	o := t.opts.Optimizer
-	for i, r := range t.cfg.Params() {
+	for i, r := range t.s.Model.Params() {
 		var master, m, v *cuda.Buffer
 		if t.masterView != nil {
 			master = t.masterView[i]

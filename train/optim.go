@@ -33,6 +33,15 @@ func DefaultOptimizer(kind model.Optimizer) Optimizer {
 	return o
 }
 
+// WithLR is o with learning rate lr when lr > 0 (a flag's override), else
+// o unchanged.
+func (o Optimizer) WithLR(lr float64) Optimizer {
+	if lr > 0 {
+		o.LR = float32(lr)
+	}
+	return o
+}
+
 func (o Optimizer) validate() error {
 	bad := func(name string, v float32, valid string) error {
 		return fmt.Errorf("train: %s %g is invalid (valid: %s)", name, v, valid)

@@ -28,12 +28,13 @@ func TestSimulateEqualsMeasureEveryPrecisionAndPolicy(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts := Options{Precision: prec, Checkpoint: pol}
-				host := newTrainer(t, newHost(t), cfg, B, T, opts)
+				s := oneRank(cfg, B, T)
+				s.Precision, s.Checkpoint = prec, pol
+				host := newTrainer(t, newHost(t), s, Options{})
 				if err := host.SetParams(params); err != nil {
 					t.Fatal(err)
 				}
-				shape := newTrainer(t, shape.New(0), cfg, B, T, opts)
+				shape := newTrainer(t, shape.New(0), s, Options{})
 				if hs, ss := host.Device().Stats(), shape.Device().Stats(); hs != ss {
 					t.Fatalf("after the model states: host %+v\nshape %+v", hs, ss)
 				}
@@ -150,7 +151,7 @@ func TestLossScaleFloorEndsTheRun(t *testing.T) {
 		{"backoff 0.1", LossScaleOptions{Init: 1000, Backoff: 0.1, Floor: 5}, []float64{1000, 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newTrainer(t, newHost(t), tinyCfg, 2, 16, Options{Precision: model.FP16, LossScale: tc.opts})
+			tr := newTrainer(t, newHost(t), withPrecision(oneRank(tinyCfg, 2, 16), model.FP16), Options{LossScale: tc.opts})
 			if err := tr.SetParams(overflowing()); err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +197,7 @@ func scales(rs []Record) []float64 {
 // The same weights in bf16 need no loss scale: the overflow that stops fp16
 // is out of reach of bf16's fp32-wide exponent, and the steps are applied.
 func TestBF16NeedsNoLossScale(t *testing.T) {
-	tr := newTrainer(t, newHost(t), tinyCfg, 2, 16, Options{Precision: model.BF16})
+	tr := newTrainer(t, newHost(t), withPrecision(oneRank(tinyCfg, 2, 16), model.BF16), Options{})
 	if err := tr.SetParams(overflowing()); err != nil {
 		t.Fatal(err)
 	}

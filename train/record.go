@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"trainmem/cuda"
-	"trainmem/model"
 )
 
 // Record is what one training step leaves behind: one JSON line of
@@ -86,7 +85,7 @@ func (r *Record) finish(t *Trainer) {
 	r.Step = t.steps
 	r.StepMs = r.ForwardMs + r.RecomputeMs + r.BackwardMs + r.OptimizerMs
 	if r.StepMs > 0 {
-		r.TokensPerS = float64(t.B*t.T) / (r.StepMs / 1000)
+		r.TokensPerS = float64(t.s.Batch*t.s.Seq) / (r.StepMs / 1000)
 	}
 	r.MFU = mfu(t, r.StepMs)
 	s := t.dev.Stats()
@@ -116,9 +115,7 @@ func mfu(t *Trainer, stepMs float64) float64 {
 	if peak <= 0 {
 		return 0
 	}
-	s := model.Setup{Model: t.cfg, Batch: t.B, Seq: t.T, Precision: t.opts.Precision, Checkpoint: t.opts.Checkpoint,
-		Ranks: 1, TP: 1, PP: 1}
-	e, err := s.Estimate()
+	e, err := t.s.Estimate()
 	if err != nil {
 		return 0
 	}

@@ -10,7 +10,6 @@ import (
 	"trainmem/cuda/host"
 	"trainmem/model"
 	"trainmem/model/files"
-	"trainmem/train/data"
 )
 
 // RunOptions describe a training run.
@@ -38,6 +37,21 @@ type RunOptions struct {
 func (o RunOptions) Paths() (inputs, outputs []files.Path) {
 	return []files.Path{{Flag: "--data", Name: o.Data}, {Flag: "--load", Name: o.Load}},
 		[]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}
+}
+
+// Check is what a run checks before any work: every path (files.Check),
+// and that Save can hold the model. The command line calls it before it
+// opens the device; Run calls it again.
+func (o RunOptions) Check() error {
+	if err := files.Check(o.Paths()); err != nil {
+		return err
+	}
+	if o.Save != "" {
+		if err := model.CheckSavable(o.Setup.Model); err != nil {
+			return &files.PathError{Flag: "--save", Path: o.Save, Problem: err.Error()}
+		}
+	}
+	return nil
 }
 
 // RunResult is what a run leaves: a summary of its steps (the records
@@ -93,29 +107,14 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if o.Steps <= 0 {
 		return nil, fmt.Errorf("train: steps must be a positive integer, got %d", o.Steps)
 	}
-	if err := files.Check(o.Paths()); err != nil {
+	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	if o.Save != "" {
-		if err := model.CheckSavable(s.Model); err != nil {
-			return nil, &files.PathError{Flag: "--save", Path: o.Save, Problem: err.Error()}
-		}
-	}
-	var ds *data.Dataset
-	var err error
-	if o.Data == "" {
-		ds, err = data.DefaultDataset(s.Model.Vocab)
-	} else {
-		ds, err = data.Load(o.Data, s.Model.Vocab)
-	}
+	batches, err := OpenBatches(dev, o.Data, s, o.Seed)
 	if err != nil {
 		return nil, err
 	}
-	defer ds.Close()
-	loader, err := data.NewLoader(ds, s.Batch, s.Seq, o.Seed)
-	if err != nil {
-		return nil, err
-	}
+	defer batches.Close()
 	var params []float32
 	if o.Load != "" {
 		if err := checkHostFits(o.Load, s.Model); err != nil {
@@ -127,14 +126,10 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	} else if dev.Computes() {
 		params = model.InitParams(s.Model, o.Seed)
 	}
-	opt := DefaultOptimizer(s.Optimizer)
-	if o.LR > 0 {
-		opt.LR = float32(o.LR)
-	}
 	if ctx.Err() != nil {
 		return &RunResult{Device: dev.Name(), Interrupted: true}, nil
 	}
-	tr, err := New(dev, s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: opt})
+	tr, err := New(dev, s, Options{Optimizer: DefaultOptimizer(s.Optimizer).WithLR(o.LR)})
 	if err != nil {
 		return nil, err
 	}
@@ -146,20 +141,20 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		params = nil // the device holds them now
 	}
 
-	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", ds.Source, model.Comma(ds.Len())), Schedule: tr.Schedule().Summary()}
+	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens)), Schedule: tr.Schedule().Summary()}
 	bar := NewProgress(o.Progress, o.Steps)
 	var out *files.Lines
 	if o.Out != "" {
 		out = files.CreateLines(o.Out)
 	}
-	tokens, targets := make([]int32, s.Batch*s.Seq), make([]int32, s.Batch*s.Seq)
 	var stepErr, outErr error
 	for range o.Steps {
 		if ctx.Err() != nil {
 			res.Interrupted = true
 			break
 		}
-		if err := loader.Next(tokens, targets); err != nil {
+		tokens, targets, err := batches.Next()
+		if err != nil {
 			stepErr = err
 			break
 		}

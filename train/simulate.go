@@ -15,15 +15,23 @@ func Simulate(dev cuda.Device, s model.Setup, steps int) (Record, cuda.Stats, er
 	if steps <= 0 {
 		steps = 2
 	}
-	tr, err := New(dev, s.Model, s.Batch, s.Seq, Options{Precision: s.Precision, Checkpoint: s.Checkpoint, Optimizer: DefaultOptimizer(s.Optimizer)})
+	tr, err := New(dev, s, Options{})
 	if err != nil {
 		return Record{}, cuda.Stats{}, err
 	}
 	defer tr.Close()
-	tokens := make([]int32, s.Batch*s.Seq) // shape-only: the values are never read
+	batches, err := OpenBatches(dev, "", s, 1)
+	if err != nil {
+		return Record{}, cuda.Stats{}, err
+	}
+	defer batches.Close()
 	var rec Record
 	for range steps {
-		if rec, err = tr.Step(tokens, tokens); err != nil {
+		tokens, targets, err := batches.Next()
+		if err == nil {
+			rec, err = tr.Step(tokens, targets)
+		}
+		if err != nil {
 			return rec, dev.Stats(), err
 		}
 	}

@@ -26,12 +26,20 @@ func newHost(t testing.TB) cuda.Device {
 	return h
 }
 
-func newTrainer(t testing.TB, dev cuda.Device, cfg model.Config, B, T int, opts Options) *Trainer {
+// oneRank is one rank of cfg at batch B and sequence T: fp32, AdamW, no
+// checkpointing.
+func oneRank(cfg model.Config, B, T int) model.Setup {
+	return model.Setup{Model: cfg, Batch: B, Seq: T, Optimizer: model.AdamW, Ranks: 1, TP: 1, PP: 1}
+}
+
+func withPrecision(s model.Setup, p model.Precision) model.Setup {
+	s.Precision = p
+	return s
+}
+
+func newTrainer(t testing.TB, dev cuda.Device, s model.Setup, opts Options) *Trainer {
 	t.Helper()
-	if opts.Optimizer == (Optimizer{}) {
-		opts.Optimizer = DefaultOptimizer(model.AdamW)
-	}
-	tr, err := New(dev, cfg, B, T, opts)
+	tr, err := New(dev, s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +115,7 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			tr := newTrainer(t, newHost(t), tc.cfg, tc.B, tc.T, Options{})
+			tr := newTrainer(t, newHost(t), oneRank(tc.cfg, tc.B, tc.T), Options{})
 			if err := tr.SetParams(params); err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +159,7 @@ func TestFiniteDifferences(t *testing.T) {
 		params[i] = float64(v) * 5 // larger weights: gradients well away from zero
 	}
 	tokens, targets := batch(t, cfg, B, T, 2)
-	tr := newTrainer(t, newHost(t), cfg, B, T, Options{Float64: true})
+	tr := newTrainer(t, newHost(t), oneRank(cfg, B, T), Options{Float64: true})
 	loss := func(p []float64) float64 {
 		if err := tr.SetParams(p); err != nil {
 			t.Fatal(err)
@@ -204,12 +212,13 @@ func TestSimulateEqualsMeasure(t *testing.T) {
 	} {
 		t.Run(tc.cfg.Name, func(t *testing.T) {
 			tokens, targets := batch(t, tc.cfg, tc.B, tc.T, 5)
-			opts := Options{Checkpoint: tc.pol}
-			host := newTrainer(t, newHost(t), tc.cfg, tc.B, tc.T, opts)
+			s := oneRank(tc.cfg, tc.B, tc.T)
+			s.Checkpoint = tc.pol
+			host := newTrainer(t, newHost(t), s, Options{})
 			if err := host.SetParams(model.InitParams(tc.cfg, 1)); err != nil {
 				t.Fatal(err)
 			}
-			shape := newTrainer(t, shape.New(0), tc.cfg, tc.B, tc.T, opts)
+			shape := newTrainer(t, shape.New(0), s, Options{})
 			for step := 1; step <= 2; step++ {
 				hr, err := host.Step(tokens, targets)
 				if err != nil {
@@ -240,7 +249,9 @@ func TestCheckpointGradientsBitIdentical(t *testing.T) {
 	params := model.InitParams(cfg, 11)
 	tokens, targets := batch(t, cfg, B, T, 3)
 	run := func(pol model.Checkpoint) ([]float64, float64) {
-		tr := newTrainer(t, newHost(t), cfg, B, T, Options{Checkpoint: pol})
+		s := oneRank(cfg, B, T)
+		s.Checkpoint = pol
+		tr := newTrainer(t, newHost(t), s, Options{})
 		if err := tr.SetParams(params); err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +295,9 @@ func trainTiny(t *testing.T, steps int, prec model.Precision) []float64 {
 	}
 	opt := DefaultOptimizer(model.AdamW)
 	opt.LR = 1e-3
-	tr := newTrainer(t, newHost(t), tinyCfg, B, T, Options{Precision: prec, Optimizer: opt})
+	s := withPrecision(oneRank(tinyCfg, B, T), prec)
+	s.Optimizer = opt.Kind
+	tr := newTrainer(t, newHost(t), s, Options{Optimizer: opt})
 	if err := tr.SetParams(model.InitParams(tinyCfg, 42)); err != nil {
 		t.Fatal(err)
 	}

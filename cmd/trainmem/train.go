@@ -15,7 +15,6 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
-	"trainmem/model/files"
 	"trainmem/train"
 )
 
@@ -156,13 +155,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
 	}
 	// Every path is checked before the device opens and the work starts.
-	if err := files.Check(opts.Paths()); err != nil {
+	if err := opts.Check(); err != nil {
 		return err
-	}
-	if tf.save != "" {
-		if err := model.CheckSavable(s.Model); err != nil {
-			return usagef("--save %s: %v", tf.save, err)
-		}
 	}
 	dev, err := tf.newDevice()
 	if err != nil {
