@@ -70,264 +70,333 @@ type Schedule struct {
 }
 
 // compile turns the graph into a schedule for a precision and checkpoint
-// policy.
+// policy, in passes that each read what the earlier ones found (the
+// compiler's fields, in pass order) and can be tested one by one:
 //
-// Order: nodes run in creation order, which is a topological order (a node
-// can only be created after its arguments). The builder creates the forward
-// pass layer by layer and gorgonia's Backpropagate creates gradient nodes as
-// it walks back from the loss, so the backward pass runs block by block in
-// reverse, the order PyTorch's autograd would take.
-//
-// Liveness: every value is freed right after its last use. A forward value
-// read by the backward pass is an activation; one that dies in the forward
-// pass is a temporary; so is every backward value but the parameter
-// gradients, which are written straight into the grads buffer.
-//
-// Checkpointing: the policy assigns forward nodes to segments. A value
-// used by the backward pass whose segment is dropped and which no later
-// segment reads is freed after its last forward use; before the first
-// backward instruction that needs one of a segment's dropped values, the
-// segment's forward instructions needed to produce them run again.
+//   - order: every node the loss and the gradients depend on, in creation
+//     order, which is a topological order (a node can only be created after
+//     its arguments). The builder creates the forward pass layer by layer
+//     and gorgonia's Backpropagate creates gradient nodes as it walks back
+//     from the loss, so the backward pass runs block by block in reverse,
+//     the order PyTorch's autograd would take.
+//   - phases: which nodes belong to the backward pass (everything that
+//     depends on the loss seed) and who consumes each node.
+//   - bind: the persistent slots (parameters, gradients) and the step's
+//     inputs.
+//   - segments: the checkpoint policy assigns forward nodes to segments; a
+//     value used by the backward pass whose segment is dropped and which no
+//     later segment reads is dropped: freed after its last forward use.
+//   - lower: every op lowered to its kernels (model.Runner), once, so that
+//     an op the executor cannot run fails here.
+//   - forward: the forward instructions. A forward value read by the
+//     backward pass is an activation; one that dies in the forward pass is
+//     a temporary.
+//   - backward: the backward instructions, every backward value a temporary
+//     but the parameter gradients, which are written straight into the
+//     grads buffer; before the first backward instruction that needs one of
+//     a segment's dropped values, the segment's forward instructions needed
+//     to produce them run again (recompute).
+//   - liveness: every value is freed right after its last use.
 func compile(gr *model.Graph, st storage, pol model.Checkpoint) (*Schedule, error) {
-	s := &Schedule{Graph: gr}
-	g := gr.G
+	c := &compiler{gr: gr, st: st, pol: pol, s: &Schedule{Graph: gr}}
+	for _, pass := range []func() error{c.order, c.phases, c.bind, c.segments, c.lower, c.forward, c.backward} {
+		if err := pass(); err != nil {
+			return nil, err
+		}
+	}
+	c.s.liveness()
+	return c.s, nil
+}
 
-	// Every node the loss and the gradients depend on, in creation order.
-	roots := append(gorgonia.Nodes{gr.Loss}, gr.Grads...)
+// compiler holds what compile's passes find, field by field in pass order.
+type compiler struct {
+	gr  *model.Graph
+	st  storage
+	pol model.Checkpoint
+	s   *Schedule
+
+	nodes  gorgonia.Nodes         // order: the step's nodes in creation order
+	gradOf map[*gorgonia.Node]int // order: the parameter-table row of each gradient node
+
+	isBackward map[*gorgonia.Node]bool             // phases: the backward pass's nodes
+	consumers  map[*gorgonia.Node][]*gorgonia.Node // phases: the nodes reading each node
+
+	live map[*gorgonia.Node]int // bind, then forward and backward: each node's live slot
+
+	seg     map[*gorgonia.Node]int  // segments: each forward node's checkpoint segment (-1: kept)
+	dropped map[*gorgonia.Node]bool // segments: the values freed after the forward pass
+
+	kernels map[*gorgonia.Node]kernel // lower: each op's kernels
+}
+
+// order collects every node the loss and the gradients depend on, in
+// creation order, and the gradient node of each parameter.
+func (c *compiler) order() error {
+	gr := c.gr
 	seen := map[*gorgonia.Node]bool{}
-	var nodes gorgonia.Nodes
 	var walk func(n *gorgonia.Node)
 	walk = func(n *gorgonia.Node) {
 		if seen[n] {
 			return
 		}
 		seen[n] = true
-		for _, c := range children(g, n) {
-			walk(c)
+		for _, a := range children(gr.G, n) {
+			walk(a)
 		}
-		nodes = append(nodes, n)
+		c.nodes = append(c.nodes, n)
 	}
-	for _, r := range roots {
+	for _, r := range append(gorgonia.Nodes{gr.Loss}, gr.Grads...) {
 		walk(r)
 	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID() < nodes[j].ID() })
+	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].ID() < c.nodes[j].ID() })
 
-	param := map[*gorgonia.Node]int{}
-	for i, p := range gr.Params {
-		param[p] = i
-	}
-	gradOf := map[*gorgonia.Node]int{}
+	c.gradOf = map[*gorgonia.Node]int{}
 	for i, d := range gr.Grads {
 		if d.Op() == nil {
-			return nil, fmt.Errorf("train: the gradient of %s is an input node, not computed", gr.Config.Params()[i].Name)
+			return fmt.Errorf("train: the gradient of %s is an input node, not computed", gr.Config.Params()[i].Name)
 		}
-		if j, dup := gradOf[d]; dup {
-			return nil, fmt.Errorf("train: parameters %d and %d share one gradient node", j, i)
+		if j, dup := c.gradOf[d]; dup {
+			return fmt.Errorf("train: parameters %d and %d share one gradient node", j, i)
 		}
-		gradOf[d] = i
+		c.gradOf[d] = i
 	}
+	return nil
+}
 
-	// Phases and consumers.
-	backward := map[*gorgonia.Node]bool{gr.DLoss: true}
-	consumers := map[*gorgonia.Node][]*gorgonia.Node{}
-	for _, n := range nodes {
-		for _, c := range children(g, n) {
-			consumers[c] = append(consumers[c], n)
-			if backward[c] {
-				backward[n] = true
+// phases marks the backward pass (the loss seed and everything computed
+// from it) and records each node's consumers.
+func (c *compiler) phases() error {
+	c.isBackward = map[*gorgonia.Node]bool{c.gr.DLoss: true}
+	c.consumers = map[*gorgonia.Node][]*gorgonia.Node{}
+	for _, n := range c.nodes {
+		for _, a := range children(c.gr.G, n) {
+			c.consumers[a] = append(c.consumers[a], n)
+			if c.isBackward[a] {
+				c.isBackward[n] = true
 			}
 		}
 	}
-	usedByBackward := func(n *gorgonia.Node) bool {
-		for _, c := range consumers[n] {
-			if backward[c] {
-				return true
-			}
-		}
-		return false
-	}
+	return nil
+}
 
-	// Persistent slots.
-	newSlot := func(sl Slot) int {
-		s.Slots = append(s.Slots, sl)
-		return len(s.Slots) - 1
+// usedByBackward reports whether a backward node reads n.
+func (c *compiler) usedByBackward(n *gorgonia.Node) bool {
+	for _, u := range c.consumers[n] {
+		if c.isBackward[u] {
+			return true
+		}
 	}
-	live := map[*gorgonia.Node]int{}
+	return false
+}
+
+// newSlot appends a slot to the schedule.
+func (c *compiler) newSlot(sl Slot) int {
+	c.s.Slots = append(c.s.Slots, sl)
+	return len(c.s.Slots) - 1
+}
+
+// bind makes the persistent slots (one per parameter and gradient row) and
+// the step's inputs, and checks that every input node is one of them.
+func (c *compiler) bind() error {
+	gr, s, st := c.gr, c.s, c.st
+	c.live = map[*gorgonia.Node]int{}
 	table := gr.Config.Params()
 	s.ParamSlots = make([]int, len(table))
 	s.GradSlots = make([]int, len(table))
 	for i, p := range gr.Params {
-		s.ParamSlots[i] = newSlot(Slot{Node: p, Len: int(table[i].Count), DType: st.param, Cat: cuda.Params, Persistent: true, Param: i})
-		live[p] = s.ParamSlots[i]
+		s.ParamSlots[i] = c.newSlot(Slot{Node: p, Len: int(table[i].Count), DType: st.param, Cat: cuda.Params, Persistent: true, Param: i})
+		c.live[p] = s.ParamSlots[i]
 	}
 	for i, d := range gr.Grads {
-		s.GradSlots[i] = newSlot(Slot{Node: d, Len: int(table[i].Count), DType: st.param, Cat: cuda.Grads, Persistent: true, Param: i})
+		s.GradSlots[i] = c.newSlot(Slot{Node: d, Len: int(table[i].Count), DType: st.param, Cat: cuda.Grads, Persistent: true, Param: i})
 	}
 	// The step's inputs are kept for backward (the embedding and the loss
 	// gradients read them), so they count as activations; the loss seed lives
 	// in the backward pass only.
-	s.Tokens = newSlot(Slot{Node: gr.Tokens, Len: size(gr.Tokens), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
-	s.Targets = newSlot(Slot{Node: gr.Targets, Len: size(gr.Targets), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
-	s.DLoss = newSlot(Slot{Node: gr.DLoss, Len: 1, DType: st.state, Cat: cuda.Temporaries, Input: true, Param: -1})
-	live[gr.Tokens], live[gr.Targets], live[gr.DLoss] = s.Tokens, s.Targets, s.DLoss
-
-	for _, n := range nodes {
+	s.Tokens = c.newSlot(Slot{Node: gr.Tokens, Len: size(gr.Tokens), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
+	s.Targets = c.newSlot(Slot{Node: gr.Targets, Len: size(gr.Targets), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
+	s.DLoss = c.newSlot(Slot{Node: gr.DLoss, Len: 1, DType: st.state, Cat: cuda.Temporaries, Input: true, Param: -1})
+	c.live[gr.Tokens], c.live[gr.Targets], c.live[gr.DLoss] = s.Tokens, s.Targets, s.DLoss
+	for _, n := range c.nodes {
 		if n.Op() == nil {
-			if _, ok := live[n]; !ok {
-				return nil, fmt.Errorf("train: input node %q is neither a parameter nor a step input", n.Name())
+			if _, ok := c.live[n]; !ok {
+				return fmt.Errorf("train: input node %q is neither a parameter nor a step input", n.Name())
 			}
 		}
 	}
+	return nil
+}
 
-	// Checkpoint segments.
-	seg := map[*gorgonia.Node]int{}
-	for _, n := range nodes {
-		if n.Op() != nil && !backward[n] {
-			seg[n] = segment(pol, gr, n)
+// segments assigns the forward nodes to the policy's segments and picks
+// the dropped values: those the backward pass reads whose segment is
+// dropped, unless a later segment reads them too (then they are that
+// segment's checkpoint). A selective segment is one node, read only by the
+// rest of its block, so it is always dropped.
+func (c *compiler) segments() error {
+	c.seg = map[*gorgonia.Node]int{}
+	for _, n := range c.nodes {
+		if n.Op() != nil && !c.isBackward[n] {
+			c.seg[n] = segment(c.pol, c.gr, n)
 		}
 	}
-	dropped := map[*gorgonia.Node]bool{}
-	for _, n := range nodes {
-		sg, ok := seg[n]
-		if !ok || sg < 0 || !usedByBackward(n) {
+	c.dropped = map[*gorgonia.Node]bool{}
+	for _, n := range c.nodes {
+		sg, ok := c.seg[n]
+		if !ok || sg < 0 || !c.usedByBackward(n) {
 			continue
 		}
-		// A value a later segment reads is that segment's checkpoint. (A
-		// selective segment is one node, read only by the rest of its block.)
 		crosses := false
-		for _, c := range consumers[n] {
-			if !backward[c] && seg[c] != sg {
+		for _, u := range c.consumers[n] {
+			if !c.isBackward[u] && c.seg[u] != sg {
 				crosses = true
 			}
 		}
-		if pol.Kind == model.CheckpointSelective || !crosses {
-			dropped[n] = true
-			s.Dropped = append(s.Dropped, n)
+		if c.pol.Kind == model.CheckpointSelective || !crosses {
+			c.dropped[n] = true
+			c.s.Dropped = append(c.s.Dropped, n)
 		}
 	}
+	return nil
+}
 
-	outDType := func(n *gorgonia.Node) cuda.DType {
-		if model.IsStatistic(n.Op()) {
-			return st.state
-		}
-		return st.param
-	}
-	kernels := map[*gorgonia.Node]kernel{}
-	for _, n := range nodes {
+// lower lowers every op to its kernels.
+func (c *compiler) lower() error {
+	c.kernels = map[*gorgonia.Node]kernel{}
+	for _, n := range c.nodes {
 		if n.Op() == nil {
 			continue
 		}
 		k, err := lower(n.Op())
 		if err != nil {
-			return nil, fmt.Errorf("%w (node %s)", err, n.Name())
+			return fmt.Errorf("%w (node %s)", err, n.Name())
 		}
-		kernels[n] = k
+		c.kernels[n] = k
 	}
-	emit := func(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
-		in := Instr{Phase: ph, Node: n, Layer: layerOf(gr, n), run: kernels[n]}
-		for _, c := range children(g, n) {
-			sl, ok := live[c]
-			if !ok {
-				return fmt.Errorf("train: %s (%s) reads %s, which is not live", n.Name(), ph, c.Name())
-			}
-			in.Args = append(in.Args, sl)
-		}
-		if i, isGrad := gradOf[n]; isGrad {
-			in.Out = s.GradSlots[i]
-		} else {
-			in.Out = newSlot(Slot{Node: n, Len: size(n), DType: outDType(n), Cat: cat, Param: -1})
-		}
-		live[n] = in.Out
-		s.Instrs = append(s.Instrs, in)
-		return nil
-	}
+	return nil
+}
 
-	// Forward.
-	for _, n := range nodes {
-		if n.Op() == nil || backward[n] {
+// emit appends the instruction that runs n in phase ph, its output a new
+// slot of category cat (or the gradient's persistent slot).
+func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
+	in := Instr{Phase: ph, Node: n, Layer: layerOf(c.gr, n), run: c.kernels[n]}
+	for _, a := range children(c.gr.G, n) {
+		sl, ok := c.live[a]
+		if !ok {
+			return fmt.Errorf("train: %s (%s) reads %s, which is not live", n.Name(), ph, a.Name())
+		}
+		in.Args = append(in.Args, sl)
+	}
+	if i, isGrad := c.gradOf[n]; isGrad {
+		in.Out = c.s.GradSlots[i]
+	} else {
+		dt := c.st.param
+		if model.IsStatistic(n.Op()) {
+			dt = c.st.state
+		}
+		in.Out = c.newSlot(Slot{Node: n, Len: size(n), DType: dt, Cat: cat, Param: -1})
+	}
+	c.live[n] = in.Out
+	c.s.Instrs = append(c.s.Instrs, in)
+	return nil
+}
+
+// forward emits the forward pass; afterwards only the kept activations are
+// live: temporaries and dropped values died at their last forward use.
+func (c *compiler) forward() error {
+	for _, n := range c.nodes {
+		if n.Op() == nil || c.isBackward[n] {
 			continue
 		}
 		cat := cuda.Temporaries
-		if usedByBackward(n) && !dropped[n] {
+		if c.usedByBackward(n) && !c.dropped[n] {
 			cat = cuda.Activations
 		}
-		if err := emit(Forward, n, cat); err != nil {
-			return nil, err
+		if err := c.emit(Forward, n, cat); err != nil {
+			return err
 		}
-		if n == gr.Loss {
-			s.Loss = live[n]
-		}
-	}
-	// After the forward pass only the kept activations remain: temporaries
-	// and dropped values died at their last forward use.
-	for _, n := range nodes {
-		if n.Op() != nil && !backward[n] && (dropped[n] || !usedByBackward(n)) {
-			delete(live, n)
+		if n == c.gr.Loss {
+			c.s.Loss = c.live[n]
 		}
 	}
+	for _, n := range c.nodes {
+		if n.Op() != nil && !c.isBackward[n] && (c.dropped[n] || !c.usedByBackward(n)) {
+			delete(c.live, n)
+		}
+	}
+	return nil
+}
 
-	// Backward, recomputing a segment before its first use.
+// backward emits the backward pass, recomputing a segment before the
+// first instruction that reads one of its dropped values.
+func (c *compiler) backward() error {
 	recomputed := map[int]bool{}
-	var recompute func(target *gorgonia.Node, done map[*gorgonia.Node]bool) error
-	recompute = func(t *gorgonia.Node, done map[*gorgonia.Node]bool) error {
-		if _, ok := live[t]; ok || done[t] {
+	for _, n := range c.nodes {
+		if !c.isBackward[n] || n.Op() == nil {
+			continue
+		}
+		for _, a := range children(c.gr.G, n) {
+			if !c.dropped[a] {
+				continue
+			}
+			if _, ok := c.live[a]; ok {
+				continue
+			}
+			sg := c.seg[a]
+			if recomputed[sg] {
+				return fmt.Errorf("train: segment %d was recomputed already but %s is no longer live", sg, a.Name())
+			}
+			recomputed[sg] = true
+			if err := c.recompute(sg); err != nil {
+				return err
+			}
+		}
+		if err := c.emit(Backward, n, cuda.Temporaries); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recompute emits, in creation order, the forward instructions that
+// produce segment sg's dropped values from what is live.
+func (c *compiler) recompute(sg int) error {
+	need := map[*gorgonia.Node]bool{}
+	var mark func(t *gorgonia.Node) error
+	mark = func(t *gorgonia.Node) error {
+		if _, ok := c.live[t]; ok || need[t] {
 			return nil
 		}
-		done[t] = true
-		if _, ok := seg[t]; !ok {
+		need[t] = true
+		if _, ok := c.seg[t]; !ok {
 			return fmt.Errorf("train: %s is needed for recomputation but is not a forward value", t.Name())
 		}
-		for _, c := range children(g, t) {
-			if err := recompute(c, done); err != nil {
+		for _, a := range children(c.gr.G, t) {
+			if err := mark(a); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	for _, n := range nodes {
-		if !backward[n] || n.Op() == nil {
-			continue
-		}
-		for _, c := range children(g, n) {
-			if !dropped[c] {
-				continue
+	for _, d := range c.s.Dropped {
+		if c.seg[d] == sg {
+			if err := mark(d); err != nil {
+				return err
 			}
-			if _, ok := live[c]; ok {
-				continue
-			}
-			sg := seg[c]
-			if recomputed[sg] {
-				return nil, fmt.Errorf("train: segment %d was recomputed already but %s is no longer live", sg, c.Name())
-			}
-			recomputed[sg] = true
-			need := map[*gorgonia.Node]bool{}
-			for _, d := range s.Dropped {
-				if seg[d] == sg {
-					if err := recompute(d, need); err != nil {
-						return nil, err
-					}
-				}
-			}
-			for _, m := range nodes { // creation order
-				if !need[m] {
-					continue
-				}
-				cat := cuda.Temporaries
-				if usedByBackward(m) {
-					cat = cuda.Activations
-				}
-				if err := emit(Recompute, m, cat); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := emit(Backward, n, cuda.Temporaries); err != nil {
-			return nil, err
 		}
 	}
-
-	s.liveness()
-	return s, nil
+	for _, m := range c.nodes {
+		if !need[m] {
+			continue
+		}
+		cat := cuda.Temporaries
+		if c.usedByBackward(m) {
+			cat = cuda.Activations
+		}
+		if err := c.emit(Recompute, m, cat); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // liveness frees every non-persistent slot after its last use; a value that

@@ -3,6 +3,7 @@ package train
 import (
 	"testing"
 
+	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"trainmem/model"
@@ -121,4 +122,157 @@ func TestFullCheckpointKeepsBlockInputs(t *testing.T) {
 			t.Errorf("block %d keeps %d values after the forward pass, want 1 (its output)", l, kept[l])
 		}
 	}
+}
+
+// newCompiler runs compile's passes up to and including last.
+func newCompiler(t *testing.T, cfg model.Config, pol model.Checkpoint, last string) *compiler {
+	t.Helper()
+	gr, err := model.Build(cfg, 2, 8, tensor.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &compiler{gr: gr, st: storageOf(model.FP32, false), pol: pol, s: &Schedule{Graph: gr}}
+	for _, p := range []struct {
+		name string
+		run  func() error
+	}{{"order", c.order}, {"phases", c.phases}, {"bind", c.bind}, {"segments", c.segments}, {"lower", c.lower}, {"forward", c.forward}, {"backward", c.backward}} {
+		if err := p.run(); err != nil {
+			t.Fatalf("pass %s: %v", p.name, err)
+		}
+		if p.name == last {
+			return c
+		}
+	}
+	t.Fatalf("no pass %q", last)
+	return nil
+}
+
+// The passes one by one, each against a reference computed another way.
+func TestCompilerPasses(t *testing.T) {
+	cfg := model.Config{Name: "t3", Layers: 3, Hidden: 32, Heads: 4, Vocab: 64, Context: 16}
+
+	t.Run("order", func(t *testing.T) {
+		c := newCompiler(t, cfg, model.Checkpoint{}, "order")
+		pos := map[*gorgonia.Node]int{}
+		for i, n := range c.nodes {
+			pos[n] = i
+		}
+		for i, n := range c.nodes {
+			for _, a := range children(c.gr.G, n) {
+				if p, ok := pos[a]; !ok || p >= i {
+					t.Fatalf("%s (at %d) reads %s (at %d, listed %t): not a topological order", n.Name(), i, a.Name(), p, ok)
+				}
+			}
+		}
+		for _, r := range append(gorgonia.Nodes{c.gr.Loss}, c.gr.Grads...) {
+			if _, ok := pos[r]; !ok {
+				t.Errorf("root %s is not in the order", r.Name())
+			}
+		}
+		if len(c.gradOf) != len(c.gr.Grads) {
+			t.Errorf("%d gradient rows, want %d", len(c.gradOf), len(c.gr.Grads))
+		}
+	})
+
+	t.Run("phases", func(t *testing.T) {
+		c := newCompiler(t, cfg, model.Checkpoint{}, "phases")
+		// Reference: walk the graph's edges backwards from the loss seed.
+		want := map[*gorgonia.Node]bool{}
+		var reach func(n *gorgonia.Node)
+		reach = func(n *gorgonia.Node) {
+			if want[n] {
+				return
+			}
+			want[n] = true
+			for _, m := range c.nodes {
+				for _, a := range children(c.gr.G, m) {
+					if a == n {
+						reach(m)
+					}
+				}
+			}
+		}
+		reach(c.gr.DLoss)
+		for _, n := range c.nodes {
+			if c.isBackward[n] != want[n] {
+				t.Errorf("%s: backward %t, want %t", n.Name(), c.isBackward[n], want[n])
+			}
+		}
+		if c.isBackward[c.gr.Loss] || !c.isBackward[c.gr.Grads[0]] {
+			t.Error("the loss is backward or a gradient is not")
+		}
+	})
+
+	t.Run("segments", func(t *testing.T) {
+		if c := newCompiler(t, cfg, model.Checkpoint{}, "segments"); len(c.dropped) != 0 {
+			t.Errorf("no checkpointing drops %d values", len(c.dropped))
+		}
+		c := newCompiler(t, cfg, model.Checkpoint{Kind: model.CheckpointFull}, "segments")
+		if len(c.dropped) == 0 {
+			t.Fatal("full checkpointing drops nothing")
+		}
+		for n := range c.dropped {
+			l := layerOf(c.gr, n)
+			if l < 0 || l >= cfg.Layers || c.seg[n] != l {
+				t.Errorf("dropped %s of layer %d in segment %d", n.Name(), l, c.seg[n])
+			}
+			for _, u := range c.consumers[n] {
+				if !c.isBackward[u] && layerOf(c.gr, u) != l {
+					t.Errorf("dropped %s is read by %s of layer %d: it is a checkpoint", n.Name(), u.Name(), layerOf(c.gr, u))
+				}
+			}
+		}
+	})
+
+	t.Run("forward", func(t *testing.T) {
+		c := newCompiler(t, cfg, model.Checkpoint{Kind: model.CheckpointFull}, "forward")
+		ops := 0
+		for _, n := range c.nodes {
+			if n.Op() != nil && !c.isBackward[n] {
+				ops++
+				if _, live := c.live[n]; live == (c.dropped[n] || !c.usedByBackward(n)) {
+					t.Errorf("%s live after the forward pass: %t", n.Name(), live)
+				}
+			}
+		}
+		if len(c.s.Instrs) != ops {
+			t.Errorf("%d forward instructions, want one per forward op, %d", len(c.s.Instrs), ops)
+		}
+		for _, in := range c.s.Instrs {
+			if in.Phase != Forward {
+				t.Fatalf("%s in phase %s", in.Node.Name(), in.Phase)
+			}
+		}
+	})
+
+	t.Run("backward", func(t *testing.T) {
+		c := newCompiler(t, cfg, model.Checkpoint{Kind: model.CheckpointFull}, "backward")
+		recomputed := map[*gorgonia.Node]int{}
+		backward := 0
+		for _, in := range c.s.Instrs {
+			switch in.Phase {
+			case Recompute:
+				recomputed[in.Node]++
+				if c.isBackward[in.Node] {
+					t.Errorf("backward node %s recomputed", in.Node.Name())
+				}
+			case Backward:
+				backward++
+			}
+		}
+		for n := range c.dropped {
+			if recomputed[n] != 1 {
+				t.Errorf("dropped %s recomputed %d times, want once", n.Name(), recomputed[n])
+			}
+		}
+		want := 0
+		for _, n := range c.nodes {
+			if c.isBackward[n] && n.Op() != nil {
+				want++
+			}
+		}
+		if backward != want {
+			t.Errorf("%d backward instructions, want %d", backward, want)
+		}
+	})
 }
