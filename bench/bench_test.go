@@ -104,8 +104,8 @@ func BenchmarkGPT2XLActivations(b *testing.B) {
 			}
 			b.ReportMetric(float64(act)/1e9, "GB-act")
 			b.ReportMetric(float64(peak)/1e9, "GB-peak")
-			for _, f := range []string{model.ZeROPaper, model.Korthikanti, model.Exact} {
-				b.ReportMetric(float64(e.ActivationBytes(f)-act)/float64(act)*100, "%err-"+f)
+			for _, f := range model.Formulas() {
+				b.ReportMetric(float64(e.ActivationBytes(f)-act)/float64(act)*100, "%err-"+f.String())
 			}
 		})
 	}

@@ -43,7 +43,7 @@ func dimsOf(s model.Setup) dims {
 }
 
 // formulaKinds splits formula f's activations in e by kind of tensor.
-func formulaKinds(e model.Estimate, f string) (kinds, bool) {
+func formulaKinds(e model.Estimate, f model.Formula) (kinds, bool) {
 	a, ok := e.Activation(f)
 	var k kinds
 	k.by, k.other = a.ByKind()
@@ -78,7 +78,7 @@ func Percent(a, b int64) string {
 	return strings.Replace(s, "-", "−", 1)
 }
 
-func explain(r *Report) []string {
+func explain(r *ValidateReport) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	s, e := r.Setup, r.Estimate
@@ -122,7 +122,7 @@ func explain(r *Report) []string {
 	// The head (final layer norm, logits) is alive only until the
 	// backward pass begins.
 	head := ex.At.Kind == model.EndOfForward
-	for _, f := range []string{model.ZeROPaper, model.Korthikanti} {
+	for _, f := range []model.Formula{model.ZeROPaper, model.Korthikanti} {
 		fk, ok := formulaKinds(e, f)
 		if !ok || !hasExact {
 			continue
@@ -203,10 +203,10 @@ func formulaTotals(e model.Estimate, peak int64) string {
 
 // kindLine explains one kind's difference between formula f (fk) and
 // trainmem at its peak (tk), from the kinds' counts and the setup's sizes.
-func kindLine(kind model.TensorKind, f string, fk, tk model.KindTotal, d dims, s model.Setup, at model.Moment, el string, head bool) string {
+func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d dims, s model.Setup, at model.Moment, el string, head bool) string {
 	fv, tv := fk.Bytes, tk.Bytes
 	diff := signed(fv - tv)
-	name := map[string]string{model.ZeROPaper: "the ZeRO paper", model.Korthikanti: "Korthikanti"}[f]
+	name := map[model.Formula]string{model.ZeROPaper: "the ZeRO paper", model.Korthikanti: "Korthikanti"}[f]
 	switch kind {
 	case model.LayerValues:
 		return fmt.Sprintf("layer values %s: %s counts %d values of s·b·h a layer × %s = %s; trainmem holds %d s·b·h tensors of %s values = %s (%s)",
@@ -300,14 +300,6 @@ func blockValues(s model.Setup) (all, beforeProbs int64) {
 		}
 	}
 	return all, beforeProbs
-}
-
-// plural is "n thing" or "n things".
-func plural(n int64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // outsideTrainmem describes what trainmem holds outside the layers at its

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 
@@ -34,16 +35,16 @@ func SweepPolicies(layers int) []model.Checkpoint {
 // the median over those steps of the step time against none's in the same
 // round, minus 1.
 type SweepRow struct {
-	Policy        string           `json:"policy"`
-	SegmentLayers int              `json:"segment_layers"` // layers a recomputed segment (0: none, selective)
-	Estimate      map[string]int64 `json:"estimate"`       // activation bytes by formula
-	Simulated     int64            `json:"simulated"`      // activation bytes
-	Measured      *int64           `json:"measured"`       // activation bytes; null when not measured
-	SimulatedPeak int64            `json:"simulated_peak"` // peak allocated bytes
-	MeasuredPeak  *int64           `json:"measured_peak"`
-	StepMs        *float64         `json:"step_ms"`
-	RecomputeMs   *float64         `json:"recompute_ms"`
-	Overhead      *float64         `json:"overhead"` // step time / none's − 1; null without none or a measurement
+	Policy        string                  `json:"policy"`
+	SegmentLayers int                     `json:"segment_layers"` // layers a recomputed segment (0: none, selective)
+	Estimate      map[model.Formula]int64 `json:"estimate"`       // activation bytes by formula
+	Simulated     int64                   `json:"simulated"`      // activation bytes
+	Measured      *int64                  `json:"measured"`       // activation bytes; null when not measured
+	SimulatedPeak int64                   `json:"simulated_peak"` // peak allocated bytes
+	MeasuredPeak  *int64                  `json:"measured_peak"`
+	StepMs        *float64                `json:"step_ms"`
+	RecomputeMs   *float64                `json:"recompute_ms"`
+	Overhead      *float64                `json:"overhead"` // step time / none's − 1; null without none or a measurement
 	// RecomputeFraction is the estimate's extra FLOPs over a step's
 	// (Korthikanti et al. 2022, Appendix A; Narayanan et al. 2021).
 	RecomputeFraction float64 `json:"recompute_flop_fraction"`
@@ -53,13 +54,25 @@ type SweepRow struct {
 
 // SweepReport is Sweep's answer.
 type SweepReport struct {
-	Setup    model.Setup `json:"-"`
-	Formulas []string    `json:"formulas"`
-	Device   string      `json:"device,omitempty"`
-	Data     string      `json:"data,omitempty"`
-	Steps    int         `json:"steps"`       // steps a policy
-	Timed    int         `json:"timed_steps"` // steps in the timings (all but the first)
-	Rows     []SweepRow  `json:"rows"`
+	Setup    model.Setup     `json:"-"`
+	Formulas []model.Formula `json:"formulas"`
+	Device   string          `json:"device,omitempty"`
+	Data     string          `json:"data,omitempty"`
+	Steps    int             `json:"steps"`       // steps a policy
+	Timed    int             `json:"timed_steps"` // steps in the timings (all but the first)
+	Rows     []SweepRow      `json:"rows"`
+}
+
+// WriteJSON writes the report with the model and the setup (whose
+// checkpoint policy is one per row).
+func (r *SweepReport) WriteJSON(w io.Writer) error {
+	sd := setupDocOf(r.Setup)
+	sd.Checkpoint = "" // one per row
+	return writeJSON(w, struct {
+		Model modelDoc `json:"model"`
+		Setup setupDoc `json:"setup"`
+		*SweepReport
+	}{modelDocOf(r.Setup), sd, r})
 }
 
 // Sweep runs s under every checkpoint policy of o.Policies (default
@@ -102,7 +115,7 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 		if err != nil {
 			return nil, fmt.Errorf("bench: simulation of checkpoint %s: %w", pol, err)
 		}
-		row := SweepRow{Policy: pol.String(), SegmentLayers: pol.Segment(s.Model.Layers), Estimate: map[string]int64{},
+		row := SweepRow{Policy: pol.String(), SegmentLayers: pol.Segment(s.Model.Layers), Estimate: map[model.Formula]int64{},
 			Simulated: st.CategoryRequested[cuda.Activations].Peak, SimulatedPeak: st.AllocatedBytes.Peak,
 			RecomputeFraction: e.Recompute.Fraction, simReserved: st.ReservedBytes.Peak}
 		for _, a := range e.Activations {

@@ -46,7 +46,9 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 	fmt.Fprintln(w, "\nactivations: the category's peak in requested bytes; total peak: peak allocated")
 	var t Table
 	head := []string{"policy", "K"}
-	head = append(head, r.Formulas...)
+	for _, f := range r.Formulas {
+		head = append(head, f.String())
+	}
 	head = append(head, "simulated")
 	if measured {
 		head = append(head, "measured")

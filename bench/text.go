@@ -81,7 +81,7 @@ func diffCell(a, b *int64) string {
 
 // WriteText writes the report for people: the setup, the table (sizes in
 // binary units; exact bytes are in the JSON) and the explanations.
-func (r *Report) WriteText(w io.Writer) error {
+func (r *ValidateReport) WriteText(w io.Writer) error {
 	s := r.Setup
 	fmt.Fprintf(w, "model     %s\nsetup     %s\n", s.Model, Describe(s))
 	if r.Device != "" {
@@ -94,7 +94,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	var t Table
 	head := []string{"category"}
 	for _, f := range r.Formulas {
-		head = append(head, f, "Δ")
+		head = append(head, f.String(), "Δ")
 	}
 	head = append(head, "simulated")
 	if measured {

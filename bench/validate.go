@@ -90,18 +90,18 @@ func (o Options) progress(format string, args ...any) {
 // Simulated is nil only where the shape-only device has nothing to say (the
 // CUDA context); Measured is nil when nothing was measured.
 type Row struct {
-	Category  string            `json:"category"`
-	Estimate  map[string]*int64 `json:"estimate"`
-	Simulated *int64            `json:"simulated"`
-	Measured  *int64            `json:"measured"`
+	Category  string                   `json:"category"`
+	Estimate  map[model.Formula]*int64 `json:"estimate"`
+	Simulated *int64                   `json:"simulated"`
+	Measured  *int64                   `json:"measured"`
 }
 
-// Report is Validate's answer.
-type Report struct {
+// ValidateReport is Validate's answer.
+type ValidateReport struct {
 	Setup    model.Setup    `json:"-"`
 	Estimate model.Estimate `json:"-"`
 	// Formulas are the estimate's columns, in model.Formulas order.
-	Formulas []string `json:"formulas"`
+	Formulas []model.Formula `json:"formulas"`
 	// Steps is how many steps were simulated and measured; the last is reported.
 	Steps int `json:"steps"`
 	// Device names the measured device; empty when nothing was measured.
@@ -122,8 +122,23 @@ type Report struct {
 	DeviceUsed int64 `json:"-"`
 }
 
+// WriteJSON writes the report with the model, the setup and each formula's
+// source.
+func (r *ValidateReport) WriteJSON(w io.Writer) error {
+	doc := struct {
+		Model modelDoc `json:"model"`
+		Setup setupDoc `json:"setup"`
+		*ValidateReport
+		Sources map[string]string `json:"sources"`
+	}{Model: modelDocOf(r.Setup), Setup: setupDocOf(r.Setup), ValidateReport: r, Sources: map[string]string{}}
+	for _, f := range r.Formulas {
+		doc.Sources[f.String()] = f.Source()
+	}
+	return writeJSON(w, doc)
+}
+
 // Row returns the row of a category, or nil.
-func (r *Report) Row(category string) *Row {
+func (r *ValidateReport) Row(category string) *Row {
 	for i := range r.Rows {
 		if r.Rows[i].Category == category {
 			return &r.Rows[i]
@@ -152,7 +167,7 @@ func checkSetup(s model.Setup) error {
 // column) and is left open for the caller to close. A measured run that the
 // simulation shows would not fit dev's free memory is refused with a
 // *TooLargeError before it starts.
-func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*Report, error) {
+func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*ValidateReport, error) {
 	if err := checkSetup(s); err != nil {
 		return nil, err
 	}
@@ -167,7 +182,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Setup: s, Estimate: e, Formulas: model.Formulas(), Steps: steps}
+	r := &ValidateReport{Setup: s, Estimate: e, Formulas: model.Formulas(), Steps: steps}
 
 	o.progress("validate: simulating %d steps on the shape-only device", steps)
 	shape := shape.New(0)
@@ -265,7 +280,7 @@ func observed(st cuda.Stats) map[string]int64 {
 	return v
 }
 
-func (r *Report) rows() []Row {
+func (r *ValidateReport) rows() []Row {
 	e := r.Estimate
 	sim := observed(r.SimulatedStats)
 	var meas map[string]int64
@@ -279,7 +294,7 @@ func (r *Report) rows() []Row {
 	states[RowModelStates] = e.States.Total()
 	var rows []Row
 	for _, name := range rowOrder {
-		row := Row{Category: name, Estimate: map[string]*int64{}}
+		row := Row{Category: name, Estimate: map[model.Formula]*int64{}}
 		for _, f := range r.Formulas {
 			var v *int64
 			cat, err := cuda.ParseCategory(name)

@@ -225,8 +225,8 @@ func TestExplanationKinds(t *testing.T) {
 				if tk.other != 0 || sum != e.ActivationBytes(model.Exact) {
 					t.Errorf("%s: trainmem's terms split with %d bytes unclassified", name, tk.other)
 				}
-				for _, f := range []string{model.ZeROPaper, model.Korthikanti} {
-					want := map[string][model.NumTensorKinds]int64{model.ZeROPaper: zero, model.Korthikanti: korth}[f]
+				for _, f := range []model.Formula{model.ZeROPaper, model.Korthikanti} {
+					want := map[model.Formula][model.NumTensorKinds]int64{model.ZeROPaper: zero, model.Korthikanti: korth}[f]
 					fk, _ := formulaKinds(e, f)
 					if fk.other != 0 {
 						t.Errorf("%s: %s's split leaves %d bytes unclassified", name, f, fk.other)

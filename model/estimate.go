@@ -41,17 +41,48 @@ import (
 	"trainmem/cuda"
 )
 
-// Formula names, the keys of the "activations" object in trainmem's JSON.
+// Formula is an activation formula: one of the literature's closed forms,
+// or trainmem's own, exact for its implementation. Its name (String,
+// MarshalText) is the key of the "activations" object in trainmem's JSON.
+type Formula uint8
+
 const (
-	ZeROPaper   = "zero_paper"
-	Korthikanti = "korthikanti"
+	ZeROPaper   Formula = iota // Rajbhandari et al. 2020 (ZeRO), Section 3.2
+	Korthikanti                // Korthikanti et al. 2022, Section 4.1
+	Exact                      // trainmem's ops at its executor's schedule (exact.go)
+	numFormulas
 )
 
-// Formulas lists the activation formulas in report order.
-func Formulas() []string { return []string{ZeROPaper, Korthikanti, Exact} }
+var formulaNames = [numFormulas]string{"zero_paper", "korthikanti", "trainmem"}
 
-// FormulaSource is the citation of an activation formula.
-func FormulaSource(f string) string {
+func (f Formula) String() string {
+	if f < numFormulas {
+		return formulaNames[f]
+	}
+	return fmt.Sprintf("Formula(%d)", uint8(f))
+}
+
+// MarshalText is the formula's name, so that maps keyed by formula are
+// JSON objects keyed by name.
+func (f Formula) MarshalText() ([]byte, error) {
+	if f >= numFormulas {
+		return nil, fmt.Errorf("model: formula %d does not exist", uint8(f))
+	}
+	return []byte(formulaNames[f]), nil
+}
+
+// UnmarshalText reads a formula's name.
+func (f *Formula) UnmarshalText(b []byte) error {
+	v, err := ParseFormula(string(b))
+	*f = v
+	return err
+}
+
+// Formulas lists the activation formulas in report order.
+func Formulas() []Formula { return []Formula{ZeROPaper, Korthikanti, Exact} }
+
+// Source is the citation of the formula.
+func (f Formula) Source() string {
 	switch f {
 	case ZeROPaper:
 		return "Rajbhandari et al. 2020 (ZeRO), Section 3.2: 12·h·b·s·L values, 2 bytes each in 16-bit training (4 in fp32)"
@@ -63,14 +94,14 @@ func FormulaSource(f string) string {
 	return ""
 }
 
-// ParseFormula checks a formula name.
-func ParseFormula(s string) (string, error) {
+// ParseFormula reads a formula's name.
+func ParseFormula(s string) (Formula, error) {
 	for _, f := range Formulas() {
-		if s == f {
+		if s == f.String() {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("model: unknown formula %q (valid: %s)", s, strings.Join(Formulas(), ", "))
+	return 0, fmt.Errorf("model: unknown formula %q (valid: %s)", s, strings.Join(formulaNames[:], ", "))
 }
 
 // Precision is the training precision. FP16 and BF16 mean mixed precision:
@@ -499,7 +530,7 @@ func (t Term) plus(c *calc, name string, other ...Term) Term {
 // Activations is one formula's activation bytes on the reported rank, for
 // the setup's checkpoint policy, split into terms that sum to Total.
 type Activations struct {
-	Formula string
+	Formula Formula
 	Source  string
 	Terms   []Term
 	Total   int64
@@ -602,7 +633,7 @@ type Estimate struct {
 }
 
 // ActivationBytes is one formula's activation total (0 when absent).
-func (e Estimate) ActivationBytes(formula string) int64 {
+func (e Estimate) ActivationBytes(formula Formula) int64 {
 	a, _ := e.Activation(formula)
 	return a.Total
 }
@@ -610,7 +641,7 @@ func (e Estimate) ActivationBytes(formula string) int64 {
 // Activation is the formula's activations; false when the estimate has none
 // by it (an unknown name, or the implementation-exact formula under tensor
 // or pipeline parallelism).
-func (e Estimate) Activation(formula string) (Activations, bool) {
+func (e Estimate) Activation(formula Formula) (Activations, bool) {
 	for _, a := range e.Activations {
 		if a.Formula == formula {
 			return a, true
@@ -621,7 +652,7 @@ func (e Estimate) Activation(formula string) (Activations, bool) {
 
 // Total is the rank's bytes with the given activation formula: model
 // states, the ZeRO-3 gathered copy and activations.
-func (e Estimate) Total(formula string) int64 {
+func (e Estimate) Total(formula Formula) int64 {
 	return e.States.Total() + e.Gathered + e.ActivationBytes(formula)
 }
 
@@ -631,7 +662,7 @@ func (s Setup) Estimate() (Estimate, error) { return s.EstimateBy(Korthikanti) }
 
 // EstimateBy is Estimate with the formula that picks the reported pipeline
 // stage (the stage whose total by that formula is largest).
-func (s Setup) EstimateBy(formula string) (Estimate, error) {
+func (s Setup) EstimateBy(formula Formula) (Estimate, error) {
 	e, err := s.estimateBy(formula)
 	var se *SizeError
 	if errors.Is(err, ErrOverflow) && !errors.As(err, &se) {
@@ -640,9 +671,9 @@ func (s Setup) EstimateBy(formula string) (Estimate, error) {
 	return e, err
 }
 
-func (s Setup) estimateBy(formula string) (Estimate, error) {
-	if _, err := ParseFormula(formula); err != nil {
-		return Estimate{}, err
+func (s Setup) estimateBy(formula Formula) (Estimate, error) {
+	if formula >= numFormulas {
+		return Estimate{}, fmt.Errorf("model: unknown formula %v (valid: %s)", formula, strings.Join(formulaNames[:], ", "))
 	}
 	if err := s.Validate(); err != nil {
 		return Estimate{}, err
@@ -851,7 +882,7 @@ func (s Setup) zeroPaper(stage int, c *calc) Activations {
 	sz, bz, hz, e := int64(s.Seq), int64(s.Batch), int64(m.Hidden), s.Precision.Size()
 	layer := termOf(c, "layers", Part{Kind: LayerValues, Count: 12, Layers: 1, Bytes: c.mul(12, hz, bz, sz, e)})
 	input := termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: 1, Bytes: c.mul(hz, bz, sz, e)})
-	act := Activations{Formula: ZeROPaper, Source: FormulaSource(ZeROPaper)}
+	act := Activations{Formula: ZeROPaper, Source: ZeROPaper.Source()}
 	L := int64(m.Layers / s.PP)
 	f := s.inFlight(stage)
 	if k := int64(s.Checkpoint.Segment(m.Layers / s.PP)); k > 0 {
@@ -898,7 +929,7 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 	}
 	L := int64(m.Layers / s.PP)
 	f := s.inFlight(stage)
-	act := Activations{Formula: Korthikanti, Source: FormulaSource(Korthikanti)}
+	act := Activations{Formula: Korthikanti, Source: Korthikanti.Source()}
 	single := func(name string, kind TensorKind, bytes int64) Term {
 		return termOf(c, name, Part{Kind: kind, Count: 1, Bytes: bytes})
 	}

@@ -16,7 +16,7 @@ const (
 // fits estimates s and reports whether its total by formula is at most
 // memory. An estimate too large for int64 does not fit; any other error is
 // the setup's and is returned.
-func (s Setup) fits(memory int64, formula string) (bool, Estimate, error) {
+func (s Setup) fits(memory int64, formula Formula) (bool, Estimate, error) {
 	e, err := s.EstimateBy(formula)
 	if errors.Is(err, ErrOverflow) {
 		return false, Estimate{}, nil
@@ -65,7 +65,7 @@ func search(limit int, ok func(int) (bool, error)) (int, error) {
 // total by formula fits in memory bytes, with its estimate. It is 0 when not
 // even a micro-batch of 1 fits; the estimate returned then is batch 1's, so
 // the caller can say what did not fit. s.Batch is ignored.
-func (s Setup) MaxBatch(memory int64, formula string) (int, Estimate, error) {
+func (s Setup) MaxBatch(memory int64, formula Formula) (int, Estimate, error) {
 	s.Batch = 1
 	if _, err := s.EstimateBy(formula); err != nil {
 		return 0, Estimate{}, err // a shape too large even at batch 1 is the setup's error
@@ -97,7 +97,7 @@ func (s Setup) MaxBatch(memory int64, formula string) (int, Estimate, error) {
 // its estimate; 0 when no rank count does (then the estimate is at
 // MaxFitRanks, to say what still does not fit). At ZeRO stage 0 every rank
 // holds everything, so the answer is 1 or 0. s.Ranks is ignored.
-func (s Setup) MinRanks(memory int64, formula string) (int, Estimate, error) {
+func (s Setup) MinRanks(memory int64, formula Formula) (int, Estimate, error) {
 	limit := MaxFitRanks
 	if s.ZeRO == 0 {
 		limit = 1
@@ -121,7 +121,7 @@ func (s Setup) MinRanks(memory int64, formula string) (int, Estimate, error) {
 // LowestStage is the lowest ZeRO stage (0 to 3) with which s fits in memory
 // bytes at its rank count, with its estimate; -1 when none does (then the
 // estimate is stage 3's). s.ZeRO is ignored.
-func (s Setup) LowestStage(memory int64, formula string) (int, Estimate, error) {
+func (s Setup) LowestStage(memory int64, formula Formula) (int, Estimate, error) {
 	var e Estimate
 	for z := 0; z <= 3; z++ {
 		t := s

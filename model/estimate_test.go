@@ -43,7 +43,7 @@ func term(t *testing.T, a Activations, name string) int64 {
 	return 0
 }
 
-func activations(t *testing.T, e Estimate, formula string) Activations {
+func activations(t *testing.T, e Estimate, formula Formula) Activations {
 	t.Helper()
 	for _, a := range e.Activations {
 		if a.Formula == formula {
@@ -612,5 +612,35 @@ func TestExactPeakMoment(t *testing.T) {
 		if k := activations(t, e, Korthikanti); k.At != (Moment{}) {
 			t.Errorf("%s: Korthikanti's formula has a moment %+v; it does not follow the schedule", tc.policy, k.At)
 		}
+	}
+}
+
+// The formulas are a typed enum whose names are the JSON keys: every name
+// parses back to its formula, an unknown name or value is refused naming
+// the valid ones.
+func TestFormulaNames(t *testing.T) {
+	want := []string{"zero_paper", "korthikanti", "trainmem"}
+	for i, f := range Formulas() {
+		b, err := f.MarshalText()
+		if err != nil || string(b) != want[i] || f.String() != want[i] {
+			t.Errorf("formula %d: %q, %v; want %q", i, b, err, want[i])
+		}
+		var g Formula
+		if err := g.UnmarshalText(b); err != nil || g != f {
+			t.Errorf("%s reads back as %v, %v", b, g, err)
+		}
+		if f.Source() == "" {
+			t.Errorf("%s has no source", f)
+		}
+	}
+	if _, err := ParseFormula("korthikanti2022"); err == nil || !strings.Contains(err.Error(), "zero_paper, korthikanti, trainmem") {
+		t.Errorf("an unknown name: %v", err)
+	}
+	if _, err := Formula(7).MarshalText(); err == nil {
+		t.Error("Formula(7) has a name")
+	}
+	s := Setup{Model: MustPreset(t, "tiny"), Batch: 1, Seq: 8, Ranks: 1, TP: 1, PP: 1}
+	if _, err := s.EstimateBy(Formula(7)); err == nil || !strings.Contains(err.Error(), "Formula(7)") {
+		t.Errorf("EstimateBy(Formula(7)): %v", err)
 	}
 }

@@ -37,10 +37,6 @@ package model
 // and the moment each recomputation completes (the backward pass frees the
 // head and every later block before then); the formula takes the largest.
 
-// Exact is the name of the implementation-exact formula, the key of the
-// "activations" object in trainmem's JSON.
-const Exact = "trainmem"
-
 const exactSource = "trainmem's own ops (model/op_*.go: the tensors each keeps for backward) at its executor's schedule (train/schedule.go)"
 
 // BlockActivations is one transformer block's kept tensors in trainmem's

@@ -6,9 +6,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
+	"trainmem/bench"
 	"trainmem/model"
 )
 
@@ -108,4 +110,20 @@ func parseMemory(s string) (int64, error) {
 		err = fmt.Errorf("%q must be positive (e.g. 80GiB, 24GB)", s)
 	}
 	return n, err
+}
+
+// writeReport writes rep in the format --format chose: text, json or csv
+// (a report without a CSV writer is never offered csv).
+func writeReport(w io.Writer, format string, rep bench.Report) error {
+	switch format {
+	case "json":
+		return rep.WriteJSON(w)
+	case "csv":
+		c, ok := rep.(bench.CSVReport)
+		if !ok {
+			return fmt.Errorf("internal: %T has no CSV writer", rep)
+		}
+		return c.WriteCSV(w)
+	}
+	return rep.WriteText(w)
 }

@@ -245,35 +245,3 @@ func (f *setupFlags) validate(s model.Setup) error {
 	}
 	return nil
 }
-
-// describe is the setup in one line, for the text reports.
-func describe(s model.Setup) string {
-	var b strings.Builder
-	prec := s.Precision.String()
-	if s.Precision.Mixed() {
-		prec += " mixed precision"
-	}
-	if !s.ParamsOnly() {
-		fmt.Fprintf(&b, "micro-batch %d, sequence %d, ", s.Batch, s.Seq)
-	}
-	fmt.Fprintf(&b, "%s, %s", prec, s.Optimizer)
-	if !s.ParamsOnly() {
-		fmt.Fprintf(&b, ", checkpoint %s", s.Checkpoint)
-	}
-	fmt.Fprintf(&b, "; %s, ZeRO-%d", plural(s.Ranks, "data-parallel rank"), s.ZeRO)
-	if !s.ParamsOnly() {
-		fmt.Fprintf(&b, ", tp %d, pp %d", s.TP, s.PP)
-		if s.SequenceParallel && s.TP > 1 {
-			b.WriteString(", sequence parallel")
-		}
-	}
-	return b.String()
-}
-
-// modelLine is the model in one line.
-func modelLine(s model.Setup) string {
-	if s.ParamsOnly() {
-		return fmt.Sprintf("%s parameters (no shape: model states only)", model.Comma(s.Params))
-	}
-	return s.Model.String()
-}

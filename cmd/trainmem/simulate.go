@@ -4,17 +4,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"trainmem/bench"
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
 	"trainmem/cuda/shape"
-	"trainmem/train"
 )
 
 func init() {
@@ -64,42 +61,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	dev := shape.New(capacity)
 	defer dev.Close()
-	start := time.Now()
-	rec, st, err := train.Simulate(dev, s, steps)
-	elapsed := time.Since(start)
-	var oom *cuda.OutOfMemoryError
-	if errors.As(err, &oom) {
-		return fmt.Errorf("%s does not fit: %w", s.Model.Name, err)
-	}
+	rep, err := bench.Simulate(dev, capacity, s, steps)
 	if err != nil {
 		return err
 	}
-	if format.v == "json" {
-		return writeJSON(stdout, simulateDoc{
-			Model: modelDocOf(s), Setup: setupDocOf(s), Capacity: capacity, Steps: steps,
-			Memory: rec.Memory, AllocatedBytes: rec.AllocatedBytes, PeakAllocatedBytes: rec.PeakAllocatedBytes,
-			ReservedBytes: rec.ReservedBytes, PeakReservedBytes: rec.PeakReservedBytes,
-			InactiveSplitBytes: rec.InactiveSplitBytes, NumAllocs: rec.NumAllocs, NumFrees: rec.NumFrees,
-			Seconds: elapsed.Seconds(),
-		})
-	}
-	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, bench.Describe(s), dev.Name())
-	fmt.Fprintf(stdout, "simulated %d steps in %v; peak of the last step:\n\n", steps, elapsed.Round(time.Millisecond))
-	return train.WriteMemoryTable(stdout, st)
-}
-
-type simulateDoc struct {
-	Model              modelDoc     `json:"model"`
-	Setup              setupDoc     `json:"setup"`
-	Capacity           int64        `json:"capacity_bytes"` // 0: unlimited
-	Steps              int          `json:"steps"`
-	Memory             train.Memory `json:"memory"`
-	AllocatedBytes     int64        `json:"allocated_bytes"`
-	PeakAllocatedBytes int64        `json:"peak_allocated_bytes"`
-	ReservedBytes      int64        `json:"reserved_bytes"`
-	PeakReservedBytes  int64        `json:"peak_reserved_bytes"`
-	InactiveSplitBytes int64        `json:"inactive_split_bytes"`
-	NumAllocs          int64        `json:"num_allocs"`
-	NumFrees           int64        `json:"num_frees"`
-	Seconds            float64      `json:"seconds"`
+	return writeReport(stdout, format.v, rep)
 }

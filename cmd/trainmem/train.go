@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 
 	"trainmem/bench"
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
-	"trainmem/train"
 )
 
 func init() {
@@ -150,7 +148,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	opts := train.RunOptions{
+	opts := bench.TrainOptions{
 		Setup: s, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
 		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
 	}
@@ -164,16 +162,18 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer dev.Close()
 
-	fmt.Fprintf(stdout, "model   %s\nsetup   %s\ndevice  %s\n", s.Model, bench.Describe(s), dev.Name())
-	res, err := train.Run(ctx, dev, opts)
-	if res != nil && res.Steps > 0 {
-		writeRunSummary(stdout, res)
+	bench.WriteHeader(stdout, s, dev.Name())
+	rep, err := bench.Train(ctx, dev, opts)
+	if rep != nil && rep.Result.Steps > 0 {
+		if werr := rep.WriteText(stdout); werr != nil && err == nil {
+			err = werr
+		}
 	}
 	if err != nil {
 		return err
 	}
-	if res.Interrupted {
-		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", res.Steps, tf.steps, context.Cause(ctx))
+	if rep.Result.Interrupted {
+		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Result.Steps, tf.steps, context.Cause(ctx))
 	}
 	for _, p := range []struct{ what, path string }{{"records", tf.out}, {"weights", tf.save}} {
 		if p.path != "" {
@@ -181,20 +181,4 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	return nil
-}
-
-// writeRunSummary prints the loss, the speed and the memory table of a run.
-func writeRunSummary(w io.Writer, res *train.RunResult) {
-	first, last := res.First, res.Last
-	// The first step pays for filling the allocator's cache: the speed
-	// leaves it out when there are others.
-	ms, tps := res.Mean()
-	fmt.Fprintf(w, "data    %s\nsched   %s\n", res.Dataset, res.Schedule)
-	fmt.Fprintf(w, "loss    %.4f at step 1, %.4f at step %d\n", first.Loss, last.Loss, last.Step)
-	fmt.Fprintf(w, "speed   %.1f ms/step, %.0f tokens/s (mean over steps 2..%d)\n\n", ms, tps, last.Step)
-	fmt.Fprintln(w, "where the memory went (allocator bytes, 512-byte blocks):")
-	train.WriteMemoryTable(w, res.Stats)
-	if strings.Contains(res.Device, "shape") {
-		fmt.Fprintln(w, "(shape-only device: nothing was computed)")
-	}
 }

@@ -123,29 +123,14 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return measureErr(err)
 	}
-	if format.v == "json" {
-		doc := validateDoc{Model: modelDocOf(s), Setup: setupDocOf(s), Report: rep, Sources: map[string]string{}}
-		for _, f := range rep.Formulas {
-			doc.Sources[f] = model.FormulaSource(f)
-		}
-		return writeJSON(stdout, doc)
-	}
-	return rep.WriteText(stdout)
+	return writeReport(stdout, format.v, rep)
 }
 
 // writeSweep writes the sweep's report, then its plot: a plot that fails
 // (its directory gone since the check, a full disk) never costs the report,
 // which is written first; the plot's error is returned after it.
 func writeSweep(stdout io.Writer, s model.Setup, rep *bench.SweepReport, format, plotPath string) error {
-	var err error
-	if format == "json" {
-		sd := setupDocOf(s)
-		sd.Checkpoint = "" // one per row
-		err = writeJSON(stdout, sweepDoc{Model: modelDocOf(s), Setup: sd, SweepReport: rep})
-	} else {
-		err = rep.WriteText(stdout)
-	}
-	if err != nil || plotPath == "" {
+	if err := writeReport(stdout, format, rep); err != nil || plotPath == "" {
 		return err
 	}
 	if err := rep.Plot(plotPath); err != nil {
@@ -165,17 +150,4 @@ func measureErr(err error) error {
 		return fmt.Errorf("%w (--no-measure estimates and simulates without running)", err)
 	}
 	return err
-}
-
-type validateDoc struct {
-	Model modelDoc `json:"model"`
-	Setup setupDoc `json:"setup"`
-	*bench.Report
-	Sources map[string]string `json:"sources"`
-}
-
-type sweepDoc struct {
-	Model modelDoc `json:"model"`
-	Setup setupDoc `json:"setup"`
-	*bench.SweepReport
 }

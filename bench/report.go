@@ -1,0 +1,199 @@
+package bench
+
+// What every report shares: the JSON documents of the model and the setup
+// (keys are stable: programs read them), the one-line descriptions of the
+// text reports, and the writers.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"trainmem/model"
+)
+
+// The JSON document. Keys are stable: programs read them.
+type (
+	modelDoc struct {
+		Name    string `json:"name"`
+		Layers  int    `json:"layers,omitempty"`
+		Hidden  int    `json:"hidden,omitempty"`
+		Heads   int    `json:"heads,omitempty"`
+		Vocab   int    `json:"vocab,omitempty"`
+		Context int    `json:"context,omitempty"`
+		Tied    *bool  `json:"tied,omitempty"`
+		Params  int64  `json:"params"`
+	}
+	setupDoc struct {
+		Batch            int    `json:"batch,omitempty"`
+		Seq              int    `json:"seq,omitempty"`
+		Precision        string `json:"precision"`
+		Optimizer        string `json:"optimizer"`
+		Checkpoint       string `json:"checkpoint,omitempty"`
+		Ranks            int    `json:"ranks"`
+		ZeRO             int    `json:"zero"`
+		TP               int    `json:"tp"`
+		PP               int    `json:"pp"`
+		SequenceParallel bool   `json:"sequence_parallel"`
+	}
+	rankDoc struct {
+		Params int64 `json:"params"` // parameters held before ZeRO sharding
+		Stage  int   `json:"stage"`  // reported pipeline stage, 0 first
+	}
+	statesDoc struct {
+		Params int64 `json:"params"`
+		Grads  int64 `json:"grads"`
+		Master int64 `json:"master"`
+		AdamM  int64 `json:"adam_m"`
+		AdamV  int64 `json:"adam_v"`
+		Total  int64 `json:"total"`
+	}
+	recomputeDoc struct {
+		Policy         string  `json:"policy"`
+		SegmentLayers  int     `json:"segment_layers"`
+		ForwardFLOPs   float64 `json:"forward_flops"`
+		StepFLOPs      float64 `json:"step_flops"`
+		RecomputeFLOPs float64 `json:"recompute_flops"`
+		Fraction       float64 `json:"fraction"`
+	}
+	// policyDoc is one checkpoint policy of the comparison: its activations
+	// by formula and its recompute share, the rest of the setup unchanged.
+	policyDoc struct {
+		Policy            string                  `json:"policy"`
+		SegmentLayers     int                     `json:"segment_layers"`
+		Activations       map[model.Formula]int64 `json:"activations"`
+		RecomputeFraction float64                 `json:"recompute_fraction"`
+	}
+	commDoc struct {
+		Collective string `json:"collective"`
+		Elements   int64  `json:"elements"`
+		Bytes      int64  `json:"bytes"`
+		RingBytes  int64  `json:"ring_bytes"`
+		DType      string `json:"dtype"`
+	}
+	estimateJSON struct {
+		Model           modelDoc                           `json:"model"`
+		Setup           setupDoc                           `json:"setup"`
+		Rank            rankDoc                            `json:"rank"`
+		ModelStates     statesDoc                          `json:"model_states"`
+		Gathered        int64                              `json:"gathered"`
+		Activations     map[model.Formula]int64            `json:"activations"`
+		ActivationTerms map[model.Formula]map[string]int64 `json:"activation_terms"`
+		Sources         map[string]string                  `json:"sources"`
+		Recompute       *recomputeDoc                      `json:"recompute,omitempty"`
+		Policies        []policyDoc                        `json:"checkpoint_policies,omitempty"`
+		Communication   commDoc                            `json:"communication"`
+		Totals          map[string]int64                   `json:"totals"`
+		Formula         model.Formula                      `json:"formula"`
+		TotalBytes      int64                              `json:"total_bytes"`
+	}
+)
+
+func modelDocOf(s model.Setup) modelDoc {
+	if s.ParamsOnly() {
+		return modelDoc{Name: "params-only", Params: s.Params}
+	}
+	m := s.Model
+	tied := !m.Untied
+	return modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, Vocab: m.Vocab, Context: m.Context, Tied: &tied, Params: m.NumParams()}
+}
+
+func setupDocOf(s model.Setup) setupDoc {
+	d := setupDoc{Precision: s.Precision.String(), Optimizer: s.Optimizer.String(), Ranks: s.Ranks, ZeRO: s.ZeRO, TP: s.TP, PP: s.PP, SequenceParallel: s.SequenceParallel}
+	if !s.ParamsOnly() {
+		d.Batch, d.Seq, d.Checkpoint = s.Batch, s.Seq, s.Checkpoint.String()
+	}
+	return d
+}
+
+// Report is what every report of this package is: text for people, JSON
+// with exact bytes for programs.
+type Report interface {
+	WriteText(w io.Writer) error
+	WriteJSON(w io.Writer) error
+}
+
+// CSVReport is a report with a CSV writer too.
+type CSVReport interface {
+	Report
+	WriteCSV(w io.Writer) error
+}
+
+var (
+	_ CSVReport = (*EstimateReport)(nil)
+	_ CSVReport = (*FitReport)(nil)
+	_ Report    = (*SimulateReport)(nil)
+	_ Report    = (*ValidateReport)(nil)
+	_ Report    = (*SweepReport)(nil)
+)
+
+// writeJSON writes v indented, as every report's WriteJSON does.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// describe is the setup in one line, for the text reports.
+func describe(s model.Setup) string {
+	var b strings.Builder
+	prec := s.Precision.String()
+	if s.Precision.Mixed() {
+		prec += " mixed precision"
+	}
+	if !s.ParamsOnly() {
+		fmt.Fprintf(&b, "micro-batch %d, sequence %d, ", s.Batch, s.Seq)
+	}
+	fmt.Fprintf(&b, "%s, %s", prec, s.Optimizer)
+	if !s.ParamsOnly() {
+		fmt.Fprintf(&b, ", checkpoint %s", s.Checkpoint)
+	}
+	fmt.Fprintf(&b, "; %s, ZeRO-%d", plural(s.Ranks, "data-parallel rank"), s.ZeRO)
+	if !s.ParamsOnly() {
+		fmt.Fprintf(&b, ", tp %d, pp %d", s.TP, s.PP)
+		if s.SequenceParallel && s.TP > 1 {
+			b.WriteString(", sequence parallel")
+		}
+	}
+	return b.String()
+}
+
+// modelLine is the model in one line.
+func modelLine(s model.Setup) string {
+	if s.ParamsOnly() {
+		return fmt.Sprintf("%s parameters (no shape: model states only)", model.Comma(s.Params))
+	}
+	return s.Model.String()
+}
+
+// sizeCells is a byte figure as table cells: exact bytes, GB, GiB.
+func sizeCells(n int64) []string { return []string{model.Comma(n), model.GB(n), model.GiB(n)} }
+
+// row joins a name and cells.
+func row(name string, cells ...[]string) []string {
+	r := []string{name}
+	for _, c := range cells {
+		r = append(r, c...)
+	}
+	return r
+}
+
+// policyName is the policy as the tables show it: sqrt with its K.
+func policyName(p model.Checkpoint, s model.Setup) string {
+	if s.ParamsOnly() {
+		return "model states"
+	}
+	if p.Kind == model.CheckpointSqrt {
+		return fmt.Sprintf("sqrt (every:%d)", p.Segment(s.Model.Layers/s.PP))
+	}
+	return p.String()
+}
+
+// plural is "1 rank", "8 ranks".
+func plural[N int | int64](n N, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%s %ss", model.Comma(int64(n)), thing)
+}
