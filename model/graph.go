@@ -288,18 +288,15 @@ type builder struct {
 	err   error
 }
 
-func (b *builder) apply(name string, op G.Op, children ...*G.Node) *G.Node {
+func (b *builder) apply(name string, o op, children ...*G.Node) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	if t, ok := op.(interface{ setTag(string) }); ok {
-		tag := name
-		if b.salt != 0 {
-			tag = fmt.Sprintf("%s~%d", name, b.salt)
-		}
-		t.setTag(tag)
+	tag := name
+	if b.salt != 0 {
+		tag = fmt.Sprintf("%s~%d", name, b.salt)
 	}
-	n, err := G.ApplyOpWithName(op, name, children...)
+	n, err := G.ApplyOpWithName(bind(o, tag), name, children...)
 	if err != nil {
 		b.err = fmt.Errorf("model: building %s: %w", name, err)
 		return nil

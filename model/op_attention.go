@@ -1,24 +1,13 @@
 package model
 
 // The attention family: causal probabilities, their product with the values, and the gradient of qkv.
-// Each op says what it keeps for backward, and runs itself on the device
-// (Run: the kernels of cuda.Kernels it is lowered to).
 
 import (
 	"fmt"
-	"hash"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
-)
-
-var (
-	_ Runner = (*AttentionProbsOp)(nil)
-	_ Runner = (*AttentionOutOp)(nil)
-	_ Runner = (*AttentionBackwardOp)(nil)
 )
 
 // AttentionProbsOp computes causal attention probabilities from qkv (B·T, 3C),
@@ -35,35 +24,14 @@ type AttentionProbsOp struct {
 	B, T, C, NH int
 }
 
-// Arity is 1.
-func (op *AttentionProbsOp) Arity() int { return 1 }
-
-// Type is a matrix → a 4-tensor.
-func (op *AttentionProbsOp) Type() hm.Type { a := fa(); return hm.NewFnType(tt(2, a), tt(4, a)) }
-
-// InferShape returns (B, NH, T, T).
-func (op *AttentionProbsOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 1)
-	if err != nil {
-		return nil, err
+// signature: qkv (B*T, 3*C) → (B, NH, T, T).
+func (op *AttentionProbsOp) signature() signature {
+	return signature{
+		check: func() error { return checkHeads(op, op.C, op.NH) },
+		args:  []param{arg("qkv", op.B*op.T, 3*op.C)},
+		out:   result(op.B, op.NH, op.T, op.T),
 	}
-	if err := checkHeads(op, op.C, op.NH); err != nil {
-		return nil, err
-	}
-	if err := wantShape(op, "qkv", s[0], op.B*op.T, 3*op.C); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.B, op.NH, op.T, op.T}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *AttentionProbsOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *AttentionProbsOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *AttentionProbsOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionProbsOp) String() string {
@@ -99,39 +67,14 @@ type AttentionOutOp struct {
 	B, T, C, NH int
 }
 
-// Arity is 2: qkv, P.
-func (op *AttentionOutOp) Arity() int { return 2 }
-
-// Type is a matrix → a 4-tensor → a matrix.
-func (op *AttentionOutOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(4, a), tt(2, a))
-}
-
-// InferShape returns (B·T, C).
-func (op *AttentionOutOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 2)
-	if err != nil {
-		return nil, err
+// signature: qkv (B*T, 3*C), P (B, NH, T, T) → (B*T, C).
+func (op *AttentionOutOp) signature() signature {
+	return signature{
+		check: func() error { return checkHeads(op, op.C, op.NH) },
+		args:  []param{arg("qkv", op.B*op.T, 3*op.C), arg("P", op.B, op.NH, op.T, op.T)},
+		out:   result(op.B*op.T, op.C),
 	}
-	if err := checkAll(
-		checkHeads(op, op.C, op.NH),
-		wantShape(op, "qkv", s[0], op.B*op.T, 3*op.C),
-		wantShape(op, "P", s[1], op.B, op.NH, op.T, op.T),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.B * op.T, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *AttentionOutOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *AttentionOutOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *AttentionOutOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionOutOp) String() string {
@@ -148,10 +91,10 @@ func (op *AttentionOutOp) DiffWRT(n int) []bool { return []bool{true, false} }
 
 // SymDiff returns AttnGrad(dy, qkv, P) for qkv and nil for P.
 func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 2", op, len(in))
+	if err := diffArgs(op, in); err != nil {
+		return nil, err
 	}
-	dqkv, err := G.ApplyOp(&AttentionBackwardOp{opBase: op.sub("qkv"), B: op.B, T: op.T, C: op.C, NH: op.NH}, dy, in[0], in[1])
+	dqkv, err := G.ApplyOp(op.sub("qkv", &AttentionBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH}), dy, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}
@@ -167,40 +110,14 @@ type AttentionBackwardOp struct {
 	B, T, C, NH int
 }
 
-// Arity is 3: dy, qkv, P.
-func (op *AttentionBackwardOp) Arity() int { return 3 }
-
-// Type is a matrix → a matrix → a 4-tensor → a matrix.
-func (op *AttentionBackwardOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(4, a), tt(2, a))
-}
-
-// InferShape returns (B·T, 3C).
-func (op *AttentionBackwardOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 3)
-	if err != nil {
-		return nil, err
+// signature: dy (B*T, C), qkv (B*T, 3*C), P (B, NH, T, T) → (B*T, 3*C).
+func (op *AttentionBackwardOp) signature() signature {
+	return signature{
+		check: func() error { return checkHeads(op, op.C, op.NH) },
+		args:  []param{arg("dy", op.B*op.T, op.C), arg("qkv", op.B*op.T, 3*op.C), arg("P", op.B, op.NH, op.T, op.T)},
+		out:   result(op.B*op.T, 3*op.C),
 	}
-	if err := checkAll(
-		checkHeads(op, op.C, op.NH),
-		wantShape(op, "dy", s[0], op.B*op.T, op.C),
-		wantShape(op, "qkv", s[1], op.B*op.T, 3*op.C),
-		wantShape(op, "P", s[2], op.B, op.NH, op.T, op.T),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.B * op.T, 3 * op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *AttentionBackwardOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *AttentionBackwardOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *AttentionBackwardOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionBackwardOp) String() string {

@@ -1,23 +1,13 @@
 package model
 
 // The cross-entropy family: the mean loss over rows and the gradient of the logits.
-// Each op says what it keeps for backward, and runs itself on the device
-// (Run: the kernels of cuda.Kernels it is lowered to).
 
 import (
 	"fmt"
-	"hash"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
-)
-
-var (
-	_ Runner = (*CrossEntropyOp)(nil)
-	_ Runner = (*CrossEntropyBackwardOp)(nil)
 )
 
 // CrossEntropyOp is the mean over N rows of -log softmax(logits[i, :])[targets[i]]
@@ -32,35 +22,13 @@ type CrossEntropyOp struct {
 	N, V int
 }
 
-// Arity is 2: logits, targets.
-func (op *CrossEntropyOp) Arity() int { return 2 }
-
-// Type is a matrix → Int32 vector → a.
-func (op *CrossEntropyOp) Type() hm.Type { a := fa(); return hm.NewFnType(tt(2, a), ids(), a) }
-
-// InferShape returns the scalar shape ().
-func (op *CrossEntropyOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 2)
-	if err != nil {
-		return nil, err
+// signature: logits (N, V), targets (N) token ids → a scalar.
+func (op *CrossEntropyOp) signature() signature {
+	return signature{
+		args: []param{arg("logits", op.N, op.V), tokenArg("targets", op.N)},
+		out:  result(),
 	}
-	if err := checkAll(
-		wantShape(op, "logits", s[0], op.N, op.V),
-		wantShape(op, "targets", s[1], op.N),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.ScalarShape(), nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *CrossEntropyOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *CrossEntropyOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *CrossEntropyOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *CrossEntropyOp) String() string { return fmt.Sprintf("CrossEntropy{N=%d,V=%d}", op.N, op.V) }
@@ -70,10 +38,10 @@ func (op *CrossEntropyOp) DiffWRT(n int) []bool { return []bool{true, false} }
 
 // SymDiff returns CrossEntropyGrad(dloss, logits, targets) for the logits.
 func (op *CrossEntropyOp) SymDiff(in G.Nodes, out, dloss *G.Node) (G.Nodes, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 2", op, len(in))
+	if err := diffArgs(op, in); err != nil {
+		return nil, err
 	}
-	d, err := G.ApplyOp(&CrossEntropyBackwardOp{opBase: op.sub("logits"), N: op.N, V: op.V}, dloss, in[0], in[1])
+	d, err := G.ApplyOp(op.sub("logits", &CrossEntropyBackwardOp{N: op.N, V: op.V}), dloss, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}
@@ -101,39 +69,13 @@ type CrossEntropyBackwardOp struct {
 	N, V int
 }
 
-// Arity is 3: dloss, logits, targets.
-func (op *CrossEntropyBackwardOp) Arity() int { return 3 }
-
-// Type is a → a matrix → Int32 vector → a matrix.
-func (op *CrossEntropyBackwardOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(a, tt(2, a), ids(), tt(2, a))
-}
-
-// InferShape returns (N, V).
-func (op *CrossEntropyBackwardOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 3)
-	if err != nil {
-		return nil, err
+// signature: dloss a scalar, logits (N, V), targets (N) token ids → (N, V).
+func (op *CrossEntropyBackwardOp) signature() signature {
+	return signature{
+		args: []param{arg("dloss"), arg("logits", op.N, op.V), tokenArg("targets", op.N)},
+		out:  result(op.N, op.V),
 	}
-	if err := checkAll(
-		wantShape(op, "dloss", s[0]),
-		wantShape(op, "logits", s[1], op.N, op.V),
-		wantShape(op, "targets", s[2], op.N),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, op.V}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *CrossEntropyBackwardOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *CrossEntropyBackwardOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *CrossEntropyBackwardOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *CrossEntropyBackwardOp) String() string {

@@ -1,24 +1,13 @@
 package model
 
 // The embedding family: the token and position embedding and the gradients of its two tables.
-// Each op says what it keeps for backward, and runs itself on the device
-// (Run: the kernels of cuda.Kernels it is lowered to).
 
 import (
 	"fmt"
-	"hash"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
-)
-
-var (
-	_ Runner = (*EmbeddingOp)(nil)
-	_ Runner = (*EmbeddingBackwardTokensOp)(nil)
-	_ Runner = (*EmbeddingBackwardPositionsOp)(nil)
 )
 
 // EmbeddingOp is the token and position embedding: out[b·T+t, :] =
@@ -34,39 +23,13 @@ type EmbeddingOp struct {
 	Ctx     int // positions: wpe's rows, ≥ T
 }
 
-// Arity is 3: tokens, wte, wpe.
-func (op *EmbeddingOp) Arity() int { return 3 }
-
-// Type is Int32 vector → a matrix → a matrix → a matrix.
-func (op *EmbeddingOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(ids(), tt(2, a), tt(2, a), tt(2, a))
-}
-
-// InferShape checks the inputs and returns (B·T, C).
-func (op *EmbeddingOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 3)
-	if err != nil {
-		return nil, err
+// signature: tokens (B*T) token ids, wte (V, C), wpe (Ctx, C) → (B*T, C).
+func (op *EmbeddingOp) signature() signature {
+	return signature{
+		args: []param{tokenArg("tokens", op.B*op.T), arg("wte", op.V, op.C), arg("wpe", op.Ctx, op.C)},
+		out:  result(op.B*op.T, op.C),
 	}
-	if err := checkAll(
-		wantShape(op, "tokens", s[0], op.B*op.T),
-		wantShape(op, "wte", s[1], op.V, op.C),
-		wantShape(op, "wpe", s[2], op.Ctx, op.C),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.B * op.T, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *EmbeddingOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *EmbeddingOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *EmbeddingOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingOp) String() string {
@@ -84,14 +47,14 @@ func (op *EmbeddingOp) DiffWRT(n int) []bool { return []bool{false, true, true} 
 // SymDiff returns EmbeddingGradTokens(dy, tokens) for wte and
 // EmbeddingGradPositions(dy) for wpe.
 func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
-	if len(in) != 3 {
-		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 3", op, len(in))
+	if err := diffArgs(op, in); err != nil {
+		return nil, err
 	}
-	dwte, err := G.ApplyOp(&EmbeddingBackwardTokensOp{opBase: op.sub("wte"), B: op.B, T: op.T, C: op.C, V: op.V}, dy, in[0])
+	dwte, err := G.ApplyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V}), dy, in[0])
 	if err != nil {
 		return nil, err
 	}
-	dwpe, err := G.ApplyOp(&EmbeddingBackwardPositionsOp{opBase: op.sub("wpe"), B: op.B, T: op.T, C: op.C, Ctx: op.Ctx}, dy)
+	dwpe, err := G.ApplyOp(op.sub("wpe", &EmbeddingBackwardPositionsOp{B: op.B, T: op.T, C: op.C, Ctx: op.Ctx}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -106,38 +69,13 @@ type EmbeddingBackwardTokensOp struct {
 	B, T, C, V int
 }
 
-// Arity is 2: dy, tokens.
-func (op *EmbeddingBackwardTokensOp) Arity() int { return 2 }
-
-// Type is a matrix → Int32 vector → a matrix.
-func (op *EmbeddingBackwardTokensOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), ids(), tt(2, a))
-}
-
-// InferShape returns (V, C).
-func (op *EmbeddingBackwardTokensOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 2)
-	if err != nil {
-		return nil, err
+// signature: dy (B*T, C), tokens (B*T) token ids → (V, C).
+func (op *EmbeddingBackwardTokensOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.B*op.T, op.C), tokenArg("tokens", op.B*op.T)},
+		out:  result(op.V, op.C),
 	}
-	if err := checkAll(
-		wantShape(op, "dy", s[0], op.B*op.T, op.C),
-		wantShape(op, "tokens", s[1], op.B*op.T),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.V, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *EmbeddingBackwardTokensOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *EmbeddingBackwardTokensOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *EmbeddingBackwardTokensOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingBackwardTokensOp) String() string {
@@ -157,35 +95,13 @@ type EmbeddingBackwardPositionsOp struct {
 	B, T, C, Ctx int
 }
 
-// Arity is 1: dy.
-func (op *EmbeddingBackwardPositionsOp) Arity() int { return 1 }
-
-// Type is a matrix → a matrix.
-func (op *EmbeddingBackwardPositionsOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a))
-}
-
-// InferShape returns (Ctx, C).
-func (op *EmbeddingBackwardPositionsOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 1)
-	if err != nil {
-		return nil, err
+// signature: dy (B*T, C) → (Ctx, C).
+func (op *EmbeddingBackwardPositionsOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.B*op.T, op.C)},
+		out:  result(op.Ctx, op.C),
 	}
-	if err := wantShape(op, "dy", s[0], op.B*op.T, op.C); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.Ctx, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *EmbeddingBackwardPositionsOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *EmbeddingBackwardPositionsOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *EmbeddingBackwardPositionsOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingBackwardPositionsOp) String() string {

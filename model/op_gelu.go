@@ -1,23 +1,13 @@
 package model
 
 // The GELU family: the activation and its gradient.
-// Each op says what it keeps for backward, and runs itself on the device
-// (Run: the kernels of cuda.Kernels it is lowered to).
 
 import (
 	"fmt"
-	"hash"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
-)
-
-var (
-	_ Runner = (*GELUOp)(nil)
-	_ Runner = (*GELUBackwardOp)(nil)
 )
 
 // GELUOp is y = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) elementwise
@@ -29,32 +19,13 @@ type GELUOp struct {
 	N, C int
 }
 
-// Arity is 1.
-func (op *GELUOp) Arity() int { return 1 }
-
-// Type is a matrix → a matrix.
-func (op *GELUOp) Type() hm.Type { a := fa(); return hm.NewFnType(tt(2, a), tt(2, a)) }
-
-// InferShape returns (N, C).
-func (op *GELUOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 1)
-	if err != nil {
-		return nil, err
+// signature: x (N, C) → (N, C).
+func (op *GELUOp) signature() signature {
+	return signature{
+		args: []param{arg("x", op.N, op.C)},
+		out:  result(op.N, op.C),
 	}
-	if err := wantShape(op, "x", s[0], op.N, op.C); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *GELUOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *GELUOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *GELUOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *GELUOp) String() string { return fmt.Sprintf("GELU{N=%d,C=%d}", op.N, op.C) }
@@ -64,10 +35,10 @@ func (op *GELUOp) DiffWRT(n int) []bool { return []bool{true} }
 
 // SymDiff returns GELUGrad(dy, x).
 func (op *GELUOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
-	if len(in) != 1 {
-		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 1", op, len(in))
+	if err := diffArgs(op, in); err != nil {
+		return nil, err
 	}
-	dx, err := G.ApplyOp(&GELUBackwardOp{opBase: op.sub("x"), N: op.N, C: op.C}, dy, in[0])
+	dx, err := G.ApplyOp(op.sub("x", &GELUBackwardOp{N: op.N, C: op.C}), dy, in[0])
 	if err != nil {
 		return nil, err
 	}
@@ -84,38 +55,13 @@ type GELUBackwardOp struct {
 	N, C int
 }
 
-// Arity is 2: dy, x.
-func (op *GELUBackwardOp) Arity() int { return 2 }
-
-// Type is a matrix → a matrix → a matrix.
-func (op *GELUBackwardOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(2, a))
-}
-
-// InferShape returns (N, C).
-func (op *GELUBackwardOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 2)
-	if err != nil {
-		return nil, err
+// signature: dy (N, C), x (N, C) → (N, C).
+func (op *GELUBackwardOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.N, op.C), arg("x", op.N, op.C)},
+		out:  result(op.N, op.C),
 	}
-	if err := checkAll(
-		wantShape(op, "dy", s[0], op.N, op.C),
-		wantShape(op, "x", s[1], op.N, op.C),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *GELUBackwardOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *GELUBackwardOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *GELUBackwardOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *GELUBackwardOp) String() string { return fmt.Sprintf("GELUBackward{N=%d,C=%d}", op.N, op.C) }

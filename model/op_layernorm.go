@@ -1,25 +1,13 @@
 package model
 
 // The layer-norm family: the row statistics, the normalisation, and the gradients of its input and gain.
-// Each op says what it keeps for backward, and runs itself on the device
-// (Run: the kernels of cuda.Kernels it is lowered to).
 
 import (
 	"fmt"
-	"hash"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
-)
-
-var (
-	_ Runner = (*LayerNormStatsOp)(nil)
-	_ Runner = (*LayerNormOp)(nil)
-	_ Runner = (*LayerNormBackwardXOp)(nil)
-	_ Runner = (*LayerNormBackwardWOp)(nil)
 )
 
 // LayerNormStatsOp computes the layer-norm statistics of x (N, C): a (N, 2) tensor,
@@ -36,32 +24,13 @@ type LayerNormStatsOp struct {
 	Eps  float32
 }
 
-// Arity is 1.
-func (op *LayerNormStatsOp) Arity() int { return 1 }
-
-// Type is a matrix → a matrix.
-func (op *LayerNormStatsOp) Type() hm.Type { a := fa(); return hm.NewFnType(tt(2, a), tt(2, a)) }
-
-// InferShape returns (N, 2).
-func (op *LayerNormStatsOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 1)
-	if err != nil {
-		return nil, err
+// signature: x (N, C) → (N, 2).
+func (op *LayerNormStatsOp) signature() signature {
+	return signature{
+		args: []param{arg("x", op.N, op.C)},
+		out:  result(op.N, 2),
 	}
-	if err := wantShape(op, "x", s[0], op.N, op.C); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, 2}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *LayerNormStatsOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *LayerNormStatsOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *LayerNormStatsOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LayerNormStatsOp) String() string {
@@ -95,40 +64,13 @@ type LayerNormOp struct {
 	N, C int
 }
 
-// Arity is 4: x, stats, w, b.
-func (op *LayerNormOp) Arity() int { return 4 }
-
-// Type is a matrix → a matrix → a vector → a vector → a matrix.
-func (op *LayerNormOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(1, a), tt(1, a), tt(2, a))
-}
-
-// InferShape returns (N, C).
-func (op *LayerNormOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 4)
-	if err != nil {
-		return nil, err
+// signature: x (N, C), stats (N, 2), w (C), b (C) → (N, C).
+func (op *LayerNormOp) signature() signature {
+	return signature{
+		args: []param{arg("x", op.N, op.C), arg("stats", op.N, 2), arg("w", op.C), arg("b", op.C)},
+		out:  result(op.N, op.C),
 	}
-	if err := checkAll(
-		wantShape(op, "x", s[0], op.N, op.C),
-		wantShape(op, "stats", s[1], op.N, 2),
-		wantShape(op, "w", s[2], op.C),
-		wantShape(op, "b", s[3], op.C),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *LayerNormOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *LayerNormOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *LayerNormOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LayerNormOp) String() string { return fmt.Sprintf("LayerNorm{N=%d,C=%d}", op.N, op.C) }
@@ -139,19 +81,19 @@ func (op *LayerNormOp) DiffWRT(n int) []bool { return []bool{true, false, true, 
 // SymDiff returns LayerNormGradX(dy, x, stats, w), nil,
 // LayerNormGradW(dy, x, stats) and SumRows(dy).
 func (op *LayerNormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
-	if len(in) != 4 {
-		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want 4", op, len(in))
+	if err := diffArgs(op, in); err != nil {
+		return nil, err
 	}
 	x, stats, w := in[0], in[1], in[2]
-	dx, err := G.ApplyOp(&LayerNormBackwardXOp{opBase: op.sub("x"), N: op.N, C: op.C}, dy, x, stats, w)
+	dx, err := G.ApplyOp(op.sub("x", &LayerNormBackwardXOp{N: op.N, C: op.C}), dy, x, stats, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := G.ApplyOp(&LayerNormBackwardWOp{opBase: op.sub("w"), N: op.N, C: op.C}, dy, x, stats)
+	dw, err := G.ApplyOp(op.sub("w", &LayerNormBackwardWOp{N: op.N, C: op.C}), dy, x, stats)
 	if err != nil {
 		return nil, err
 	}
-	db, err := G.ApplyOp(&SumRowsOp{opBase: op.sub("b"), N: op.N, C: op.C}, dy)
+	db, err := G.ApplyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.C}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -172,40 +114,13 @@ type LayerNormBackwardXOp struct {
 	N, C int
 }
 
-// Arity is 4: dy, x, stats, w.
-func (op *LayerNormBackwardXOp) Arity() int { return 4 }
-
-// Type is a matrix → a matrix → a matrix → a vector → a matrix.
-func (op *LayerNormBackwardXOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(2, a), tt(1, a), tt(2, a))
-}
-
-// InferShape returns (N, C).
-func (op *LayerNormBackwardXOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 4)
-	if err != nil {
-		return nil, err
+// signature: dy (N, C), x (N, C), stats (N, 2), w (C) → (N, C).
+func (op *LayerNormBackwardXOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.N, op.C), arg("x", op.N, op.C), arg("stats", op.N, 2), arg("w", op.C)},
+		out:  result(op.N, op.C),
 	}
-	if err := checkAll(
-		wantShape(op, "dy", s[0], op.N, op.C),
-		wantShape(op, "x", s[1], op.N, op.C),
-		wantShape(op, "stats", s[2], op.N, 2),
-		wantShape(op, "w", s[3], op.C),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *LayerNormBackwardXOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *LayerNormBackwardXOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *LayerNormBackwardXOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LayerNormBackwardXOp) String() string {
@@ -225,39 +140,13 @@ type LayerNormBackwardWOp struct {
 	N, C int
 }
 
-// Arity is 3: dy, x, stats.
-func (op *LayerNormBackwardWOp) Arity() int { return 3 }
-
-// Type is a matrix → a matrix → a matrix → a vector.
-func (op *LayerNormBackwardWOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(2, a), tt(1, a))
-}
-
-// InferShape returns (C).
-func (op *LayerNormBackwardWOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 3)
-	if err != nil {
-		return nil, err
+// signature: dy (N, C), x (N, C), stats (N, 2) → (C).
+func (op *LayerNormBackwardWOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.N, op.C), arg("x", op.N, op.C), arg("stats", op.N, 2)},
+		out:  result(op.C),
 	}
-	if err := checkAll(
-		wantShape(op, "dy", s[0], op.N, op.C),
-		wantShape(op, "x", s[1], op.N, op.C),
-		wantShape(op, "stats", s[2], op.N, 2),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.C}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *LayerNormBackwardWOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *LayerNormBackwardWOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *LayerNormBackwardWOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LayerNormBackwardWOp) String() string {

@@ -1,24 +1,13 @@
 package model
 
 // The linear family: y = x·Wᵀ (+ b) and the gradients of x and W (the bias gradient is SumRowsOp, op_bias.go).
-// Each op says what it keeps for backward, and runs itself on the device
-// (Run: the kernels of cuda.Kernels it is lowered to).
 
 import (
 	"fmt"
-	"hash"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
-)
-
-var (
-	_ Runner = (*LinearOp)(nil)
-	_ Runner = (*LinearBackwardXOp)(nil)
-	_ Runner = (*LinearBackwardWOp)(nil)
 )
 
 // LinearOp is y = x·Wᵀ + b for x (N, In), W (Out, In) stored as in llm.c, and
@@ -35,50 +24,14 @@ type LinearOp struct {
 	Bias       bool
 }
 
-// Arity is 3 with a bias, else 2.
-func (op *LinearOp) Arity() int {
+// signature: x (N, In), W (Out, In), with Bias b (Out) → (N, Out).
+func (op *LinearOp) signature() signature {
+	args := []param{arg("x", op.N, op.In), arg("W", op.Out, op.In)}
 	if op.Bias {
-		return 3
+		args = append(args, arg("b", op.Out))
 	}
-	return 2
+	return signature{args: args, out: result(op.N, op.Out)}
 }
-
-// Type is a matrix → a matrix [→ a vector] → a matrix.
-func (op *LinearOp) Type() hm.Type {
-	a := fa()
-	if op.Bias {
-		return hm.NewFnType(tt(2, a), tt(2, a), tt(1, a), tt(2, a))
-	}
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(2, a))
-}
-
-// InferShape returns (N, Out).
-func (op *LinearOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, op.Arity())
-	if err != nil {
-		return nil, err
-	}
-	errs := []error{
-		wantShape(op, "x", s[0], op.N, op.In),
-		wantShape(op, "W", s[1], op.Out, op.In),
-	}
-	if op.Bias {
-		errs = append(errs, wantShape(op, "b", s[2], op.Out))
-	}
-	if err := checkAll(errs...); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, op.Out}, nil
-}
-
-// Do is not supported: see ErrNotVM.
-func (op *LinearOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *LinearOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *LinearOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearOp) String() string {
@@ -108,22 +61,22 @@ func (op *LinearOp) DiffWRT(n int) []bool {
 // SymDiff returns LinearGradX(dy, W), LinearGradW(dy, x) and, with a bias,
 // SumRows(dy).
 func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
-	if len(in) != op.Arity() {
-		return nil, fmt.Errorf("model: %v.SymDiff: %d inputs, want %d", op, len(in), op.Arity())
+	if err := diffArgs(op, in); err != nil {
+		return nil, err
 	}
 	x, w := in[0], in[1]
-	dx, err := G.ApplyOp(&LinearBackwardXOp{opBase: op.sub("x"), N: op.N, In: op.In, Out: op.Out}, dy, w)
+	dx, err := G.ApplyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out}), dy, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := G.ApplyOp(&LinearBackwardWOp{opBase: op.sub("w"), N: op.N, In: op.In, Out: op.Out}, dy, x)
+	dw, err := G.ApplyOp(op.sub("w", &LinearBackwardWOp{N: op.N, In: op.In, Out: op.Out}), dy, x)
 	if err != nil {
 		return nil, err
 	}
 	if !op.Bias {
 		return G.Nodes{dx, dw}, nil
 	}
-	db, err := G.ApplyOp(&SumRowsOp{opBase: op.sub("b"), N: op.N, C: op.Out}, dy)
+	db, err := G.ApplyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.Out}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -137,38 +90,13 @@ type LinearBackwardXOp struct {
 	N, In, Out int
 }
 
-// Arity is 2: dy, W.
-func (op *LinearBackwardXOp) Arity() int { return 2 }
-
-// Type is a matrix → a matrix → a matrix.
-func (op *LinearBackwardXOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(2, a))
-}
-
-// InferShape returns (N, In).
-func (op *LinearBackwardXOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 2)
-	if err != nil {
-		return nil, err
+// signature: dy (N, Out), W (Out, In) → (N, In).
+func (op *LinearBackwardXOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.N, op.Out), arg("W", op.Out, op.In)},
+		out:  result(op.N, op.In),
 	}
-	if err := checkAll(
-		wantShape(op, "dy", s[0], op.N, op.Out),
-		wantShape(op, "W", s[1], op.Out, op.In),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.N, op.In}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *LinearBackwardXOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *LinearBackwardXOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *LinearBackwardXOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearBackwardXOp) String() string {
@@ -187,38 +115,13 @@ type LinearBackwardWOp struct {
 	N, In, Out int
 }
 
-// Arity is 2: dy, x.
-func (op *LinearBackwardWOp) Arity() int { return 2 }
-
-// Type is a matrix → a matrix → a matrix.
-func (op *LinearBackwardWOp) Type() hm.Type {
-	a := fa()
-	return hm.NewFnType(tt(2, a), tt(2, a), tt(2, a))
-}
-
-// InferShape returns (Out, In).
-func (op *LinearBackwardWOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(op, in, 2)
-	if err != nil {
-		return nil, err
+// signature: dy (N, Out), x (N, In) → (Out, In).
+func (op *LinearBackwardWOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.N, op.Out), arg("x", op.N, op.In)},
+		out:  result(op.Out, op.In),
 	}
-	if err := checkAll(
-		wantShape(op, "dy", s[0], op.N, op.Out),
-		wantShape(op, "x", s[1], op.N, op.In),
-	); err != nil {
-		return nil, err
-	}
-	return tensor.Shape{op.Out, op.In}, nil
 }
-
-// Do is not supported: see ErrNotVM.
-func (op *LinearBackwardWOp) Do(...G.Value) (G.Value, error) { return nil, notVM(op) }
-
-// WriteHash writes every field.
-func (op *LinearBackwardWOp) WriteHash(h hash.Hash) { hashOp(op, h) }
-
-// Hashcode is the FNV-32a hash of WriteHash.
-func (op *LinearBackwardWOp) Hashcode() uint32 { return hashcode(op) }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearBackwardWOp) String() string {

@@ -85,8 +85,13 @@ func IsDroppedBySelective(op G.Op) bool {
 	return ok && s.DroppedBySelective()
 }
 
-// opBase holds what every trainmem op shares: the methods below and the
-// node tag.
+// opBase holds what every trainmem op shares: the node tag, and the G.Op
+// methods every op has alike (Arity, Type and InferShape from its
+// signature, Do, WriteHash and Hashcode from its String), which reach the op
+// through self. An op is bound to its base once, when it is made (bind for
+// a forward op, sub for a backward one), and never copied afterwards: a
+// copy's base would still describe the original, so every shared method
+// checks that the base is its op's own.
 //
 // The tag makes each node's op hash its own. gorgonia merges a new node
 // into an existing one when their 32-bit tree hashes are equal and the ops'
@@ -97,53 +102,166 @@ func IsDroppedBySelective(op G.Op) bool {
 // forward op with its node's name and each backward op with its forward
 // op's tag and the input it differentiates, so a merge needs two 32-bit
 // collisions at once. (Build also checks the node count: see build.)
-type opBase struct{ tag string }
+type opBase struct {
+	tag  string
+	self op
+}
+
+// op is what every trainmem op is: a Runner that says its signature and
+// has an opBase.
+type op interface {
+	Runner
+	signature() signature
+	base() *opBase
+}
+
+// signature is an op's arguments, in its order, and its result. Float
+// arguments and the result share one dtype a (Float32 or Float64); token
+// ids are Int32 vectors; a shape of no dimensions is a scalar. check, when
+// set, runs before the arguments' shapes are compared (attention's heads).
+type signature struct {
+	check func() error
+	args  []param
+	out   tensor.Shape
+}
+
+// param is one argument: its name in messages, its shape, and whether it
+// holds token ids.
+type param struct {
+	name  string
+	shape tensor.Shape
+	ids   bool
+}
+
+// arg is a float argument of the given shape.
+func arg(name string, shape ...int) param { return param{name: name, shape: shape} }
+
+// tokenArg is an int32 vector of n token ids.
+func tokenArg(name string, n int) param { return param{name: name, shape: tensor.Shape{n}, ids: true} }
+
+// result is the shape of an op's output.
+func result(shape ...int) tensor.Shape { return shape }
+
+// bind ties op to its base and tags it; it returns op.
+func bind[T op](o T, tag string) T {
+	b := o.base()
+	b.self, b.tag = o, tag
+	return o
+}
+
+// sub binds child, a backward op that differentiates input what of the
+// op b belongs to, with the tag that names both.
+func (b *opBase) sub(what string, child op) op { return bind(child, b.tag+"/"+what) }
+
+// base is the op's opBase.
+func (b *opBase) base() *opBase { return b }
+
+// bound is the op b belongs to; an unbound or copied op is a programming
+// error.
+func (b *opBase) bound() op {
+	switch {
+	case b.self == nil:
+		panic("model: a trainmem op used before bind (make ops with bind or sub)")
+	case b.self.base() != b:
+		panic(fmt.Sprintf("model: %v was copied after bind: its base describes the original", b.self))
+	}
+	return b.self
+}
 
 // nodeTag is the op's tag, hashed with its fields.
-func (b opBase) nodeTag() string { return b.tag }
-
-// setTag sets the tag of a forward op (the builder's).
-func (b *opBase) setTag(t string) { b.tag = t }
-
-// sub is the opBase of a backward op that differentiates input what.
-func (b opBase) sub(what string) opBase { return opBase{tag: b.tag + "/" + what} }
+func (b *opBase) nodeTag() string { return b.tag }
 
 // trainmemOp marks trainmem's ops (IsTrainmemOp).
-func (opBase) trainmemOp() {}
+func (*opBase) trainmemOp() {}
 
-// ReturnsPtr is false: an op's output is a fresh value.
-func (opBase) ReturnsPtr() bool { return false }
+// Arity is the signature's argument count.
+func (b *opBase) Arity() int { return len(b.bound().signature().args) }
 
-// CallsExtern is false: the ops are never executed by gorgonia.
-func (opBase) CallsExtern() bool { return false }
+// Type is the signature as an hm type, built fresh on every call.
+func (b *opBase) Type() hm.Type {
+	sg := b.bound().signature()
+	a := fa()
+	of := func(shape tensor.Shape, isIDs bool) hm.Type {
+		switch {
+		case isIDs:
+			return tt(1, tensor.Int32)
+		case len(shape) == 0:
+			return a
+		}
+		return tt(len(shape), a)
+	}
+	ts := make([]hm.Type, 0, len(sg.args)+1)
+	for _, p := range sg.args {
+		ts = append(ts, of(p.shape, p.ids))
+	}
+	return hm.NewFnType(append(ts, of(sg.out, false))...)
+}
 
-// OverwritesInput is -1: no op writes into an input.
-func (opBase) OverwritesInput() int { return -1 }
+// InferShape checks every argument's shape against the signature and
+// returns the result's.
+func (b *opBase) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	o := b.bound()
+	sg := o.signature()
+	s, err := shapes(o, in, len(sg.args))
+	if err != nil {
+		return nil, err
+	}
+	if sg.check != nil {
+		if err := sg.check(); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range sg.args {
+		if !s[i].Eq(p.shape) {
+			return nil, fmt.Errorf("model: %v: %s has shape %v, want %v", o, p.name, s[i], p.shape)
+		}
+	}
+	return sg.out, nil
+}
 
-func notVM(op G.Op) error { return fmt.Errorf("%w: %v", ErrNotVM, op) }
+// Do is not supported: see ErrNotVM.
+func (b *opBase) Do(...G.Value) (G.Value, error) {
+	return nil, fmt.Errorf("%w: %v", ErrNotVM, b.bound())
+}
 
-// hashOp hashes an op by its String, which names the op and every field,
-// and its node tag.
-func hashOp(op fmt.Stringer, h hash.Hash) {
-	fmt.Fprintf(h, "trainmem.%s", op.String())
-	if t, ok := op.(interface{ nodeTag() string }); ok && t.nodeTag() != "" {
-		fmt.Fprintf(h, "@%s", t.nodeTag())
+// WriteHash writes the op's String, which names it and every field, and
+// its node tag.
+func (b *opBase) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "trainmem.%s", b.bound().String())
+	if b.tag != "" {
+		fmt.Fprintf(h, "@%s", b.tag)
 	}
 }
 
-func hashcode(op fmt.Stringer) uint32 {
+// Hashcode is the FNV-32a hash of WriteHash.
+func (b *opBase) Hashcode() uint32 {
 	h := fnv.New32a()
-	hashOp(op, h)
+	b.WriteHash(h)
 	return h.Sum32()
 }
 
-// Types. Every float operand of an op shares one dtype a (Float32 or
-// Float64); token ids are Int32 vectors.
+// ReturnsPtr is false: an op's output is a fresh value.
+func (*opBase) ReturnsPtr() bool { return false }
+
+// CallsExtern is false: the ops are never executed by gorgonia.
+func (*opBase) CallsExtern() bool { return false }
+
+// OverwritesInput is -1: no op writes into an input.
+func (*opBase) OverwritesInput() int { return -1 }
+
+// diffArgs checks the inputs SymDiff is given against the op's arity.
+func diffArgs(o op, in G.Nodes) error {
+	if n := o.Arity(); len(in) != n {
+		return fmt.Errorf("model: %v.SymDiff: %d inputs, want %d", o, len(in), n)
+	}
+	return nil
+}
+
+// Types (opBase.Type). Every float operand of an op shares one dtype a
+// (Float32 or Float64); token ids are Int32 vectors.
 func tt(dims int, of hm.Type) hm.Type { return G.TensorType{Dims: dims, Of: of} }
 
 func fa() hm.TypeVariable { return hm.TypeVariable('a') }
-
-func ids() hm.Type { return tt(1, tensor.Int32) }
 
 // shapes converts the dim sizers gorgonia passes to InferShape.
 func shapes(op G.Op, in []G.DimSizer, want int) ([]tensor.Shape, error) {
@@ -159,24 +277,6 @@ func shapes(op G.Op, in []G.DimSizer, want int) ([]tensor.Shape, error) {
 		ss[i] = s
 	}
 	return ss, nil
-}
-
-// wantShape checks one input's shape.
-func wantShape(op G.Op, what string, got tensor.Shape, want ...int) error {
-	if !got.Eq(tensor.Shape(want)) {
-		return fmt.Errorf("model: %v: %s has shape %v, want %v", op, what, got, tensor.Shape(want))
-	}
-	return nil
-}
-
-// checkAll runs the checks in order and returns the first error.
-func checkAll(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func checkHeads(op G.Op, c, nh int) error {

@@ -35,27 +35,27 @@ type opCase struct {
 func opCases() []opCase {
 	const B, T, C, NH, V, Ctx, N = 2, 3, 8, 2, 11, 5, 6
 	return []opCase{
-		{&EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: Ctx}, []in{ids32(N), f(V, C), f(Ctx, C)}, shp(N, C), []bool{false, true, true}},
-		{&LayerNormStatsOp{N: N, C: C, Eps: 1e-5}, []in{f(N, C)}, shp(N, 2), []bool{false}},
-		{&LayerNormOp{N: N, C: C}, []in{f(N, C), f(N, 2), f(C), f(C)}, shp(N, C), []bool{true, false, true, true}},
-		{&LinearOp{N: N, In: C, Out: 3 * C, Bias: true}, []in{f(N, C), f(3*C, C), f(3 * C)}, shp(N, 3*C), []bool{true, true, true}},
-		{&LinearOp{N: N, In: C, Out: V}, []in{f(N, C), f(V, C)}, shp(N, V), []bool{true, true}},
-		{&AttentionProbsOp{B: B, T: T, C: C, NH: NH}, []in{f(N, 3*C)}, shp(B, NH, T, T), []bool{false}},
-		{&AttentionOutOp{B: B, T: T, C: C, NH: NH}, []in{f(N, 3*C), f(B, NH, T, T)}, shp(N, C), []bool{true, false}},
-		{&GELUOp{N: N, C: 4 * C}, []in{f(N, 4*C)}, shp(N, 4*C), []bool{true}},
-		{&AddOp{N: N, C: C}, []in{f(N, C), f(N, C)}, shp(N, C), []bool{true, true}},
-		{&CrossEntropyOp{N: N, V: V}, []in{f(N, V), ids32(N)}, tensor.ScalarShape(), []bool{true, false}},
+		{bind(&EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: Ctx}, ""), []in{ids32(N), f(V, C), f(Ctx, C)}, shp(N, C), []bool{false, true, true}},
+		{bind(&LayerNormStatsOp{N: N, C: C, Eps: 1e-5}, ""), []in{f(N, C)}, shp(N, 2), []bool{false}},
+		{bind(&LayerNormOp{N: N, C: C}, ""), []in{f(N, C), f(N, 2), f(C), f(C)}, shp(N, C), []bool{true, false, true, true}},
+		{bind(&LinearOp{N: N, In: C, Out: 3 * C, Bias: true}, ""), []in{f(N, C), f(3*C, C), f(3 * C)}, shp(N, 3*C), []bool{true, true, true}},
+		{bind(&LinearOp{N: N, In: C, Out: V}, ""), []in{f(N, C), f(V, C)}, shp(N, V), []bool{true, true}},
+		{bind(&AttentionProbsOp{B: B, T: T, C: C, NH: NH}, ""), []in{f(N, 3*C)}, shp(B, NH, T, T), []bool{false}},
+		{bind(&AttentionOutOp{B: B, T: T, C: C, NH: NH}, ""), []in{f(N, 3*C), f(B, NH, T, T)}, shp(N, C), []bool{true, false}},
+		{bind(&GELUOp{N: N, C: 4 * C}, ""), []in{f(N, 4*C)}, shp(N, 4*C), []bool{true}},
+		{bind(&AddOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), []bool{true, true}},
+		{bind(&CrossEntropyOp{N: N, V: V}, ""), []in{f(N, V), ids32(N)}, tensor.ScalarShape(), []bool{true, false}},
 
-		{&EmbeddingBackwardTokensOp{B: B, T: T, C: C, V: V}, []in{f(N, C), ids32(N)}, shp(V, C), nil},
-		{&EmbeddingBackwardPositionsOp{B: B, T: T, C: C, Ctx: Ctx}, []in{f(N, C)}, shp(Ctx, C), nil},
-		{&LayerNormBackwardXOp{N: N, C: C}, []in{f(N, C), f(N, C), f(N, 2), f(C)}, shp(N, C), nil},
-		{&LayerNormBackwardWOp{N: N, C: C}, []in{f(N, C), f(N, C), f(N, 2)}, shp(C), nil},
-		{&SumRowsOp{N: N, C: 3 * C}, []in{f(N, 3*C)}, shp(3 * C), nil},
-		{&LinearBackwardXOp{N: N, In: C, Out: 4 * C}, []in{f(N, 4*C), f(4*C, C)}, shp(N, C), nil},
-		{&LinearBackwardWOp{N: N, In: C, Out: 4 * C}, []in{f(N, 4*C), f(N, C)}, shp(4*C, C), nil},
-		{&AttentionBackwardOp{B: B, T: T, C: C, NH: NH}, []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
-		{&GELUBackwardOp{N: N, C: C}, []in{f(N, C), f(N, C)}, shp(N, C), nil},
-		{&CrossEntropyBackwardOp{N: N, V: V}, []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
+		{bind(&EmbeddingBackwardTokensOp{B: B, T: T, C: C, V: V}, ""), []in{f(N, C), ids32(N)}, shp(V, C), nil},
+		{bind(&EmbeddingBackwardPositionsOp{B: B, T: T, C: C, Ctx: Ctx}, ""), []in{f(N, C)}, shp(Ctx, C), nil},
+		{bind(&LayerNormBackwardXOp{N: N, C: C}, ""), []in{f(N, C), f(N, C), f(N, 2), f(C)}, shp(N, C), nil},
+		{bind(&LayerNormBackwardWOp{N: N, C: C}, ""), []in{f(N, C), f(N, C), f(N, 2)}, shp(C), nil},
+		{bind(&SumRowsOp{N: N, C: 3 * C}, ""), []in{f(N, 3*C)}, shp(3 * C), nil},
+		{bind(&LinearBackwardXOp{N: N, In: C, Out: 4 * C}, ""), []in{f(N, 4*C), f(4*C, C)}, shp(N, C), nil},
+		{bind(&LinearBackwardWOp{N: N, In: C, Out: 4 * C}, ""), []in{f(N, 4*C), f(N, C)}, shp(4*C, C), nil},
+		{bind(&AttentionBackwardOp{B: B, T: T, C: C, NH: NH}, ""), []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
+		{bind(&GELUBackwardOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), nil},
+		{bind(&CrossEntropyBackwardOp{N: N, V: V}, ""), []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
 	}
 }
 
@@ -198,7 +198,7 @@ func TestOpsHashCoversEveryField(t *testing.T) {
 			default:
 				t.Fatalf("%v: field %s of kind %v not covered by this test", tc.op, sf.Name, fv.Kind())
 			}
-			op2 := clone.Interface().(G.Op)
+			op2 := bind(clone.Interface().(op), "")
 			if op2.Hashcode() == h0 {
 				t.Errorf("%v: changing %s leaves the hash unchanged", tc.op, sf.Name)
 			}
@@ -314,5 +314,28 @@ func TestIsGradAccumulation(t *testing.T) {
 	}
 	if IsGradAccumulation(&AddOp{N: 2, C: 2}) {
 		t.Error("trainmem's AddOp is not gorgonia's accumulation")
+	}
+}
+
+// The shared G.Op methods reach an op through its base: an op used before
+// bind, or copied after it, is refused at once rather than described as
+// another op.
+func TestOpsBoundOnce(t *testing.T) {
+	mustPanic := func(what, want string, f func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), want) {
+				t.Errorf("%s: recovered %v, want a panic saying %q", what, r, want)
+			}
+		}()
+		f()
+	}
+	mustPanic("unbound", "before bind", func() { (&GELUOp{N: 2, C: 3}).Hashcode() })
+	a := bind(&GELUOp{N: 2, C: 3}, "a")
+	c := *a
+	c.C = 4
+	mustPanic("copied", "copied after bind", func() { c.Hashcode() })
+	if b := bind(&c, "a"); b.Hashcode() == a.Hashcode() || b.Arity() != 1 {
+		t.Errorf("a rebound copy of other fields hashes as the original")
 	}
 }
