@@ -13,6 +13,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt model.Optimizer, pol string) model.Setup {
@@ -32,16 +33,6 @@ func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt mode
 	return s
 }
 
-func newHost(t testing.TB) cuda.Device {
-	t.Helper()
-	h, err := host.New(host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // Validate on tiny: every row is there, the measured host run equals the
 // simulation in every row to the byte, the implementation-exact formula
 // equals both for activations, and every difference has its line.
@@ -49,7 +40,7 @@ func TestValidateTiny(t *testing.T) {
 	for _, pol := range []string{"none", "full", "selective"} {
 		t.Run(pol, func(t *testing.T) {
 			s := setup(t, "tiny", 8, 64, model.FP16, model.Adam, pol)
-			r, err := Validate(context.Background(), s, newHost(t), Options{Steps: 2})
+			r, err := Validate(context.Background(), s, reference.NewHost(t), Options{Steps: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +123,7 @@ func TestModelStatesBytesPerParameter(t *testing.T) {
 			s := model.Setup{Model: model.Config{Name: "odd", Layers: 3, Hidden: 40, Heads: 4, Vocab: 256, Context: 32},
 				Batch: 2, Seq: 32, Precision: tc.prec, Optimizer: tc.opt, Ranks: 1, TP: 1, PP: 1}
 			phi := s.Model.NumParams()
-			r, err := Validate(context.Background(), s, newHost(t), Options{Steps: 2})
+			r, err := Validate(context.Background(), s, reference.NewHost(t), Options{Steps: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -76,6 +76,13 @@ func (c *checker) float(name string, b *Buffer) bool {
 	return true
 }
 
+// floats checks a float buffer of want elements, want given with its
+// formula.
+func (c *checker) floats(name string, b *Buffer, want int, formula string) {
+	c.float(name, b)
+	c.length(name, b, want, formula)
+}
+
 // f32or64 checks a buffer that must be fp32 or fp64 (statistics, losses,
 // optimizer state, scratch).
 func (c *checker) f32or64(name string, b *Buffer) bool {
@@ -89,16 +96,23 @@ func (c *checker) f32or64(name string, b *Buffer) bool {
 	return true
 }
 
-// ids checks an int32 buffer.
-func (c *checker) ids(name string, b *Buffer) bool {
+// stats checks layer-norm statistics: fp32 or fp64, a (mean, rstd) pair
+// for each of N rows.
+func (c *checker) stats(b *Buffer, N int) {
+	c.f32or64("stats", b)
+	c.length("stats", b, 2*N, "2·N")
+}
+
+// ids checks an int32 buffer of want elements.
+func (c *checker) ids(name string, b *Buffer, want int, formula string) {
 	if !c.buf(name, b) {
-		return false
+		return
 	}
 	if b.DType != I32 {
 		c.fail("%s is %s, want int32", name, b.DType)
-		return false
+		return
 	}
-	return true
+	c.length(name, b, want, formula)
 }
 
 // length checks b.Len == want, want given with its formula.
@@ -119,15 +133,29 @@ func (c *checker) atLeast(name string, b *Buffer, want int, formula string) {
 	}
 }
 
-// rows checks that b holds whole rows of C and at least min of them.
-func (c *checker) rows(name string, b *Buffer, C, min int, minFormula string) {
-	if c.err != nil || b == nil {
+// floatRows checks a float buffer that holds whole rows of C and at least
+// min of them.
+func (c *checker) floatRows(name string, b *Buffer, C, min int, minFormula string) {
+	if !c.float(name, b) {
 		return
 	}
 	if b.Len%C != 0 {
 		c.fail("%s has %d elements, not a whole number of rows of C = %d", name, b.Len, C)
 	} else if b.Len/C < min {
 		c.fail("%s has %d rows of C = %d, want at least %s = %d", name, b.Len/C, C, minFormula, min)
+	}
+}
+
+// elementwise checks the buffers of an elementwise kernel, given as name,
+// buffer pairs, the output first: every one a float buffer, the inputs of
+// the output's length.
+func (c *checker) elementwise(namesAndBuffers ...any) {
+	for i := 0; i+1 < len(namesAndBuffers); i += 2 {
+		c.float(namesAndBuffers[i].(string), namesAndBuffers[i+1].(*Buffer))
+	}
+	outName, out := namesAndBuffers[0].(string), namesAndBuffers[1].(*Buffer)
+	for i := 2; i+1 < len(namesAndBuffers); i += 2 {
+		c.sameLen(namesAndBuffers[i].(string), namesAndBuffers[i+1].(*Buffer), outName, out)
 	}
 }
 
@@ -170,9 +198,7 @@ func (Checks) Fill(dst *Buffer, v float32) error {
 // memory reads what it has written).
 func (Checks) Cast(dst, src *Buffer) error {
 	c := check("Cast")
-	c.float("dst", dst)
-	c.float("src", src)
-	c.sameLen("src", src, "dst", dst)
+	c.elementwise("dst", dst, "src", src)
 	if c.err == nil && !(dst.addr == src.addr && dst.DType == src.DType) {
 		c.disjoint("dst", dst, "src", src)
 	}
@@ -181,37 +207,26 @@ func (Checks) Cast(dst, src *Buffer) error {
 
 func (Checks) Add(y, a, b *Buffer) error {
 	c := check("Add")
-	c.float("y", y)
-	c.float("a", a)
-	c.float("b", b)
-	c.sameLen("a", a, "y", y)
-	c.sameLen("b", b, "y", y)
+	c.elementwise("y", y, "a", a, "b", b)
 	return c.err
 }
 
 func (Checks) Embedding(out, tokens, wte, wpe *Buffer, B, T, C int) error {
 	c := check("Embedding")
 	c.positive("B", B, "T", T, "C", C)
-	c.float("out", out)
-	c.length("out", out, B*T*C, "B·T·C")
-	c.ids("tokens", tokens)
-	c.length("tokens", tokens, B*T, "B·T")
-	c.float("wte", wte)
-	c.rows("wte", wte, C, 1, "V")
-	c.float("wpe", wpe)
-	c.rows("wpe", wpe, C, T, "T")
+	c.floats("out", out, B*T*C, "B·T·C")
+	c.ids("tokens", tokens, B*T, "B·T")
+	c.floatRows("wte", wte, C, 1, "V")
+	c.floatRows("wpe", wpe, C, T, "T")
 	return c.err
 }
 
 func (Checks) EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int) error {
 	c := check("EmbeddingBackwardTokens")
 	c.positive("B", B, "T", T, "C", C)
-	c.float("dwte", dwte)
-	c.rows("dwte", dwte, C, 1, "V")
-	c.float("dout", dout)
-	c.length("dout", dout, B*T*C, "B·T·C")
-	c.ids("tokens", tokens)
-	c.length("tokens", tokens, B*T, "B·T")
+	c.floatRows("dwte", dwte, C, 1, "V")
+	c.floats("dout", dout, B*T*C, "B·T·C")
+	c.ids("tokens", tokens, B*T, "B·T")
 	c.disjoint("dwte", dwte, "dout", dout)
 	return c.err
 }
@@ -219,10 +234,8 @@ func (Checks) EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int) e
 func (Checks) EmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error {
 	c := check("EmbeddingBackwardPositions")
 	c.positive("B", B, "T", T, "C", C)
-	c.float("dwpe", dwpe)
-	c.rows("dwpe", dwpe, C, T, "T")
-	c.float("dout", dout)
-	c.length("dout", dout, B*T*C, "B·T·C")
+	c.floatRows("dwpe", dwpe, C, T, "T")
+	c.floats("dout", dout, B*T*C, "B·T·C")
 	c.disjoint("dwpe", dwpe, "dout", dout)
 	return c.err
 }
@@ -246,10 +259,8 @@ func CheckIDs(kernel, what string, ids []int32, T, V int) error {
 func (Checks) LayerNormStats(stats, x *Buffer, N, C int, eps float32) error {
 	c := check("LayerNormStats")
 	c.positive("N", N, "C", C)
-	c.f32or64("stats", stats)
-	c.length("stats", stats, 2*N, "2·N")
-	c.float("x", x)
-	c.length("x", x, N*C, "N·C")
+	c.stats(stats, N)
+	c.floats("x", x, N*C, "N·C")
 	c.finite("eps", eps)
 	if c.err == nil && eps < 0 {
 		c.fail("eps is %g, want ≥ 0", eps)
@@ -260,56 +271,40 @@ func (Checks) LayerNormStats(stats, x *Buffer, N, C int, eps float32) error {
 func (Checks) LayerNorm(y, x, stats, w, b *Buffer, N, C int) error {
 	c := check("LayerNorm")
 	c.positive("N", N, "C", C)
-	c.float("y", y)
-	c.length("y", y, N*C, "N·C")
-	c.float("x", x)
-	c.length("x", x, N*C, "N·C")
-	c.f32or64("stats", stats)
-	c.length("stats", stats, 2*N, "2·N")
-	c.float("w", w)
-	c.length("w", w, C, "C")
-	c.float("b", b)
-	c.length("b", b, C, "C")
+	c.floats("y", y, N*C, "N·C")
+	c.floats("x", x, N*C, "N·C")
+	c.stats(stats, N)
+	c.floats("w", w, C, "C")
+	c.floats("b", b, C, "C")
 	return c.err
 }
 
 func (Checks) LayerNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error {
 	c := check("LayerNormBackwardX")
 	c.positive("N", N, "C", C)
-	c.float("dx", dx)
-	c.length("dx", dx, N*C, "N·C")
-	c.float("dy", dy)
-	c.length("dy", dy, N*C, "N·C")
-	c.float("x", x)
-	c.length("x", x, N*C, "N·C")
-	c.f32or64("stats", stats)
-	c.length("stats", stats, 2*N, "2·N")
-	c.float("w", w)
-	c.length("w", w, C, "C")
+	c.floats("dx", dx, N*C, "N·C")
+	c.floats("dy", dy, N*C, "N·C")
+	c.floats("x", x, N*C, "N·C")
+	c.stats(stats, N)
+	c.floats("w", w, C, "C")
 	return c.err
 }
 
 func (Checks) LayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error {
 	c := check("LayerNormBackwardW")
 	c.positive("N", N, "C", C)
-	c.float("dw", dw)
-	c.length("dw", dw, C, "C")
-	c.float("dy", dy)
-	c.length("dy", dy, N*C, "N·C")
-	c.float("x", x)
-	c.length("x", x, N*C, "N·C")
-	c.f32or64("stats", stats)
-	c.length("stats", stats, 2*N, "2·N")
+	c.floats("dw", dw, C, "C")
+	c.floats("dy", dy, N*C, "N·C")
+	c.floats("x", x, N*C, "N·C")
+	c.stats(stats, N)
 	return c.err
 }
 
 func (Checks) SumRows(dst, src *Buffer, N, C int) error {
 	c := check("SumRows")
 	c.positive("N", N, "C", C)
-	c.float("dst", dst)
-	c.length("dst", dst, C, "C")
-	c.float("src", src)
-	c.length("src", src, N*C, "N·C")
+	c.floats("dst", dst, C, "C")
+	c.floats("src", src, N*C, "N·C")
 	c.disjoint("dst", dst, "src", src)
 	return c.err
 }
@@ -317,29 +312,21 @@ func (Checks) SumRows(dst, src *Buffer, N, C int) error {
 func (Checks) AddBias(y, b *Buffer, N, C int) error {
 	c := check("AddBias")
 	c.positive("N", N, "C", C)
-	c.float("y", y)
-	c.length("y", y, N*C, "N·C")
-	c.float("b", b)
-	c.length("b", b, C, "C")
+	c.floats("y", y, N*C, "N·C")
+	c.floats("b", b, C, "C")
 	c.disjoint("y", y, "b", b)
 	return c.err
 }
 
 func (Checks) GELU(y, x *Buffer) error {
 	c := check("GELU")
-	c.float("y", y)
-	c.float("x", x)
-	c.sameLen("x", x, "y", y)
+	c.elementwise("y", y, "x", x)
 	return c.err
 }
 
 func (Checks) GELUBackward(dx, dy, x *Buffer) error {
 	c := check("GELUBackward")
-	c.float("dx", dx)
-	c.float("dy", dy)
-	c.float("x", x)
-	c.sameLen("dy", dy, "dx", dx)
-	c.sameLen("x", x, "dx", dx)
+	c.elementwise("dx", dx, "dy", dy, "x", x)
 	return c.err
 }
 
@@ -353,10 +340,8 @@ func (c *checker) heads(B, T, C, NH int) {
 func (Checks) AttentionProbs(p, qkv *Buffer, B, T, C, NH int) error {
 	c := check("AttentionProbs")
 	c.heads(B, T, C, NH)
-	c.float("p", p)
-	c.length("p", p, B*NH*T*T, "B·NH·T·T")
-	c.float("qkv", qkv)
-	c.length("qkv", qkv, B*T*3*C, "B·T·3C")
+	c.floats("p", p, B*NH*T*T, "B·NH·T·T")
+	c.floats("qkv", qkv, B*T*3*C, "B·T·3C")
 	c.disjoint("p", p, "qkv", qkv)
 	return c.err
 }
@@ -364,12 +349,9 @@ func (Checks) AttentionProbs(p, qkv *Buffer, B, T, C, NH int) error {
 func (Checks) AttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error {
 	c := check("AttentionOut")
 	c.heads(B, T, C, NH)
-	c.float("y", y)
-	c.length("y", y, B*T*C, "B·T·C")
-	c.float("qkv", qkv)
-	c.length("qkv", qkv, B*T*3*C, "B·T·3C")
-	c.float("p", p)
-	c.length("p", p, B*NH*T*T, "B·NH·T·T")
+	c.floats("y", y, B*T*C, "B·T·C")
+	c.floats("qkv", qkv, B*T*3*C, "B·T·3C")
+	c.floats("p", p, B*NH*T*T, "B·NH·T·T")
 	c.disjoint("y", y, "qkv", qkv)
 	c.disjoint("y", y, "p", p)
 	return c.err
@@ -378,14 +360,10 @@ func (Checks) AttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error {
 func (Checks) AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH int) error {
 	c := check("AttentionBackward")
 	c.heads(B, T, C, NH)
-	c.float("dqkv", dqkv)
-	c.length("dqkv", dqkv, B*T*3*C, "B·T·3C")
-	c.float("dy", dy)
-	c.length("dy", dy, B*T*C, "B·T·C")
-	c.float("qkv", qkv)
-	c.length("qkv", qkv, B*T*3*C, "B·T·3C")
-	c.float("p", p)
-	c.length("p", p, B*NH*T*T, "B·NH·T·T")
+	c.floats("dqkv", dqkv, B*T*3*C, "B·T·3C")
+	c.floats("dy", dy, B*T*C, "B·T·C")
+	c.floats("qkv", qkv, B*T*3*C, "B·T·3C")
+	c.floats("p", p, B*NH*T*T, "B·NH·T·T")
 	c.f32or64("scratch", scratch)
 	c.atLeast("scratch", scratch, AttentionScratchLen(T, NH), "NH·T·T")
 	for _, in := range []struct {
@@ -405,10 +383,8 @@ func (Checks) CrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) err
 	c.positive("N", N, "V", V)
 	c.f32or64("loss", loss)
 	c.length("loss", loss, 1, "1")
-	c.float("logits", logits)
-	c.length("logits", logits, N*V, "N·V")
-	c.ids("targets", targets)
-	c.length("targets", targets, N, "N")
+	c.floats("logits", logits, N*V, "N·V")
+	c.ids("targets", targets, N, "N")
 	c.f32or64("scratch", scratch)
 	c.atLeast("scratch", scratch, CrossEntropyScratchLen(N), "N")
 	c.disjoint("scratch", scratch, "logits", logits)
@@ -418,30 +394,31 @@ func (Checks) CrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) err
 func (Checks) CrossEntropyBackward(dlogits, dloss, logits, targets *Buffer, N, V int) error {
 	c := check("CrossEntropyBackward")
 	c.positive("N", N, "V", V)
-	c.float("dlogits", dlogits)
-	c.length("dlogits", dlogits, N*V, "N·V")
+	c.floats("dlogits", dlogits, N*V, "N·V")
 	c.f32or64("dloss", dloss)
 	c.length("dloss", dloss, 1, "1")
-	c.float("logits", logits)
-	c.length("logits", logits, N*V, "N·V")
-	c.ids("targets", targets)
-	c.length("targets", targets, N, "N")
+	c.floats("logits", logits, N*V, "N·V")
+	c.ids("targets", targets, N, "N")
 	return c.err
+}
+
+// state checks a buffer of optimizer state or master weights: fp32 or
+// fp64, of param's length.
+func (c *checker) state(name string, b, param *Buffer) {
+	c.f32or64(name, b)
+	c.sameLen(name, b, "param", param)
 }
 
 // optimizerBuffers checks what Adam and SGD share: the parameter, its
 // gradient and the optional master copy.
 func (c *checker) optimizerBuffers(param, grad, master *Buffer, gradScale float32) {
-	c.float("param", param)
-	c.float("grad", grad)
-	c.sameLen("grad", grad, "param", param)
+	c.elementwise("param", param, "grad", grad)
 	if master == nil {
 		if c.err == nil && param.DType != F32 && param.DType != F64 {
 			c.fail("param is %s and master is nil: without master weights param is updated in place and must be fp32 or fp64", param.DType)
 		}
 	} else {
-		c.f32or64("master", master)
-		c.sameLen("master", master, "param", param)
+		c.state("master", master, param)
 		c.disjoint("param", param, "master", master)
 	}
 	c.finite("GradScale", gradScale)
@@ -453,10 +430,8 @@ func (c *checker) optimizerBuffers(param, grad, master *Buffer, gradScale float3
 func (Checks) Adam(param, grad, master, m, v *Buffer, a AdamArgs) error {
 	c := check("Adam")
 	c.optimizerBuffers(param, grad, master, a.GradScale)
-	c.f32or64("m", m)
-	c.sameLen("m", m, "param", param)
-	c.f32or64("v", v)
-	c.sameLen("v", v, "param", param)
+	c.state("m", m, param)
+	c.state("v", v, param)
 	c.finite("LR", a.LR)
 	c.finite("WeightDecay", a.WeightDecay)
 	c.finite("Eps", a.Eps)
@@ -485,8 +460,7 @@ func (Checks) SGD(param, grad, master, mom *Buffer, a SGDArgs) error {
 		c.fail("Momentum is %g, want ≥ 0", a.Momentum)
 	}
 	if a.Momentum > 0 {
-		c.f32or64("mom", mom)
-		c.sameLen("mom", mom, "param", param)
+		c.state("mom", mom, param)
 	}
 	return c.err
 }
@@ -509,14 +483,7 @@ func (m MatMul) normalize() MatMul {
 	if m.Batch == 0 {
 		m.Batch = 1
 	}
-	ar, ac := m.M, m.K
-	if m.TransA {
-		ar, ac = m.K, m.M
-	}
-	br, bc := m.K, m.N
-	if m.TransB {
-		br, bc = m.N, m.K
-	}
+	ar, ac, br, bc := m.Dims()
 	if m.LDA == 0 {
 		m.LDA = ac
 	}

@@ -114,7 +114,7 @@ func ReadCheckpointHeader(r io.Reader) (CheckpointHeader, error) {
 		return CheckpointHeader{}, fmt.Errorf("model: unsupported checkpoint version %d (valid: 3, fp32 with padded vocabulary; 1, fp32 unpadded)", h.Version)
 	}
 	if err := h.Config().Validate(); err != nil {
-		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares an invalid shape: %s", strings.TrimPrefix(err.Error(), "model: "))
+		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares an invalid shape: %w", unprefixed{err})
 	}
 	if h.PaddedVocab < h.Vocab {
 		return CheckpointHeader{}, fmt.Errorf("model: checkpoint header declares padded vocabulary %d smaller than vocabulary %d", h.PaddedVocab, h.Vocab)
@@ -232,20 +232,8 @@ func llmcLayout(cfg Config, vp int, each func(segment) error) error {
 // size. The parameters take at most size bytes of memory, beside a read
 // buffer of at most 1 MiB.
 func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
-	if err := checkTied(cfg); err != nil {
-		return nil, err
-	}
-	if size < headerBytes {
-		return nil, fmt.Errorf("model: checkpoint truncated: %d bytes, expected at least the %d-byte header", max(size, 0), headerBytes)
-	}
-	h, err := ReadCheckpointHeader(r)
+	h, err := readCheckedHeader(r, size, cfg)
 	if err != nil {
-		return nil, err
-	}
-	if err := h.checkShape(cfg); err != nil {
-		return nil, err
-	}
-	if err := h.checkSize(size); err != nil {
 		return nil, err
 	}
 	params := make([]float32, cfg.NumParams())
@@ -277,6 +265,28 @@ func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
 		return nil, err
 	}
 	return params, nil
+}
+
+// readCheckedHeader reads the header of a checkpoint of size bytes for a
+// model of cfg's shape and makes every check that needs no parameter, in
+// the one order ReadCheckpoint and CheckCheckpoint share: cfg can be
+// stored, the header is whole and valid, its shape is cfg's, and the size
+// is what it declares.
+func readCheckedHeader(r io.Reader, size int64, cfg Config) (CheckpointHeader, error) {
+	if err := checkTied(cfg); err != nil {
+		return CheckpointHeader{}, err
+	}
+	if size < headerBytes {
+		return CheckpointHeader{}, fmt.Errorf("model: checkpoint truncated: %d bytes, expected at least the %d-byte header", max(size, 0), headerBytes)
+	}
+	h, err := ReadCheckpointHeader(r)
+	if err == nil {
+		err = h.checkShape(cfg)
+	}
+	if err == nil {
+		err = h.checkSize(size)
+	}
+	return h, err
 }
 
 func (h CheckpointHeader) shapeString() string {
@@ -394,17 +404,7 @@ func CheckCheckpoint(path string, cfg Config) error {
 		return err
 	}
 	defer f.Close()
-	h, err := ReadCheckpointHeader(io.LimitReader(f, size))
-	if err == nil {
-		err = checkTied(cfg)
-	}
-	if err == nil {
-		err = h.checkShape(cfg)
-	}
-	if err == nil {
-		err = h.checkSize(size)
-	}
-	if err != nil {
+	if _, err := readCheckedHeader(io.LimitReader(f, size), size, cfg); err != nil {
 		return files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
 	}
 	return nil
@@ -422,3 +422,11 @@ func SaveCheckpoint(path string, cfg Config, params []float32) error {
 	}
 	return files.WriteAtomic(path, func(w io.Writer) error { return WriteCheckpoint(w, cfg, params) })
 }
+
+// unprefixed is err without its "model: " prefix, for a message that
+// already has one, and still unwraps to err (a *SizeError stays one for
+// errors.As).
+type unprefixed struct{ err error }
+
+func (u unprefixed) Error() string { return strings.TrimPrefix(u.err.Error(), "model: ") }
+func (u unprefixed) Unwrap() error { return u.err }

@@ -6,6 +6,5 @@ var (
 	MustPreset = mustPreset
 	TestParams = testParams
 	TestBatch  = testBatch
-	MaxRelErr  = maxRelErr
 	EvalGraph  = evalGraph
 )

@@ -163,47 +163,18 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 		}
 		return d, nil
 	case *LinearOp:
-		x, w := in[0], in[1]
-		y := make([]float64, op.N*op.Out)
-		for i := range op.N {
-			for o := range op.Out {
-				var s float64
-				if op.Bias {
-					s = in[2][o]
-				}
-				for k := range op.In {
-					s += x[i*op.In+k] * w[o*op.In+k]
-				}
-				y[i*op.Out+o] = s
-			}
+		// x (N, In), w (Out, In): y = x·wᵀ (+ bias), (N, Out).
+		var bias []float64
+		if op.Bias {
+			bias = in[2]
 		}
-		return y, nil
+		return matMul(op.N, op.Out, op.In, rowMajor(in[0], op.In), colMajor(in[1], op.In), bias), nil
 	case *LinearBackwardXOp:
-		dy, w := in[0], in[1]
-		dx := make([]float64, op.N*op.In)
-		for i := range op.N {
-			for k := range op.In {
-				var s float64
-				for o := range op.Out {
-					s += dy[i*op.Out+o] * w[o*op.In+k]
-				}
-				dx[i*op.In+k] = s
-			}
-		}
-		return dx, nil
+		// dy (N, Out), w (Out, In): dx = dy·w, (N, In).
+		return matMul(op.N, op.In, op.Out, rowMajor(in[0], op.Out), rowMajor(in[1], op.In), nil), nil
 	case *LinearBackwardWOp:
-		dy, x := in[0], in[1]
-		dw := make([]float64, op.Out*op.In)
-		for o := range op.Out {
-			for k := range op.In {
-				var s float64
-				for i := range op.N {
-					s += dy[i*op.Out+o] * x[i*op.In+k]
-				}
-				dw[o*op.In+k] = s
-			}
-		}
-		return dw, nil
+		// dy (N, Out), x (N, In): dw = dyᵀ·x, (Out, In).
+		return matMul(op.Out, op.In, op.N, colMajor(in[0], op.Out), rowMajor(in[1], op.In), nil), nil
 	case *AttentionProbsOp:
 		return attnProbs(in[0], op.B, op.T, op.C, op.NH), nil
 	case *AttentionOutOp:
@@ -311,6 +282,40 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 		return y, nil
 	}
 	return nil, fmt.Errorf("no evaluation for op %v (%T)", op, op)
+}
+
+// matrix is a view of a flat slice as a matrix: element (r, c) is
+// v[r*rs+c*cs].
+type matrix struct {
+	v      []float64
+	rs, cs int
+}
+
+// rowMajor is v as a matrix of rows of n elements; colMajor is its
+// transpose.
+func rowMajor(v []float64, n int) matrix { return matrix{v, n, 1} }
+func colMajor(v []float64, n int) matrix { return matrix{v, 1, n} }
+
+func (m matrix) at(r, c int) float64 { return m.v[r*m.rs+c*m.cs] }
+
+// matMul is the product a·b of an I×K matrix a and a K×J matrix b as a
+// row-major I×J slice, plus bias[j] in every row where bias is not nil
+// (added first, then the products in the order of k).
+func matMul(I, J, K int, a, b matrix, bias []float64) []float64 {
+	y := make([]float64, I*J)
+	for i := range I {
+		for j := range J {
+			var s float64
+			if bias != nil {
+				s = bias[j]
+			}
+			for k := range K {
+				s += a.at(i, k) * b.at(k, j)
+			}
+			y[i*J+j] = s
+		}
+	}
+	return y
 }
 
 func attnProbs(qkv []float64, B, T, C, NH int) []float64 {

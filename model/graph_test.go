@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -224,18 +223,4 @@ func testBatch(cfg Config, B, T int, seed uint64) (tokens, targets []int32) {
 		targets[i] = int32(rng.IntN(cfg.Vocab))
 	}
 	return tokens, targets
-}
-
-// maxRelErr is max|a-b| / max|b| over a tensor: the per-tensor relative
-// error (llm.c's test compares tensors the same way).
-func maxRelErr(a, b []float64) float64 {
-	var d, m float64
-	for i := range a {
-		d = math.Max(d, math.Abs(a[i]-b[i]))
-		m = math.Max(m, math.Abs(b[i]))
-	}
-	if m == 0 {
-		return d
-	}
-	return d / m
 }

@@ -24,11 +24,7 @@ func BenchmarkReferenceStep(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.preset, bc.B, bc.T), func(b *testing.B) {
 			cfg := model.MustPreset(b, bc.preset)
-			ref, err := reference.New(cfg, bc.B, bc.T, tensor.Float32)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ref.Close()
+			ref := reference.MustNew(b, cfg, bc.B, bc.T, tensor.Float32)
 			if err := ref.SetParams32(model.InitParams(cfg, 1)); err != nil {
 				b.Fatal(err)
 			}

@@ -22,11 +22,7 @@ import (
 func TestReferenceFiniteDifferences(t *testing.T) {
 	cfg := model.MustPreset(t, "tiny")
 	const B, T = 2, 8
-	ref, err := reference.New(cfg, B, T, tensor.Float64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := reference.MustNew(t, cfg, B, T, tensor.Float64)
 	params := model.TestParams(cfg, 3)
 	tokens, targets := model.TestBatch(cfg, B, T, 4)
 	_, grads, err := ref.Step(params, tokens, targets)
@@ -99,16 +95,8 @@ func TestReferenceLossAtInit(t *testing.T) {
 func TestReferenceFloat32(t *testing.T) {
 	cfg := model.MustPreset(t, "tiny")
 	const B, T = 2, 16
-	r32, err := reference.New(cfg, B, T, tensor.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r32.Close()
-	r64, err := reference.New(cfg, B, T, tensor.Float64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r64.Close()
+	r32 := reference.MustNew(t, cfg, B, T, tensor.Float32)
+	r64 := reference.MustNew(t, cfg, B, T, tensor.Float64)
 	p64 := model.TestParams(cfg, 8)
 	p32 := make([]float32, len(p64))
 	for i, v := range p64 {
@@ -129,7 +117,7 @@ func TestReferenceFloat32(t *testing.T) {
 	}
 	var worst float64
 	for _, p := range cfg.Params() {
-		e := model.MaxRelErr(g32[p.Offset:p.Offset+p.Count], g64[p.Offset:p.Offset+p.Count])
+		e := reference.MaxRelErr(g32[p.Offset:p.Offset+p.Count], g64[p.Offset:p.Offset+p.Count])
 		worst = math.Max(worst, e)
 		if e > 1e-4 {
 			t.Errorf("grad %s: fp32 vs fp64 max relative error %.2g > 1e-4", p.Name, e)
@@ -142,18 +130,14 @@ func TestReferenceFloat32(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l2 != l32 || model.MaxRelErr(g2, g32) != 0 {
-		t.Errorf("second step: loss %v (first %v), grad difference %g: want identical", l2, l32, model.MaxRelErr(g2, g32))
+	if l2 != l32 || reference.MaxRelErr(g2, g32) != 0 {
+		t.Errorf("second step: loss %v (first %v), grad difference %g: want identical", l2, l32, reference.MaxRelErr(g2, g32))
 	}
 }
 
 func TestReferenceStepErrors(t *testing.T) {
 	cfg := model.MustPreset(t, "tiny")
-	ref, err := reference.New(cfg, 1, 4, tensor.Float64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := reference.MustNew(t, cfg, 1, 4, tensor.Float64)
 	params := model.TestParams(cfg, 1)
 	ok := []int32{1, 2, 3, 4}
 	for _, tc := range []struct {
@@ -178,11 +162,7 @@ func TestReferenceStepErrors(t *testing.T) {
 
 func TestReferenceRunNeedsParams(t *testing.T) {
 	cfg := model.MustPreset(t, "tiny")
-	ref, err := reference.New(cfg, 1, 2, tensor.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := reference.MustNew(t, cfg, 1, 2, tensor.Float32)
 	if _, err := ref.Run([]int32{1, 2}, []int32{2, 3}); err == nil || !strings.Contains(err.Error(), "SetParams") {
 		t.Errorf("Run before SetParams: %v, want an error saying to call SetParams", err)
 	}
@@ -242,11 +222,7 @@ func TestGraphMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref, err := reference.New(cfg, tc.B, tc.T, tensor.Float64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ref.Close()
+			ref := reference.MustNew(t, cfg, tc.B, tc.T, tensor.Float64)
 			params := model.TestParams(cfg, 1)
 			tokens, targets := model.TestBatch(cfg, tc.B, tc.T, 2)
 			loss, grads, err := model.EvalGraph(gr, params, tokens, targets, tc.dloss)
@@ -267,7 +243,7 @@ func TestGraphMatchesReference(t *testing.T) {
 				for i, g := range rgrads[p.Offset : p.Offset+p.Count] {
 					want[i] = g * tc.dloss
 				}
-				if e := model.MaxRelErr(got, want); e > tol {
+				if e := reference.MaxRelErr(got, want); e > tol {
 					t.Errorf("grad %s: max relative error %.2g > %g", p.Name, e, tol)
 				}
 			}

@@ -18,11 +18,28 @@ import (
 	"strings"
 )
 
-// byteUnits are the units ParseBytes accepts, matched case-insensitively.
-var byteUnits = []struct {
+// multiplier is a unit or suffix of a number and the multiple it stands for.
+type multiplier struct {
 	name string
 	mult int64
-}{
+}
+
+// multipleOf is what the unit name stands for among units, matched
+// case-insensitively: 1 for no unit, 0 for a name not among them.
+func multipleOf(units []multiplier, name string) int64 {
+	if name == "" {
+		return 1
+	}
+	for _, u := range units {
+		if strings.EqualFold(name, u.name) {
+			return u.mult
+		}
+	}
+	return 0
+}
+
+// byteUnits are the units ParseBytes accepts, matched case-insensitively.
+var byteUnits = []multiplier{
 	{"B", 1},
 	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15},
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"PiB", 1 << 50},
@@ -30,10 +47,7 @@ var byteUnits = []struct {
 
 // countUnits are the suffixes ParseCount accepts, matched case-insensitively
 // (B and G both mean 10^9: "7.5B parameters").
-var countUnits = []struct {
-	name string
-	mult int64
-}{
+var countUnits = []multiplier{
 	{"K", 1e3}, {"M", 1e6}, {"B", 1e9}, {"G", 1e9}, {"T", 1e12},
 }
 
@@ -55,15 +69,7 @@ func ParseBytes(s string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("model: bad size %q: %v (valid: a number with an optional unit %s, e.g. 80GiB, 24GB, 1.5e9)", s, err, validByteUnits)
 	}
-	mult := int64(0)
-	if unit == "" {
-		mult = 1
-	}
-	for _, u := range byteUnits {
-		if strings.EqualFold(unit, u.name) {
-			mult = u.mult
-		}
-	}
+	mult := multipleOf(byteUnits, unit)
 	if mult == 0 {
 		return 0, fmt.Errorf("model: bad size %q: unknown unit %q (valid units: %s)", s, unit, validByteUnits)
 	}
@@ -84,15 +90,7 @@ func ParseCount(s string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("model: bad count %q: %v (valid: a whole number, e.g. 7.5e9, 7.5B, 124439808)", s, err)
 	}
-	mult := int64(0)
-	if unit == "" {
-		mult = 1
-	}
-	for _, u := range countUnits {
-		if strings.EqualFold(unit, u.name) {
-			mult = u.mult
-		}
-	}
+	mult := multipleOf(countUnits, unit)
 	if mult == 0 {
 		return 0, fmt.Errorf("model: bad count %q: unknown suffix %q (valid: none, K, M, B or G, T)", s, unit)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"trainmem/cuda/shape"
 	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 // Train and validate's measured runs take their batches from one path:
@@ -25,7 +26,7 @@ func TestOpenBatches(t *testing.T) {
 	}
 	b.Close()
 
-	h := newHost(t)
+	h := reference.NewHost(t)
 	b, err = OpenBatches(h, "", s, 1)
 	if err != nil {
 		t.Fatal(err)

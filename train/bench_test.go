@@ -26,7 +26,7 @@ func BenchmarkStep(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.preset, bc.B, bc.T), func(b *testing.B) {
 			cfg, _ := model.Preset(bc.preset)
-			dev := newHost(b)
+			dev := reference.NewHost(b)
 			tr := newTrainer(b, dev, oneRank(cfg, bc.B, bc.T), Options{})
 			if err := tr.SetParams(model.InitParams(cfg, 1)); err != nil {
 				b.Fatal(err)
@@ -66,15 +66,11 @@ func BenchmarkVsTapeMachine(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/b=%d/s=%d", bc.cfg.Name, bc.B, bc.T), func(b *testing.B) {
 			params := model.InitParams(bc.cfg, 1)
 			tokens, targets := batch(b, bc.cfg, bc.B, bc.T, 1)
-			tr := newTrainer(b, newHost(b), oneRank(bc.cfg, bc.B, bc.T), Options{})
+			tr := newTrainer(b, reference.NewHost(b), oneRank(bc.cfg, bc.B, bc.T), Options{})
 			if err := tr.SetParams(params); err != nil {
 				b.Fatal(err)
 			}
-			ref, err := reference.New(bc.cfg, bc.B, bc.T, tensor.Float32)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ref.Close()
+			ref := reference.MustNew(b, bc.cfg, bc.B, bc.T, tensor.Float32)
 			if err := ref.SetParams32(params); err != nil {
 				b.Fatal(err)
 			}

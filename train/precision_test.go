@@ -10,6 +10,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/shape"
 	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 // Simulate equals measure for every precision and checkpoint policy: the
@@ -30,7 +31,7 @@ func TestSimulateEqualsMeasureEveryPrecisionAndPolicy(t *testing.T) {
 				}
 				s := oneRank(cfg, B, T)
 				s.Precision, s.Checkpoint = prec, pol
-				host := newTrainer(t, newHost(t), s, Options{})
+				host := newTrainer(t, reference.NewHost(t), s, Options{})
 				if err := host.SetParams(params); err != nil {
 					t.Fatal(err)
 				}
@@ -39,17 +40,7 @@ func TestSimulateEqualsMeasureEveryPrecisionAndPolicy(t *testing.T) {
 					t.Fatalf("after the model states: host %+v\nshape %+v", hs, ss)
 				}
 				for step := 1; step <= 3; step++ {
-					hr, err := host.Step(tokens, targets)
-					if err != nil {
-						t.Fatal(err)
-					}
-					sr, err := shape.Step(tokens, targets)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if hs, ss := host.Device().Stats(), shape.Device().Stats(); hs != ss {
-						t.Fatalf("step %d: host stats\n%+v\nshape stats\n%+v", step, hs, ss)
-					}
+					hr, sr := stepBoth(t, step, host, shape, tokens, targets)
 					for _, m := range []struct {
 						name string
 						h, s map[cuda.Category]int64
@@ -87,7 +78,7 @@ func TestMixedPrecisionTrainsLikeFP32(t *testing.T) {
 	final := map[model.Precision]float64{}
 	for _, prec := range []model.Precision{model.FP32, model.FP16, model.BF16} {
 		s := model.Setup{Model: tinyCfg, Batch: 8, Seq: 64, Precision: prec, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1}
-		h := newHost(t)
+		h := reference.NewHost(t)
 		var rs []Record
 		_, err := Run(context.Background(), h, RunOptions{Setup: s, Steps: 200, LR: 1e-3, Seed: 1, OnRecord: func(r Record) { rs = append(rs, r) }})
 		if err != nil {
@@ -151,7 +142,7 @@ func TestLossScaleFloorEndsTheRun(t *testing.T) {
 		{"backoff 0.1", LossScaleOptions{Init: 1000, Backoff: 0.1, Floor: 5}, []float64{1000, 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newTrainer(t, newHost(t), withPrecision(oneRank(tinyCfg, 2, 16), model.FP16), Options{LossScale: tc.opts})
+			tr := newTrainer(t, reference.NewHost(t), withPrecision(oneRank(tinyCfg, 2, 16), model.FP16), Options{LossScale: tc.opts})
 			if err := tr.SetParams(overflowing()); err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +188,7 @@ func scales(rs []Record) []float64 {
 // The same weights in bf16 need no loss scale: the overflow that stops fp16
 // is out of reach of bf16's fp32-wide exponent, and the steps are applied.
 func TestBF16NeedsNoLossScale(t *testing.T) {
-	tr := newTrainer(t, newHost(t), withPrecision(oneRank(tinyCfg, 2, 16), model.BF16), Options{})
+	tr := newTrainer(t, reference.NewHost(t), withPrecision(oneRank(tinyCfg, 2, 16), model.BF16), Options{})
 	if err := tr.SetParams(overflowing()); err != nil {
 		t.Fatal(err)
 	}

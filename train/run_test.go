@@ -11,6 +11,7 @@ import (
 
 	"trainmem/cuda/shape"
 	"trainmem/model"
+	"trainmem/model/reference"
 )
 
 // cancelAfter is a progress writer that ends the run's context once it has
@@ -39,7 +40,7 @@ func TestRunInterrupted(t *testing.T) {
 	defer cancel()
 	c, _ := model.Preset("tiny")
 	s := model.Setup{Model: c, Batch: 2, Seq: 16, Optimizer: model.AdamW, Ranks: 1, TP: 1, PP: 1}
-	res, err := Run(ctx, newHost(t), RunOptions{Setup: s, Steps: 10, Seed: 1, Out: out, Save: save, Progress: &cancelAfter{n: 3, cancel: cancel}})
+	res, err := Run(ctx, reference.NewHost(t), RunOptions{Setup: s, Steps: 10, Seed: 1, Out: out, Save: save, Progress: &cancelAfter{n: 3, cancel: cancel}})
 	if err != nil {
 		t.Fatal(err)
 	}

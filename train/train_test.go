@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
-	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/model/reference"
@@ -15,16 +14,6 @@ import (
 )
 
 var tinyCfg = model.Config{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}
-
-func newHost(t testing.TB) cuda.Device {
-	t.Helper()
-	h, err := host.New(host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
 
 // oneRank is one rank of cfg at batch B and sequence T: fp32, AdamW, no
 // checkpointing.
@@ -74,18 +63,42 @@ func batch(t testing.TB, cfg model.Config, B, T int, seed uint64) (tokens, targe
 	return tokens, targets
 }
 
-// relErr is max|a-b| over the tensor divided by max|b|: the error relative
-// to the tensor's scale, so that near-zero entries do not dominate.
-func relErr(a, b []float64) float64 {
-	var d, s float64
-	for i := range a {
-		d = math.Max(d, math.Abs(a[i]-b[i]))
-		s = math.Max(s, math.Abs(b[i]))
+// stepBoth runs step number step on host and on shape and fails t unless
+// the two devices' allocator statistics are equal after it.
+func stepBoth(t *testing.T, step int, host, shape *Trainer, tokens, targets []int32) (hr, sr Record) {
+	t.Helper()
+	hr, err := host.Step(tokens, targets)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s == 0 {
-		return d
+	sr, err = shape.Step(tokens, targets)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return d / s
+	if hs, ss := host.Device().Stats(), shape.Device().Stats(); hs != ss {
+		t.Fatalf("step %d: host stats\n%+v\nshape stats\n%+v", step, hs, ss)
+	}
+	return hr, sr
+}
+
+// hostGrads runs one forward and backward pass of s with params (as
+// SetParams takes them) on a new host trainer and returns the loss and the
+// gradient.
+func hostGrads(t *testing.T, s model.Setup, params any, tokens, targets []int32) (float64, []float64) {
+	t.Helper()
+	tr := newTrainer(t, reference.NewHost(t), s, Options{})
+	if err := tr.SetParams(params); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tr.ForwardBackward(tokens, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tr.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Loss, g
 }
 
 // One host step in fp32 matches gorgonia's TapeMachine running the same
@@ -105,42 +118,27 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 			params := model.InitParams(tc.cfg, 7)
 			tokens, targets := batch(t, tc.cfg, tc.B, tc.T, 1)
 
-			ref, err := reference.New(tc.cfg, tc.B, tc.T, tensor.Float32)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ref.Close()
+			ref := reference.MustNew(t, tc.cfg, tc.B, tc.T, tensor.Float32)
 			wantLoss, wantGrads, err := ref.Step32(params, tokens, targets)
 			if err != nil {
 				t.Fatal(err)
 			}
 
-			tr := newTrainer(t, newHost(t), oneRank(tc.cfg, tc.B, tc.T), Options{})
-			if err := tr.SetParams(params); err != nil {
-				t.Fatal(err)
-			}
-			rec, err := tr.ForwardBackward(tokens, targets)
-			if err != nil {
-				t.Fatal(err)
-			}
-			grads, err := tr.Grads()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e := math.Abs(rec.Loss-wantLoss) / wantLoss; e > 1e-5 {
-				t.Errorf("loss %v, TapeMachine %v (relative error %.2e > 1e-5)", rec.Loss, wantLoss, e)
+			loss, grads := hostGrads(t, oneRank(tc.cfg, tc.B, tc.T), params, tokens, targets)
+			if e := math.Abs(loss-wantLoss) / wantLoss; e > 1e-5 {
+				t.Errorf("loss %v, TapeMachine %v (relative error %.2e > 1e-5)", loss, wantLoss, e)
 			}
 			worst := 0.0
 			for _, p := range tc.cfg.Params() {
 				a := grads[p.Offset : p.Offset+p.Count]
 				b := wantGrads[p.Offset : p.Offset+p.Count]
-				e := relErr(a, b)
+				e := reference.MaxRelErr(a, b)
 				worst = math.Max(worst, e)
 				if e > 1e-5 {
 					t.Errorf("%s: gradient relative error %.2e > 1e-5", p.Name, e)
 				}
 			}
-			t.Logf("loss %.7f vs %.7f; worst gradient relative error %.2e", rec.Loss, wantLoss, worst)
+			t.Logf("loss %.7f vs %.7f; worst gradient relative error %.2e", loss, wantLoss, worst)
 		})
 	}
 }
@@ -159,7 +157,7 @@ func TestFiniteDifferences(t *testing.T) {
 		params[i] = float64(v) * 5 // larger weights: gradients well away from zero
 	}
 	tokens, targets := batch(t, cfg, B, T, 2)
-	tr := newTrainer(t, newHost(t), oneRank(cfg, B, T), Options{Float64: true})
+	tr := newTrainer(t, reference.NewHost(t), oneRank(cfg, B, T), Options{Float64: true})
 	loss := func(p []float64) float64 {
 		if err := tr.SetParams(p); err != nil {
 			t.Fatal(err)
@@ -214,27 +212,17 @@ func TestSimulateEqualsMeasure(t *testing.T) {
 			tokens, targets := batch(t, tc.cfg, tc.B, tc.T, 5)
 			s := oneRank(tc.cfg, tc.B, tc.T)
 			s.Checkpoint = tc.pol
-			host := newTrainer(t, newHost(t), s, Options{})
+			host := newTrainer(t, reference.NewHost(t), s, Options{})
 			if err := host.SetParams(model.InitParams(tc.cfg, 1)); err != nil {
 				t.Fatal(err)
 			}
 			shape := newTrainer(t, shape.New(0), s, Options{})
 			for step := 1; step <= 2; step++ {
-				hr, err := host.Step(tokens, targets)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sr, err := shape.Step(tokens, targets)
-				if err != nil {
-					t.Fatal(err)
-				}
-				hs, ss := host.Device().Stats(), shape.Device().Stats()
-				if hs != ss {
-					t.Fatalf("step %d: host stats\n%+v\nshape stats\n%+v", step, hs, ss)
-				}
+				hr, sr := stepBoth(t, step, host, shape, tokens, targets)
 				if hr.PeakAllocatedBytes != sr.PeakAllocatedBytes {
 					t.Fatalf("step %d: peaks %d vs %d", step, hr.PeakAllocatedBytes, sr.PeakAllocatedBytes)
 				}
+				hs := host.Device().Stats()
 				t.Logf("step %d: peak allocated %d bytes, reserved %d, %d allocations", step, hs.AllocatedBytes.Peak, hs.ReservedBytes.Peak, hs.NumAllocs)
 			}
 		})
@@ -251,19 +239,8 @@ func TestCheckpointGradientsBitIdentical(t *testing.T) {
 	run := func(pol model.Checkpoint) ([]float64, float64) {
 		s := oneRank(cfg, B, T)
 		s.Checkpoint = pol
-		tr := newTrainer(t, newHost(t), s, Options{})
-		if err := tr.SetParams(params); err != nil {
-			t.Fatal(err)
-		}
-		r, err := tr.ForwardBackward(tokens, targets)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := tr.Grads()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g, r.Loss
+		loss, g := hostGrads(t, s, params, tokens, targets)
+		return g, loss
 	}
 	want, wantLoss := run(model.Checkpoint{})
 	for name, pol := range policies {
@@ -297,7 +274,7 @@ func trainTiny(t *testing.T, steps int, prec model.Precision) []float64 {
 	opt.LR = 1e-3
 	s := withPrecision(oneRank(tinyCfg, B, T), prec)
 	s.Optimizer = opt.Kind
-	tr := newTrainer(t, newHost(t), s, Options{Optimizer: opt})
+	tr := newTrainer(t, reference.NewHost(t), s, Options{Optimizer: opt})
 	if err := tr.SetParams(model.InitParams(tinyCfg, 42)); err != nil {
 		t.Fatal(err)
 	}

@@ -34,17 +34,10 @@ example: trainmem estimate --preset gpt2-xl --batch 32 --seq 1000 --precision fp
 func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("estimate", flag.ContinueOnError)
 	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1})
-	formula := model.Korthikanti
-	fs.Func("formula", "activation formula counted in total_bytes: zero_paper or korthikanti (default korthikanti)", func(s string) error {
-		f, err := model.ParseFormula(s)
-		formula = f
-		return err
-	})
+	var formula model.Formula
+	formulaVar(fs, &formula, "counted in total_bytes")
 	format := newFormatFlag(fs, "text", "json", "csv")
-	if err := parseFlags(fs, args, stderr, estimateSynopsis); err != nil {
-		if err == errHelp {
-			return nil
-		}
+	if stop, err := parseFlags(fs, args, stderr, estimateSynopsis); stop {
 		return err
 	}
 	s, err := sf.setup()

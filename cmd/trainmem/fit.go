@@ -43,17 +43,10 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		memory = n
 		return err
 	})
-	formula := model.Korthikanti
-	fs.Func("formula", "activation formula to fit by: zero_paper or korthikanti (default korthikanti)", func(s string) error {
-		f, err := model.ParseFormula(s)
-		formula = f
-		return err
-	})
+	var formula model.Formula
+	formulaVar(fs, &formula, "to fit by")
 	format := newFormatFlag(fs, "text", "json", "csv")
-	if err := parseFlags(fs, args, stderr, fitSynopsis); err != nil {
-		if err == errHelp {
-			return nil
-		}
+	if stop, err := parseFlags(fs, args, stderr, fitSynopsis); stop {
 		return err
 	}
 	if memory < 0 {

@@ -71,6 +71,18 @@ func uint64Var(fs *flag.FlagSet, p *uint64, name string, value uint64, usage str
 	fs.Var(uint64Value{p}, name, usage)
 }
 
+// formulaVar defines --formula, the activation formula: zero_paper or
+// korthikanti (the default); purpose says what the subcommand uses it for
+// ("to fit by").
+func formulaVar(fs *flag.FlagSet, p *model.Formula, purpose string) {
+	*p = model.Korthikanti
+	fs.Func("formula", "activation formula "+purpose+": zero_paper or korthikanti (default korthikanti)", func(s string) error {
+		f, err := model.ParseFormula(s)
+		*p = f
+		return err
+	})
+}
+
 // formatFlag is --format: text (for people, the default) or another of the
 // formats its subcommand writes.
 type formatFlag struct {

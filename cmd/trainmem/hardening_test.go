@@ -72,6 +72,16 @@ func TestShapeTooLarge(t *testing.T) {
 	}
 }
 
+// writeFile writes b to the file name in dir and returns its path.
+func writeFile(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // checkpointHeader is an llm.c model-file header with the given fields
 // (magic, version 3, ctx, V, L, heads, C, Vp).
 func checkpointHeader(ctx, V, L, heads, C, Vp int32) []byte {
@@ -88,13 +98,7 @@ func checkpointHeader(ctx, V, L, heads, C, Vp int32) []byte {
 // not read); bad content names the file, not a flag.
 func TestInputFiles(t *testing.T) {
 	dir := t.TempDir()
-	put := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	put := func(name string, b []byte) string { return writeFile(t, dir, name, b) }
 	huge := put("huge.bin", checkpointHeader(1<<24, 1<<24, 16384, 1, 1<<20, 1<<24))
 	gpt2 := put("gpt2-claim.bin", checkpointHeader(1024, 50257, 12, 12, 768, 50304))
 	vocab := put("vocab.bin", checkpointHeader(64, 1<<31-1, 2, 4, 64, 1<<31-1))

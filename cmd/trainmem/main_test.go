@@ -26,6 +26,17 @@ func runArgs(t testing.TB, args ...string) (string, string, int) {
 	return out.String(), errb.String(), exitCode(err)
 }
 
+// mustRun runs trainmem with args, fails t unless it exits 0, and returns
+// stdout and stderr.
+func mustRun(t testing.TB, args ...string) (string, string) {
+	t.Helper()
+	out, errOut, code := runArgs(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	return out, errOut
+}
+
 // golden compares got with testdata/name, or rewrites it under -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
@@ -68,10 +79,7 @@ func TestGolden(t *testing.T) {
 		{"fit_zero_table1.txt", []string{"fit", "--params", "7.5e9", "--precision", "fp16", "--ranks", "64", "--memory", "32GB"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code := runArgs(t, tc.args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
+			out, _ := mustRun(t, tc.args...)
 			golden(t, tc.name, out)
 		})
 	}
@@ -186,23 +194,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"frobnicate"}, []string{`"frobnicate"`, "estimate, fit"}},
 		{[]string{}, []string{"no subcommand", "estimate"}},
 	} {
-		_, errOut, code := runArgs(t, tc.args...)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", tc.args, code, errOut)
-			continue
-		}
-		last := strings.TrimSpace(errOut)
-		if i := strings.LastIndex(last, "\n"); i >= 0 {
-			last = last[i+1:]
-		}
-		if !strings.HasPrefix(last, "trainmem: ") {
-			t.Errorf("%v: last line %q does not start with trainmem:", tc.args, last)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(last, w) {
-				t.Errorf("%v: error %q lacks %q", tc.args, last, w)
-			}
-		}
+		wantUsage(t, tc.args, tc.want...)
 	}
 }
 
@@ -226,10 +218,7 @@ func TestHelp(t *testing.T) {
 // The 0 case is an answer: when nothing fits, fit says so and what alone
 // is too large, with exit status 0.
 func TestFitNothingFits(t *testing.T) {
-	out, errOut, code := runArgs(t, "fit", "--preset", "gpt2-xl", "--precision", "fp16", "--memory", "20GB")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	out, _ := mustRun(t, "fit", "--preset", "gpt2-xl", "--precision", "fp16", "--memory", "20GB")
 	if !strings.Contains(out, "model states alone need 24.92 GB") {
 		t.Errorf("no explanation of the 0 in\n%s", out)
 	}

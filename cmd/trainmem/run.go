@@ -142,34 +142,32 @@ subcommands:
 	fmt.Fprint(w, "\nRun 'trainmem help <subcommand>' or 'trainmem <subcommand> -h' for its flags.\n")
 }
 
-// parseFlags parses a subcommand's flags. Parse errors come back as one-line
-// usage errors (the flag package's own message, which names the flag and the
-// value); -h prints the subcommand's usage to stderr and returns errHelp,
-// which the subcommand answers with nil.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) error {
+// parseFlags parses a subcommand's flags. stop says the subcommand has
+// nothing more to do and returns err: after a parse error, which comes back
+// as a one-line usage error (the flag package's own message, which names the
+// flag and the value), and after -h, which prints the subcommand's usage to
+// stderr and comes back as a nil error.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) (stop bool, err error) {
 	fs.SetOutput(io.Discard) // errors are returned, not printed twice
 	fs.Usage = func() {}
-	err := fs.Parse(args)
+	err = fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "usage: trainmem %s [flags]\n\n%s\n\nflags:\n", fs.Name(), synopsis)
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
-		return errHelp
+		return true, nil
 	}
 	if err != nil {
 		// A flag that belongs to another subcommand says so.
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 			if why, ok := elsewhere[strings.TrimPrefix(name, "-")]; ok {
-				return usagef("--%s: %s", strings.TrimPrefix(name, "-"), why)
+				return true, usagef("--%s: %s", strings.TrimPrefix(name, "-"), why)
 			}
 		}
-		return usagef("%v (run 'trainmem %s -h' for the flags)", err, fs.Name())
+		return true, usagef("%v (run 'trainmem %s -h' for the flags)", err, fs.Name())
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (flags only; run 'trainmem %s -h' for them)", fs.Arg(0), fs.Name())
+		return true, usagef("unexpected argument %q (flags only; run 'trainmem %s -h' for them)", fs.Arg(0), fs.Name())
 	}
-	return nil
+	return false, nil
 }
-
-// errHelp is parseFlags's answer to -h: usage was printed, nothing to do.
-var errHelp = errors.New("help requested")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"trainmem/model"
+	"trainmem/model/files"
 )
 
 // TestMain runs trainmem's main instead of the tests when the test binary
@@ -106,18 +107,10 @@ func TestSignalsStopCleanly(t *testing.T) {
 			if !strings.Contains(stderr.String(), "stopped by "+tc.name) {
 				t.Errorf("stderr does not say why it stopped:\n%s", stderr)
 			}
-			noTemps(t, dir)
+			if left := files.TempsIn(dir); len(left) > 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
 		})
-	}
-}
-
-func noTemps(t *testing.T, dir string) {
-	t.Helper()
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".tmp-") {
-			t.Errorf("temporary file %s left", e.Name())
-		}
 	}
 }
 
@@ -153,7 +146,9 @@ func TestSecondSignalDuringSave(t *testing.T) {
 	if !strings.Contains(stderr.String(), "SIGTERM again: stopped at once") {
 		t.Errorf("stderr does not say it stopped at once:\n%s", stderr)
 	}
-	noTemps(t, dir)
+	if left := files.TempsIn(dir); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
 	if b, _ := os.ReadFile(save); string(b) != "the user's old checkpoint" {
 		t.Errorf("the old checkpoint was replaced by %d bytes", len(b))
 	}

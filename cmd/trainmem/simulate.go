@@ -46,10 +46,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	var steps int
 	intVar(fs, &steps, "steps", 2, "`steps` to run (the first fills the allocator's cache)")
 	format := newFormatFlag(fs, "text", "json")
-	if err := parseFlags(fs, args, stderr, simulateSynopsis); err != nil {
-		if err == errHelp {
-			return nil
-		}
+	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
 		return err
 	}
 	if steps <= 0 {

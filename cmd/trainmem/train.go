@@ -138,10 +138,7 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
-	if err := parseFlags(fs, args, stderr, trainSynopsis); err != nil {
-		if err == errHelp {
-			return nil
-		}
+	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
 		return err
 	}
 	s, err := tf.resolve()

@@ -18,10 +18,7 @@ import (
 func TestTrainOutputs(t *testing.T) {
 	dir := t.TempDir()
 	out, save := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "tiny.bin")
-	stdout, stderr, code := runArgs(t, "train", "--steps", "3", "--batch", "2", "--seq", "16", "--out", out, "--save", save)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, stderr := mustRun(t, "train", "--steps", "3", "--batch", "2", "--seq", "16", "--out", out, "--save", save)
 	for _, w := range []string{"where the memory went", "activations", "adam_v", "reserved"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("summary lacks %q:\n%s", w, stdout)
@@ -70,13 +67,7 @@ func TestTrainOutputs(t *testing.T) {
 // leaves no half-written output behind.
 func TestTrainBadFiles(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, b []byte) string { return writeFile(t, dir, name, b) }
 	var big strings.Builder
 	if err := data.WriteTokenFile(&big, []int32{1, 2, 3, 300, 5}); err != nil {
 		t.Fatal(err)
@@ -113,10 +104,7 @@ func TestTrainBadFiles(t *testing.T) {
 			if code == 0 {
 				t.Fatalf("exit 0, want an error")
 			}
-			last := strings.TrimSpace(stderr)
-			if i := strings.LastIndex(last, "\n"); i >= 0 {
-				last = last[i+1:]
-			}
+			last := lastLine(stderr)
 			for _, w := range tc.want {
 				if !strings.Contains(last, w) {
 					t.Errorf("error %q lacks %q", last, w)
@@ -140,10 +128,7 @@ func TestTrainCUDAWithoutBuild(t *testing.T) {
 // simulate gives the same memory object as train's records, and a card
 // too small gets an out-of-memory report.
 func TestSimulate(t *testing.T) {
-	stdout, stderr, code := runArgs(t, "simulate", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16", "--format", "json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, _ := mustRun(t, "simulate", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16", "--format", "json")
 	var doc struct {
 		Memory struct {
 			Peak map[string]int64 `json:"peak"`
@@ -160,7 +145,7 @@ func TestSimulate(t *testing.T) {
 	if doc.Peak <= doc.Memory.Peak["activations"] {
 		t.Errorf("peak %d not above the activations' %d", doc.Peak, doc.Memory.Peak["activations"])
 	}
-	_, stderr, code = runArgs(t, "simulate", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16", "--memory", "80GiB")
+	_, stderr, code := runArgs(t, "simulate", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16", "--memory", "80GiB")
 	if code != 1 || !strings.Contains(stderr, "out of memory") || !strings.Contains(stderr, "largest free block") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}

@@ -61,10 +61,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sweep := fs.String("sweep", "", "sweep: checkpoint (every checkpoint policy on the setup)")
 	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
 	format := newFormatFlag(fs, "text", "json")
-	if err := parseFlags(fs, args, stderr, validateSynopsis); err != nil {
-		if err == errHelp {
-			return nil
-		}
+	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
 		return err
 	}
 	if steps < 0 {

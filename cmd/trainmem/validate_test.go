@@ -22,10 +22,7 @@ func TestValidateGolden(t *testing.T) {
 		{"validate_sweep_gpt2-xl.txt", []string{"validate", "--sweep", "checkpoint", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000", "--precision", "fp16", "--no-measure"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code := runArgs(t, tc.args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
+			out, _ := mustRun(t, tc.args...)
 			golden(t, tc.name, out)
 		})
 	}
@@ -51,10 +48,7 @@ type validateJSON struct {
 // parameter under mixed-precision Adam; the text has the table and the
 // explanations; progress goes to stderr.
 func TestValidateMeasured(t *testing.T) {
-	out, errOut, code := runArgs(t, "validate", "--precision", "fp16", "--steps", "2", "--format", "json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	out, errOut := mustRun(t, "validate", "--precision", "fp16", "--steps", "2", "--format", "json")
 	if !strings.Contains(errOut, "step 2/2") {
 		t.Errorf("no progress on stderr: %q", errOut)
 	}
@@ -88,7 +82,7 @@ func TestValidateMeasured(t *testing.T) {
 		t.Errorf("temporaries: zero_paper says %d, want null", *tmp.Estimate["zero_paper"])
 	}
 
-	out, _, code = runArgs(t, "validate", "--steps", "2", "--checkpoint", "every:2")
+	out, _, code := runArgs(t, "validate", "--steps", "2", "--checkpoint", "every:2")
 	for _, w := range []string{"model     tiny", "checkpoint every:2", "measured  default corpus, 2 steps on host", "total peak (allocated)", "why they differ", "dropout masks", "byte for byte, in every row"} {
 		if code != 0 || !strings.Contains(out, w) {
 			t.Errorf("exit %d; text lacks %q:\n%s", code, w, out)
@@ -99,10 +93,7 @@ func TestValidateMeasured(t *testing.T) {
 // The measured sweep: every policy, the bar charts, and the plot file.
 func TestValidateSweep(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "sweep.svg")
-	out, errOut, code := runArgs(t, "validate", "--sweep", "checkpoint", "--steps", "2", "--batch", "4", "--seq", "32", "--plot", plot)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	out, errOut := mustRun(t, "validate", "--sweep", "checkpoint", "--steps", "2", "--batch", "4", "--seq", "32", "--plot", plot)
 	for _, w := range []string{"none", "selective", "full", "sqrt", "step time (median)", "activation memory (measured peak)", "█", "plot written to"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("sweep text lacks %q:\n%s", w, out)
@@ -114,7 +105,7 @@ func TestValidateSweep(t *testing.T) {
 	if b, err := os.ReadFile(plot); err != nil || !strings.Contains(string(b), "<svg") {
 		t.Errorf("plot: %v", err)
 	}
-	out, errOut, code = runArgs(t, "validate", "--sweep", "checkpoint", "--no-measure", "--format", "json")
+	out, errOut, code := runArgs(t, "validate", "--sweep", "checkpoint", "--no-measure", "--format", "json")
 	var doc struct {
 		Setup map[string]any `json:"setup"`
 		Rows  []struct {
@@ -162,21 +153,7 @@ func TestValidateBadInput(t *testing.T) {
 		{[]string{"--seq", "65"}, []string{"65", "valid"}},
 		{[]string{"--preset", "gpt5"}, []string{`"gpt5"`, "gpt2-xl"}},
 	} {
-		args := append([]string{"validate"}, tc.args...)
-		_, errOut, code := runArgs(t, args...)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", tc.args, code, errOut)
-			continue
-		}
-		last := strings.TrimSpace(errOut)
-		if i := strings.LastIndex(last, "\n"); i >= 0 {
-			last = last[i+1:]
-		}
-		for _, w := range append([]string{"trainmem: "}, tc.want...) {
-			if !strings.Contains(last, w) {
-				t.Errorf("%v: error %q lacks %q", tc.args, last, w)
-			}
-		}
+		wantUsage(t, append([]string{"validate"}, tc.args...), tc.want...)
 	}
 	// A measured run that cannot fit the host (6b at b=64, s=2048
 	// reserves terabytes) says how to do without one.

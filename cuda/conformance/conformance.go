@@ -57,19 +57,26 @@ func RunAll(t *testing.T, newDevice func(t *testing.T) cuda.Device) {
 		t.Run("KernelsAcceptValidArguments", func(t *testing.T) { testValidCalls(t, nd) })
 		return
 	}
-	t.Run("Fill", func(t *testing.T) { testFill(t, nd) })
-	t.Run("Cast", func(t *testing.T) { testCast(t, nd) })
-	t.Run("Add", func(t *testing.T) { testAdd(t, nd) })
-	t.Run("Embedding", func(t *testing.T) { testEmbedding(t, nd) })
-	t.Run("LayerNorm", func(t *testing.T) { testLayerNorm(t, nd) })
-	t.Run("Bias", func(t *testing.T) { testBias(t, nd) })
-	t.Run("MatMul", func(t *testing.T) { testMatMul(t, nd) })
-	t.Run("GELU", func(t *testing.T) { testGELU(t, nd) })
-	t.Run("Attention", func(t *testing.T) { testAttention(t, nd) })
-	t.Run("CrossEntropy", func(t *testing.T) { testCrossEntropy(t, nd) })
-	t.Run("Adam", func(t *testing.T) { testAdam(t, nd) })
-	t.Run("SGD", func(t *testing.T) { testSGD(t, nd) })
-	t.Run("NonFinite", func(t *testing.T) { testNonFinite(t, nd) })
+	for _, k := range []struct {
+		name string
+		test func(*testing.T, NewDevice)
+	}{
+		{"Fill", testFill},
+		{"Cast", testCast},
+		{"Add", testAdd},
+		{"Embedding", testEmbedding},
+		{"LayerNorm", testLayerNorm},
+		{"Bias", testBias},
+		{"MatMul", testMatMul},
+		{"GELU", testGELU},
+		{"Attention", testAttention},
+		{"CrossEntropy", testCrossEntropy},
+		{"Adam", testAdam},
+		{"SGD", testSGD},
+		{"NonFinite", testNonFinite},
+	} {
+		t.Run(k.name, func(t *testing.T) { k.test(t, nd) })
+	}
 }
 
 // floatTypes are the storage types every kernel runs with.

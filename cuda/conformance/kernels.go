@@ -401,41 +401,69 @@ func testCrossEntropy(t *testing.T, nd NewDevice) {
 	})
 }
 
+// masterChoices are the optimizer tests' cases without and with master
+// weights for parameters of dt: 16-bit parameters need master weights.
+func masterChoices(dt cuda.DType) []bool {
+	if dt != cuda.F32 && dt != cuda.F64 {
+		return []bool{true}
+	}
+	return []bool{false, true}
+}
+
+// weights are an optimizer test's parameter and gradient, n random values
+// each: the weights are held by master, in the state type, with param an
+// output of dt, when there are master weights, else by param. ps and gs are
+// the weights and the gradient as stored; the reference updates ps.
+type weights struct {
+	param, master, grad *cuda.Buffer
+	ps, gs              []float64
+	dt                  cuda.DType
+}
+
+func (e *env) weights(dt cuda.DType, n int, withMaster bool) weights {
+	e.t.Helper()
+	w := weights{dt: dt}
+	pv := e.randn(n)
+	if withMaster {
+		w.master, w.ps = e.buf(stateType(dt), pv)
+		w.param = e.out(dt, n)
+	} else {
+		w.param, w.ps = e.buf(dt, pv)
+	}
+	w.grad, w.gs = e.buf(dt, e.randn(n))
+	return w
+}
+
+// check compares the updated weights, master's and param's, with the
+// reference's ps.
+func (w weights) check(e *env, name string) {
+	e.t.Helper()
+	if w.master != nil {
+		compare(e.t, name+": master", e.get(w.master), w.ps, tolFor(stateType(w.dt)))
+	}
+	compare(e.t, name+": param", e.get(w.param), w.ps, tolFor(w.dt))
+}
+
 func testAdam(t *testing.T, nd NewDevice) {
 	forTypes(t, nd, func(e *env, dt cuda.DType) {
 		n := 20000
 		st := stateType(dt)
-		for _, withMaster := range []bool{false, true} {
-			if !withMaster && dt != cuda.F32 && dt != cuda.F64 {
-				continue // 16-bit parameters need master weights
-			}
+		for _, withMaster := range masterChoices(dt) {
 			for _, decoupled := range []bool{false, true} {
 				name := fmt.Sprintf("master=%t decoupled=%t", withMaster, decoupled)
 				a := cuda.AdamArgs{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1,
 					Decoupled: decoupled, Step: 3, GradScale: 0.5}
-				pv := e.randn(n)
-				var param, master *cuda.Buffer
-				var ps []float64
-				if withMaster {
-					master, ps = e.buf(st, pv)
-					param = e.out(dt, n)
-				} else {
-					param, ps = e.buf(dt, pv)
-				}
-				grad, gs := e.buf(dt, e.randn(n))
+				w := e.weights(dt, n, withMaster)
 				mv, vv := e.randn(n), e.uniform(n, 0, 1e-3)
 				for i := range mv {
 					mv[i] *= 0.01
 				}
 				m, ms := e.buf(st, mv)
 				v, vs := e.buf(st, vv)
-				e.must(e.d.Adam(param, grad, master, m, v, a))
-				refAdam(ps, gs, ms, vs, adamArgs{lr: float64(a.LR), b1: float64(a.Beta1), b2: float64(a.Beta2),
+				e.must(e.d.Adam(w.param, w.grad, w.master, m, v, a))
+				refAdam(w.ps, w.gs, ms, vs, adamArgs{lr: float64(a.LR), b1: float64(a.Beta1), b2: float64(a.Beta2),
 					eps: float64(a.Eps), wd: float64(a.WeightDecay), gs: float64(a.GradScale), decoupled: decoupled, step: a.Step})
-				if withMaster {
-					compare(e.t, name+": master", e.get(master), ps, tolFor(st))
-				}
-				compare(e.t, name+": param", e.get(param), ps, tolFor(dt))
+				w.check(e, name)
 				compare(e.t, name+": m", e.get(m), ms, tolFor(st))
 				compare(e.t, name+": v", e.get(v), vs, tolFor(st))
 			}
@@ -447,32 +475,19 @@ func testSGD(t *testing.T, nd NewDevice) {
 	forTypes(t, nd, func(e *env, dt cuda.DType) {
 		n := 20000
 		st := stateType(dt)
-		for _, withMaster := range []bool{false, true} {
-			if !withMaster && dt != cuda.F32 && dt != cuda.F64 {
-				continue
-			}
+		for _, withMaster := range masterChoices(dt) {
 			for _, mu := range []float32{0, 0.9} {
 				name := fmt.Sprintf("master=%t momentum=%g", withMaster, mu)
 				a := cuda.SGDArgs{LR: 0.05, Momentum: mu, WeightDecay: 0.01, GradScale: 2}
-				pv := e.randn(n)
-				var param, master, mom *cuda.Buffer
-				var ps, moms []float64
-				if withMaster {
-					master, ps = e.buf(st, pv)
-					param = e.out(dt, n)
-				} else {
-					param, ps = e.buf(dt, pv)
-				}
-				grad, gs := e.buf(dt, e.randn(n))
+				w := e.weights(dt, n, withMaster)
+				var mom *cuda.Buffer
+				var moms []float64
 				if mu > 0 {
 					mom, moms = e.buf(st, e.randn(n))
 				}
-				e.must(e.d.SGD(param, grad, master, mom, a))
-				refSGD(ps, gs, moms, float64(a.LR), float64(a.Momentum), float64(a.WeightDecay), float64(a.GradScale))
-				if withMaster {
-					compare(e.t, name+": master", e.get(master), ps, tolFor(st))
-				}
-				compare(e.t, name+": param", e.get(param), ps, tolFor(dt))
+				e.must(e.d.SGD(w.param, w.grad, w.master, mom, a))
+				refSGD(w.ps, w.gs, moms, float64(a.LR), float64(a.Momentum), float64(a.WeightDecay), float64(a.GradScale))
+				w.check(e, name)
 				if mu > 0 {
 					compare(e.t, name+": momentum", e.get(mom), moms, tolFor(st))
 				}

@@ -270,19 +270,25 @@ func refAttentionBackward(dy, qkv, p []float64, B, T, C, NH int) []float64 {
 	return dqkv
 }
 
+// refSoftmaxSum returns a row's largest value mx and Σ exp(v - mx), the
+// denominator of its max-subtracted softmax.
+func refSoftmaxSum(row []float64) (mx, s float64) {
+	mx = math.Inf(-1)
+	for _, v := range row {
+		mx = math.Max(mx, v)
+	}
+	for _, v := range row {
+		s += math.Exp(v - mx)
+	}
+	return mx, s
+}
+
 // refCrossEntropy returns the mean loss over the rows.
 func refCrossEntropy(logits []float64, targets []int32, N, V int) float64 {
 	total := 0.0
 	for i := 0; i < N; i++ {
 		row := logits[i*V : (i+1)*V]
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, v)
-		}
-		s := 0.0
-		for _, v := range row {
-			s += math.Exp(v - mx)
-		}
+		mx, s := refSoftmaxSum(row)
 		total += mx + math.Log(s) - row[targets[i]]
 	}
 	return total / float64(N)
@@ -292,14 +298,7 @@ func refCrossEntropyBackward(logits []float64, targets []int32, dloss float64, N
 	d := make([]float64, N*V)
 	for i := 0; i < N; i++ {
 		row := logits[i*V : (i+1)*V]
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, v)
-		}
-		s := 0.0
-		for _, v := range row {
-			s += math.Exp(v - mx)
-		}
+		mx, s := refSoftmaxSum(row)
 		for j, v := range row {
 			pj := math.Exp(v-mx) / s
 			if j == int(targets[i]) {

@@ -27,11 +27,7 @@ func (h *Device) AttentionProbs(p, qkv *cuda.Buffer, B, T, C, NH int) error {
 	if err := h.begin("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH), p, qkv); err != nil {
 		return err
 	}
-	if cuda.AllF64(p, qkv) {
-		attentionProbsKernel[float64](h, p, qkv, B, T, C, NH)
-	} else {
-		attentionProbsKernel[float32](h, p, qkv, B, T, C, NH)
-	}
+	instance(cuda.AllF64(p, qkv), attentionProbsKernel[float64], attentionProbsKernel[float32])(h, p, qkv, B, T, C, NH)
 	return nil
 }
 
@@ -92,11 +88,7 @@ func (h *Device) AttentionOut(y, qkv, p *cuda.Buffer, B, T, C, NH int) error {
 	if err := h.begin("AttentionOut", cuda.Check.AttentionOut(y, qkv, p, B, T, C, NH), y, qkv, p); err != nil {
 		return err
 	}
-	if cuda.AllF64(y, qkv, p) {
-		attentionOutKernel[float64](h, y, qkv, p, B, T, C, NH)
-	} else {
-		attentionOutKernel[float32](h, y, qkv, p, B, T, C, NH)
-	}
+	instance(cuda.AllF64(y, qkv, p), attentionOutKernel[float64], attentionOutKernel[float32])(h, y, qkv, p, B, T, C, NH)
 	return nil
 }
 
@@ -127,11 +119,7 @@ func (h *Device) AttentionBackward(dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T,
 	if err := h.begin("AttentionBackward", err, dqkv, dy, qkv, p, scratch); err != nil {
 		return err
 	}
-	if cuda.AllF64(dqkv, dy, qkv, p) {
-		attentionBackwardKernel[float64](h, dqkv, dy, qkv, p, scratch, B, T, C, NH)
-	} else {
-		attentionBackwardKernel[float32](h, dqkv, dy, qkv, p, scratch, B, T, C, NH)
-	}
+	instance(cuda.AllF64(dqkv, dy, qkv, p), attentionBackwardKernel[float64], attentionBackwardKernel[float32])(h, dqkv, dy, qkv, p, scratch, B, T, C, NH)
 	return nil
 }
 

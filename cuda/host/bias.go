@@ -19,11 +19,7 @@ func columnSums[F float](h *Device, dst *cuda.Buffer, N, C int, term func(i, c0,
 		for i := 0; i < N; i++ {
 			term(i, c0, c1, acc, tmp[:2*(c1-c0)])
 		}
-		o := vd.out(c0, c1, tmp[2*(c1-c0):])
-		for c := range o {
-			o[c] = F(acc[c])
-		}
-		vd.put(c0, o)
+		vd.putSums(c0, acc, tmp[2*(c1-c0):])
 	})
 }
 
@@ -32,11 +28,7 @@ func (h *Device) SumRows(dst, src *cuda.Buffer, N, C int) error {
 	if err := h.begin("SumRows", cuda.Check.SumRows(dst, src, N, C), dst, src); err != nil {
 		return err
 	}
-	if cuda.AllF64(dst, src) {
-		sumRowsKernel[float64](h, dst, src, N, C)
-	} else {
-		sumRowsKernel[float32](h, dst, src, N, C)
-	}
+	instance(cuda.AllF64(dst, src), sumRowsKernel[float64], sumRowsKernel[float32])(h, dst, src, N, C)
 	return nil
 }
 
@@ -54,11 +46,7 @@ func (h *Device) AddBias(y, b *cuda.Buffer, N, C int) error {
 	if err := h.begin("AddBias", cuda.Check.AddBias(y, b, N, C), y, b); err != nil {
 		return err
 	}
-	if cuda.AllF64(y, b) {
-		addBiasKernel[float64](h, y, b, N, C)
-	} else {
-		addBiasKernel[float32](h, y, b, N, C)
-	}
+	instance(cuda.AllF64(y, b), addBiasKernel[float64], addBiasKernel[float32])(h, y, b, N, C)
 	return nil
 }
 

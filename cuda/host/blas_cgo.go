@@ -156,25 +156,32 @@ func cbool(b bool) C.int {
 }
 
 func (o openBLAS) sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if !fitsInt32(m, n, k, lda, ldb, ldc) {
-		gonumBLAS{}.sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-		return
-	}
-	o.lock()
-	defer openblas.mu.Unlock()
-	C.tm_sgemm(cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
-		(*C.float)(unsafe.Pointer(&a[0])), C.int(lda), (*C.float)(unsafe.Pointer(&b[0])), C.int(ldb),
-		C.float(beta), (*C.float)(unsafe.Pointer(&c[0])), C.int(ldc))
+	cblasGemm(o, gonumBLAS{}.sgemm, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 func (o openBLAS) dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	cblasGemm(o, gonumBLAS{}.dgemm, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// cblasGemm runs one GEMM on OpenBLAS (cblas_sgemm for float32,
+// cblas_dgemm for float64) with o's thread count and the lock held, or on
+// gonum, the same GEMM's fallback, when a dimension does not fit CBLAS's
+// int.
+func cblasGemm[F float32 | float64](o openBLAS, fallback func(tA, tB bool, m, n, k int, alpha F, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int),
+	tA, tB bool, m, n, k int, alpha F, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int) {
 	if !fitsInt32(m, n, k, lda, ldb, ldc) {
-		gonumBLAS{}.dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		fallback(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	o.lock()
 	defer openblas.mu.Unlock()
-	C.tm_dgemm(cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.double(alpha),
-		(*C.double)(unsafe.Pointer(&a[0])), C.int(lda), (*C.double)(unsafe.Pointer(&b[0])), C.int(ldb),
-		C.double(beta), (*C.double)(unsafe.Pointer(&c[0])), C.int(ldc))
+	pa, pb, pc := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), unsafe.Pointer(&c[0])
+	switch any(alpha).(type) {
+	case float32:
+		C.tm_sgemm(cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+			(*C.float)(pa), C.int(lda), (*C.float)(pb), C.int(ldb), C.float(beta), (*C.float)(pc), C.int(ldc))
+	case float64:
+		C.tm_dgemm(cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.double(alpha),
+			(*C.double)(pa), C.int(lda), (*C.double)(pb), C.int(ldb), C.double(beta), (*C.double)(pc), C.int(ldc))
+	}
 }

@@ -18,11 +18,7 @@ func (h *Device) CrossEntropy(loss, logits, targets, scratch *cuda.Buffer, N, V 
 	if err := cuda.CheckIDs("CrossEntropy", "target", Int32s(targets), 0, V); err != nil {
 		return err
 	}
-	if cuda.AllF64(loss, logits) {
-		crossEntropyKernel[float64](h, loss, logits, targets, scratch, N, V)
-	} else {
-		crossEntropyKernel[float32](h, loss, logits, targets, scratch, N, V)
-	}
+	instance(cuda.AllF64(loss, logits), crossEntropyKernel[float64], crossEntropyKernel[float32])(h, loss, logits, targets, scratch, N, V)
 	return nil
 }
 
@@ -78,11 +74,7 @@ func (h *Device) CrossEntropyBackward(dlogits, dloss, logits, targets *cuda.Buff
 	if err := cuda.CheckIDs("CrossEntropyBackward", "target", Int32s(targets), 0, V); err != nil {
 		return err
 	}
-	if cuda.AllF64(dlogits, dloss, logits) {
-		crossEntropyBackwardKernel[float64](h, dlogits, dloss, logits, targets, N, V)
-	} else {
-		crossEntropyBackwardKernel[float32](h, dlogits, dloss, logits, targets, N, V)
-	}
+	instance(cuda.AllF64(dlogits, dloss, logits), crossEntropyBackwardKernel[float64], crossEntropyBackwardKernel[float32])(h, dlogits, dloss, logits, targets, N, V)
 	return nil
 }
 

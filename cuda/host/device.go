@@ -143,6 +143,16 @@ func (h *Device) begin(kernel string, err error, bufs ...*cuda.Buffer) error {
 	return nil
 }
 
+// instance picks the instance of a generic kernel that a call computes in:
+// k64, the float64 one, when all64 (every float operand is F64, as
+// cuda.AllF64 tells), else k32, the float32 one.
+func instance[K any](all64 bool, k64, k32 K) K {
+	if all64 {
+		return k64
+	}
+	return k32
+}
+
 // Upload copies src into dst, rounding to dst's DType (to nearest even,
 // in one rounding from float64).
 func (h *Device) Upload(dst *cuda.Buffer, src any) error {

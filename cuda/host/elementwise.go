@@ -46,13 +46,13 @@ func (h *Device) Fill(dst *cuda.Buffer, v float32) error {
 	}
 	switch dst.DType {
 	case cuda.F32:
-		fillSlice(h, f32view(dst), v)
+		fillSlice(h, view[float32](dst), v)
 	case cuda.F64:
-		fillSlice(h, f64view(dst), float64(v))
+		fillSlice(h, view[float64](dst), float64(v))
 	case cuda.F16:
-		fillSlice(h, u16view(dst), cuda.F32ToF16(v))
+		fillSlice(h, view[uint16](dst), cuda.F32ToF16(v))
 	case cuda.BF16:
-		fillSlice(h, u16view(dst), cuda.F32ToBF16(v))
+		fillSlice(h, view[uint16](dst), cuda.F32ToBF16(v))
 	}
 	return nil
 }
@@ -96,11 +96,7 @@ func (h *Device) Add(y, a, b *cuda.Buffer) error {
 	if err := h.begin("Add", cuda.Check.Add(y, a, b), y, a, b); err != nil {
 		return err
 	}
-	if cuda.AllF64(y, a, b) {
-		addKernel[float64](h, y, a, b)
-	} else {
-		addKernel[float32](h, y, a, b)
-	}
+	instance(cuda.AllF64(y, a, b), addKernel[float64], addKernel[float32])(h, y, a, b)
 	return nil
 }
 

@@ -15,11 +15,7 @@ func (h *Device) Embedding(out, tokens, wte, wpe *cuda.Buffer, B, T, C int) erro
 	if err := cuda.CheckIDs("Embedding", "token id", Int32s(tokens), T, wte.Len/C); err != nil {
 		return err
 	}
-	if cuda.AllF64(out, wte, wpe) {
-		embeddingKernel[float64](h, out, tokens, wte, wpe, T, C)
-	} else {
-		embeddingKernel[float32](h, out, tokens, wte, wpe, T, C)
-	}
+	instance(cuda.AllF64(out, wte, wpe), embeddingKernel[float64], embeddingKernel[float32])(h, out, tokens, wte, wpe, T, C)
 	return nil
 }
 
@@ -66,11 +62,7 @@ func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, 
 		}
 	}
 	starts = append(starts, len(order))
-	if cuda.AllF64(dwte, dout) {
-		embeddingBackwardTokensKernel[float64](h, dwte, dout, ids, order, starts, C)
-	} else {
-		embeddingBackwardTokensKernel[float32](h, dwte, dout, ids, order, starts, C)
-	}
+	instance(cuda.AllF64(dwte, dout), embeddingBackwardTokensKernel[float64], embeddingBackwardTokensKernel[float32])(h, dwte, dout, ids, order, starts, C)
 	return nil
 }
 
@@ -91,11 +83,7 @@ func embeddingBackwardTokensKernel[F float](h *Device, dwte, dout *cuda.Buffer, 
 				}
 			}
 			tok := int(ids[order[starts[g]]])
-			o := vw.out(tok*C, tok*C+C, tmp[C:])
-			for c := range o {
-				o[c] = F(acc[c])
-			}
-			vw.put(tok*C, o)
+			vw.putSums(tok*C, acc, tmp[C:])
 		}
 	})
 }
@@ -114,11 +102,7 @@ func (h *Device) EmbeddingBackwardPositions(dwpe, dout *cuda.Buffer, B, T, C int
 	if dwpe.Len > T*C {
 		h.clear(dwpe.View(T*C, dwpe.Len-T*C))
 	}
-	if cuda.AllF64(dwpe, dout) {
-		embeddingBackwardPositionsKernel[float64](h, dwpe, dout, B, T, C)
-	} else {
-		embeddingBackwardPositionsKernel[float32](h, dwpe, dout, B, T, C)
-	}
+	instance(cuda.AllF64(dwpe, dout), embeddingBackwardPositionsKernel[float64], embeddingBackwardPositionsKernel[float32])(h, dwpe, dout, B, T, C)
 	return nil
 }
 
@@ -137,11 +121,7 @@ func embeddingBackwardPositionsKernel[F float](h *Device, dwpe, dout *cuda.Buffe
 					acc[c] += float64(v)
 				}
 			}
-			o := vw.out(t*C, t*C+C, tmp[C:])
-			for c := range o {
-				o[c] = F(acc[c])
-			}
-			vw.put(t*C, o)
+			vw.putSums(t*C, acc, tmp[C:])
 		}
 	})
 }

@@ -23,11 +23,7 @@ func (h *Device) GELU(y, x *cuda.Buffer) error {
 	if err := h.begin("GELU", cuda.Check.GELU(y, x), y, x); err != nil {
 		return err
 	}
-	if cuda.AllF64(y, x) {
-		geluKernel[float64](h, y, x)
-	} else {
-		geluKernel[float32](h, y, x)
-	}
+	instance(cuda.AllF64(y, x), geluKernel[float64], geluKernel[float32])(h, y, x)
 	return nil
 }
 
@@ -47,11 +43,7 @@ func (h *Device) GELUBackward(dx, dy, x *cuda.Buffer) error {
 	if err := h.begin("GELUBackward", cuda.Check.GELUBackward(dx, dy, x), dx, dy, x); err != nil {
 		return err
 	}
-	if cuda.AllF64(dx, dy, x) {
-		geluBackwardKernel[float64](h, dx, dy, x)
-	} else {
-		geluBackwardKernel[float32](h, dx, dy, x)
-	}
+	instance(cuda.AllF64(dx, dy, x), geluBackwardKernel[float64], geluBackwardKernel[float32])(h, dx, dy, x)
 	return nil
 }
 

@@ -13,11 +13,7 @@ func (h *Device) LayerNormStats(stats, x *cuda.Buffer, N, C int, eps float32) er
 	if err := h.begin("LayerNormStats", cuda.Check.LayerNormStats(stats, x, N, C, eps), stats, x); err != nil {
 		return err
 	}
-	if cuda.AllF64(stats, x) {
-		layerNormStatsKernel[float64](h, stats, x, N, C, eps)
-	} else {
-		layerNormStatsKernel[float32](h, stats, x, N, C, eps)
-	}
+	instance(cuda.AllF64(stats, x), layerNormStatsKernel[float64], layerNormStatsKernel[float32])(h, stats, x, N, C, eps)
 	return nil
 }
 
@@ -51,11 +47,7 @@ func (h *Device) LayerNorm(y, x, stats, w, b *cuda.Buffer, N, C int) error {
 	if err := h.begin("LayerNorm", cuda.Check.LayerNorm(y, x, stats, w, b, N, C), y, x, stats, w, b); err != nil {
 		return err
 	}
-	if cuda.AllF64(y, x, stats, w, b) {
-		layerNormKernel[float64](h, y, x, stats, w, b, N, C)
-	} else {
-		layerNormKernel[float32](h, y, x, stats, w, b, N, C)
-	}
+	instance(cuda.AllF64(y, x, stats, w, b), layerNormKernel[float64], layerNormKernel[float32])(h, y, x, stats, w, b, N, C)
 	return nil
 }
 
@@ -87,11 +79,7 @@ func (h *Device) LayerNormBackwardX(dx, dy, x, stats, w *cuda.Buffer, N, C int) 
 	if err := h.begin("LayerNormBackwardX", cuda.Check.LayerNormBackwardX(dx, dy, x, stats, w, N, C), dx, dy, x, stats, w); err != nil {
 		return err
 	}
-	if cuda.AllF64(dx, dy, x, stats, w) {
-		layerNormBackwardXKernel[float64](h, dx, dy, x, stats, w, N, C)
-	} else {
-		layerNormBackwardXKernel[float32](h, dx, dy, x, stats, w, N, C)
-	}
+	instance(cuda.AllF64(dx, dy, x, stats, w), layerNormBackwardXKernel[float64], layerNormBackwardXKernel[float32])(h, dx, dy, x, stats, w, N, C)
 	return nil
 }
 
@@ -131,11 +119,7 @@ func (h *Device) LayerNormBackwardW(dw, dy, x, stats *cuda.Buffer, N, C int) err
 	if err := h.begin("LayerNormBackwardW", cuda.Check.LayerNormBackwardW(dw, dy, x, stats, N, C), dw, dy, x, stats); err != nil {
 		return err
 	}
-	if cuda.AllF64(dw, dy, x, stats) {
-		layerNormBackwardWKernel[float64](h, dw, dy, x, stats, N, C)
-	} else {
-		layerNormBackwardWKernel[float32](h, dw, dy, x, stats, N, C)
-	}
+	instance(cuda.AllF64(dw, dy, x, stats), layerNormBackwardWKernel[float64], layerNormBackwardWKernel[float32])(h, dw, dy, x, stats, N, C)
 	return nil
 }
 

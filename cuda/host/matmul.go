@@ -35,11 +35,7 @@ func (h *Device) MatMul(m cuda.MatMul) error {
 	if err := h.begin("MatMul", err, m.A, m.B, m.C); err != nil {
 		return err
 	}
-	if cuda.AllF64(n.A, n.B, n.C) {
-		matmulKernel[float64](h, n)
-	} else {
-		matmulKernel[float32](h, n)
-	}
+	instance(cuda.AllF64(n.A, n.B, n.C), matmulKernel[float64], matmulKernel[float32])(h, n)
 	return nil
 }
 

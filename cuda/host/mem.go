@@ -18,34 +18,17 @@ import (
 // every float operand is F64.
 type float interface{ ~float32 | ~float64 }
 
-func f32view(b *cuda.Buffer) []float32 {
+// view is a buffer in host memory as a slice of its elements, E being the
+// Go type of its DType's bits.
+func view[E float32 | float64 | uint16 | int32](b *cuda.Buffer) []E {
 	if b.Len == 0 {
 		return nil
 	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
-}
-
-func f64view(b *cuda.Buffer) []float64 {
-	if b.Len == 0 {
-		return nil
-	}
-	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
-}
-
-func u16view(b *cuda.Buffer) []uint16 {
-	if b.Len == 0 {
-		return nil
-	}
-	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
+	return unsafe.Slice((*E)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
 }
 
 // Int32s is an I32 buffer in host memory as its values.
-func Int32s(b *cuda.Buffer) []int32 {
-	if b.Len == 0 {
-		return nil
-	}
-	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b.Host()))), b.Len)
-}
+func Int32s(b *cuda.Buffer) []int32 { return view[int32](b) }
 
 // Decode reads elements [lo, lo+len(dst)) of b, a buffer in host memory
 // (the host device's, or another device's staging copy), into dst, exactly
@@ -54,19 +37,19 @@ func Decode[T float](b *cuda.Buffer, lo int, dst []T) {
 	hi := lo + len(dst)
 	switch b.DType {
 	case cuda.F32:
-		for i, v := range f32view(b)[lo:hi] {
+		for i, v := range view[float32](b)[lo:hi] {
 			dst[i] = T(v)
 		}
 	case cuda.F64:
-		for i, v := range f64view(b)[lo:hi] {
+		for i, v := range view[float64](b)[lo:hi] {
 			dst[i] = T(v)
 		}
 	case cuda.F16:
-		for i, v := range u16view(b)[lo:hi] {
+		for i, v := range view[uint16](b)[lo:hi] {
 			dst[i] = T(cuda.F16ToF32(v))
 		}
 	case cuda.BF16:
-		for i, v := range u16view(b)[lo:hi] {
+		for i, v := range view[uint16](b)[lo:hi] {
 			dst[i] = T(cuda.BF16ToF32(v))
 		}
 	default:
@@ -82,19 +65,19 @@ func Encode[T float](b *cuda.Buffer, lo int, src []T) {
 	case []float32:
 		switch b.DType {
 		case cuda.F32:
-			copy(f32view(b)[lo:hi], s)
+			copy(view[float32](b)[lo:hi], s)
 		case cuda.F64:
-			d := f64view(b)[lo:hi]
+			d := view[float64](b)[lo:hi]
 			for i, v := range s {
 				d[i] = float64(v)
 			}
 		case cuda.F16:
-			d := u16view(b)[lo:hi]
+			d := view[uint16](b)[lo:hi]
 			for i, v := range s {
 				d[i] = cuda.F32ToF16(v)
 			}
 		case cuda.BF16:
-			d := u16view(b)[lo:hi]
+			d := view[uint16](b)[lo:hi]
 			for i, v := range s {
 				d[i] = cuda.F32ToBF16(v)
 			}
@@ -104,19 +87,19 @@ func Encode[T float](b *cuda.Buffer, lo int, src []T) {
 	case []float64:
 		switch b.DType {
 		case cuda.F32:
-			d := f32view(b)[lo:hi]
+			d := view[float32](b)[lo:hi]
 			for i, v := range s {
 				d[i] = float32(v)
 			}
 		case cuda.F64:
-			copy(f64view(b)[lo:hi], s)
+			copy(view[float64](b)[lo:hi], s)
 		case cuda.F16:
-			d := u16view(b)[lo:hi]
+			d := view[uint16](b)[lo:hi]
 			for i, v := range s {
 				d[i] = cuda.F64ToF16(v)
 			}
 		case cuda.BF16:
-			d := u16view(b)[lo:hi]
+			d := view[uint16](b)[lo:hi]
 			for i, v := range s {
 				d[i] = cuda.F64ToBF16(v)
 			}
@@ -142,11 +125,11 @@ func mkvec[T float](b *cuda.Buffer) vec[T] {
 	switch any(z).(type) {
 	case float32:
 		if b.DType == cuda.F32 {
-			v.raw = any(f32view(b)).([]T)
+			v.raw = any(view[float32](b)).([]T)
 		}
 	case float64:
 		if b.DType == cuda.F64 {
-			v.raw = any(f64view(b)).([]T)
+			v.raw = any(view[float64](b)).([]T)
 		}
 	}
 	return v
@@ -178,6 +161,17 @@ func (v vec[T]) put(lo int, x []T) {
 	if v.raw == nil {
 		Encode(v.b, lo, x)
 	}
+}
+
+// putSums rounds the float64 sums acc to T and stores them as elements
+// [lo, lo+len(acc)), through tmp (as for out) unless the buffer is stored
+// as T.
+func (v vec[T]) putSums(lo int, acc []float64, tmp []T) {
+	o := v.out(lo, lo+len(acc), tmp)
+	for c := range o {
+		o[c] = T(acc[c])
+	}
+	v.put(lo, o)
 }
 
 // Scratch: host-private slices, pooled by power-of-two capacity so that
@@ -237,25 +231,25 @@ func putScratch[T float](s []T) {
 func nonFiniteRange(b *cuda.Buffer, lo, hi int) bool {
 	switch b.DType {
 	case cuda.F32:
-		for _, v := range f32view(b)[lo:hi] {
+		for _, v := range view[float32](b)[lo:hi] {
 			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
 				return true
 			}
 		}
 	case cuda.F64:
-		for _, v := range f64view(b)[lo:hi] {
+		for _, v := range view[float64](b)[lo:hi] {
 			if math.Float64bits(v)&0x7ff0000000000000 == 0x7ff0000000000000 {
 				return true
 			}
 		}
 	case cuda.F16:
-		for _, v := range u16view(b)[lo:hi] {
+		for _, v := range view[uint16](b)[lo:hi] {
 			if v&0x7c00 == 0x7c00 {
 				return true
 			}
 		}
 	case cuda.BF16:
-		for _, v := range u16view(b)[lo:hi] {
+		for _, v := range view[uint16](b)[lo:hi] {
 			if v&0x7f80 == 0x7f80 {
 				return true
 			}

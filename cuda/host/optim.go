@@ -17,55 +17,29 @@ func (h *Device) Adam(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) e
 	if err := h.begin("Adam", cuda.Check.Adam(param, grad, master, m, v, a), param, grad, master, m, v); err != nil {
 		return err
 	}
-	if cuda.AllF64(param, grad, master, m, v) {
-		adamKernel[float64](h, param, grad, master, m, v, a)
-	} else {
-		adamKernel[float32](h, param, grad, master, m, v, a)
-	}
+	instance(cuda.AllF64(param, grad, master, m, v), adamKernel[float64], adamKernel[float32])(h, param, grad, master, m, v, a)
 	return nil
 }
 
 func adamKernel[F float](h *Device, param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) {
-	pb := param
-	if master != nil {
-		pb = master
-	}
-	vp, vg, vm, vv := mkvec[F](pb), mkvec[F](grad), mkvec[F](m), mkvec[F](v)
-	vparam := mkvec[F](param)
 	lr, b1, b2, eps, wd, gs := F(a.LR), F(a.Beta1), F(a.Beta2), F(a.Eps), F(a.WeightDecay), F(a.GradScale)
 	bc1 := F(1 - math.Pow(float64(a.Beta1), float64(a.Step)))
 	bc2 := F(1 - math.Pow(float64(a.Beta2), float64(a.Step)))
-	h.parallel(param.Len, elemGrain, func(lo, hi int) {
-		tmp := getScratch[F](5 * elemChunk)
-		defer putScratch(tmp)
-		for c0 := lo; c0 < hi; c0 += elemChunk {
-			c1 := min(c0+elemChunk, hi)
-			ps := vp.get(c0, c1, tmp[:elemChunk])
-			gr := vg.get(c0, c1, tmp[elemChunk:2*elemChunk])
-			ms := vm.get(c0, c1, tmp[2*elemChunk:3*elemChunk])
-			vs := vv.get(c0, c1, tmp[3*elemChunk:4*elemChunk])
-			for i := range ps {
-				p, g := ps[i], gr[i]*gs
-				if !a.Decoupled {
-					g += wd * p
-				}
-				mi := b1*ms[i] + (1-b1)*g
-				vi := b2*vs[i] + (1-b2)*g*g
-				ms[i], vs[i] = mi, vi
-				upd := (mi / bc1) / (F(math.Sqrt(float64(vi/bc2))) + eps)
-				if a.Decoupled {
-					upd += wd * p
-				}
-				ps[i] = p - lr*upd
+	optimizerStep(h, param, grad, master, []*cuda.Buffer{m, v}, func(ps, gr []F, state [][]F) {
+		ms, vs := state[0], state[1]
+		for i := range ps {
+			p, g := ps[i], gr[i]*gs
+			if !a.Decoupled {
+				g += wd * p
 			}
-			vp.put(c0, ps)
-			vm.put(c0, ms)
-			vv.put(c0, vs)
-			if master != nil {
-				out := vparam.out(c0, c1, tmp[4*elemChunk:])
-				copy(out, ps)
-				vparam.put(c0, out)
+			mi := b1*ms[i] + (1-b1)*g
+			vi := b2*vs[i] + (1-b2)*g*g
+			ms[i], vs[i] = mi, vi
+			upd := (mi / bc1) / (F(math.Sqrt(float64(vi/bc2))) + eps)
+			if a.Decoupled {
+				upd += wd * p
 			}
+			ps[i] = p - lr*upd
 		}
 	})
 }
@@ -84,47 +58,68 @@ func (h *Device) SGD(param, grad, master, mom *cuda.Buffer, a cuda.SGDArgs) erro
 	if a.Momentum == 0 {
 		mom = nil
 	}
-	if cuda.AllF64(param, grad, master, mom) {
-		sgdKernel[float64](h, param, grad, master, mom, a)
-	} else {
-		sgdKernel[float32](h, param, grad, master, mom, a)
-	}
+	instance(cuda.AllF64(param, grad, master, mom), sgdKernel[float64], sgdKernel[float32])(h, param, grad, master, mom, a)
 	return nil
 }
 
 func sgdKernel[F float](h *Device, param, grad, master, mom *cuda.Buffer, a cuda.SGDArgs) {
+	lr, mu, wd, gs := F(a.LR), F(a.Momentum), F(a.WeightDecay), F(a.GradScale)
+	var state []*cuda.Buffer
+	if mom != nil {
+		state = []*cuda.Buffer{mom}
+	}
+	optimizerStep(h, param, grad, master, state, func(ps, gr []F, state [][]F) {
+		var ms []F
+		if mom != nil {
+			ms = state[0]
+		}
+		for i := range ps {
+			g := gr[i]*gs + wd*ps[i]
+			if mom != nil {
+				ms[i] = mu*ms[i] + g
+				g = ms[i]
+			}
+			ps[i] -= lr * g
+		}
+	})
+}
+
+// optimizerStep runs an optimizer's elementwise update over param in
+// chunks: the weights p (master when given, else param), the gradient and
+// the state buffers (none nil) are read in the compute type, update
+// changes p and the state in place, and they are stored back; with master,
+// param is then p rounded to param's DType.
+func optimizerStep[F float](h *Device, param, grad, master *cuda.Buffer, state []*cuda.Buffer, update func(ps, gr []F, state [][]F)) {
 	pb := param
 	if master != nil {
 		pb = master
 	}
-	vp, vg, vm := mkvec[F](pb), mkvec[F](grad), mkvec[F](mom)
-	vparam := mkvec[F](param)
-	lr, mu, wd, gs := F(a.LR), F(a.Momentum), F(a.WeightDecay), F(a.GradScale)
+	vp, vg, vparam := mkvec[F](pb), mkvec[F](grad), mkvec[F](param)
+	vst := make([]vec[F], len(state))
+	for k, b := range state {
+		vst[k] = mkvec[F](b)
+	}
+	// Scratch chunks: p, the gradient, the state buffers, param's copy.
+	chunks := 3 + len(state)
 	h.parallel(param.Len, elemGrain, func(lo, hi int) {
-		tmp := getScratch[F](4 * elemChunk)
+		tmp := getScratch[F](chunks * elemChunk)
 		defer putScratch(tmp)
+		chunk := func(k int) []F { return tmp[k*elemChunk : (k+1)*elemChunk] }
+		st := make([][]F, len(vst))
 		for c0 := lo; c0 < hi; c0 += elemChunk {
 			c1 := min(c0+elemChunk, hi)
-			ps := vp.get(c0, c1, tmp[:elemChunk])
-			gr := vg.get(c0, c1, tmp[elemChunk:2*elemChunk])
-			var ms []F
-			if mom != nil {
-				ms = vm.get(c0, c1, tmp[2*elemChunk:3*elemChunk])
+			ps := vp.get(c0, c1, chunk(0))
+			gr := vg.get(c0, c1, chunk(1))
+			for k := range vst {
+				st[k] = vst[k].get(c0, c1, chunk(2+k))
 			}
-			for i := range ps {
-				g := gr[i]*gs + wd*ps[i]
-				if mom != nil {
-					ms[i] = mu*ms[i] + g
-					g = ms[i]
-				}
-				ps[i] -= lr * g
-			}
+			update(ps, gr, st)
 			vp.put(c0, ps)
-			if mom != nil {
-				vm.put(c0, ms)
+			for k := range vst {
+				vst[k].put(c0, st[k])
 			}
 			if master != nil {
-				out := vparam.out(c0, c1, tmp[3*elemChunk:])
+				out := vparam.out(c0, c1, chunk(chunks-1))
 				copy(out, ps)
 				vparam.put(c0, out)
 			}

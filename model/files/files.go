@@ -374,10 +374,27 @@ func RemoveTemps() {
 	}
 }
 
+// tempMark is in the name of every temporary file: ".run.jsonl.tmp-123".
+const tempMark = ".tmp-"
+
+// TempsIn names the temporary files in dir (an unreadable dir has none):
+// those of writes in progress and any that a killed process left behind.
+// Tests use it to check that a write cleaned up after itself.
+func TempsIn(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		if strings.Contains(e.Name(), tempMark) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
 // createTemp makes the temporary file that will replace the regular file
 // (or new file) t, tracked for RemoveTemps.
 func createTemp(t string) (*os.File, error) {
-	f, err := os.CreateTemp(filepath.Dir(t), "."+filepath.Base(t)+".tmp-*")
+	f, err := os.CreateTemp(filepath.Dir(t), "."+filepath.Base(t)+tempMark+"*")
 	if err != nil {
 		return nil, err
 	}

@@ -218,11 +218,8 @@ func TestWriteAtomic(t *testing.T) {
 
 func noTemps(t *testing.T, dir string) {
 	t.Helper()
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".tmp-") {
-			t.Errorf("temporary file %s left", e.Name())
-		}
+	for _, name := range TempsIn(dir) {
+		t.Errorf("temporary file %s left", name)
 	}
 }
 

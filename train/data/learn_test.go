@@ -34,11 +34,7 @@ func TestDefaultCorpusLearnable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := reference.New(cfg, B, T, tensor.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := reference.MustNew(t, cfg, B, T, tensor.Float32)
 	p32 := model.InitParams(cfg, 1)
 	p := make([]float64, len(p32))
 	for i, v := range p32 {
