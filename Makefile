@@ -15,8 +15,11 @@ all: vet fmt-check test
 run:
 	$(GO) run ./cmd/trainmem $(RUN_ARGS)
 
+# The in-process ranks run as goroutines: their package is tested under
+# the race detector too.
 test:
 	$(GO) test $(PKGS)
+	$(GO) test -race ./zero
 
 vet:
 	$(GO) vet $(PKGS)

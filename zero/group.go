@@ -1,0 +1,182 @@
+package zero
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"trainmem/cuda"
+)
+
+// Group is N in-process ranks, one device each, that make collectives
+// together: Run gives every rank its Communicator in a goroutine of its
+// own. The devices either all compute (the host: the data moves and is
+// reduced) or none does (shape-only: the allocations and the traffic
+// without the data).
+type Group struct {
+	devs     []cuda.Device
+	computes bool
+	bar      barrier
+
+	// What the ranks share for one collective, each rank writing its own
+	// entry before the rendezvous and reading the others' after it.
+	calls []call
+	stage [][2]*cuda.Buffer // each rank's two staging buffers (partial sums in flight)
+	recvs []*cuda.Buffer    // each rank's recv, which AllGather and Broadcast write into
+}
+
+// NewGroup makes a group of len(devs) ranks, rank r on devs[r].
+func NewGroup(devs []cuda.Device) (*Group, error) {
+	if len(devs) == 0 {
+		return nil, errors.New("zero: a group needs at least one rank")
+	}
+	g := &Group{devs: devs, computes: devs[0].Computes(), calls: make([]call, len(devs)),
+		stage: make([][2]*cuda.Buffer, len(devs)), recvs: make([]*cuda.Buffer, len(devs))}
+	for r, d := range devs {
+		if d == nil {
+			return nil, fmt.Errorf("zero: rank %d has no device", r)
+		}
+		if d.Computes() != g.computes {
+			return nil, fmt.Errorf("zero: rank %d's device (%s) and rank 0's (%s) differ in whether they compute: a group's ranks all hold data or none does", r, d.Name(), devs[0].Name())
+		}
+	}
+	return g, nil
+}
+
+// Size is the number of ranks.
+func (g *Group) Size() int { return len(g.devs) }
+
+// Run calls f once per rank, each in its own goroutine with that rank's
+// Communicator, and waits for all of them. A rank whose f returns while
+// others are still in a collective ends theirs with an error naming it, as
+// does a disagreement between the ranks: the rest of that run fails. The
+// errors come back joined, in rank order. Runs follow one another, never
+// overlap.
+func (g *Group) Run(f func(c *Comm) error) error {
+	g.bar.init(len(g.devs)) // every run starts whole: the last one's ranks have all returned
+	errs := make([]error, len(g.devs))
+	var wg sync.WaitGroup
+	for r := range g.devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &Comm{g: g, rank: r}
+			defer func() {
+				if p := recover(); p != nil {
+					errs[r] = fmt.Errorf("zero: rank %d panicked: %v", r, p)
+				}
+				why := "returned"
+				if errs[r] != nil {
+					why = fmt.Sprintf("failed (%v)", errs[r])
+				}
+				g.bar.leave(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", r, why))
+			}()
+			if err := f(c); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Comm is one rank of a Group: its Communicator.
+type Comm struct {
+	g       *Group
+	rank    int
+	traffic [NumCollectives]Traffic
+}
+
+var _ Communicator = (*Comm)(nil)
+
+// Rank is this rank's index, 0 to Size()-1.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return len(c.g.devs) }
+
+// Device is this rank's device.
+func (c *Comm) Device() cuda.Device { return c.g.devs[c.rank] }
+
+// Traffic is what this rank has sent and received, per collective.
+func (c *Comm) Traffic() [NumCollectives]Traffic { return c.traffic }
+
+// call is one rank's side of a collective, compared across ranks before
+// any data moves.
+type call struct {
+	kind             Collective
+	op               Op
+	root             int
+	dtype            cuda.DType
+	sendLen, recvLen int
+	err              error // this rank's arguments or staging failed
+}
+
+func (k call) String() string {
+	s := fmt.Sprintf("%s of %s", k.kind, k.dtype)
+	switch k.kind {
+	case Reduce, AllReduce, ReduceScatter:
+		s += " (" + k.op.String() + ")"
+	}
+	if k.kind == Broadcast || k.kind == Reduce {
+		s += fmt.Sprintf(" to root %d", k.root)
+	}
+	return s + fmt.Sprintf(", send %d and recv %d elements", k.sendLen, k.recvLen)
+}
+
+// barrier is a reusable barrier for the group's ranks that can be broken:
+// once a rank leaves, or the ranks disagree, every wait fails with the
+// reason, so that no rank waits forever.
+type barrier struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	n       int
+	arrived int
+	gen     uint64
+	err     error
+}
+
+func (b *barrier) init(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n, b.arrived, b.err = n, 0, nil
+	b.cond.L = &b.mu
+}
+
+func (b *barrier) wait() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return b.err
+	}
+	gen := b.gen
+	b.arrived++
+	if b.arrived == b.n {
+		b.arrived = 0
+		b.gen++
+		b.cond.Broadcast()
+		return nil
+	}
+	for gen == b.gen && b.err == nil {
+		b.cond.Wait()
+	}
+	if gen == b.gen {
+		return b.err
+	}
+	return nil
+}
+
+// breakWith fails every wait, now and later, with err (the first reason
+// given wins).
+func (b *barrier) breakWith(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.cond.Broadcast()
+}
+
+// leave is a rank's departure: the group cannot complete another
+// collective.
+func (b *barrier) leave(err error) { b.breakWith(err) }

@@ -1,0 +1,372 @@
+package zero
+
+// The collectives of Comm: checks, the rendezvous that compares the ranks'
+// calls, and the ring algorithm step by step. At step s of a ring, rank r
+// sends to rank r+1 and receives from rank r-1 (mod N); a step ends at a
+// barrier, so that every block written in a step is read only after it.
+// Partial sums travel in two staging buffers per rank (comm, from the
+// rank's own allocator): a rank receives step s's partial into buffer s%2
+// while it sends the one it reduced at step s-1 from the other.
+
+import (
+	"fmt"
+
+	"trainmem/cuda"
+)
+
+// Broadcast implements Communicator.Broadcast: a chain from the root,
+// each rank but the last forwarding the root's elements to the next.
+func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
+	k := call{kind: Broadcast, root: root}
+	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+		if c.rank == root && sendLen != recvLen {
+			return fmt.Errorf("send has %d elements, want recv's %d", sendLen, recvLen)
+		}
+		return nil
+	})
+	n := c.Size()
+	if err := c.begin(&k, recv, 0); err != nil {
+		return err
+	}
+	defer c.end()
+	if c.rank == root {
+		c.copyLocal(recv, send)
+	}
+	size := int64(k.dtype.Size())
+	for s := range n - 1 {
+		from, to := (root+s)%n, (root+s+1)%n
+		if c.rank == from {
+			c.send(func() { copyHost(c.g.recvs[to], recv) })
+			c.count(Broadcast, int64(recv.Len)*size, 0)
+		}
+		if c.rank == to {
+			c.count(Broadcast, 0, int64(recv.Len)*size)
+		}
+		if err := c.step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reduce implements Communicator.Reduce: a chain from the rank after the
+// root to the root, each rank adding its elements to the partial it
+// receives and forwarding the sum.
+func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
+	k := call{kind: Reduce, op: op, root: root}
+	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+		if c.rank == root && sendLen != recvLen {
+			return fmt.Errorf("recv has %d elements, want send's %d", recvLen, sendLen)
+		}
+		return nil
+	})
+	n := c.Size()
+	if err := c.begin(&k, recv, stagingLen(n, send)); err != nil {
+		return err
+	}
+	defer c.end()
+	size := int64(k.dtype.Size())
+	for s := range n - 1 {
+		from, to := (root+1+s)%n, (root+2+s)%n
+		if c.rank == from {
+			out := send
+			if s > 0 {
+				out = c.g.stage[c.rank][(s-1)%2]
+			}
+			c.send(func() { copyHost(c.g.stage[to][s%2].View(0, out.Len), out) })
+			c.count(Reduce, int64(send.Len)*size, 0)
+		}
+		if c.rank == to {
+			c.count(Reduce, 0, int64(send.Len)*size)
+		}
+		if err := c.step(); err != nil {
+			return err
+		}
+		if c.rank == to {
+			c.reduceLocal(c.g.stage[c.rank][s%2], send, op)
+		}
+	}
+	if c.rank == root {
+		if n == 1 {
+			c.copyLocal(recv, send)
+		} else {
+			c.copyLocal(recv, c.g.stage[c.rank][(n-2)%2])
+		}
+	}
+	return nil
+}
+
+// AllReduce implements Communicator.AllReduce: NCCL's ring, a
+// reduce-scatter of N blocks of ShardLen(count, N) elements (the last ones
+// shorter or empty) followed by an all-gather of the reduced blocks.
+func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
+	k := call{kind: AllReduce, op: op}
+	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+		if sendLen != recvLen {
+			return fmt.Errorf("recv has %d elements, want send's %d", recvLen, sendLen)
+		}
+		return nil
+	})
+	n := c.Size()
+	count := send.Len
+	if err := c.begin(&k, recv, stagingLen(n, shard(send, n))); err != nil {
+		return err
+	}
+	defer c.end()
+	block := func(b *cuda.Buffer, i int) *cuda.Buffer {
+		lo, hi := blockRange(count, n, i)
+		return b.View(lo, hi-lo)
+	}
+	if err := c.reduceScatterRing(AllReduce, op, func(i int) *cuda.Buffer { return block(send, i) }, block(recv, c.rank)); err != nil {
+		return err
+	}
+	return c.allGatherRing(AllReduce, func(b *cuda.Buffer, i int) *cuda.Buffer { return block(b, i) }, recv)
+}
+
+// ReduceScatter implements Communicator.ReduceScatter.
+func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
+	k := call{kind: ReduceScatter, op: op}
+	n := c.Size()
+	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+		if sendLen != n*recvLen {
+			return fmt.Errorf("send has %d elements, want N·recv = %d·%d = %d (shard a tensor of n elements over PaddedLen(n, N))", sendLen, n, recvLen, n*recvLen)
+		}
+		return nil
+	})
+	if err := c.begin(&k, recv, stagingLen(n, recv)); err != nil {
+		return err
+	}
+	defer c.end()
+	kk := recv.Len
+	return c.reduceScatterRing(ReduceScatter, op, func(i int) *cuda.Buffer { return send.View(i*kk, kk) }, recv)
+}
+
+// AllGather implements Communicator.AllGather.
+func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
+	k := call{kind: AllGather}
+	n := c.Size()
+	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+		if recvLen != n*sendLen {
+			return fmt.Errorf("recv has %d elements, want N·send = %d·%d = %d", recvLen, n, sendLen, n*sendLen)
+		}
+		return nil
+	})
+	if err := c.begin(&k, recv, 0); err != nil {
+		return err
+	}
+	defer c.end()
+	kk := send.Len
+	c.copyLocal(recv.View(c.rank*kk, kk), send)
+	return c.allGatherRing(AllGather, func(b *cuda.Buffer, i int) *cuda.Buffer { return b.View(i*kk, kk) }, recv)
+}
+
+// reduceScatterRing reduces block i of every rank (own(i) on this rank)
+// into this rank's out, block rank: at step s rank r sends its partial of
+// block r-s-1 and receives block r-s-2's, adding its own to it; after N-1
+// steps it holds block r summed over every rank, in the order r+1, r+2, ...,
+// r.
+func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.Buffer, out *cuda.Buffer) error {
+	n, r := c.Size(), c.rank
+	if n == 1 {
+		c.copyLocal(out, own(0))
+		return nil
+	}
+	size := int64(out.DType.Size())
+	next := (r + 1) % n
+	for s := range n - 1 {
+		sb, rb := mod(r-s-1, n), mod(r-s-2, n)
+		outgoing := own(sb)
+		if s > 0 {
+			outgoing = c.g.stage[r][(s-1)%2].View(0, outgoing.Len)
+		}
+		c.send(func() { copyHost(c.g.stage[next][s%2].View(0, outgoing.Len), outgoing) })
+		in := own(rb)
+		c.count(kind, int64(outgoing.Len)*size, int64(in.Len)*size)
+		if err := c.step(); err != nil {
+			return err
+		}
+		c.reduceLocal(c.g.stage[r][s%2].View(0, in.Len), in, op)
+	}
+	c.copyLocal(out, c.g.stage[r][(n-2)%2].View(0, out.Len))
+	return c.step() // every rank's result is in place before the next phase writes recvs
+}
+
+// allGatherRing passes every rank's block (already in its recv, block
+// rank) around the ring into every rank's recv: at step s rank r sends
+// block r-s to rank r+1.
+func (c *Comm) allGatherRing(kind Collective, block func(b *cuda.Buffer, i int) *cuda.Buffer, recv *cuda.Buffer) error {
+	n, r := c.Size(), c.rank
+	size := int64(recv.DType.Size())
+	next := (r + 1) % n
+	for s := range n - 1 {
+		sb, rb := mod(r-s, n), mod(r-s-1, n)
+		out := block(recv, sb)
+		c.send(func() { copyHost(block(c.g.recvs[next], sb), out) })
+		c.count(kind, int64(out.Len)*size, int64(block(recv, rb).Len)*size)
+		if err := c.step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mod(a, n int) int { return ((a % n) + n) % n }
+
+// shard is a buffer's ring block length as a length-only buffer, for the
+// staging size.
+func shard(b *cuda.Buffer, n int) *cuda.Buffer {
+	if b == nil {
+		return nil
+	}
+	return cuda.NewBuffer(b.DType, ShardLen(b.Len, n), 0, 0, nil, nil)
+}
+
+// stagingLen is the staging a ring needs: two buffers of like's length,
+// none for one rank.
+func stagingLen(n int, like *cuda.Buffer) int {
+	if n == 1 || like == nil {
+		return 0
+	}
+	return like.Len
+}
+
+// checkBuffers checks send and recv (recv may be nil off the root of a
+// Reduce, send off the root of a Broadcast: NCCL reads them only there),
+// records the call's dtype and lengths, and runs the collective's own
+// length rule.
+func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendLen, recvLen int) error) error {
+	kind := k.kind
+	if k.op >= numOps {
+		return fmt.Errorf("zero: %s: unknown reduction %v (valid: sum, min, max)", kind, k.op)
+	}
+	if (kind == Broadcast || kind == Reduce) && (k.root < 0 || k.root >= c.Size()) {
+		return fmt.Errorf("zero: %s: root %d out of range (valid: 0 to %d)", kind, k.root, c.Size()-1)
+	}
+	needSend := kind != Broadcast || c.rank == k.root
+	needRecv := kind != Reduce || c.rank == k.root
+	switch {
+	case needSend && send == nil:
+		return fmt.Errorf("zero: %s: send is nil", kind)
+	case needRecv && recv == nil:
+		return fmt.Errorf("zero: %s: recv is nil", kind)
+	case kind == Reduce && recv == nil:
+		recv = send // off the root: lengths from send
+	case kind == Broadcast && send == nil:
+		send = recv
+	}
+	for _, b := range []*cuda.Buffer{send, recv} {
+		switch b.DType {
+		case cuda.F32, cuda.F16, cuda.BF16, cuda.F64, cuda.I32:
+		default:
+			return fmt.Errorf("zero: %s: %s has an unknown dtype", kind, b)
+		}
+		if c.g.computes && b.Len > 0 && len(b.Host()) != int(b.Bytes()) {
+			return fmt.Errorf("zero: %s: %s is not in host memory (a buffer of another device?)", kind, b)
+		}
+	}
+	if send.DType != recv.DType {
+		return fmt.Errorf("zero: %s: send is %s and recv %s, want one dtype", kind, send.DType, recv.DType)
+	}
+	k.dtype, k.sendLen, k.recvLen = send.DType, send.Len, recv.Len
+	switch kind { // off the root only one buffer counts
+	case Broadcast:
+		k.sendLen = recv.Len
+	case Reduce:
+		k.recvLen = send.Len
+	}
+	if err := lengths(send.Len, recv.Len); err != nil {
+		return fmt.Errorf("zero: %s: %w", kind, err)
+	}
+	return nil
+}
+
+// begin allocates this rank's staging (two comm buffers of stageLen
+// elements) and meets the other ranks: every rank's call must be the same
+// collective of the same dtype and lengths, and none may have failed. A
+// failure anywhere fails every rank with the same error.
+func (c *Comm) begin(k *call, recv *cuda.Buffer, stageLen int) error {
+	g := c.g
+	if k.err == nil && stageLen > 0 {
+		for i := range 2 {
+			b, err := c.Device().Alloc(cuda.Comm, k.dtype, stageLen)
+			if err != nil {
+				k.err = fmt.Errorf("zero: %s: staging: %w", k.kind, err)
+				break
+			}
+			g.stage[c.rank][i] = b
+		}
+	}
+	g.calls[c.rank] = *k
+	g.recvs[c.rank] = recv
+	if err := g.bar.wait(); err != nil {
+		c.end()
+		return err
+	}
+	var err error
+	for q, o := range g.calls {
+		switch {
+		case o.err != nil:
+			err = fmt.Errorf("rank %d: %w", q, o.err)
+		case o.kind != k.kind || o.op != k.op || o.root != k.root || o.dtype != k.dtype || o.sendLen != k.sendLen || o.recvLen != k.recvLen:
+			err = fmt.Errorf("zero: the ranks' calls differ: rank 0 calls %s, rank %d %s", g.calls[0], q, o)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = g.bar.wait() // every rank has read the calls before any writes its next
+	}
+	if err != nil {
+		g.bar.breakWith(err) // a group that disagreed cannot go on
+		c.end()
+		return err
+	}
+	c.traffic[k.kind].Calls++
+	return nil
+}
+
+// end gives this rank's staging back.
+func (c *Comm) end() {
+	for i, b := range c.g.stage[c.rank] {
+		if b != nil {
+			c.Device().Free(b)
+			c.g.stage[c.rank][i] = nil
+		}
+	}
+}
+
+// step ends a ring step: every rank's sends of the step are done.
+func (c *Comm) step() error {
+	if !c.g.computes {
+		return nil // nothing moved: the steps need no order
+	}
+	return c.g.bar.wait()
+}
+
+// send runs this rank's send of a step (a copy into the receiver's
+// memory), on devices that hold data.
+func (c *Comm) send(copyFn func()) {
+	if c.g.computes {
+		copyFn()
+	}
+}
+
+func (c *Comm) count(kind Collective, sent, recvd int64) {
+	c.traffic[kind].SentBytes += sent
+	c.traffic[kind].RecvBytes += recvd
+}
+
+// copyLocal copies src into dst within this rank (not traffic).
+func (c *Comm) copyLocal(dst, src *cuda.Buffer) {
+	if c.g.computes && dst.Addr() != src.Addr() {
+		copyHost(dst, src)
+	}
+}
+
+// reduceLocal computes acc = acc op own on this rank.
+func (c *Comm) reduceLocal(acc, own *cuda.Buffer, op Op) {
+	if c.g.computes {
+		reduceHost(acc, own, op)
+	}
+}
