@@ -23,6 +23,9 @@ type Options struct {
 	Float64 bool
 	// LossScale configures fp16's dynamic loss scaling; ignored otherwise.
 	LossScale LossScaleOptions
+	// Policy makes the trainer one rank of a data-parallel group of the
+	// setup's Ranks (package zero's settings); nil is one rank alone.
+	Policy Policy
 }
 
 // Trainer runs a compiled schedule on a device: it owns the model states
@@ -34,10 +37,9 @@ type Trainer struct {
 	opts  Options
 	st    storage
 	sched *Schedule
+	lay   Layout
 
-	params, grads, master, m, v *cuda.Buffer // flat model states; master, m, v may be nil
-	paramView, gradView         []*cuda.Buffer
-	masterView, mView, vView    []*cuda.Buffer
+	params, grads, master, m, v *cuda.Buffer // flat model states in the layout; master, m, v may be nil
 
 	kernels model.Exec     // what the ops run on: the device and its workspace
 	slots   []*cuda.Buffer // live buffer of every slot
@@ -59,8 +61,20 @@ func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
 	switch {
 	case s.ParamsOnly():
 		return nil, errors.New("train: a setup of a parameter count only has no model to run: give a preset or layers, hidden, heads")
-	case s.Ranks != 1 || s.TP != 1 || s.PP != 1:
-		return nil, fmt.Errorf("train: the trainer runs one rank; the setup has %d data-parallel ranks, %d tensor-parallel and %d pipeline stages (valid: 1 each)", s.Ranks, s.TP, s.PP)
+	case s.TP != 1 || s.PP != 1:
+		return nil, fmt.Errorf("train: the trainer runs data parallelism only; the setup has %d tensor-parallel ranks and %d pipeline stages (valid: 1 each)", s.TP, s.PP)
+	case s.Ranks != 1 && opts.Policy == nil:
+		return nil, fmt.Errorf("train: the setup has %d data-parallel ranks and the trainer no policy for them: run the ranks through package zero", s.Ranks)
+	}
+	lay := singleRank(int(s.Model.NumParams()))
+	if opts.Policy != nil {
+		lay = opts.Policy.Layout(s)
+		if err := lay.check(int(s.Model.NumParams())); err != nil {
+			return nil, err
+		}
+		if lay.Ranks != s.Ranks {
+			return nil, fmt.Errorf("train: the policy's group has %d ranks and the setup %d", lay.Ranks, s.Ranks)
+		}
 	}
 	if opts.Optimizer == (Optimizer{}) {
 		opts.Optimizer = DefaultOptimizer(s.Optimizer)
@@ -84,7 +98,7 @@ func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, s: s, opts: opts, st: st, sched: sched,
+	t := &Trainer{dev: dev, s: s, opts: opts, st: st, sched: sched, lay: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
 	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
@@ -96,11 +110,12 @@ func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
 }
 
 // allocStates takes the model states from the allocator, one flat buffer
-// per category, and binds the parameter and gradient slots to views of them.
+// per category in the policy's layout, zero-filled (padding included), and
+// binds the parameter and gradient slots to views of them.
 func (t *Trainer) allocStates() error {
-	n := int(t.s.Model.NumParams())
+	l := t.lay
 	var err error
-	alloc := func(cat cuda.Category, dt cuda.DType) *cuda.Buffer {
+	alloc := func(cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
 		if err != nil {
 			return nil
 		}
@@ -110,35 +125,25 @@ func (t *Trainer) allocStates() error {
 		}
 		return b
 	}
-	t.params = alloc(cuda.Params, t.st.param)
-	t.grads = alloc(cuda.Grads, t.st.param)
-	if t.st.mixed {
-		t.master = alloc(cuda.Master, t.st.state)
-	}
-	if t.opts.Optimizer.firstMoment() {
-		t.m = alloc(cuda.AdamM, t.st.state)
-	}
-	if t.opts.Optimizer.secondMoment() {
-		t.v = alloc(cuda.AdamV, t.st.state)
+	t.params = alloc(cuda.Params, t.st.param, l.Params)
+	t.grads = alloc(cuda.Grads, t.st.param, l.Grads)
+	if l.States > 0 {
+		if t.st.mixed {
+			t.master = alloc(cuda.Master, t.st.state, l.States)
+		}
+		if t.opts.Optimizer.firstMoment() {
+			t.m = alloc(cuda.AdamM, t.st.state, l.States)
+		}
+		if t.opts.Optimizer.secondMoment() {
+			t.v = alloc(cuda.AdamV, t.st.state, l.States)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	views := func(b *cuda.Buffer) []*cuda.Buffer {
-		if b == nil {
-			return nil
-		}
-		var vs []*cuda.Buffer
-		for _, r := range t.s.Model.Params() {
-			vs = append(vs, b.View(int(r.Offset), int(r.Count)))
-		}
-		return vs
-	}
-	t.paramView, t.gradView = views(t.params), views(t.grads)
-	t.masterView, t.mView, t.vView = views(t.master), views(t.m), views(t.v)
-	for i := range t.paramView {
-		t.slots[t.sched.ParamSlots[i]] = t.paramView[i]
-		t.slots[t.sched.GradSlots[i]] = t.gradView[i]
+	for i, r := range t.s.Model.Params() {
+		t.slots[t.sched.ParamSlots[i]] = t.params.View(int(r.Offset), int(r.Count))
+		t.slots[t.sched.GradSlots[i]] = t.grads.View(int(r.Offset), int(r.Count))
 	}
 	return nil
 }
@@ -150,33 +155,53 @@ func (t *Trainer) Schedule() *Schedule { return t.sched }
 func (t *Trainer) Device() cuda.Device { return t.dev }
 
 // SetParams loads the weights, a []float32 or []float64 in flat table
-// order; under mixed precision the fp32 master copy is loaded and cast.
+// order, into the working weights (rounded to their type) and this rank's
+// part of the fp32 master copy under mixed precision.
 func (t *Trainer) SetParams(flat any) error {
-	if t.master != nil {
-		if err := t.dev.Upload(t.master, flat); err != nil {
-			return err
+	n := int(t.s.Model.NumParams())
+	lo, hi := t.lay.StatesFrom, min(t.lay.StatesFrom+t.lay.States, n)
+	var whole, part any
+	switch f := flat.(type) {
+	case []float32:
+		if len(f) != n {
+			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), n)
 		}
-		return t.dev.Cast(t.params, t.master)
+		whole, part = f, f[lo:hi]
+	case []float64:
+		if len(f) != n {
+			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), n)
+		}
+		whole, part = f, f[lo:hi]
+	default:
+		return fmt.Errorf("train: SetParams: %T, want []float32 or []float64", flat)
 	}
-	return t.dev.Upload(t.params, flat)
+	if err := t.dev.Upload(t.params.View(0, n), whole); err != nil {
+		return err
+	}
+	if t.master != nil && hi > lo {
+		return t.dev.Upload(t.master.View(0, hi-lo), part)
+	}
+	return nil
 }
 
-// Params downloads the weights (the master copy under mixed precision) in
-// flat table order.
+// Params downloads the weights in flat table order: the fp32 master copy
+// under mixed precision when this rank holds all of it, else the working
+// weights.
 func (t *Trainer) Params() ([]float32, error) {
-	src := t.params
-	if t.master != nil {
-		src = t.master
+	n := int(t.s.Model.NumParams())
+	src := t.params.View(0, n)
+	if t.master != nil && t.lay.StatesFrom == 0 && t.lay.States >= n {
+		src = t.master.View(0, n)
 	}
-	out := make([]float32, src.Len)
+	out := make([]float32, n)
 	return out, t.dev.Download(out, src)
 }
 
 // Grads downloads the gradients of the last step, unscaled, in flat table
-// order, as float64.
+// order, as float64 (this rank's own until the policy reduces them).
 func (t *Trainer) Grads() ([]float64, error) {
-	out := make([]float64, t.grads.Len)
-	if err := t.dev.Download(out, t.grads); err != nil {
+	out := make([]float64, t.s.Model.NumParams())
+	if err := t.dev.Download(out, t.grads.View(0, len(out))); err != nil {
 		return nil, err
 	}
 	if s := t.scaler.used; s != 1 {
@@ -283,6 +308,11 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			t.dev.Free(t.slots[sl])
 			t.slots[sl] = nil
 		}
+		if out := &t.sched.Slots[in.Out]; t.opts.Policy != nil && out.Persistent && out.Cat == cuda.Grads {
+			if err := t.opts.Policy.GradReady(t, out.Param); err != nil {
+				return rec, fmt.Errorf("train: the gradient of %s: %w", t.s.Model.Params()[out.Param].Name, err)
+			}
+		}
 	}
 	end, err := t.dev.Mark()
 	if err != nil {
@@ -369,11 +399,30 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 	if !t.dev.Computes() {
 		loss = 0 // nothing was computed
 	}
-	bad, err := t.dev.NonFinite(t.grads)
-	if err != nil {
-		return false, "", err
+	n := int(t.s.Model.NumParams())
+	lo, hi := 0, n
+	if p := t.opts.Policy; p != nil {
+		if lo, hi, err = p.ReduceGrads(t); err != nil {
+			return false, "", err
+		}
+		hi = min(hi, n) // the padding has no parameters
+	}
+	bad := false
+	if hi > lo {
+		if bad, err = t.dev.NonFinite(t.grads.View(lo, hi-lo)); err != nil {
+			return false, "", err
+		}
 	}
 	lossBad := math.IsNaN(loss) || math.IsInf(loss, 0)
+	if p := t.opts.Policy; p != nil {
+		// Every rank skips or updates alike.
+		if bad, err = p.AnyRank(bad); err != nil {
+			return false, "", err
+		}
+		if lossBad, err = p.AnyRank(lossBad); err != nil {
+			return false, "", err
+		}
+	}
 	switch {
 	case t.scaler.enabled:
 		bad = bad || lossBad // an overflow in the forward pass counts too
@@ -389,38 +438,58 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 		return true, fmt.Sprintf("the gradients are not finite (loss %.4f)", loss), nil
 	}
 	t.step++
-	gs := float32(1 / t.scaler.used)
-	o := t.opts.Optimizer
-	for i, r := range t.s.Model.Params() {
-		var master, m, v *cuda.Buffer
-		if t.masterView != nil {
-			master = t.masterView[i]
-		}
-		if t.mView != nil {
-			m = t.mView[i]
-		}
-		if t.vView != nil {
-			v = t.vView[i]
-		}
-		wd := float32(0)
-		if r.Decay {
-			wd = o.WeightDecay
-		}
-		switch o.Kind {
-		case model.Adam, model.AdamW:
-			err = t.dev.Adam(t.paramView[i], t.gradView[i], master, m, v, cuda.AdamArgs{
-				LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: wd,
-				Decoupled: o.Kind == model.AdamW, Step: t.step, GradScale: gs})
-		case model.SGD, model.Momentum:
-			err = t.dev.SGD(t.paramView[i], t.gradView[i], master, m, cuda.SGDArgs{
-				LR: o.LR, Momentum: o.momentum(), WeightDecay: wd, GradScale: gs})
-		}
-		if err != nil {
-			return false, "", fmt.Errorf("train: update of %s: %w", r.Name, err)
+	if err := t.updateRange(lo, hi); err != nil {
+		return false, "", err
+	}
+	if p := t.opts.Policy; p != nil {
+		if err := p.ShareParams(t); err != nil {
+			return false, "", err
 		}
 	}
 	t.scaler.grow()
 	return false, "", nil
+}
+
+// updateRange runs the optimizer over the flat parameters [lo, hi), row
+// piece by row piece (weight decay is a row's), the optimizer states at
+// their offset in this rank's part. The gradients are divided by the loss
+// scale and by the ranks they were summed over.
+func (t *Trainer) updateRange(lo, hi int) error {
+	gs := float32(1 / (t.scaler.used * float64(t.lay.Ranks)))
+	o := t.opts.Optimizer
+	state := func(b *cuda.Buffer, off, n int) *cuda.Buffer {
+		if b == nil {
+			return nil
+		}
+		return b.View(off-t.lay.StatesFrom, n)
+	}
+	for _, r := range t.s.Model.Params() {
+		a, b := max(lo, int(r.Offset)), min(hi, int(r.Offset+r.Count))
+		if a >= b {
+			continue
+		}
+		n := b - a
+		param, grad := t.params.View(a, n), t.grads.View(a, n)
+		master, m, v := state(t.master, a, n), state(t.m, a, n), state(t.v, a, n)
+		wd := float32(0)
+		if r.Decay {
+			wd = o.WeightDecay
+		}
+		var err error
+		switch o.Kind {
+		case model.Adam, model.AdamW:
+			err = t.dev.Adam(param, grad, master, m, v, cuda.AdamArgs{
+				LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: wd,
+				Decoupled: o.Kind == model.AdamW, Step: t.step, GradScale: gs})
+		case model.SGD, model.Momentum:
+			err = t.dev.SGD(param, grad, master, m, cuda.SGDArgs{
+				LR: o.LR, Momentum: o.momentum(), WeightDecay: wd, GradScale: gs})
+		}
+		if err != nil {
+			return fmt.Errorf("train: update of %s: %w", r.Name, err)
+		}
+	}
+	return nil
 }
 
 // Close frees the model states.

@@ -23,6 +23,8 @@ type Group struct {
 	calls []call
 	stage [][2]*cuda.Buffer // each rank's two staging buffers (partial sums in flight)
 	recvs []*cuda.Buffer    // each rank's recv, which AllGather and Broadcast write into
+
+	comms []*Comm // one per rank, for the group's life (its traffic accumulates)
 }
 
 // NewGroup makes a group of len(devs) ranks, rank r on devs[r].
@@ -32,6 +34,9 @@ func NewGroup(devs []cuda.Device) (*Group, error) {
 	}
 	g := &Group{devs: devs, computes: devs[0].Computes(), calls: make([]call, len(devs)),
 		stage: make([][2]*cuda.Buffer, len(devs)), recvs: make([]*cuda.Buffer, len(devs))}
+	for r := range devs {
+		g.comms = append(g.comms, &Comm{g: g, rank: r})
+	}
 	for r, d := range devs {
 		if d == nil {
 			return nil, fmt.Errorf("zero: rank %d has no device", r)
@@ -45,6 +50,9 @@ func NewGroup(devs []cuda.Device) (*Group, error) {
 
 // Size is the number of ranks.
 func (g *Group) Size() int { return len(g.devs) }
+
+// Comm is rank r's Communicator, the one Run gives that rank.
+func (g *Group) Comm(r int) *Comm { return g.comms[r] }
 
 // Run calls f once per rank, each in its own goroutine with that rank's
 // Communicator, and waits for all of them. A rank whose f returns while
@@ -60,7 +68,7 @@ func (g *Group) Run(f func(c *Comm) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &Comm{g: g, rank: r}
+			c := g.comms[r]
 			defer func() {
 				if p := recover(); p != nil {
 					errs[r] = fmt.Errorf("zero: rank %d panicked: %v", r, p)
@@ -98,7 +106,8 @@ func (c *Comm) Size() int { return len(c.g.devs) }
 // Device is this rank's device.
 func (c *Comm) Device() cuda.Device { return c.g.devs[c.rank] }
 
-// Traffic is what this rank has sent and received, per collective.
+// Traffic is what this rank has sent and received, per collective, over
+// the group's life.
 func (c *Comm) Traffic() [NumCollectives]Traffic { return c.traffic }
 
 // call is one rank's side of a collective, compared across ranks before

@@ -1,0 +1,90 @@
+package zero
+
+import (
+	"errors"
+	"fmt"
+
+	"trainmem/model"
+	"trainmem/train"
+)
+
+// Ranks is a data-parallel group of trainers, one per rank of a Group,
+// each running setup s (s.Batch is a rank's micro-batch) under the
+// setting's policy.
+type Ranks struct {
+	g   *Group
+	set Setting
+	tr  []*train.Trainer
+}
+
+// NewRanks builds a trainer per rank of g on the rank's device. The setup
+// says the group: s.Ranks must be g's size and s.ZeRO the setting's stage
+// (0 under the parameter server).
+func NewRanks(g *Group, s model.Setup, set Setting, opts train.Options) (*Ranks, error) {
+	if err := set.Check(); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Ranks != g.Size():
+		return nil, fmt.Errorf("zero: the setup has %d ranks and the group %d", s.Ranks, g.Size())
+	case s.ZeRO != set.Stage:
+		return nil, fmt.Errorf("zero: the setup says ZeRO-%d and the setting %s", s.ZeRO, set)
+	}
+	rk := &Ranks{g: g, set: set}
+	for r := range g.Size() {
+		p, err := NewPolicy(g.Comm(r), set)
+		if err == nil {
+			o := opts
+			o.Policy = p
+			var t *train.Trainer
+			if t, err = train.New(g.devs[r], s, o); err == nil {
+				rk.tr = append(rk.tr, t)
+				continue
+			}
+		}
+		rk.Close()
+		return nil, fmt.Errorf("rank %d: %w", r, err)
+	}
+	return rk, nil
+}
+
+// Size is the number of ranks.
+func (rk *Ranks) Size() int { return len(rk.tr) }
+
+// Trainer is rank r's trainer.
+func (rk *Ranks) Trainer(r int) *train.Trainer { return rk.tr[r] }
+
+// Comm is rank r's communicator.
+func (rk *Ranks) Comm(r int) *Comm { return rk.g.Comm(r) }
+
+// SetParams loads the same weights on every rank.
+func (rk *Ranks) SetParams(flat []float32) error {
+	var errs []error
+	for r, t := range rk.tr {
+		if err := t.SetParams(flat); err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Step runs one training step on every rank at once, rank r on the tokens
+// and targets batch(r) gives, and returns every rank's record.
+func (rk *Ranks) Step(batch func(rank int) (tokens, targets []int32)) ([]train.Record, error) {
+	recs := make([]train.Record, len(rk.tr))
+	err := rk.g.Run(func(c *Comm) error {
+		tokens, targets := batch(c.Rank())
+		var err error
+		recs[c.Rank()], err = rk.tr[c.Rank()].Step(tokens, targets)
+		return err
+	})
+	return recs, err
+}
+
+// Close frees every rank's model states.
+func (rk *Ranks) Close() {
+	for _, t := range rk.tr {
+		t.Close()
+	}
+	rk.tr = nil
+}

@@ -1,0 +1,205 @@
+package zero
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/train"
+	"trainmem/train/data"
+)
+
+var tinyCfg = model.Config{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}
+
+func setupOf(cfg model.Config, B, T, ranks, stage int, prec model.Precision, opt model.Optimizer) model.Setup {
+	return model.Setup{Model: cfg, Batch: B, Seq: T, Precision: prec, Optimizer: opt, Ranks: ranks, ZeRO: stage, TP: 1, PP: 1}
+}
+
+// loaderBatches is a loader of micro-batch B over the built-in corpus.
+func loaderBatches(t *testing.T, B, T int) *data.Loader {
+	t.Helper()
+	ds, err := data.DefaultDataset(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := data.NewLoader(ds, B, T, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// N ranks of micro-batch b train as one rank of batch N·b: rank r takes
+// the r-th micro-batch of each N from the loader's stream, which are the
+// rows of the one rank's batch in order, and the summed gradients are
+// divided by N. The ranks' losses average to the one rank's, and the
+// weights stay together.
+//
+// Tolerances, from fp32 reduction order: a summed gradient differs from
+// the one-rank gradient (whose sums run over all N·b rows in one kernel)
+// by a few units in the last place of its largest terms, about 2^-20 of
+// the gradient's scale here. Under SGD a step moves a weight by lr·g, so
+// after 3 steps at lr 1e-2 the weights differ by far less than 1e-6. Under
+// AdamW a step moves a weight by at most about lr whatever g's size, and a
+// gradient near zero (below its rounding noise) can take either sign: the
+// bound is then steps·2·lr on any weight, and the mean difference stays
+// below 1e-6.
+func TestRanksTrainAsOneRank(t *testing.T) {
+	const b, T, steps = 2, 16, 3
+	for _, tc := range []struct {
+		N    int
+		set  Setting
+		opt  model.Optimizer
+		prec model.Precision
+	}{
+		{2, Setting{Stage: 0, BucketBytes: 64 << 10}, model.SGD, model.FP32},
+		{4, Setting{Stage: 0, BucketBytes: 64 << 10}, model.AdamW, model.FP32},
+		{3, Setting{Stage: 1}, model.AdamW, model.FP32},
+		{4, Setting{Stage: 1}, model.SGD, model.FP32},
+		{3, Setting{PS: true}, model.AdamW, model.FP32},
+		{2, Setting{Stage: 1}, model.AdamW, model.BF16},
+		{2, Setting{Stage: 0}, model.AdamW, model.BF16},
+	} {
+		name := fmt.Sprintf("N=%d/%s/%s/%s", tc.N, tc.set, tc.opt, tc.prec)
+		t.Run(name, func(t *testing.T) {
+			lr := float32(1e-2)
+			opt := train.DefaultOptimizer(tc.opt)
+			opt.LR = lr
+			init := model.InitParams(tinyCfg, 3)
+
+			one := train.New
+			ref, err := one(hosts(t, 1)[0], setupOf(tinyCfg, tc.N*b, T, 1, 0, tc.prec, tc.opt), train.Options{Optimizer: opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			if err := ref.SetParams(init); err != nil {
+				t.Fatal(err)
+			}
+			g, err := NewGroup(hosts(t, tc.N))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rk, err := NewRanks(g, setupOf(tinyCfg, b, T, tc.N, tc.set.Stage, tc.prec, tc.opt), tc.set, train.Options{Optimizer: opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rk.Close()
+			if err := rk.SetParams(init); err != nil {
+				t.Fatal(err)
+			}
+			big, small := loaderBatches(t, tc.N*b, T), loaderBatches(t, b, T)
+			for step := range steps {
+				tok, tgt := make([]int32, tc.N*b*T), make([]int32, tc.N*b*T)
+				if err := big.Next(tok, tgt); err != nil {
+					t.Fatal(err)
+				}
+				want, err := ref.Step(tok, tgt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				parts := make([][2][]int32, tc.N)
+				for r := range parts {
+					parts[r] = [2][]int32{make([]int32, b*T), make([]int32, b*T)}
+					if err := small.Next(parts[r][0], parts[r][1]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				recs, err := rk.Step(func(r int) ([]int32, []int32) { return parts[r][0], parts[r][1] })
+				if err != nil {
+					t.Fatal(err)
+				}
+				mean := 0.0
+				for _, r := range recs {
+					mean += r.Loss / float64(tc.N)
+				}
+				if math.Abs(mean-want.Loss) > 1e-5*math.Abs(want.Loss) {
+					t.Errorf("step %d: the ranks' mean loss %.7f, one rank's %.7f", step+1, mean, want.Loss)
+				}
+			}
+			wp, err := ref.Params()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound, meanBound := 1e-6, 1e-6
+			if tc.opt != model.SGD {
+				bound = float64(steps) * 2 * float64(lr)
+			}
+			if tc.prec != model.FP32 {
+				// 16-bit gradients round at every hop of the ring and the
+				// working weights are bf16: a weight may differ by a few
+				// of its units in the last place.
+				bound, meanBound = bound+4*0x1p-8, 1e-4
+			}
+			for r := range tc.N {
+				gp, err := rk.Trainer(r).Params()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var worst, sum float64
+				for i := range wp {
+					d := math.Abs(float64(gp[i]) - float64(wp[i]))
+					worst = max(worst, d)
+					sum += d
+				}
+				mean := sum / float64(len(wp))
+				t.Logf("rank %d: weights differ by up to %.3g (mean %.3g)", r, worst, mean)
+				if worst > bound || mean > meanBound {
+					t.Errorf("rank %d: weights differ from one rank's by up to %g (mean %g), want at most %g (mean %g)", r, worst, mean, bound, meanBound)
+				}
+			}
+		})
+	}
+}
+
+// What each rank holds is the setting's: ZeRO-1 shards master, m and v
+// (ShardLen(Φ, N) each) and pads params and grads to PaddedLen(Φ, N); the
+// parameter server keeps the optimizer states on rank 0 only; DDP every
+// state whole. Host and shape-only ranks allocate the same bytes.
+func TestRanksHoldTheirShare(t *testing.T) {
+	const N = 4
+	phi := int(tinyCfg.NumParams())
+	for _, set := range []Setting{{Stage: 0}, {Stage: 1}, {PS: true}} {
+		for _, devs := range [][]cuda.Device{hosts(t, N), shapes(N)} {
+			g, _ := NewGroup(devs)
+			s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
+			rk, err := NewRanks(g, s, set, train.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rk.SetParams(model.InitParams(tinyCfg, 1)); err != nil {
+				t.Fatal(err)
+			}
+			tok := make([]int32, 2*16)
+			recs, err := rk.Step(func(int) ([]int32, []int32) { return tok, tok })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range N {
+				st := devs[r].Stats()
+				want := map[cuda.Category]int{cuda.Params: 2 * phi, cuda.Grads: 2 * phi, cuda.Master: 4 * phi, cuda.AdamM: 4 * phi, cuda.AdamV: 4 * phi}
+				switch {
+				case set.Stage == 1:
+					want = map[cuda.Category]int{cuda.Params: 2 * PaddedLen(phi, N), cuda.Grads: 2 * PaddedLen(phi, N),
+						cuda.Master: 4 * ShardLen(phi, N), cuda.AdamM: 4 * ShardLen(phi, N), cuda.AdamV: 4 * ShardLen(phi, N)}
+				case set.PS && r > 0:
+					want[cuda.Master], want[cuda.AdamM], want[cuda.AdamV] = 0, 0, 0
+				}
+				for cat, n := range want {
+					if got := st.CategoryRequested[cat].Current; got != int64(n) {
+						t.Errorf("%s %s rank %d: %s holds %d bytes, want %d", set, devs[r].Name(), r, cat, got, n)
+					}
+				}
+				if st.CategoryRequested[cuda.Comm].Peak <= 0 || st.CategoryRequested[cuda.Comm].Current != 0 {
+					t.Errorf("%s rank %d: comm %+v, want staging during the step and none after", set, r, st.CategoryRequested[cuda.Comm])
+				}
+				if got := recs[r].Memory.PeakRequested[cuda.Comm]; got != st.CategoryRequested[cuda.Comm].Peak {
+					t.Errorf("rank %d: the record's comm peak %d, the allocator's %d", r, got, st.CategoryRequested[cuda.Comm].Peak)
+				}
+			}
+			rk.Close()
+		}
+	}
+}
