@@ -230,14 +230,7 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
-	m1, err := t.dev.Mark()
-	if err != nil {
-		return rec, err
-	}
-	if err := t.dev.Synchronize(); err != nil {
-		return rec, err
-	}
-	d, err := t.dev.Elapsed(m0, m1)
+	d, err := t.since(m0)
 	if err != nil {
 		return rec, err
 	}
@@ -314,14 +307,7 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			}
 		}
 	}
-	end, err := t.dev.Mark()
-	if err != nil {
-		return rec, err
-	}
-	if err := t.dev.Synchronize(); err != nil {
-		return rec, err
-	}
-	d, err := t.dev.Elapsed(mark, end)
+	d, err := t.since(mark)
 	if err != nil {
 		return rec, err
 	}
@@ -416,12 +402,11 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 	lossBad := math.IsNaN(loss) || math.IsInf(loss, 0)
 	if p := t.opts.Policy; p != nil {
 		// Every rank skips or updates alike.
-		if bad, err = p.AnyRank(bad); err != nil {
+		any, err := p.AnyRank(bad, lossBad)
+		if err != nil {
 			return false, "", err
 		}
-		if lossBad, err = p.AnyRank(lossBad); err != nil {
-			return false, "", err
-		}
+		bad, lossBad = any[0], any[1]
 	}
 	switch {
 	case t.scaler.enabled:
@@ -502,6 +487,18 @@ func (t *Trainer) Close() error {
 	}
 	t.params, t.grads, t.master, t.m, t.v = nil, nil, nil, nil, nil
 	return nil
+}
+
+// since is the device time from mark to now, once the queued work is done.
+func (t *Trainer) since(mark cuda.Mark) (time.Duration, error) {
+	end, err := t.dev.Mark()
+	if err != nil {
+		return 0, err
+	}
+	if err := t.dev.Synchronize(); err != nil {
+		return 0, err
+	}
+	return t.dev.Elapsed(mark, end)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

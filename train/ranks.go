@@ -21,8 +21,8 @@ import (
 //     whole again).
 //
 // Between the last two the trainer checks the gradients it updates from and
-// the loss, and the ranks agree (AnyRank) on whether to skip the step, so
-// that every rank skips or updates alike.
+// the loss, and the ranks agree (AnyRank, one collective for both) on
+// whether to skip the step, so that every rank skips or updates alike.
 type Policy interface {
 	// Layout is this rank's model-state buffers for setup s.
 	Layout(s model.Setup) Layout
@@ -33,8 +33,8 @@ type Policy interface {
 	// parameters [lo, hi) are then summed over the ranks, and this rank
 	// updates those parameters.
 	ReduceGrads(t *Trainer) (lo, hi int, err error)
-	// AnyRank is true on every rank when bad is true on any.
-	AnyRank(bad bool) (bool, error)
+	// AnyRank is, flag by flag, true on every rank when true on any.
+	AnyRank(flags ...bool) ([]bool, error)
 	// ShareParams runs after the update of [lo, hi) on every rank.
 	ShareParams(t *Trainer) error
 }

@@ -181,28 +181,34 @@ func (p *policy) ReduceGrads(t *train.Trainer) (lo, hi int, err error) {
 	return 0, p.n, nil
 }
 
-// AnyRank implements train.Policy: an all-reduce of one flag, by max.
-func (p *policy) AnyRank(bad bool) (bool, error) {
+// AnyRank implements train.Policy: one all-reduce of the flags, by max.
+func (p *policy) AnyRank(flags ...bool) ([]bool, error) {
 	d := p.c.Device()
-	f, err := d.Alloc(cuda.Comm, cuda.I32, 1)
+	f, err := d.Alloc(cuda.Comm, cuda.I32, len(flags))
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer d.Free(f)
-	v := []int32{0}
-	if bad {
-		v[0] = 1
+	v := make([]int32, len(flags))
+	for i, b := range flags {
+		if b {
+			v[i] = 1
+		}
 	}
 	if err := d.Upload(f, v); err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := p.c.AllReduce(f, f, Max); err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := d.Download(v, f); err != nil {
-		return false, err
+		return nil, err
 	}
-	return v[0] != 0, nil
+	out := make([]bool, len(flags))
+	for i, x := range v {
+		out[i] = x != 0
+	}
+	return out, nil
 }
 
 // ShareParams implements train.Policy.

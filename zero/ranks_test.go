@@ -3,9 +3,11 @@ package zero
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
 	"trainmem/train/data"
@@ -201,5 +203,53 @@ func TestRanksHoldTheirShare(t *testing.T) {
 			}
 			rk.Close()
 		}
+	}
+}
+
+// A simulation on shape-only ranks gives every rank's last step: the
+// same bytes per category as measured host ranks, and the traffic of one
+// step; a rank that runs out of memory fails the run, naming it.
+func TestSimulateRanks(t *testing.T) {
+	const N = 3
+	s := setupOf(tinyCfg, 2, 16, N, 1, model.BF16, model.AdamW)
+	res, err := Simulate(shapes(N), s, Setting{Stage: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := NewGroup(hosts(t, N))
+	rk, err := NewRanks(g, s, Setting{Stage: 1}, train.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rk.Close()
+	rk.SetParams(model.InitParams(tinyCfg, 1))
+	tok := make([]int32, 2*16)
+	var before [N][NumCollectives]Traffic
+	for step := range 2 {
+		if step == 1 {
+			for r := range N {
+				before[r] = rk.Comm(r).Traffic()
+			}
+		}
+		if _, err := rk.Step(func(int) ([]int32, []int32) { return tok, tok }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := range N {
+		host := g.devs[r].Stats()
+		if res[r].Stats.CategoryRequested != host.CategoryRequested || res[r].Stats.AllocatedBytes != host.AllocatedBytes {
+			t.Errorf("rank %d: simulated %+v, measured %+v", r, res[r].Stats.CategoryRequested, host.CategoryRequested)
+		}
+		rs := res[r].Traffic[ReduceScatter]
+		if want := rk.Comm(r).Traffic()[ReduceScatter].SentBytes - before[r][ReduceScatter].SentBytes; rs.Calls != 1 || rs.SentBytes != want {
+			t.Errorf("rank %d: a step's reduce-scatter %+v, want 1 call sending %d bytes", r, rs, want)
+		}
+	}
+	tight := make([]cuda.Device, N)
+	for r := range tight {
+		tight[r] = shape.New(1 << 20)
+	}
+	if _, err := Simulate(tight, s, Setting{Stage: 1}, 2); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
+		t.Errorf("1 MiB ranks: %v, want rank 0's out-of-memory error", err)
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"trainmem/model"
+	"trainmem/zero"
 )
 
 // setupFlags holds the parsed values; setup turns them into a model.Setup.
@@ -29,6 +31,8 @@ type setupFlags struct {
 	checkpoint model.Checkpoint
 
 	ranks, zero, tp, pp int
+	ps                  bool  // --data-parallel ps
+	bucketBytes         int64 // --bucket-mb; 0: DDP's default
 	sequenceParallel    bool
 
 	// capSeq caps a default --seq at the model's context (train, validate).
@@ -45,9 +49,12 @@ type setupOptions struct {
 	// --sequence-parallel (estimate and fit); subcommands that run one
 	// device refuse them with the reason (see elsewhere).
 	parallel bool
-	batch    int    // default micro-batch
-	seq      int    // default sequence length; 0: the model's context
-	preset   string // what the default model is, for --preset's help; "" for none
+	// ranks defines --ranks, --zero, --data-parallel and --bucket-mb
+	// (simulate: the ranks are run); parallel implies the first two.
+	ranks  bool
+	batch  int    // default micro-batch
+	seq    int    // default sequence length; 0: the model's context
+	preset string // what the default model is, for --preset's help; "" for none
 }
 
 // addSetupFlags defines the model and setup flags on fs.
@@ -85,6 +92,26 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 		f.checkpoint = c
 		return err
 	})
+	if o.ranks {
+		intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N`, each simulated with its own device")
+		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded)")
+		fs.Func("data-parallel", "ps: the parameter server (gradients reduced to rank 0, which alone holds the optimizer states and updates; weights broadcast) instead of ZeRO", func(s string) error {
+			if s != "ps" {
+				return fmt.Errorf("%q: unknown data-parallel setting (valid: ps; ZeRO stages are --zero)", s)
+			}
+			f.ps = true
+			return nil
+		})
+		fs.Func("bucket-mb", "DDP's gradient bucket, in MiB (default 25, PyTorch DDP's)", func(s string) error {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(v > 0) || v > 1<<40 {
+				return fmt.Errorf("%q: want a positive number of MiB", s)
+			}
+			f.bucketBytes = int64(v * (1 << 20))
+			return nil
+		})
+		return f
+	}
 	if !o.parallel {
 		return f
 	}
@@ -134,8 +161,10 @@ func (f *setupFlags) noteIgnored(w io.Writer) {
 // subcommand without them gives when one is passed.
 var elsewhere = map[string]string{
 	"params":            "a parameter count has no shape to run; it is estimated by 'trainmem estimate' and 'trainmem fit'",
-	"ranks":             "this subcommand runs one device; data parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
-	"zero":              "this subcommand runs one device; ZeRO is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"ranks":             "this subcommand runs one device; 'trainmem simulate --ranks N' runs data parallelism rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
+	"zero":              "this subcommand runs one device; 'trainmem simulate --ranks N --zero S' runs ZeRO rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
+	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' runs the parameter server",
+	"bucket-mb":         "DDP's buckets belong to 'trainmem simulate --ranks N --zero 0'",
 	"tp":                "this subcommand runs one device; tensor parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
@@ -244,4 +273,20 @@ func (f *setupFlags) validate(s model.Setup) error {
 		return badSetup(err)
 	}
 	return nil
+}
+
+// setting is the data-parallel setting the flags give; its errors are
+// usage errors.
+func (f *setupFlags) setting() (zero.Setting, error) {
+	if f.ps && f.set("zero") {
+		return zero.Setting{}, usagef("--data-parallel ps and --zero %d: the parameter server is a setting of its own (drop --zero)", f.zero)
+	}
+	if f.bucketBytes > 0 && (f.ps || f.zero != 0) {
+		return zero.Setting{}, usagef("--bucket-mb: buckets are DDP's (--zero 0), not %s", zero.Setting{PS: f.ps, Stage: f.zero})
+	}
+	s := zero.Setting{PS: f.ps, Stage: f.zero, BucketBytes: f.bucketBytes}
+	if err := s.Check(); err != nil {
+		return zero.Setting{}, usageError{err}
+	}
+	return s, nil
 }

@@ -33,7 +33,7 @@ example: trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp
 
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	sf := addSetupFlags(fs, setupOptions{batch: 1})
+	sf := addSetupFlags(fs, setupOptions{batch: 1, ranks: true})
 	var capacity int64
 	fs.Func("memory", "device capacity, e.g. 24GiB or 80GB (default: unlimited)", func(s string) error {
 		n, err := parseMemory(s)
@@ -55,6 +55,17 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	s, err := sf.setup()
 	if err != nil {
 		return err
+	}
+	set, err := sf.setting()
+	if err != nil {
+		return err
+	}
+	if s.Ranks > 1 || set.PS {
+		rep, err := bench.SimulateRanks(capacity, s, set, steps)
+		if err != nil {
+			return err
+		}
+		return writeReport(stdout, format.v, rep)
 	}
 	dev := shape.New(capacity)
 	defer dev.Close()

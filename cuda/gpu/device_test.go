@@ -54,10 +54,10 @@ func TestDriverShim(t *testing.T) {
 	}
 }
 
-// TestCUDADevice runs what the conformance suite cannot see: the kernel
-// table against the loaded module, cuBLAS's workspace in the allocator,
-// marks, and the card's name and peak.
-func TestCUDADevice(t *testing.T) {
+// openOrSkip opens GPU 0 for a test, closed when the test ends, or skips
+// the test with the reason there is none.
+func openOrSkip(t *testing.T) *Device {
+	t.Helper()
 	if err := Available(); err != nil {
 		t.Skipf("no CUDA device here, skipped: %v", err)
 	}
@@ -65,7 +65,15 @@ func TestCUDADevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// TestCUDADevice runs what the conformance suite cannot see: the kernel
+// table against the loaded module, cuBLAS's workspace in the allocator,
+// marks, and the card's name and peak.
+func TestCUDADevice(t *testing.T) {
+	d := openOrSkip(t)
 	t.Logf("%s", d.Name())
 	for _, name := range kernelEntries() {
 		fn := d.card.fns[name]
@@ -111,18 +119,11 @@ func TestCUDADevice(t *testing.T) {
 // A PTX the driver's JIT refuses says what the JIT said (the emulated
 // driver's error log names what is wrong with the image).
 func TestJITLog(t *testing.T) {
-	if err := Available(); err != nil {
-		t.Skipf("no CUDA device here, skipped: %v", err)
-	}
-	d, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openOrSkip(t)
 	if err := d.enter("TestJITLog"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = loadModule("this is not PTX", "a test image")
+	_, err := loadModule("this is not PTX", "a test image")
 	d.leave()
 	if err == nil || !strings.Contains(err.Error(), "cuModuleLoadDataEx (a test image)") || !strings.Contains(err.Error(), "the JIT says: ") {
 		t.Errorf("loading a bad image: %v", err)
@@ -133,14 +134,7 @@ func TestJITLog(t *testing.T) {
 // cuBLAS is loaded when a product first needs it, not when the device
 // opens: the other kernels run without it.
 func TestCUBLASLoadedLazily(t *testing.T) {
-	if err := Available(); err != nil {
-		t.Skipf("no CUDA device here, skipped: %v", err)
-	}
-	d, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openOrSkip(t)
 	if d.blas != nil || strings.Contains(d.Name(), "cuBLAS") {
 		t.Errorf("a fresh device has cuBLAS: %s", d.Name())
 	}

@@ -1,0 +1,180 @@
+package bench
+
+// The ranks report: a data-parallel setting simulated rank by rank, each
+// rank's memory per category beside the ZeRO paper's model states, and
+// the bytes each rank sends and receives in a step.
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"trainmem/cuda"
+	"trainmem/cuda/shape"
+	"trainmem/model"
+	"trainmem/zero"
+)
+
+// RanksReport is the last simulated step of every rank of a setting.
+type RanksReport struct {
+	Setup    model.Setup
+	Setting  zero.Setting
+	Capacity int64  // each rank's device capacity; 0: unlimited
+	Device   string // each rank's device
+	Steps    int
+	Ranks    []zero.RankResult
+	// States is the ZeRO paper's model states per rank (Section 3.1,
+	// Table 1), for the ZeRO stages; nil for the parameter server, which
+	// the paper does not count.
+	States  *model.States
+	Elapsed time.Duration
+}
+
+// SimulateRanks simulates steps of s under set on s.Ranks shape-only
+// devices of capacity bytes each (0: unlimited).
+func SimulateRanks(capacity int64, s model.Setup, set zero.Setting, steps int) (*RanksReport, error) {
+	devs := make([]cuda.Device, s.Ranks)
+	for r := range devs {
+		devs[r] = shape.New(capacity)
+	}
+	defer func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}()
+	if steps <= 0 {
+		steps = 2
+	}
+	start := time.Now()
+	res, err := zero.Simulate(devs, s, set, steps)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s over %d ranks: %w", s.Model.Name, set, s.Ranks, err)
+	}
+	r := &RanksReport{Setup: s, Setting: set, Capacity: capacity, Device: devs[0].Name(), Steps: steps, Ranks: res, Elapsed: time.Since(start)}
+	if !set.PS {
+		st, err := model.ZeROStates(s.Model.NumParams(), s.Precision, s.Optimizer, s.Ranks, set.Stage)
+		if err != nil {
+			return nil, err
+		}
+		r.States = &st
+	}
+	return r, nil
+}
+
+// rankCategories are the columns of the per-rank table.
+var rankCategories = []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV,
+	cuda.Activations, cuda.Temporaries, cuda.Workspace, cuda.Gathered, cuda.Comm}
+
+// WriteText writes one row per rank (ranks alike folded into one row), the
+// ZeRO paper's model states beside them, and each rank's traffic.
+func (r *RanksReport) WriteText(w io.Writer) error {
+	s := r.Setup
+	WriteHeader(w, s, fmt.Sprintf("%d × %s", len(r.Ranks), r.Device))
+	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, plural(len(r.Ranks), "rank"))
+	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
+	var t Table
+	head := []string{"rank"}
+	for _, c := range rankCategories {
+		head = append(head, c.String())
+	}
+	t.Add(append(head, "peak allocated", "peak reserved")...)
+	for _, g := range alikeRanks(r.Ranks, func(x, y zero.RankResult) bool { return x.Stats == y.Stats }) {
+		st := r.Ranks[g.first].Stats
+		row := []string{g.name}
+		for _, c := range rankCategories {
+			row = append(row, model.GiB(st.CategoryRequested[c].Peak))
+		}
+		t.Add(append(row, model.GiB(st.AllocatedBytes.Peak), model.GiB(st.ReservedBytes.Peak))...)
+	}
+	if st := r.States; st != nil {
+		t.Add("ZeRO paper", model.GiB(st.Params), model.GiB(st.Grads), model.GiB(st.Master), model.GiB(st.AdamM), model.GiB(st.AdamV), "-", "-", "-", "-", "-", "-", "-")
+	}
+	if err := t.Write(w); err != nil {
+		return err
+	}
+	switch {
+	case r.States != nil && r.Setting.Stage == 0:
+		fmt.Fprintln(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1: every rank holds the 2Φ + 2Φ + KΦ bytes of the model states")
+	case r.States != nil:
+		fmt.Fprintf(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1 and Table 1 (ZeRO-%d over N = %d, ceil(Φ/N) parameters a shard); trainmem pads a sharded buffer to N·ceil(Φ/N)\n", r.Setting.Stage, len(r.Ranks))
+	default:
+		fmt.Fprintln(w, "  parameter server: rank 0 alone holds the optimizer states (master, adam_m, adam_v); the ZeRO paper does not count this setting")
+	}
+	fmt.Fprintln(w, "\ntraffic per rank in the last step (the ring algorithm's bytes):")
+	t = Table{}
+	t.Add("rank", "collective", "calls", "sent", "received")
+	for _, g := range alikeRanks(r.Ranks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
+		for k, tr := range r.Ranks[g.first].Traffic {
+			if tr.Calls > 0 {
+				t.Add(g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), model.Bytes(tr.RecvBytes))
+			}
+		}
+	}
+	return t.Write(w)
+}
+
+// rankGroup is a run of consecutive ranks that are alike.
+type rankGroup struct {
+	first int
+	name  string
+}
+
+func alikeRanks(rs []zero.RankResult, alike func(x, y zero.RankResult) bool) []rankGroup {
+	var out []rankGroup
+	for i := 0; i < len(rs); {
+		j := i + 1
+		for j < len(rs) && alike(rs[j], rs[i]) {
+			j++
+		}
+		name := fmt.Sprint(i)
+		if j-i > 1 {
+			name = fmt.Sprintf("%d-%d", i, j-1)
+		}
+		out = append(out, rankGroup{first: i, name: name})
+		i = j
+	}
+	return out
+}
+
+// WriteJSON writes every rank's peaks and traffic with exact bytes.
+func (r *RanksReport) WriteJSON(w io.Writer) error {
+	type trafficDoc struct {
+		Collective string `json:"collective"`
+		zero.Traffic
+	}
+	type rankDoc struct {
+		Rank               int                     `json:"rank"`
+		PeakRequested      map[cuda.Category]int64 `json:"peak_requested"`
+		PeakAllocatedBytes int64                   `json:"peak_allocated_bytes"`
+		PeakReservedBytes  int64                   `json:"peak_reserved_bytes"`
+		Traffic            []trafficDoc            `json:"traffic"`
+	}
+	doc := struct {
+		Model    modelDoc   `json:"model"`
+		Setup    setupDoc   `json:"setup"`
+		Setting  string     `json:"setting"`
+		Capacity int64      `json:"capacity_bytes"`
+		Steps    int        `json:"steps"`
+		States   *statesDoc `json:"zero_paper_states,omitempty"`
+		Ranks    []rankDoc  `json:"ranks"`
+		Seconds  float64    `json:"seconds"`
+	}{Model: modelDocOf(r.Setup), Setup: setupDocOf(r.Setup), Setting: strings.ToLower(r.Setting.String()),
+		Capacity: r.Capacity, Steps: r.Steps, Seconds: r.Elapsed.Seconds()}
+	if st := r.States; st != nil {
+		doc.States = &statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()}
+	}
+	for i, rr := range r.Ranks {
+		d := rankDoc{Rank: i, PeakRequested: map[cuda.Category]int64{}, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak}
+		for _, c := range rankCategories {
+			d.PeakRequested[c] = rr.Stats.CategoryRequested[c].Peak
+		}
+		for k, tr := range rr.Traffic {
+			if tr.Calls > 0 {
+				d.Traffic = append(d.Traffic, trafficDoc{zero.Collective(k).String(), tr})
+			}
+		}
+		doc.Ranks = append(doc.Ranks, d)
+	}
+	return writeJSON(w, doc)
+}
