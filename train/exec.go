@@ -143,7 +143,9 @@ func (t *Trainer) allocStates() error {
 	}
 	for i, r := range t.s.Model.Params() {
 		t.slots[t.sched.ParamSlots[i]] = t.params.View(int(r.Offset), int(r.Count))
-		t.slots[t.sched.GradSlots[i]] = t.grads.View(int(r.Offset), int(r.Count))
+		if !l.LazyGrads {
+			t.slots[t.sched.GradSlots[i]] = t.grads.View(int(r.Offset), int(r.Count))
+		}
 	}
 	return nil
 }
@@ -159,27 +161,33 @@ func (t *Trainer) Device() cuda.Device { return t.dev }
 // part of the fp32 master copy under mixed precision.
 func (t *Trainer) SetParams(flat any) error {
 	n := int(t.s.Model.NumParams())
-	lo, hi := t.lay.StatesFrom, min(t.lay.StatesFrom+t.lay.States, n)
-	var whole, part any
+	var part func(lo, hi int) any
 	switch f := flat.(type) {
 	case []float32:
+		part = func(lo, hi int) any { return f[lo:hi] }
 		if len(f) != n {
 			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), n)
 		}
-		whole, part = f, f[lo:hi]
 	case []float64:
+		part = func(lo, hi int) any { return f[lo:hi] }
 		if len(f) != n {
 			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), n)
 		}
-		whole, part = f, f[lo:hi]
 	default:
 		return fmt.Errorf("train: SetParams: %T, want []float32 or []float64", flat)
 	}
-	if err := t.dev.Upload(t.params.View(0, n), whole); err != nil {
+	if err := t.dev.Upload(t.params.View(0, n), flat); err != nil {
 		return err
 	}
-	if t.master != nil && hi > lo {
-		return t.dev.Upload(t.master.View(0, hi-lo), part)
+	if t.master == nil {
+		return nil
+	}
+	for _, p := range t.lay.Pieces {
+		if hi := min(p.Hi, n); hi > p.Lo {
+			if err := t.dev.Upload(t.master.View(p.State, hi-p.Lo), part(p.Lo, hi)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -190,7 +198,7 @@ func (t *Trainer) SetParams(flat any) error {
 func (t *Trainer) Params() ([]float32, error) {
 	n := int(t.s.Model.NumParams())
 	src := t.params.View(0, n)
-	if t.master != nil && t.lay.StatesFrom == 0 && t.lay.States >= n {
+	if p := t.lay.Pieces; t.master != nil && len(p) == 1 && p[0].Lo == 0 && p[0].State == 0 && p[0].Hi >= n {
 		src = t.master.View(0, n)
 	}
 	out := make([]float32, n)
@@ -198,8 +206,12 @@ func (t *Trainer) Params() ([]float32, error) {
 }
 
 // Grads downloads the gradients of the last step, unscaled, in flat table
-// order, as float64 (this rank's own until the policy reduces them).
+// order, as float64 (this rank's own until the policy reduces them). A
+// rank whose layout keeps a shard of the gradients has no such copy.
 func (t *Trainer) Grads() ([]float64, error) {
+	if t.lay.LazyGrads {
+		return nil, errors.New("train: this rank keeps a shard of the gradients only")
+	}
 	out := make([]float64, t.s.Model.NumParams())
 	if err := t.dev.Download(out, t.grads.View(0, len(out))); err != nil {
 		return nil, err
@@ -305,6 +317,9 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			if err := t.opts.Policy.GradReady(t, out.Param); err != nil {
 				return rec, fmt.Errorf("train: the gradient of %s: %w", t.s.Model.Params()[out.Param].Name, err)
 			}
+			if t.lay.LazyGrads {
+				t.slots[in.Out] = nil // the policy's buffer, bound again next step
+			}
 		}
 	}
 	d, err := t.since(mark)
@@ -335,6 +350,13 @@ func (t *Trainer) exec(in *Instr) error {
 		if err := t.dev.Upload(b, t.inputs[a]); err != nil {
 			return err
 		}
+	}
+	if sl := &t.sched.Slots[in.Out]; t.slots[in.Out] == nil && sl.Persistent && sl.Cat == cuda.Grads {
+		b, err := t.opts.Policy.GradBuffer(t, sl.Param) // a lazily bound gradient
+		if err != nil {
+			return err
+		}
+		t.slots[in.Out] = b
 	}
 	if t.slots[in.Out] == nil {
 		sl := &t.sched.Slots[in.Out]
@@ -385,18 +407,18 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 	if !t.dev.Computes() {
 		loss = 0 // nothing was computed
 	}
-	n := int(t.s.Model.NumParams())
-	lo, hi := 0, n
 	if p := t.opts.Policy; p != nil {
-		if lo, hi, err = p.ReduceGrads(t); err != nil {
+		if err = p.ReduceGrads(t); err != nil {
 			return false, "", err
 		}
-		hi = min(hi, n) // the padding has no parameters
 	}
+	n := int(t.s.Model.NumParams())
 	bad := false
-	if hi > lo {
-		if bad, err = t.dev.NonFinite(t.grads.View(lo, hi-lo)); err != nil {
-			return false, "", err
+	for _, p := range t.lay.Pieces {
+		if hi := min(p.Hi, n); hi > p.Lo && !bad {
+			if bad, err = t.dev.NonFinite(t.grads.View(p.Grad, hi-p.Lo)); err != nil {
+				return false, "", err
+			}
 		}
 	}
 	lossBad := math.IsNaN(loss) || math.IsInf(loss, 0)
@@ -423,8 +445,10 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 		return true, fmt.Sprintf("the gradients are not finite (loss %.4f)", loss), nil
 	}
 	t.step++
-	if err := t.updateRange(lo, hi); err != nil {
-		return false, "", err
+	for _, p := range t.lay.Pieces {
+		if err := t.updatePiece(p); err != nil {
+			return false, "", err
+		}
 	}
 	if p := t.opts.Policy; p != nil {
 		if err := p.ShareParams(t); err != nil {
@@ -435,26 +459,25 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 	return false, "", nil
 }
 
-// updateRange runs the optimizer over the flat parameters [lo, hi), row
-// piece by row piece (weight decay is a row's), the optimizer states at
-// their offset in this rank's part. The gradients are divided by the loss
+// updatePiece runs the optimizer over one of this rank's pieces, row by
+// row (weight decay is a row's). The gradients are divided by the loss
 // scale and by the ranks they were summed over.
-func (t *Trainer) updateRange(lo, hi int) error {
+func (t *Trainer) updatePiece(p Piece) error {
 	gs := float32(1 / (t.scaler.used * float64(t.lay.Ranks)))
 	o := t.opts.Optimizer
 	state := func(b *cuda.Buffer, off, n int) *cuda.Buffer {
 		if b == nil {
 			return nil
 		}
-		return b.View(off-t.lay.StatesFrom, n)
+		return b.View(p.State+off-p.Lo, n)
 	}
 	for _, r := range t.s.Model.Params() {
-		a, b := max(lo, int(r.Offset)), min(hi, int(r.Offset+r.Count))
+		a, b := max(p.Lo, int(r.Offset)), min(p.Hi, int(r.Offset+r.Count))
 		if a >= b {
 			continue
 		}
 		n := b - a
-		param, grad := t.params.View(a, n), t.grads.View(a, n)
+		param, grad := t.params.View(a, n), t.grads.View(p.Grad+a-p.Lo, n)
 		master, m, v := state(t.master, a, n), state(t.m, a, n), state(t.v, a, n)
 		wd := float32(0)
 		if r.Decay {

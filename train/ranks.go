@@ -26,41 +26,57 @@ import (
 type Policy interface {
 	// Layout is this rank's model-state buffers for setup s.
 	Layout(s model.Setup) Layout
+	// GradBuffer is where the backward pass writes the gradient of
+	// parameter-table row row, when the layout's gradients are bound
+	// lazily (LazyGrads): called before the instruction that writes it.
+	GradBuffer(t *Trainer, row int) (*cuda.Buffer, error)
 	// GradReady is called when the backward pass has written the gradient
-	// of parameter-table row row into the grads buffer.
+	// of row row.
 	GradReady(t *Trainer, row int) error
-	// ReduceGrads runs after the backward pass; the gradients of the flat
-	// parameters [lo, hi) are then summed over the ranks, and this rank
-	// updates those parameters.
-	ReduceGrads(t *Trainer) (lo, hi int, err error)
+	// ReduceGrads runs after the backward pass; the gradients of this
+	// rank's pieces are then summed over the ranks.
+	ReduceGrads(t *Trainer) error
 	// AnyRank is, flag by flag, true on every rank when true on any.
 	AnyRank(flags ...bool) ([]bool, error)
-	// ShareParams runs after the update of [lo, hi) on every rank.
+	// ShareParams runs after every rank has updated its pieces.
 	ShareParams(t *Trainer) error
 }
 
-// Layout is one rank's model-state buffers, in elements: params and grads
-// (at least the model's parameters; more when a sharded collective needs
-// them padded, the padding zero), and the optimizer states (master, m, v)
-// for the flat parameters [StatesFrom, StatesFrom+States). Ranks is the
-// data-parallel group's size, which the summed gradients are divided by.
+// Layout is one rank's model-state buffers, in elements, and the pieces of
+// the flat parameters it updates. Params holds the working weights at
+// their table offsets (at least the model's parameters; more when a
+// sharded collective needs them padded, the padding zero). Grads is the
+// gradients' buffer: at the table offsets like Params, or, with
+// LazyGrads, this rank's shard only, the backward pass writing into
+// buffers the policy binds (GradBuffer). States is the length of each
+// optimizer state (master, m, v), 0 for a rank that holds none. Ranks is
+// the data-parallel group's size, which the summed gradients are divided
+// by.
 type Layout struct {
-	Params, Grads      int
-	StatesFrom, States int
-	Ranks              int
+	Params, Grads, States int
+	Pieces                []Piece
+	LazyGrads             bool
+	Ranks                 int
 }
 
+// Piece is a range [Lo, Hi) of the flat parameters that a rank updates,
+// its gradients at Grad in the grads buffer and its optimizer states at
+// State in theirs.
+type Piece struct{ Lo, Hi, Grad, State int }
+
 // singleRank is the layout without data parallelism.
-func singleRank(n int) Layout { return Layout{Params: n, Grads: n, States: n, Ranks: 1} }
+func singleRank(n int) Layout {
+	return Layout{Params: n, Grads: n, States: n, Pieces: []Piece{{0, n, 0, 0}}, Ranks: 1}
+}
 
 func (l Layout) check(n int) error {
-	switch {
-	case l.Params < n || l.Grads < n:
-		return fmt.Errorf("train: the policy's layout holds %d params and %d grads for a model of %d", l.Params, l.Grads, n)
-	case l.States < 0 || l.StatesFrom < 0 || l.StatesFrom+l.States > l.Params:
-		return fmt.Errorf("train: the policy's optimizer states [%d, %d) are outside the %d params", l.StatesFrom, l.StatesFrom+l.States, l.Params)
-	case l.Ranks < 1:
-		return fmt.Errorf("train: the policy's group has %d ranks", l.Ranks)
+	if l.Params < n || (!l.LazyGrads && l.Grads < n) || l.Ranks < 1 {
+		return fmt.Errorf("train: the policy's layout holds %d params and %d grads over %d ranks for a model of %d", l.Params, l.Grads, l.Ranks, n)
+	}
+	for _, p := range l.Pieces {
+		if p.Lo < 0 || p.Hi > l.Params || p.Lo > p.Hi || p.Grad < 0 || p.Grad+p.Hi-p.Lo > l.Grads || p.State < 0 || p.State+p.Hi-p.Lo > l.States {
+			return fmt.Errorf("train: the policy's piece %+v is outside the layout (%d params, %d grads, %d states)", p, l.Params, l.Grads, l.States)
+		}
 	}
 	return nil
 }

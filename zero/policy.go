@@ -19,10 +19,12 @@ type Setting struct {
 	// (DDP: every rank holds everything, the gradients all-reduced in
 	// buckets as the backward pass produces them); 1 shards the optimizer
 	// states (gradients reduce-scattered after the backward pass, each rank
-	// updating its shard, the weights all-gathered).
+	// updating its shard, the weights all-gathered); 2 shards the gradients
+	// too (each bucket of gradients reduce-scattered as the backward pass
+	// produces it, a rank keeping its shard and the bucket in flight).
 	Stage int
-	// BucketBytes is DDP's gradient bucket size; 0 means PyTorch DDP's
-	// default, 25 MiB.
+	// BucketBytes is the gradient bucket of DDP and ZeRO-2; 0 means
+	// PyTorch DDP's default, 25 MiB.
 	BucketBytes int64
 }
 
@@ -46,8 +48,8 @@ func (s Setting) Check() error {
 		return fmt.Errorf("zero: the parameter server is a setting of its own: give it without a ZeRO stage (got stage %d)", s.Stage)
 	case s.Stage < 0 || s.Stage > 3:
 		return fmt.Errorf("zero: ZeRO stage %d (valid: 0, 1, 2, 3)", s.Stage)
-	case s.Stage > 1:
-		return fmt.Errorf("zero: ZeRO-%d is not run yet (valid today: the parameter server, ZeRO-0 and ZeRO-1; estimate and fit give ZeRO-2 and ZeRO-3 by formula)", s.Stage)
+	case s.Stage > 2:
+		return fmt.Errorf("zero: ZeRO-%d is not run yet (valid today: the parameter server, ZeRO-0, ZeRO-1 and ZeRO-2; estimate and fit give ZeRO-3 by formula)", s.Stage)
 	case s.BucketBytes < 0:
 		return fmt.Errorf("zero: bucket size %d bytes (valid: > 0, or 0 for %d)", s.BucketBytes, DefaultBucketBytes)
 	}
@@ -71,15 +73,23 @@ type policy struct {
 	set Setting
 	n   int // parameters
 
-	// DDP's buckets: consecutive parameter-table rows from the last, each
-	// bucket a range of the flat gradients, all-reduced once every row's
-	// gradient of it is written.
+	// The buckets of DDP and ZeRO-2: consecutive parameter-table rows from
+	// the last, each bucket a range of the flat gradients, reduced once
+	// every row's gradient of it is written.
 	buckets   []bucket
 	rowBucket []int
 	pending   []int // rows not yet written, per bucket, this step
 }
 
-type bucket struct{ lo, hi, rows int }
+// bucket is rows [lo, hi) of the flat parameters; under ZeRO-2 rank r
+// owns elements lo+r·shard to lo+(r+1)·shard of it, at off in its shard
+// of the gradients and the optimizer states, and inflight is the bucket's
+// gradients (padded to N·shard) while the backward pass writes them.
+type bucket struct {
+	lo, hi, rows int
+	shard, off   int
+	inflight     *cuda.Buffer
+}
 
 // Layout implements train.Policy.
 func (p *policy) Layout(s model.Setup) train.Layout {
@@ -89,15 +99,30 @@ func (p *policy) Layout(s model.Setup) train.Layout {
 	case p.set.PS:
 		l := train.Layout{Params: n, Grads: n, Ranks: N}
 		if r == 0 {
-			l.States = n
+			l.States, l.Pieces = n, []train.Piece{{Lo: 0, Hi: n}}
 		}
 		return l
 	case p.set.Stage == 1:
 		k := ShardLen(n, N)
-		return train.Layout{Params: PaddedLen(n, N), Grads: PaddedLen(n, N), StatesFrom: r * k, States: k, Ranks: N}
+		return train.Layout{Params: PaddedLen(n, N), Grads: PaddedLen(n, N), States: k,
+			Pieces: []train.Piece{{Lo: r * k, Hi: min((r+1)*k, n), Grad: r * k}}, Ranks: N}
+	case p.set.Stage == 2:
+		p.makeBuckets(s)
+		l := train.Layout{Params: n, LazyGrads: true, Ranks: N}
+		for i := range p.buckets {
+			b := &p.buckets[i]
+			b.shard, b.off = ShardLen(b.hi-b.lo, N), l.States
+			l.States += b.shard
+			lo, hi := b.lo+r*b.shard, min(b.lo+(r+1)*b.shard, b.hi)
+			if hi > lo {
+				l.Pieces = append(l.Pieces, train.Piece{Lo: lo, Hi: hi, Grad: b.off, State: b.off})
+			}
+		}
+		l.Grads = l.States
+		return l
 	}
 	p.makeBuckets(s)
-	return train.Layout{Params: n, Grads: n, States: n, Ranks: N}
+	return train.Layout{Params: n, Grads: n, States: n, Pieces: []train.Piece{{Lo: 0, Hi: n}}, Ranks: N}
 }
 
 // makeBuckets fills buckets of at most BucketBytes of gradients (at least
@@ -132,9 +157,34 @@ func (p *policy) reset() {
 	}
 }
 
-// GradReady implements train.Policy: under DDP, a bucket whose every row
-// is written is all-reduced in place at once, while the backward pass goes
-// on.
+// GradBuffer implements train.Policy: under ZeRO-2 a bucket's gradients
+// are written into a buffer of its own (grads, zero-filled: the padding to
+// N·shard stays zero), taken when the backward pass first writes into the
+// bucket.
+func (p *policy) GradBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
+	if p.set.Stage != 2 {
+		return nil, fmt.Errorf("zero: %s binds no gradient lazily", p.set)
+	}
+	b := &p.buckets[p.rowBucket[row]]
+	d := p.c.Device()
+	if b.inflight == nil {
+		g, err := d.Alloc(cuda.Grads, t.GradsBuffer().DType, p.c.Size()*b.shard)
+		if err == nil {
+			err = d.Fill(g, 0)
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.inflight = g
+	}
+	r := t.Setup().Model.Params()[row]
+	return b.inflight.View(int(r.Offset)-b.lo, int(r.Count)), nil
+}
+
+// GradReady implements train.Policy: a bucket whose every row is written
+// is reduced at once, while the backward pass goes on: all-reduced in
+// place under DDP, reduce-scattered into this rank's shard under ZeRO-2
+// (and its buffer given back).
 func (p *policy) GradReady(t *train.Trainer, row int) error {
 	if p.buckets == nil {
 		return nil
@@ -143,13 +193,19 @@ func (p *policy) GradReady(t *train.Trainer, row int) error {
 	if p.pending[i]--; p.pending[i] > 0 {
 		return nil
 	}
-	b := p.buckets[i]
+	b := &p.buckets[i]
+	if p.set.Stage == 2 {
+		err := p.c.ReduceScatter(b.inflight, t.GradsBuffer().View(b.off, b.shard), Sum)
+		p.c.Device().Free(b.inflight)
+		b.inflight = nil
+		return err
+	}
 	g := t.GradsBuffer().View(b.lo, b.hi-b.lo)
 	return p.c.AllReduce(g, g, Sum)
 }
 
 // ReduceGrads implements train.Policy.
-func (p *policy) ReduceGrads(t *train.Trainer) (lo, hi int, err error) {
+func (p *policy) ReduceGrads(t *train.Trainer) error {
 	g := t.GradsBuffer()
 	N, r := p.c.Size(), p.c.Rank()
 	switch {
@@ -158,27 +214,18 @@ func (p *policy) ReduceGrads(t *train.Trainer) (lo, hi int, err error) {
 		if r == 0 {
 			recv = g
 		}
-		if err := p.c.Reduce(g, recv, Sum, 0); err != nil {
-			return 0, 0, err
-		}
-		if r == 0 {
-			return 0, p.n, nil
-		}
-		return 0, 0, nil
+		return p.c.Reduce(g, recv, Sum, 0)
 	case p.set.Stage == 1:
 		k := g.Len / N
-		if err := p.c.ReduceScatter(g, g.View(r*k, k), Sum); err != nil {
-			return 0, 0, err
-		}
-		return r * k, (r + 1) * k, nil
+		return p.c.ReduceScatter(g, g.View(r*k, k), Sum)
 	}
 	for i, left := range p.pending {
 		if left != 0 {
-			return 0, 0, fmt.Errorf("zero: gradient bucket %d still waits for %d rows after the backward pass", i, left)
+			return fmt.Errorf("zero: gradient bucket %d still waits for %d rows after the backward pass", i, left)
 		}
 	}
 	p.reset()
-	return 0, p.n, nil
+	return nil
 }
 
 // AnyRank implements train.Policy: one all-reduce of the flags, by max.
@@ -221,6 +268,40 @@ func (p *policy) ShareParams(t *train.Trainer) error {
 		N, r := p.c.Size(), p.c.Rank()
 		k := w.Len / N
 		return p.c.AllGather(w.View(r*k, k), w)
+	case p.set.Stage == 2:
+		for i := range p.buckets {
+			if err := p.gatherBucket(w, &p.buckets[i]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// gatherBucket all-gathers a ZeRO-2 bucket's updated weights through comm
+// staging (its shards padded to N·shard), back into the weights.
+func (p *policy) gatherBucket(w *cuda.Buffer, b *bucket) error {
+	d, N, r := p.c.Device(), p.c.Size(), p.c.Rank()
+	send, err := d.Alloc(cuda.Comm, w.DType, b.shard)
+	if err != nil {
+		return err
+	}
+	defer d.Free(send)
+	recv, err := d.Alloc(cuda.Comm, w.DType, N*b.shard)
+	if err != nil {
+		return err
+	}
+	defer d.Free(recv)
+	if err := d.Fill(send, 0); err != nil {
+		return err
+	}
+	if lo, hi := b.lo+r*b.shard, min(b.lo+(r+1)*b.shard, b.hi); hi > lo {
+		if err := d.Cast(send.View(0, hi-lo), w.View(lo, hi-lo)); err != nil {
+			return err
+		}
+	}
+	if err := p.c.AllGather(send, recv); err != nil {
+		return err
+	}
+	return d.Cast(w.View(b.lo, b.hi-b.lo), recv.View(0, b.hi-b.lo))
 }

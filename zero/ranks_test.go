@@ -63,6 +63,9 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 		{3, Setting{PS: true}, model.AdamW, model.FP32},
 		{2, Setting{Stage: 1}, model.AdamW, model.BF16},
 		{2, Setting{Stage: 0}, model.AdamW, model.BF16},
+		{3, Setting{Stage: 2, BucketBytes: 64 << 10}, model.AdamW, model.FP32},
+		{4, Setting{Stage: 2, BucketBytes: 64 << 10}, model.SGD, model.FP32},
+		{2, Setting{Stage: 2}, model.AdamW, model.BF16},
 	} {
 		name := fmt.Sprintf("N=%d/%s/%s/%s", tc.N, tc.set, tc.opt, tc.prec)
 		t.Run(name, func(t *testing.T) {
@@ -157,13 +160,15 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 }
 
 // What each rank holds is the setting's: ZeRO-1 shards master, m and v
-// (ShardLen(Φ, N) each) and pads params and grads to PaddedLen(Φ, N); the
-// parameter server keeps the optimizer states on rank 0 only; DDP every
-// state whole. Host and shape-only ranks allocate the same bytes.
+// (ShardLen(Φ, N) each) and pads params and grads to PaddedLen(Φ, N);
+// ZeRO-2 (one bucket here) keeps a shard of the gradients too, the whole
+// bucket in flight during the backward pass only; the parameter server
+// keeps the optimizer states on rank 0 only; DDP every state whole. Host
+// and shape-only ranks allocate the same bytes.
 func TestRanksHoldTheirShare(t *testing.T) {
 	const N = 4
 	phi := int(tinyCfg.NumParams())
-	for _, set := range []Setting{{Stage: 0}, {Stage: 1}, {PS: true}} {
+	for _, set := range []Setting{{Stage: 0}, {Stage: 1}, {Stage: 2, BucketBytes: 1 << 40}, {PS: true}} {
 		for _, devs := range [][]cuda.Device{hosts(t, N), shapes(N)} {
 			g, _ := NewGroup(devs)
 			s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
@@ -186,6 +191,12 @@ func TestRanksHoldTheirShare(t *testing.T) {
 				case set.Stage == 1:
 					want = map[cuda.Category]int{cuda.Params: 2 * PaddedLen(phi, N), cuda.Grads: 2 * PaddedLen(phi, N),
 						cuda.Master: 4 * ShardLen(phi, N), cuda.AdamM: 4 * ShardLen(phi, N), cuda.AdamV: 4 * ShardLen(phi, N)}
+				case set.Stage == 2:
+					k := ShardLen(phi, N)
+					want = map[cuda.Category]int{cuda.Params: 2 * phi, cuda.Grads: 2 * k, cuda.Master: 4 * k, cuda.AdamM: 4 * k, cuda.AdamV: 4 * k}
+					if got, in := st.CategoryRequested[cuda.Grads].Peak, 2*k+2*PaddedLen(phi, N); got != int64(in) {
+						t.Errorf("ZeRO-2 rank %d: grads peak %d bytes, want the shard and the bucket in flight, %d", r, got, in)
+					}
 				case set.PS && r > 0:
 					want[cuda.Master], want[cuda.AdamM], want[cuda.AdamV] = 0, 0, 0
 				}

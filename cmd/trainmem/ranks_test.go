@@ -25,6 +25,7 @@ func TestSimulateRanks(t *testing.T) {
 	}{
 		{[]string{"--zero", "1"}, 4 * zero.ShardLen(phi, N), 2 * 2 * (N - 1) * zero.ShardLen(phi, N)},
 		{[]string{"--zero", "0"}, 4 * phi, -1},
+		{[]string{"--zero", "2", "--bucket-mb", "1000000"}, 4 * zero.ShardLen(phi, N), 2 * 2 * (N - 1) * zero.ShardLen(phi, N)},
 		{[]string{"--data-parallel", "ps"}, -1, -1},
 	} {
 		args := append([]string{"simulate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--precision", "bf16", "--ranks", "3", "--format", "json"}, tc.args...)
@@ -83,10 +84,11 @@ func TestRanksFlagsRefused(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--zero", "2"}, []string{"ZeRO-2 is not run yet", "ZeRO-0 and ZeRO-1"}},
+		{[]string{"--zero", "3"}, []string{"ZeRO-3 is not run yet", "ZeRO-0, ZeRO-1 and ZeRO-2"}},
 		{[]string{"--data-parallel", "ps", "--zero", "1"}, []string{"--data-parallel ps and --zero 1", "drop --zero"}},
 		{[]string{"--data-parallel", "ddp"}, []string{`"ddp"`, "valid: ps"}},
 		{[]string{"--zero", "1", "--bucket-mb", "4"}, []string{"--bucket-mb", "ZeRO-1"}},
+		{[]string{"--data-parallel", "ps", "--bucket-mb", "4"}, []string{"--bucket-mb", "parameter server"}},
 		{[]string{"--bucket-mb", "-1"}, []string{"positive number of MiB"}},
 	} {
 		wantUsage(t, append(append([]string(nil), base...), tc.args...), tc.want...)

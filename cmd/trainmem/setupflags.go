@@ -94,7 +94,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	})
 	if o.ranks {
 		intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N`, each simulated with its own device")
-		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded)")
+		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded), 2 (gradients sharded too, reduce-scattered in buckets)")
 		fs.Func("data-parallel", "ps: the parameter server (gradients reduced to rank 0, which alone holds the optimizer states and updates; weights broadcast) instead of ZeRO", func(s string) error {
 			if s != "ps" {
 				return fmt.Errorf("%q: unknown data-parallel setting (valid: ps; ZeRO stages are --zero)", s)
@@ -102,7 +102,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			f.ps = true
 			return nil
 		})
-		fs.Func("bucket-mb", "DDP's gradient bucket, in MiB (default 25, PyTorch DDP's)", func(s string) error {
+		fs.Func("bucket-mb", "the gradient bucket of DDP and ZeRO-2, in MiB (default 25, PyTorch DDP's)", func(s string) error {
 			v, err := strconv.ParseFloat(s, 64)
 			if err != nil || !(v > 0) || v > 1<<40 {
 				return fmt.Errorf("%q: want a positive number of MiB", s)
@@ -164,7 +164,7 @@ var elsewhere = map[string]string{
 	"ranks":             "this subcommand runs one device; 'trainmem simulate --ranks N' runs data parallelism rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
 	"zero":              "this subcommand runs one device; 'trainmem simulate --ranks N --zero S' runs ZeRO rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
 	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' runs the parameter server",
-	"bucket-mb":         "DDP's buckets belong to 'trainmem simulate --ranks N --zero 0'",
+	"bucket-mb":         "gradient buckets belong to 'trainmem simulate --ranks N --zero 0' or '--zero 2'",
 	"tp":                "this subcommand runs one device; tensor parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
@@ -281,8 +281,8 @@ func (f *setupFlags) setting() (zero.Setting, error) {
 	if f.ps && f.set("zero") {
 		return zero.Setting{}, usagef("--data-parallel ps and --zero %d: the parameter server is a setting of its own (drop --zero)", f.zero)
 	}
-	if f.bucketBytes > 0 && (f.ps || f.zero != 0) {
-		return zero.Setting{}, usagef("--bucket-mb: buckets are DDP's (--zero 0), not %s", zero.Setting{PS: f.ps, Stage: f.zero})
+	if f.bucketBytes > 0 && (f.ps || f.zero == 1) {
+		return zero.Setting{}, usagef("--bucket-mb: buckets are DDP's and ZeRO-2's (--zero 0 or 2), not the %s's", zero.Setting{PS: f.ps, Stage: f.zero})
 	}
 	s := zero.Setting{PS: f.ps, Stage: f.zero, BucketBytes: f.bucketBytes}
 	if err := s.Check(); err != nil {
