@@ -38,6 +38,10 @@ type Trainer struct {
 	st    storage
 	sched *Schedule
 	lay   Layout
+	// lastRead is, per half of the step (forward; backward with
+	// recomputation) and parameter row, the last instruction that reads the
+	// row's weights, -1 for none.
+	lastRead [2][]int
 
 	params, grads, master, m, v *cuda.Buffer // flat model states in the layout; master, m, v may be nil
 
@@ -101,6 +105,7 @@ func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
 	t := &Trainer{dev: dev, s: s, opts: opts, st: st, sched: sched, lay: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
+	t.findLastReads()
 	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if err := t.allocStates(); err != nil {
 		t.Close()
@@ -142,7 +147,9 @@ func (t *Trainer) allocStates() error {
 		return err
 	}
 	for i, r := range t.s.Model.Params() {
-		t.slots[t.sched.ParamSlots[i]] = t.params.View(int(r.Offset), int(r.Count))
+		if !l.LazyParams {
+			t.slots[t.sched.ParamSlots[i]] = t.params.View(int(r.Offset), int(r.Count))
+		}
 		if !l.LazyGrads {
 			t.slots[t.sched.GradSlots[i]] = t.grads.View(int(r.Offset), int(r.Count))
 		}
@@ -176,15 +183,22 @@ func (t *Trainer) SetParams(flat any) error {
 	default:
 		return fmt.Errorf("train: SetParams: %T, want []float32 or []float64", flat)
 	}
-	if err := t.dev.Upload(t.params.View(0, n), flat); err != nil {
-		return err
-	}
-	if t.master == nil {
-		return nil
+	if !t.lay.LazyParams {
+		if err := t.dev.Upload(t.params.View(0, n), flat); err != nil {
+			return err
+		}
 	}
 	for _, p := range t.lay.Pieces {
-		if hi := min(p.Hi, n); hi > p.Lo {
-			if err := t.dev.Upload(t.master.View(p.State, hi-p.Lo), part(p.Lo, hi)); err != nil {
+		if p.Hi <= p.Lo {
+			continue
+		}
+		if t.lay.LazyParams {
+			if err := t.dev.Upload(t.params.View(p.Param, p.Hi-p.Lo), part(p.Lo, p.Hi)); err != nil {
+				return err
+			}
+		}
+		if t.master != nil {
+			if err := t.dev.Upload(t.master.View(p.State, p.Hi-p.Lo), part(p.Lo, p.Hi)); err != nil {
 				return err
 			}
 		}
@@ -194,8 +208,12 @@ func (t *Trainer) SetParams(flat any) error {
 
 // Params downloads the weights in flat table order: the fp32 master copy
 // under mixed precision when this rank holds all of it, else the working
-// weights.
+// weights. A rank that keeps a shard of the weights has no such copy (see
+// PieceParams).
 func (t *Trainer) Params() ([]float32, error) {
+	if t.lay.LazyParams {
+		return nil, errors.New("train: this rank keeps a shard of the weights only")
+	}
 	n := int(t.s.Model.NumParams())
 	src := t.params.View(0, n)
 	if p := t.lay.Pieces; t.master != nil && len(p) == 1 && p[0].Lo == 0 && p[0].State == 0 && p[0].Hi >= n {
@@ -313,6 +331,11 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			t.dev.Free(t.slots[sl])
 			t.slots[sl] = nil
 		}
+		if t.lay.LazyParams {
+			if err := t.paramsDone(i, in); err != nil {
+				return rec, err
+			}
+		}
 		if out := &t.sched.Slots[in.Out]; t.opts.Policy != nil && out.Persistent && out.Cat == cuda.Grads {
 			if err := t.opts.Policy.GradReady(t, out.Param); err != nil {
 				return rec, fmt.Errorf("train: the gradient of %s: %w", t.s.Model.Params()[out.Param].Name, err)
@@ -339,6 +362,14 @@ func (t *Trainer) exec(in *Instr) error {
 			continue
 		}
 		sl := &t.sched.Slots[a]
+		if sl.Persistent && sl.Cat == cuda.Params { // lazily bound weights
+			b, err := t.opts.Policy.ParamBuffer(t, sl.Param)
+			if err != nil {
+				return err
+			}
+			t.slots[a] = b
+			continue
+		}
 		if !sl.Input {
 			return fmt.Errorf("argument %s is not live", sl.Node.Name())
 		}
@@ -371,6 +402,42 @@ func (t *Trainer) exec(in *Instr) error {
 		args[i] = t.slots[a]
 	}
 	return in.run(t, t.slots[in.Out], args)
+}
+
+// findLastReads finds, per half of the step, each parameter row's last
+// reading instruction.
+func (t *Trainer) findLastReads() {
+	rows := len(t.sched.ParamSlots)
+	for h := range t.lastRead {
+		t.lastRead[h] = make([]int, rows)
+		for i := range t.lastRead[h] {
+			t.lastRead[h][i] = -1
+		}
+	}
+	for i, in := range t.sched.Instrs {
+		for _, a := range in.Args {
+			if sl := &t.sched.Slots[a]; sl.Persistent && sl.Cat == cuda.Params {
+				t.lastRead[half(in.Phase != Forward)][sl.Param] = i
+			}
+		}
+	}
+}
+
+// paramsDone tells the policy of the lazily bound weights whose last read
+// of the half was instruction i, and unbinds them.
+func (t *Trainer) paramsDone(i int, in *Instr) error {
+	h := half(in.Phase != Forward)
+	for _, a := range in.Args {
+		sl := &t.sched.Slots[a]
+		if !sl.Persistent || sl.Cat != cuda.Params || t.lastRead[h][sl.Param] != i || t.slots[a] == nil {
+			continue
+		}
+		if err := t.opts.Policy.ParamDone(t, sl.Param); err != nil {
+			return fmt.Errorf("train: the weights of %s: %w", t.s.Model.Params()[sl.Param].Name, err)
+		}
+		t.slots[a] = nil
+	}
+	return nil
 }
 
 // release frees every live non-persistent buffer after a failed step, so the
@@ -477,7 +544,7 @@ func (t *Trainer) updatePiece(p Piece) error {
 			continue
 		}
 		n := b - a
-		param, grad := t.params.View(a, n), t.grads.View(p.Grad+a-p.Lo, n)
+		param, grad := t.params.View(p.Param+a-p.Lo, n), t.grads.View(p.Grad+a-p.Lo, n)
 		master, m, v := state(t.master, a, n), state(t.m, a, n), state(t.v, a, n)
 		wd := float32(0)
 		if r.Decay {

@@ -26,6 +26,15 @@ import (
 type Policy interface {
 	// Layout is this rank's model-state buffers for setup s.
 	Layout(s model.Setup) Layout
+	// ParamBuffer is the weights of parameter-table row row, when the
+	// layout's weights are bound lazily (LazyParams): called before an
+	// instruction reads them while they are not bound, once in the forward
+	// pass and once in the backward pass.
+	ParamBuffer(t *Trainer, row int) (*cuda.Buffer, error)
+	// ParamDone is called after the last instruction of the forward pass,
+	// or of the backward pass (recomputation included), that reads row's
+	// lazily bound weights; the trainer then unbinds them.
+	ParamDone(t *Trainer, row int) error
 	// GradBuffer is where the backward pass writes the gradient of
 	// parameter-table row row, when the layout's gradients are bound
 	// lazily (LazyGrads): called before the instruction that writes it.
@@ -45,7 +54,9 @@ type Policy interface {
 // Layout is one rank's model-state buffers, in elements, and the pieces of
 // the flat parameters it updates. Params holds the working weights at
 // their table offsets (at least the model's parameters; more when a
-// sharded collective needs them padded, the padding zero). Grads is the
+// sharded collective needs them padded, the padding zero), or, with
+// LazyParams, this rank's shard only, the steps reading weights the policy
+// binds (ParamBuffer). Grads is the
 // gradients' buffer: at the table offsets like Params, or, with
 // LazyGrads, this rank's shard only, the backward pass writing into
 // buffers the policy binds (GradBuffer). States is the length of each
@@ -55,26 +66,27 @@ type Policy interface {
 type Layout struct {
 	Params, Grads, States int
 	Pieces                []Piece
-	LazyGrads             bool
+	LazyParams, LazyGrads bool
 	Ranks                 int
 }
 
-// Piece is a range [Lo, Hi) of the flat parameters that a rank updates,
-// its gradients at Grad in the grads buffer and its optimizer states at
-// State in theirs.
-type Piece struct{ Lo, Hi, Grad, State int }
+// Piece is a range [Lo, Hi) of the flat parameters that a rank updates:
+// its weights at Param in the params buffer, its gradients at Grad in the
+// grads buffer and its optimizer states at State in theirs.
+type Piece struct{ Lo, Hi, Param, Grad, State int }
 
 // singleRank is the layout without data parallelism.
 func singleRank(n int) Layout {
-	return Layout{Params: n, Grads: n, States: n, Pieces: []Piece{{0, n, 0, 0}}, Ranks: 1}
+	return Layout{Params: n, Grads: n, States: n, Pieces: []Piece{{Lo: 0, Hi: n}}, Ranks: 1}
 }
 
 func (l Layout) check(n int) error {
-	if l.Params < n || (!l.LazyGrads && l.Grads < n) || l.Ranks < 1 {
+	if (!l.LazyParams && l.Params < n) || (!l.LazyGrads && l.Grads < n) || l.Ranks < 1 {
 		return fmt.Errorf("train: the policy's layout holds %d params and %d grads over %d ranks for a model of %d", l.Params, l.Grads, l.Ranks, n)
 	}
 	for _, p := range l.Pieces {
-		if p.Lo < 0 || p.Hi > l.Params || p.Lo > p.Hi || p.Grad < 0 || p.Grad+p.Hi-p.Lo > l.Grads || p.State < 0 || p.State+p.Hi-p.Lo > l.States {
+		w := p.Hi - p.Lo
+		if p.Lo < 0 || p.Hi > n || w < 0 || p.Param < 0 || p.Param+w > l.Params || p.Grad < 0 || p.Grad+w > l.Grads || p.State < 0 || p.State+w > l.States {
 			return fmt.Errorf("train: the policy's piece %+v is outside the layout (%d params, %d grads, %d states)", p, l.Params, l.Grads, l.States)
 		}
 	}
@@ -89,6 +101,38 @@ func (t *Trainer) ParamsBuffer() *cuda.Buffer { return t.params }
 // as the backward pass leaves them: scaled by the loss scale, summed over
 // this rank's micro-batch only until the policy reduces them.
 func (t *Trainer) GradsBuffer() *cuda.Buffer { return t.grads }
+
+// ReadsParam reports whether the forward pass (backward false) or the
+// backward pass, recomputation included (backward true), reads row's
+// weights.
+func (t *Trainer) ReadsParam(row int, backward bool) bool {
+	return t.lastRead[half(backward)][row] >= 0
+}
+
+// PieceParams downloads the weights of this rank's pieces, in Layout's
+// order: the fp32 master copy under mixed precision, else the working
+// weights.
+func (t *Trainer) PieceParams() ([]Piece, [][]float32, error) {
+	out := make([][]float32, len(t.lay.Pieces))
+	for i, p := range t.lay.Pieces {
+		src := t.params.View(p.Param, p.Hi-p.Lo)
+		if t.master != nil {
+			src = t.master.View(p.State, p.Hi-p.Lo)
+		}
+		out[i] = make([]float32, p.Hi-p.Lo)
+		if err := t.dev.Download(out[i], src); err != nil {
+			return nil, nil, err
+		}
+	}
+	return t.lay.Pieces, out, nil
+}
+
+func half(backward bool) int {
+	if backward {
+		return 1
+	}
+	return 0
+}
 
 // Setup is the setup the trainer runs: one rank's micro-batch.
 func (t *Trainer) Setup() model.Setup { return t.s }

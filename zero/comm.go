@@ -1,7 +1,7 @@
 // Package zero is trainmem's ranks: the collectives between them, with
 // NCCL's semantics and the traffic NCCL's ring algorithm sends, and (as it
 // grows) data parallel and the ZeRO stages as policies over package
-// train's executor (policy.go: the parameter server, ZeRO-0, 1 and 2).
+// train's executor (policy.go: the parameter server, ZeRO-0, 1, 2 and 3).
 //
 // The collectives are a Communicator. The in-process one (Group) runs N
 // ranks as goroutines, each with its own device, and moves the data with the

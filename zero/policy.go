@@ -21,7 +21,11 @@ type Setting struct {
 	// states (gradients reduce-scattered after the backward pass, each rank
 	// updating its shard, the weights all-gathered); 2 shards the gradients
 	// too (each bucket of gradients reduce-scattered as the backward pass
-	// produces it, a rank keeping its shard and the bucket in flight).
+	// produces it, a rank keeping its shard and the bucket in flight); 3
+	// shards the weights too (a unit's weights all-gathered into gathered
+	// before the forward pass reads them and again before the backward
+	// pass, given back after their last read; gradients reduce-scattered
+	// unit by unit).
 	Stage int
 	// BucketBytes is the gradient bucket of DDP and ZeRO-2; 0 means
 	// PyTorch DDP's default, 25 MiB.
@@ -48,8 +52,8 @@ func (s Setting) Check() error {
 		return fmt.Errorf("zero: the parameter server is a setting of its own: give it without a ZeRO stage (got stage %d)", s.Stage)
 	case s.Stage < 0 || s.Stage > 3:
 		return fmt.Errorf("zero: ZeRO stage %d (valid: 0, 1, 2, 3)", s.Stage)
-	case s.Stage > 2:
-		return fmt.Errorf("zero: ZeRO-%d is not run yet (valid today: the parameter server, ZeRO-0, ZeRO-1 and ZeRO-2; estimate and fit give ZeRO-3 by formula)", s.Stage)
+	case s.Stage == 3 && s.BucketBytes != 0:
+		return fmt.Errorf("zero: ZeRO-3 gathers and reduces a unit (the embeddings, a block, the head) at a time: it takes no bucket size")
 	case s.BucketBytes < 0:
 		return fmt.Errorf("zero: bucket size %d bytes (valid: > 0, or 0 for %d)", s.BucketBytes, DefaultBucketBytes)
 	}
@@ -89,6 +93,14 @@ type bucket struct {
 	lo, hi, rows int
 	shard, off   int
 	inflight     *cuda.Buffer
+
+	// ZeRO-3: the unit's weights gathered (N·shard, gathered) while the
+	// forward or the backward pass reads them, the rows still to read in
+	// this half, and the gathers of this step (1 in the forward pass, 2 in
+	// the backward pass).
+	gathered *cuda.Buffer
+	readers  int
+	gathers  int
 }
 
 // Layout implements train.Policy.
@@ -105,24 +117,56 @@ func (p *policy) Layout(s model.Setup) train.Layout {
 	case p.set.Stage == 1:
 		k := ShardLen(n, N)
 		return train.Layout{Params: PaddedLen(n, N), Grads: PaddedLen(n, N), States: k,
-			Pieces: []train.Piece{{Lo: r * k, Hi: min((r+1)*k, n), Grad: r * k}}, Ranks: N}
-	case p.set.Stage == 2:
-		p.makeBuckets(s)
+			Pieces: []train.Piece{{Lo: r * k, Hi: min((r+1)*k, n), Param: r * k, Grad: r * k}}, Ranks: N}
+	case p.set.Stage >= 2:
 		l := train.Layout{Params: n, LazyGrads: true, Ranks: N}
+		if p.set.Stage == 3 {
+			p.makeUnits(s)
+			l.LazyParams = true
+		} else {
+			p.makeBuckets(s)
+		}
 		for i := range p.buckets {
 			b := &p.buckets[i]
 			b.shard, b.off = ShardLen(b.hi-b.lo, N), l.States
 			l.States += b.shard
 			lo, hi := b.lo+r*b.shard, min(b.lo+(r+1)*b.shard, b.hi)
 			if hi > lo {
-				l.Pieces = append(l.Pieces, train.Piece{Lo: lo, Hi: hi, Grad: b.off, State: b.off})
+				w := lo // ZeRO-2: the weights are whole, at their table offsets
+				if l.LazyParams {
+					w = b.off + lo - (b.lo + r*b.shard) // ZeRO-3: in this rank's shard
+				}
+				l.Pieces = append(l.Pieces, train.Piece{Lo: lo, Hi: hi, Param: w, Grad: b.off, State: b.off})
 			}
 		}
 		l.Grads = l.States
+		if l.LazyParams {
+			l.Params = l.States
+		}
 		return l
 	}
 	p.makeBuckets(s)
 	return train.Layout{Params: n, Grads: n, States: n, Pieces: []train.Piece{{Lo: 0, Hi: n}}, Ranks: N}
+}
+
+// makeUnits makes ZeRO-3's units, the buckets of both its gathers and its
+// reductions: the runs of consecutive parameter-table rows of one layer
+// (the embeddings, each block, the final layer norm and head), a block
+// being one contiguous range of the flat parameters.
+func (p *policy) makeUnits(s model.Setup) {
+	rows := s.Model.Params()
+	p.rowBucket = make([]int, len(rows))
+	for i, r := range rows {
+		if i == 0 || r.Layer != rows[i-1].Layer {
+			p.buckets = append(p.buckets, bucket{lo: int(r.Offset)})
+		}
+		b := &p.buckets[len(p.buckets)-1]
+		b.hi = int(r.Offset + r.Count)
+		b.rows++
+		p.rowBucket[i] = len(p.buckets) - 1
+	}
+	p.pending = make([]int, len(p.buckets))
+	p.reset()
 }
 
 // makeBuckets fills buckets of at most BucketBytes of gradients (at least
@@ -157,12 +201,59 @@ func (p *policy) reset() {
 	}
 }
 
+// ParamBuffer implements train.Policy: under ZeRO-3 a unit's weights are
+// all-gathered from every rank's shard into a buffer of their own
+// (gathered) when the forward or backward pass first reads one of them.
+func (p *policy) ParamBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
+	if p.set.Stage != 3 {
+		return nil, fmt.Errorf("zero: %s binds no weights lazily", p.set)
+	}
+	u := p.rowBucket[row]
+	b := &p.buckets[u]
+	if b.gathered == nil {
+		d := p.c.Device()
+		w := t.ParamsBuffer()
+		g, err := d.Alloc(cuda.Gathered, w.DType, p.c.Size()*b.shard)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.c.AllGather(w.View(b.off, b.shard), g); err != nil {
+			d.Free(g)
+			return nil, err
+		}
+		b.gathered, b.readers = g, 0
+		backward := b.gathers > 0
+		b.gathers++
+		for i := range p.rowBucket {
+			if p.rowBucket[i] == u && t.ReadsParam(i, backward) {
+				b.readers++
+			}
+		}
+	}
+	r := t.Setup().Model.Params()[row]
+	return b.gathered.View(int(r.Offset)-b.lo, int(r.Count)), nil
+}
+
+// ParamDone implements train.Policy: a unit's gathered weights are given
+// back after the last row of it that this half reads.
+func (p *policy) ParamDone(t *train.Trainer, row int) error {
+	b := &p.buckets[p.rowBucket[row]]
+	if b.gathered == nil {
+		return fmt.Errorf("zero: the weights of row %d were not gathered", row)
+	}
+	if b.readers--; b.readers == 0 {
+		p.c.Device().Free(b.gathered)
+		b.gathered = nil
+	}
+	return nil
+}
+
 // GradBuffer implements train.Policy: under ZeRO-2 a bucket's gradients
 // are written into a buffer of its own (grads, zero-filled: the padding to
 // N·shard stays zero), taken when the backward pass first writes into the
 // bucket.
 func (p *policy) GradBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
-	if p.set.Stage != 2 {
+	if p.set.Stage < 2 {
 		return nil, fmt.Errorf("zero: %s binds no gradient lazily", p.set)
 	}
 	b := &p.buckets[p.rowBucket[row]]
@@ -194,7 +285,7 @@ func (p *policy) GradReady(t *train.Trainer, row int) error {
 		return nil
 	}
 	b := &p.buckets[i]
-	if p.set.Stage == 2 {
+	if p.set.Stage >= 2 {
 		err := p.c.ReduceScatter(b.inflight, t.GradsBuffer().View(b.off, b.shard), Sum)
 		p.c.Device().Free(b.inflight)
 		b.inflight = nil
@@ -223,6 +314,12 @@ func (p *policy) ReduceGrads(t *train.Trainer) error {
 		if left != 0 {
 			return fmt.Errorf("zero: gradient bucket %d still waits for %d rows after the backward pass", i, left)
 		}
+	}
+	for i := range p.buckets {
+		if p.buckets[i].gathered != nil {
+			return fmt.Errorf("zero: unit %d's weights are still gathered after the backward pass", i)
+		}
+		p.buckets[i].gathers = 0
 	}
 	p.reset()
 	return nil

@@ -68,6 +68,31 @@ func (rk *Ranks) SetParams(flat []float32) error {
 	return errors.Join(errs...)
 }
 
+// Params assembles the weights, in flat table order, from every rank's
+// pieces (the fp32 master copy under mixed precision): the whole model
+// whatever the setting shards.
+func (rk *Ranks) Params() ([]float32, error) {
+	n := int(rk.tr[0].Setup().Model.NumParams())
+	out := make([]float32, n)
+	covered := 0
+	for r, t := range rk.tr {
+		pieces, vals, err := t.PieceParams()
+		if err != nil {
+			return nil, fmt.Errorf("rank %d: %w", r, err)
+		}
+		for i, p := range pieces {
+			covered += copy(out[p.Lo:p.Hi], vals[i])
+		}
+		if rk.set.Stage == 0 && !rk.set.PS {
+			break // every DDP rank holds everything
+		}
+	}
+	if covered != n {
+		return nil, fmt.Errorf("zero: the ranks' pieces cover %d of the %d parameters", covered, n)
+	}
+	return out, nil
+}
+
 // Step runs one training step on every rank at once, rank r on the tokens
 // and targets batch(r) gives, and returns every rank's record.
 func (rk *Ranks) Step(batch func(rank int) (tokens, targets []int32)) ([]train.Record, error) {

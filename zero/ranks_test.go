@@ -66,6 +66,9 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 		{3, Setting{Stage: 2, BucketBytes: 64 << 10}, model.AdamW, model.FP32},
 		{4, Setting{Stage: 2, BucketBytes: 64 << 10}, model.SGD, model.FP32},
 		{2, Setting{Stage: 2}, model.AdamW, model.BF16},
+		{3, Setting{Stage: 3}, model.AdamW, model.FP32},
+		{4, Setting{Stage: 3}, model.SGD, model.FP32},
+		{2, Setting{Stage: 3}, model.AdamW, model.BF16},
 	} {
 		name := fmt.Sprintf("N=%d/%s/%s/%s", tc.N, tc.set, tc.opt, tc.prec)
 		t.Run(name, func(t *testing.T) {
@@ -140,6 +143,9 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 			}
 			for r := range tc.N {
 				gp, err := rk.Trainer(r).Params()
+				if tc.set.Stage == 3 {
+					gp, err = rk.Params() // a shard only on each rank
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -162,13 +168,26 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 // What each rank holds is the setting's: ZeRO-1 shards master, m and v
 // (ShardLen(Φ, N) each) and pads params and grads to PaddedLen(Φ, N);
 // ZeRO-2 (one bucket here) keeps a shard of the gradients too, the whole
-// bucket in flight during the backward pass only; the parameter server
+// bucket in flight during the backward pass only; ZeRO-3 keeps a shard of
+// every unit's weights, gradients and states, the units gathered only
+// while read; the parameter server
 // keeps the optimizer states on rank 0 only; DDP every state whole. Host
 // and shape-only ranks allocate the same bytes.
 func TestRanksHoldTheirShare(t *testing.T) {
 	const N = 4
 	phi := int(tinyCfg.NumParams())
-	for _, set := range []Setting{{Stage: 0}, {Stage: 1}, {Stage: 2, BucketBytes: 1 << 40}, {PS: true}} {
+	// ZeRO-3's units: the runs of rows of one layer.
+	units := 0
+	rows := tinyCfg.Params()
+	for i := 0; i < len(rows); {
+		j, n := i, int64(0)
+		for ; j < len(rows) && rows[j].Layer == rows[i].Layer; j++ {
+			n += rows[j].Count
+		}
+		units += ShardLen(int(n), N)
+		i = j
+	}
+	for _, set := range []Setting{{Stage: 0}, {Stage: 1}, {Stage: 2, BucketBytes: 1 << 40}, {Stage: 3}, {PS: true}} {
 		for _, devs := range [][]cuda.Device{hosts(t, N), shapes(N)} {
 			g, _ := NewGroup(devs)
 			s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
@@ -196,6 +215,11 @@ func TestRanksHoldTheirShare(t *testing.T) {
 					want = map[cuda.Category]int{cuda.Params: 2 * phi, cuda.Grads: 2 * k, cuda.Master: 4 * k, cuda.AdamM: 4 * k, cuda.AdamV: 4 * k}
 					if got, in := st.CategoryRequested[cuda.Grads].Peak, 2*k+2*PaddedLen(phi, N); got != int64(in) {
 						t.Errorf("ZeRO-2 rank %d: grads peak %d bytes, want the shard and the bucket in flight, %d", r, got, in)
+					}
+				case set.Stage == 3:
+					want = map[cuda.Category]int{cuda.Params: 2 * units, cuda.Grads: 2 * units, cuda.Master: 4 * units, cuda.AdamM: 4 * units, cuda.AdamV: 4 * units}
+					if g := st.CategoryRequested[cuda.Gathered]; g.Peak <= 0 || g.Current != 0 {
+						t.Errorf("ZeRO-3 rank %d: gathered %+v, want units gathered during the step and none after", r, g)
 					}
 				case set.PS && r > 0:
 					want[cuda.Master], want[cuda.AdamM], want[cuda.AdamV] = 0, 0, 0

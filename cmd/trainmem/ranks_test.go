@@ -84,7 +84,8 @@ func TestRanksFlagsRefused(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--zero", "3"}, []string{"ZeRO-3 is not run yet", "ZeRO-0, ZeRO-1 and ZeRO-2"}},
+		{[]string{"--zero", "3", "--bucket-mb", "4"}, []string{"ZeRO-3 gathers and reduces a unit", "no bucket size"}},
+		{[]string{"--zero", "4"}, []string{"--zero 4", "valid: 0, 1, 2, 3"}},
 		{[]string{"--data-parallel", "ps", "--zero", "1"}, []string{"--data-parallel ps and --zero 1", "drop --zero"}},
 		{[]string{"--data-parallel", "ddp"}, []string{`"ddp"`, "valid: ps"}},
 		{[]string{"--zero", "1", "--bucket-mb", "4"}, []string{"--bucket-mb", "ZeRO-1"}},

@@ -94,7 +94,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	})
 	if o.ranks {
 		intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N`, each simulated with its own device")
-		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded), 2 (gradients sharded too, reduce-scattered in buckets)")
+		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded), 2 (gradients sharded too, reduce-scattered in buckets), 3 (weights sharded too, gathered unit by unit)")
 		fs.Func("data-parallel", "ps: the parameter server (gradients reduced to rank 0, which alone holds the optimizer states and updates; weights broadcast) instead of ZeRO", func(s string) error {
 			if s != "ps" {
 				return fmt.Errorf("%q: unknown data-parallel setting (valid: ps; ZeRO stages are --zero)", s)
