@@ -31,27 +31,19 @@ type RanksReport struct {
 	Elapsed time.Duration
 }
 
-// SimulateRanks simulates steps of s under set on s.Ranks shape-only
-// devices of capacity bytes each (0: unlimited).
+// SimulateRanks simulates steps of s under set, each simulated rank
+// (zero.SimulatedRanks) on a shape-only device of capacity bytes (0:
+// unlimited).
 func SimulateRanks(capacity int64, s model.Setup, set zero.Setting, steps int) (*RanksReport, error) {
-	devs := make([]cuda.Device, s.Ranks)
-	for r := range devs {
-		devs[r] = shape.New(capacity)
-	}
-	defer func() {
-		for _, d := range devs {
-			d.Close()
-		}
-	}()
 	if steps <= 0 {
 		steps = 2
 	}
 	start := time.Now()
-	res, err := zero.Simulate(devs, s, set, steps)
+	res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, s, set, steps)
 	if err != nil {
 		return nil, fmt.Errorf("%s, %s over %d ranks: %w", s.Model.Name, set, s.Ranks, err)
 	}
-	r := &RanksReport{Setup: s, Setting: set, Capacity: capacity, Device: devs[0].Name(), Steps: steps, Ranks: res, Elapsed: time.Since(start)}
+	r := &RanksReport{Setup: s, Setting: set, Capacity: capacity, Device: shape.New(capacity).Name(), Steps: steps, Ranks: res, Elapsed: time.Since(start)}
 	if !set.PS {
 		st, err := model.ZeROStates(s.Model.NumParams(), s.Precision, s.Optimizer, s.Ranks, set.Stage)
 		if err != nil {
@@ -70,8 +62,15 @@ var rankCategories = []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.
 // ZeRO paper's model states beside them, and each rank's traffic.
 func (r *RanksReport) WriteText(w io.Writer) error {
 	s := r.Setup
-	WriteHeader(w, s, fmt.Sprintf("%d × %s", len(r.Ranks), r.Device))
-	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, plural(len(r.Ranks), "rank"))
+	WriteHeader(w, s, fmt.Sprintf("%s × %s", model.Comma(int64(s.Ranks)), r.Device))
+	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, plural(s.Ranks, "rank"))
+	if len(r.Ranks) < s.Ranks {
+		var names []string
+		for _, rr := range r.Ranks {
+			names = append(names, fmt.Sprint(rr.Rank))
+		}
+		fmt.Fprintf(w, "ranks simulated: %s; every other rank's buffers have rank 2's sizes, and the ends of the chains and the ring's uneven blocks, which these ranks cover, are what makes a rank's traffic its own\n", strings.Join(names, ", "))
+	}
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
 	var t Table
 	head := []string{"rank"}
@@ -97,7 +96,7 @@ func (r *RanksReport) WriteText(w io.Writer) error {
 	case r.States != nil && r.Setting.Stage == 0:
 		fmt.Fprintln(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1: every rank holds the 2Φ + 2Φ + KΦ bytes of the model states")
 	case r.States != nil:
-		fmt.Fprintf(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1 and Table 1 (ZeRO-%d over N = %d, ceil(Φ/N) parameters a shard); trainmem pads a sharded buffer to N·ceil(Φ/N)\n", r.Setting.Stage, len(r.Ranks))
+		fmt.Fprintf(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1 and Table 1 (ZeRO-%d over N = %d, ceil(Φ/N) parameters a shard); trainmem pads a sharded buffer to N·ceil(Φ/N)\n", r.Setting.Stage, r.Setup.Ranks)
 	default:
 		fmt.Fprintln(w, "  parameter server: rank 0 alone holds the optimizer states (master, adam_m, adam_v); the ZeRO paper does not count this setting")
 	}
@@ -127,9 +126,9 @@ func alikeRanks(rs []zero.RankResult, alike func(x, y zero.RankResult) bool) []r
 		for j < len(rs) && alike(rs[j], rs[i]) {
 			j++
 		}
-		name := fmt.Sprint(i)
+		name := fmt.Sprint(rs[i].Rank)
 		if j-i > 1 {
-			name = fmt.Sprintf("%d-%d", i, j-1)
+			name = fmt.Sprintf("%d-%d", rs[i].Rank, rs[j-1].Rank)
 		}
 		out = append(out, rankGroup{first: i, name: name})
 		i = j
@@ -164,8 +163,8 @@ func (r *RanksReport) WriteJSON(w io.Writer) error {
 	if st := r.States; st != nil {
 		doc.States = &statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()}
 	}
-	for i, rr := range r.Ranks {
-		d := rankDoc{Rank: i, PeakRequested: map[cuda.Category]int64{}, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak}
+	for _, rr := range r.Ranks {
+		d := rankDoc{Rank: rr.Rank, PeakRequested: map[cuda.Category]int64{}, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak}
 		for _, c := range rankCategories {
 			d.PeakRequested[c] = rr.Stats.CategoryRequested[c].Peak
 		}

@@ -14,7 +14,9 @@ import (
 // reduced) or none does (shape-only: the allocations and the traffic
 // without the data).
 type Group struct {
-	devs     []cuda.Device
+	devs     []cuda.Device // one per member
+	ranks    []int         // each member's rank
+	size     int           // the ranks of the group, members or not
 	computes bool
 	bar      barrier
 
@@ -32,12 +34,42 @@ func NewGroup(devs []cuda.Device) (*Group, error) {
 	if len(devs) == 0 {
 		return nil, errors.New("zero: a group needs at least one rank")
 	}
-	g := &Group{devs: devs, computes: devs[0].Computes(), calls: make([]call, len(devs)),
-		stage: make([][2]*cuda.Buffer, len(devs)), recvs: make([]*cuda.Buffer, len(devs))}
-	for r := range devs {
-		g.comms = append(g.comms, &Comm{g: g, rank: r})
+	ranks := make([]int, len(devs))
+	for r := range ranks {
+		ranks[r] = r
 	}
-	for r, d := range devs {
+	return newGroup(devs, ranks, len(devs))
+}
+
+// NewSparseGroup is a group of n ranks of which only ranks[i], on
+// devs[i], take part: shape-only devices, which move no data, so a rank's
+// collectives need no peer to count its allocations and its traffic. It
+// simulates a few ranks of a group too large to simulate whole.
+func NewSparseGroup(devs []cuda.Device, ranks []int, n int) (*Group, error) {
+	if len(devs) != len(ranks) || len(devs) == 0 {
+		return nil, fmt.Errorf("zero: a sparse group takes one device per member rank (%d devices, %d ranks)", len(devs), len(ranks))
+	}
+	seen := map[int]bool{}
+	for i, r := range ranks {
+		switch {
+		case r < 0 || r >= n || seen[r]:
+			return nil, fmt.Errorf("zero: member rank %d: out of range or repeated (valid: distinct ranks 0 to %d)", r, n-1)
+		case devs[i] != nil && devs[i].Computes():
+			return nil, fmt.Errorf("zero: a sparse group's ranks are shape-only devices; rank %d's is %s", r, devs[i].Name())
+		}
+		seen[r] = true
+	}
+	return newGroup(devs, ranks, n)
+}
+
+func newGroup(devs []cuda.Device, ranks []int, n int) (*Group, error) {
+	g := &Group{devs: devs, ranks: ranks, size: n, computes: devs[0] != nil && devs[0].Computes(), calls: make([]call, len(devs)),
+		stage: make([][2]*cuda.Buffer, len(devs)), recvs: make([]*cuda.Buffer, len(devs))}
+	for i, r := range ranks {
+		g.comms = append(g.comms, &Comm{g: g, rank: r, idx: i})
+	}
+	for i, d := range devs {
+		r := ranks[i]
 		if d == nil {
 			return nil, fmt.Errorf("zero: rank %d has no device", r)
 		}
@@ -49,12 +81,17 @@ func NewGroup(devs []cuda.Device) (*Group, error) {
 }
 
 // Size is the number of ranks.
-func (g *Group) Size() int { return len(g.devs) }
+func (g *Group) Size() int { return g.size }
 
-// Comm is rank r's Communicator, the one Run gives that rank.
-func (g *Group) Comm(r int) *Comm { return g.comms[r] }
+// Members is the number of ranks that take part: Size, but in a sparse
+// group.
+func (g *Group) Members() int { return len(g.devs) }
 
-// Run calls f once per rank, each in its own goroutine with that rank's
+// Comm is member i's Communicator (rank i but in a sparse group), the one
+// Run gives that member.
+func (g *Group) Comm(i int) *Comm { return g.comms[i] }
+
+// Run calls f once per member rank, each in its own goroutine with that rank's
 // Communicator, and waits for all of them. A rank whose f returns while
 // others are still in a collective ends theirs with an error naming it, as
 // does a disagreement between the ranks: the rest of that run fails. The
@@ -64,23 +101,24 @@ func (g *Group) Run(f func(c *Comm) error) error {
 	g.bar.init(len(g.devs)) // every run starts whole: the last one's ranks have all returned
 	errs := make([]error, len(g.devs))
 	var wg sync.WaitGroup
-	for r := range g.devs {
+	for i := range g.devs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := g.comms[r]
+			c := g.comms[i]
+			r := c.rank
 			defer func() {
 				if p := recover(); p != nil {
-					errs[r] = fmt.Errorf("zero: rank %d panicked: %v", r, p)
+					errs[i] = fmt.Errorf("zero: rank %d panicked: %v", r, p)
 				}
 				why := "returned"
-				if errs[r] != nil {
-					why = fmt.Sprintf("failed (%v)", errs[r])
+				if errs[i] != nil {
+					why = fmt.Sprintf("failed (%v)", errs[i])
 				}
 				g.bar.leave(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", r, why))
 			}()
 			if err := f(c); err != nil {
-				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				errs[i] = fmt.Errorf("rank %d: %w", r, err)
 			}
 		}()
 	}
@@ -91,7 +129,8 @@ func (g *Group) Run(f func(c *Comm) error) error {
 // Comm is one rank of a Group: its Communicator.
 type Comm struct {
 	g       *Group
-	rank    int
+	rank    int // in the group
+	idx     int // among the members
 	traffic [NumCollectives]Traffic
 }
 
@@ -101,10 +140,13 @@ var _ Communicator = (*Comm)(nil)
 func (c *Comm) Rank() int { return c.rank }
 
 // Size is the number of ranks.
-func (c *Comm) Size() int { return len(c.g.devs) }
+func (c *Comm) Size() int { return c.g.size }
 
 // Device is this rank's device.
-func (c *Comm) Device() cuda.Device { return c.g.devs[c.rank] }
+func (c *Comm) Device() cuda.Device { return c.g.devs[c.idx] }
+
+// own is this rank's staging buffer i.
+func (c *Comm) own(i int) *cuda.Buffer { return c.g.stage[c.idx][i] }
 
 // Traffic is what this rank has sent and received, per collective, over
 // the group's life.

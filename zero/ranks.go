@@ -8,8 +8,8 @@ import (
 	"trainmem/train"
 )
 
-// Ranks is a data-parallel group of trainers, one per rank of a Group,
-// each running setup s (s.Batch is a rank's micro-batch) under the
+// Ranks is a data-parallel group of trainers, one per member rank of a
+// Group, each running setup s (s.Batch is a rank's micro-batch) under the
 // setting's policy.
 type Ranks struct {
 	g   *Group
@@ -31,38 +31,39 @@ func NewRanks(g *Group, s model.Setup, set Setting, opts train.Options) (*Ranks,
 		return nil, fmt.Errorf("zero: the setup says ZeRO-%d and the setting %s", s.ZeRO, set)
 	}
 	rk := &Ranks{g: g, set: set}
-	for r := range g.Size() {
-		p, err := NewPolicy(g.Comm(r), set)
+	for i := range g.Members() {
+		p, err := NewPolicy(g.Comm(i), set)
 		if err == nil {
 			o := opts
 			o.Policy = p
 			var t *train.Trainer
-			if t, err = train.New(g.devs[r], s, o); err == nil {
+			if t, err = train.New(g.devs[i], s, o); err == nil {
 				rk.tr = append(rk.tr, t)
 				continue
 			}
 		}
 		rk.Close()
-		return nil, fmt.Errorf("rank %d: %w", r, err)
+		return nil, fmt.Errorf("rank %d: %w", g.ranks[i], err)
 	}
 	return rk, nil
 }
 
-// Size is the number of ranks.
-func (rk *Ranks) Size() int { return len(rk.tr) }
+// Members is the number of member ranks (every rank but in a sparse
+// group); the methods below take a member's index.
+func (rk *Ranks) Members() int { return len(rk.tr) }
 
-// Trainer is rank r's trainer.
-func (rk *Ranks) Trainer(r int) *train.Trainer { return rk.tr[r] }
+// Trainer is member i's trainer.
+func (rk *Ranks) Trainer(i int) *train.Trainer { return rk.tr[i] }
 
-// Comm is rank r's communicator.
-func (rk *Ranks) Comm(r int) *Comm { return rk.g.Comm(r) }
+// Comm is member i's communicator.
+func (rk *Ranks) Comm(i int) *Comm { return rk.g.Comm(i) }
 
 // SetParams loads the same weights on every rank.
 func (rk *Ranks) SetParams(flat []float32) error {
 	var errs []error
-	for r, t := range rk.tr {
+	for i, t := range rk.tr {
 		if err := t.SetParams(flat); err != nil {
-			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+			errs = append(errs, fmt.Errorf("rank %d: %w", rk.g.ranks[i], err))
 		}
 	}
 	return errors.Join(errs...)
@@ -75,10 +76,10 @@ func (rk *Ranks) Params() ([]float32, error) {
 	n := int(rk.tr[0].Setup().Model.NumParams())
 	out := make([]float32, n)
 	covered := 0
-	for r, t := range rk.tr {
+	for i, t := range rk.tr {
 		pieces, vals, err := t.PieceParams()
 		if err != nil {
-			return nil, fmt.Errorf("rank %d: %w", r, err)
+			return nil, fmt.Errorf("rank %d: %w", rk.g.ranks[i], err)
 		}
 		for i, p := range pieces {
 			covered += copy(out[p.Lo:p.Hi], vals[i])
@@ -93,14 +94,15 @@ func (rk *Ranks) Params() ([]float32, error) {
 	return out, nil
 }
 
-// Step runs one training step on every rank at once, rank r on the tokens
-// and targets batch(r) gives, and returns every rank's record.
-func (rk *Ranks) Step(batch func(rank int) (tokens, targets []int32)) ([]train.Record, error) {
+// Step runs one training step on every member at once, the rank of
+// member i on the tokens and targets batch(i) gives, and returns every
+// member's record.
+func (rk *Ranks) Step(batch func(i int) (tokens, targets []int32)) ([]train.Record, error) {
 	recs := make([]train.Record, len(rk.tr))
 	err := rk.g.Run(func(c *Comm) error {
-		tokens, targets := batch(c.Rank())
+		tokens, targets := batch(c.idx)
 		var err error
-		recs[c.Rank()], err = rk.tr[c.Rank()].Step(tokens, targets)
+		recs[c.idx], err = rk.tr[c.idx].Step(tokens, targets)
 		return err
 	})
 	return recs, err

@@ -247,7 +247,7 @@ func TestRanksHoldTheirShare(t *testing.T) {
 func TestSimulateRanks(t *testing.T) {
 	const N = 3
 	s := setupOf(tinyCfg, 2, 16, N, 1, model.BF16, model.AdamW)
-	res, err := Simulate(shapes(N), s, Setting{Stage: 1}, 2)
+	res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, Setting{Stage: 1}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,11 +280,64 @@ func TestSimulateRanks(t *testing.T) {
 			t.Errorf("rank %d: a step's reduce-scatter %+v, want 1 call sending %d bytes", r, rs, want)
 		}
 	}
-	tight := make([]cuda.Device, N)
-	for r := range tight {
-		tight[r] = shape.New(1 << 20)
-	}
-	if _, err := Simulate(tight, s, Setting{Stage: 1}, 2); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
+	if _, err := Simulate(func() cuda.Device { return shape.New(1 << 20) }, s, Setting{Stage: 1}, 2); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
 		t.Errorf("1 MiB ranks: %v, want rank 0's out-of-memory error", err)
+	}
+}
+
+// A group too large to simulate whole is simulated in a few ranks, and
+// those are exact: for 12 ranks, each simulated rank's allocations and
+// traffic equal the same rank's in a simulation of all 12, and every rank
+// left out allocates exactly what rank 2 does.
+func TestSparseSimulationIsExact(t *testing.T) {
+	const N = 12
+	want := []int{0, 1, 2, 6, 10, 11}
+	if got := SimulatedRanks(N); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("SimulatedRanks(12) = %v, want %v", got, want)
+	}
+	for _, set := range []Setting{{Stage: 0, BucketBytes: 40 << 10}, {Stage: 1}, {Stage: 2, BucketBytes: 40 << 10}, {Stage: 3}, {PS: true}} {
+		s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
+		sparse, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs := shapes(N)
+		g, _ := NewGroup(devs)
+		rk, err := NewRanks(g, s, set, train.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := make([]int32, 2*16)
+		var before [N][NumCollectives]Traffic
+		for step := range 2 {
+			if step == 1 {
+				for r := range N {
+					before[r] = rk.Comm(r).Traffic()
+				}
+			}
+			if _, err := rk.Step(func(int) ([]int32, []int32) { return tok, tok }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		simulated := map[int]bool{}
+		for _, res := range sparse {
+			simulated[res.Rank] = true
+			r := res.Rank
+			if res.Stats != devs[r].Stats() {
+				t.Errorf("%s rank %d: the sparse simulation's statistics differ from the whole group's", set, r)
+			}
+			for k, tr := range rk.Comm(r).Traffic() {
+				b := before[r][k]
+				if d := (Traffic{tr.Calls - b.Calls, tr.SentBytes - b.SentBytes, tr.RecvBytes - b.RecvBytes}); d != res.Traffic[k] {
+					t.Errorf("%s rank %d %s: sparse %+v, whole %+v", set, r, Collective(k), res.Traffic[k], d)
+				}
+			}
+		}
+		for r := range N {
+			if !simulated[r] && devs[r].Stats() != devs[2].Stats() {
+				t.Errorf("%s: rank %d, not simulated, allocates otherwise than rank 2", set, r)
+			}
+		}
+		rk.Close()
 	}
 }

@@ -71,7 +71,7 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 		if c.rank == from {
 			out := send
 			if s > 0 {
-				out = c.g.stage[c.rank][(s-1)%2]
+				out = c.own((s - 1) % 2)
 			}
 			c.send(func() { copyHost(c.g.stage[to][s%2].View(0, out.Len), out) })
 			c.count(Reduce, int64(send.Len)*size, 0)
@@ -83,14 +83,14 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 			return err
 		}
 		if c.rank == to {
-			c.reduceLocal(c.g.stage[c.rank][s%2], send, op)
+			c.reduceLocal(c.own(s%2), send, op)
 		}
 	}
 	if c.rank == root {
 		if n == 1 {
 			c.copyLocal(recv, send)
 		} else {
-			c.copyLocal(recv, c.g.stage[c.rank][(n-2)%2])
+			c.copyLocal(recv, c.own((n-2)%2))
 		}
 	}
 	return nil
@@ -177,7 +177,7 @@ func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.B
 		sb, rb := mod(r-s-1, n), mod(r-s-2, n)
 		outgoing := own(sb)
 		if s > 0 {
-			outgoing = c.g.stage[r][(s-1)%2].View(0, outgoing.Len)
+			outgoing = c.own((s-1)%2).View(0, outgoing.Len)
 		}
 		c.send(func() { copyHost(c.g.stage[next][s%2].View(0, outgoing.Len), outgoing) })
 		in := own(rb)
@@ -185,9 +185,9 @@ func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.B
 		if err := c.step(); err != nil {
 			return err
 		}
-		c.reduceLocal(c.g.stage[r][s%2].View(0, in.Len), in, op)
+		c.reduceLocal(c.own(s%2).View(0, in.Len), in, op)
 	}
-	c.copyLocal(out, c.g.stage[r][(n-2)%2].View(0, out.Len))
+	c.copyLocal(out, c.own((n-2)%2).View(0, out.Len))
 	return c.step() // every rank's result is in place before the next phase writes recvs
 }
 
@@ -293,11 +293,11 @@ func (c *Comm) begin(k *call, recv *cuda.Buffer, stageLen int) error {
 				k.err = fmt.Errorf("zero: %s: staging: %w", k.kind, err)
 				break
 			}
-			g.stage[c.rank][i] = b
+			g.stage[c.idx][i] = b
 		}
 	}
-	g.calls[c.rank] = *k
-	g.recvs[c.rank] = recv
+	g.calls[c.idx] = *k
+	g.recvs[c.idx] = recv
 	if err := g.bar.wait(); err != nil {
 		c.end()
 		return err
@@ -306,9 +306,9 @@ func (c *Comm) begin(k *call, recv *cuda.Buffer, stageLen int) error {
 	for q, o := range g.calls {
 		switch {
 		case o.err != nil:
-			err = fmt.Errorf("rank %d: %w", q, o.err)
+			err = fmt.Errorf("rank %d: %w", g.ranks[q], o.err)
 		case o.kind != k.kind || o.op != k.op || o.root != k.root || o.dtype != k.dtype || o.sendLen != k.sendLen || o.recvLen != k.recvLen:
-			err = fmt.Errorf("zero: the ranks' calls differ: rank 0 calls %s, rank %d %s", g.calls[0], q, o)
+			err = fmt.Errorf("zero: the ranks' calls differ: rank %d calls %s, rank %d %s", g.ranks[0], g.calls[0], g.ranks[q], o)
 		}
 		if err != nil {
 			break
@@ -328,10 +328,10 @@ func (c *Comm) begin(k *call, recv *cuda.Buffer, stageLen int) error {
 
 // end gives this rank's staging back.
 func (c *Comm) end() {
-	for i, b := range c.g.stage[c.rank] {
+	for i, b := range c.g.stage[c.idx] {
 		if b != nil {
 			c.Device().Free(b)
-			c.g.stage[c.rank][i] = nil
+			c.g.stage[c.idx][i] = nil
 		}
 	}
 }

@@ -13,27 +13,52 @@ import (
 // its allocator's statistics and the bytes it sent and received in that
 // step.
 type RankResult struct {
+	Rank    int
 	Record  train.Record
 	Stats   cuda.Stats
 	Traffic [NumCollectives]Traffic
 }
 
+// SimulatedRanks are the ranks Simulate runs of a group of n: every rank
+// up to 8; beyond, ranks 0, 1, 2, n/2, n-2 and n-1. The others are alike:
+// every rank's buffers have the sizes of rank 2's (shards of ceil(Φ/N) on
+// every rank; the parameter server's states on rank 0 only), and only the
+// ends of the chains and the ring's uneven blocks, which these ranks
+// cover, make a rank's traffic its own.
+func SimulatedRanks(n int) []int {
+	if n <= 8 {
+		rs := make([]int, n)
+		for i := range rs {
+			rs[i] = i
+		}
+		return rs
+	}
+	return []int{0, 1, 2, n / 2, n - 2, n - 1}
+}
+
 // Simulate runs steps of s (s.Batch a rank's micro-batch, s.Ranks the
-// ranks) under set on devs, one shape-only device per rank: every rank's
-// schedule, collectives and allocations, nothing computed. It returns the
-// last step's result per rank (the first step fills the caches; two are
-// run by default). A rank that runs out of its device's memory fails the
-// run with the allocator's *cuda.OutOfMemoryError, naming the rank.
-func Simulate(devs []cuda.Device, s model.Setup, set Setting, steps int) ([]RankResult, error) {
+// ranks) under set, each rank of SimulatedRanks(s.Ranks) on a shape-only
+// device of its own from newDevice: their schedules, collectives and
+// allocations, nothing computed. It returns the last step's result per
+// simulated rank (the first step fills the caches; two are run by
+// default). A rank that runs out of its device's memory fails the run with
+// the allocator's *cuda.OutOfMemoryError, naming the rank.
+func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps int) ([]RankResult, error) {
 	if steps <= 0 {
 		steps = 2
 	}
-	for r, d := range devs {
+	ranks := SimulatedRanks(s.Ranks)
+	devs := make([]cuda.Device, len(ranks))
+	for i := range devs {
+		devs[i] = newDevice()
+		defer devs[i].Close()
+	}
+	for i, d := range devs {
 		if d.Computes() {
-			return nil, fmt.Errorf("zero: Simulate runs on shape-only devices; rank %d's is %s", r, d.Name())
+			return nil, fmt.Errorf("zero: Simulate runs on shape-only devices; rank %d's is %s", ranks[i], d.Name())
 		}
 	}
-	g, err := NewGroup(devs)
+	g, err := NewSparseGroup(devs, ranks, s.Ranks)
 	if err != nil {
 		return nil, err
 	}
@@ -47,20 +72,20 @@ func Simulate(devs []cuda.Device, s model.Setup, set Setting, steps int) ([]Rank
 	var before [][NumCollectives]Traffic
 	for step := range steps {
 		if step == steps-1 {
-			for r := range rk.Size() {
-				before = append(before, rk.Comm(r).Traffic())
+			for i := range rk.Members() {
+				before = append(before, rk.Comm(i).Traffic())
 			}
 		}
 		if recs, err = rk.Step(func(int) ([]int32, []int32) { return tokens, tokens }); err != nil {
 			return nil, oomFirst(err)
 		}
 	}
-	out := make([]RankResult, rk.Size())
-	for r := range out {
-		out[r] = RankResult{Record: recs[r], Stats: devs[r].Stats()}
-		for k, tr := range rk.Comm(r).Traffic() {
-			b := before[r][k]
-			out[r].Traffic[k] = Traffic{Calls: tr.Calls - b.Calls, SentBytes: tr.SentBytes - b.SentBytes, RecvBytes: tr.RecvBytes - b.RecvBytes}
+	out := make([]RankResult, rk.Members())
+	for i := range out {
+		out[i] = RankResult{Rank: ranks[i], Record: recs[i], Stats: devs[i].Stats()}
+		for k, tr := range rk.Comm(i).Traffic() {
+			b := before[i][k]
+			out[i].Traffic[k] = Traffic{Calls: tr.Calls - b.Calls, SentBytes: tr.SentBytes - b.SentBytes, RecvBytes: tr.RecvBytes - b.RecvBytes}
 		}
 	}
 	return out, nil
