@@ -54,6 +54,19 @@ func SimulateRanks(capacity int64, s model.Setup, set zero.Setting, steps int) (
 	return r, nil
 }
 
+// writeSimulatedRanks says which ranks a group too large to simulate whole
+// was simulated in.
+func writeSimulatedRanks(w io.Writer, n int, rs []zero.RankResult) {
+	if len(rs) == n {
+		return
+	}
+	var names []string
+	for _, rr := range rs {
+		names = append(names, fmt.Sprint(rr.Rank))
+	}
+	fmt.Fprintf(w, "ranks simulated: %s; every other rank's buffers have rank 2's sizes, and the ends of the chains and the ring's uneven blocks, which these ranks cover, are what makes a rank's traffic its own\n", strings.Join(names, ", "))
+}
+
 // rankCategories are the columns of the per-rank table.
 var rankCategories = []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV,
 	cuda.Activations, cuda.Temporaries, cuda.Workspace, cuda.Gathered, cuda.Comm}
@@ -64,13 +77,7 @@ func (r *RanksReport) WriteText(w io.Writer) error {
 	s := r.Setup
 	WriteHeader(w, s, fmt.Sprintf("%s × %s", model.Comma(int64(s.Ranks)), r.Device))
 	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, plural(s.Ranks, "rank"))
-	if len(r.Ranks) < s.Ranks {
-		var names []string
-		for _, rr := range r.Ranks {
-			names = append(names, fmt.Sprint(rr.Rank))
-		}
-		fmt.Fprintf(w, "ranks simulated: %s; every other rank's buffers have rank 2's sizes, and the ends of the chains and the ring's uneven blocks, which these ranks cover, are what makes a rank's traffic its own\n", strings.Join(names, ", "))
-	}
+	writeSimulatedRanks(w, s.Ranks, r.Ranks)
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
 	var t Table
 	head := []string{"rank"}

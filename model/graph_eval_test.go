@@ -9,6 +9,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"trainmem/cuda/conformance"
 
 	G "gorgonia.org/gorgonia"
 )
@@ -176,7 +177,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 		// dy (N, Out), x (N, In): dw = dyᵀ·x, (Out, In).
 		return matMul(op.Out, op.In, op.N, colMajor(in[0], op.Out), rowMajor(in[1], op.In), nil), nil
 	case *AttentionProbsOp:
-		return attnProbs(in[0], op.B, op.T, op.C, op.NH), nil
+		return conformance.RefAttentionProbs(in[0], op.B, op.T, op.C, op.NH), nil
 	case *AttentionOutOp:
 		qkv, p := in[0], in[1]
 		B, T, C, NH := op.B, op.T, op.C, op.NH
@@ -316,37 +317,6 @@ func matMul(I, J, K int, a, b matrix, bias []float64) []float64 {
 		}
 	}
 	return y
-}
-
-func attnProbs(qkv []float64, B, T, C, NH int) []float64 {
-	hs := C / NH
-	scale := 1 / math.Sqrt(float64(hs))
-	p := make([]float64, B*NH*T*T)
-	for b := range B {
-		for h := range NH {
-			for t := range T {
-				row := p[((b*NH+h)*T+t)*T : ((b*NH+h)*T+t+1)*T]
-				mx := math.Inf(-1)
-				for s := 0; s <= t; s++ {
-					var dot float64
-					for e := range hs {
-						dot += qkv[(b*T+t)*3*C+h*hs+e] * qkv[(b*T+s)*3*C+C+h*hs+e]
-					}
-					row[s] = dot * scale
-					mx = math.Max(mx, row[s])
-				}
-				var sum float64
-				for s := 0; s <= t; s++ {
-					row[s] = math.Exp(row[s] - mx)
-					sum += row[s]
-				}
-				for s := 0; s <= t; s++ {
-					row[s] /= sum
-				}
-			}
-		}
-	}
-	return p
 }
 
 func logSumExp(row []float64) float64 {

@@ -251,33 +251,18 @@ func TestSimulateRanks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _ := NewGroup(hosts(t, N))
-	rk, err := NewRanks(g, s, Setting{Stage: 1}, train.Options{})
+	tok := make([]int32, 2*16)
+	meas, err := Measure(hosts(t, N), s, Setting{Stage: 1}, train.Options{}, model.InitParams(tinyCfg, 1), 2,
+		func(int, int) ([]int32, []int32, error) { return tok, tok, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rk.Close()
-	rk.SetParams(model.InitParams(tinyCfg, 1))
-	tok := make([]int32, 2*16)
-	var before [N][NumCollectives]Traffic
-	for step := range 2 {
-		if step == 1 {
-			for r := range N {
-				before[r] = rk.Comm(r).Traffic()
-			}
-		}
-		if _, err := rk.Step(func(int) ([]int32, []int32) { return tok, tok }); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for r := range N {
-		host := g.devs[r].Stats()
-		if res[r].Stats.CategoryRequested != host.CategoryRequested || res[r].Stats.AllocatedBytes != host.AllocatedBytes {
-			t.Errorf("rank %d: simulated %+v, measured %+v", r, res[r].Stats.CategoryRequested, host.CategoryRequested)
+		if res[r].Stats.CategoryRequested != meas[r].Stats.CategoryRequested || res[r].Stats.AllocatedBytes != meas[r].Stats.AllocatedBytes {
+			t.Errorf("rank %d: simulated %+v, measured %+v", r, res[r].Stats.CategoryRequested, meas[r].Stats.CategoryRequested)
 		}
-		rs := res[r].Traffic[ReduceScatter]
-		if want := rk.Comm(r).Traffic()[ReduceScatter].SentBytes - before[r][ReduceScatter].SentBytes; rs.Calls != 1 || rs.SentBytes != want {
-			t.Errorf("rank %d: a step's reduce-scatter %+v, want 1 call sending %d bytes", r, rs, want)
+		if rs := res[r].Traffic[ReduceScatter]; rs.Calls != 1 || rs != meas[r].Traffic[ReduceScatter] {
+			t.Errorf("rank %d: a step's reduce-scatter %+v simulated, %+v measured, want 1 call alike", r, rs, meas[r].Traffic[ReduceScatter])
 		}
 	}
 	if _, err := Simulate(func() cuda.Device { return shape.New(1 << 20) }, s, Setting{Stage: 1}, 2); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
@@ -301,43 +286,26 @@ func TestSparseSimulationIsExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		devs := shapes(N)
-		g, _ := NewGroup(devs)
-		rk, err := NewRanks(g, s, set, train.Options{})
+		tok := make([]int32, 2*16)
+		whole, err := Measure(shapes(N), s, set, train.Options{}, nil, 2, func(int, int) ([]int32, []int32, error) { return tok, tok, nil })
 		if err != nil {
 			t.Fatal(err)
-		}
-		tok := make([]int32, 2*16)
-		var before [N][NumCollectives]Traffic
-		for step := range 2 {
-			if step == 1 {
-				for r := range N {
-					before[r] = rk.Comm(r).Traffic()
-				}
-			}
-			if _, err := rk.Step(func(int) ([]int32, []int32) { return tok, tok }); err != nil {
-				t.Fatal(err)
-			}
 		}
 		simulated := map[int]bool{}
 		for _, res := range sparse {
 			simulated[res.Rank] = true
 			r := res.Rank
-			if res.Stats != devs[r].Stats() {
+			if res.Stats != whole[r].Stats {
 				t.Errorf("%s rank %d: the sparse simulation's statistics differ from the whole group's", set, r)
 			}
-			for k, tr := range rk.Comm(r).Traffic() {
-				b := before[r][k]
-				if d := (Traffic{tr.Calls - b.Calls, tr.SentBytes - b.SentBytes, tr.RecvBytes - b.RecvBytes}); d != res.Traffic[k] {
-					t.Errorf("%s rank %d %s: sparse %+v, whole %+v", set, r, Collective(k), res.Traffic[k], d)
-				}
+			if res.Traffic != whole[r].Traffic {
+				t.Errorf("%s rank %d: sparse traffic %+v, whole %+v", set, r, res.Traffic, whole[r].Traffic)
 			}
 		}
 		for r := range N {
-			if !simulated[r] && devs[r].Stats() != devs[2].Stats() {
+			if !simulated[r] && whole[r].Stats != whole[2].Stats {
 				t.Errorf("%s: rank %d, not simulated, allocates otherwise than rank 2", set, r)
 			}
 		}
-		rk.Close()
 	}
 }

@@ -62,27 +62,56 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 	if err != nil {
 		return nil, err
 	}
-	rk, err := NewRanks(g, s, set, train.Options{})
+	tokens := make([]int32, s.Batch*s.Seq) // never read
+	return run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil })
+}
+
+// Measure runs steps of s under set on devs, one computing device per
+// rank (devs[r] is rank r's), from the weights init, each rank's batch of
+// each step from batch(step, rank), with opts (the optimizer); it returns
+// every rank's last step.
+func Measure(devs []cuda.Device, s model.Setup, set Setting, opts train.Options, init []float32, steps int, batch func(step, rank int) (tokens, targets []int32, err error)) ([]RankResult, error) {
+	g, err := NewGroup(devs)
+	if err != nil {
+		return nil, err
+	}
+	return run(g, s, set, opts, init, max(steps, 1), batch)
+}
+
+// run is Simulate's and Measure's: steps of every member's trainer, the
+// last step's statistics and traffic.
+func run(g *Group, s model.Setup, set Setting, opts train.Options, init []float32, steps int, batch func(step, rank int) ([]int32, []int32, error)) ([]RankResult, error) {
+	rk, err := NewRanks(g, s, set, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer rk.Close()
-	tokens := make([]int32, s.Batch*s.Seq) // never read
+	if init != nil {
+		if err := rk.SetParams(init); err != nil {
+			return nil, err
+		}
+	}
 	var recs []train.Record
-	var before [][NumCollectives]Traffic
+	before := make([][NumCollectives]Traffic, rk.Members())
 	for step := range steps {
 		if step == steps-1 {
-			for i := range rk.Members() {
-				before = append(before, rk.Comm(i).Traffic())
+			for i := range before {
+				before[i] = rk.Comm(i).Traffic()
 			}
 		}
-		if recs, err = rk.Step(func(int) ([]int32, []int32) { return tokens, tokens }); err != nil {
+		toks, tgts := make([][]int32, rk.Members()), make([][]int32, rk.Members())
+		for i := range toks {
+			if toks[i], tgts[i], err = batch(step, g.ranks[i]); err != nil {
+				return nil, err
+			}
+		}
+		if recs, err = rk.Step(func(i int) ([]int32, []int32) { return toks[i], tgts[i] }); err != nil {
 			return nil, oomFirst(err)
 		}
 	}
 	out := make([]RankResult, rk.Members())
 	for i := range out {
-		out[i] = RankResult{Rank: ranks[i], Record: recs[i], Stats: devs[i].Stats()}
+		out[i] = RankResult{Rank: g.ranks[i], Record: recs[i], Stats: g.devs[i].Stats()}
 		for k, tr := range rk.Comm(i).Traffic() {
 			b := before[i][k]
 			out[i].Traffic[k] = Traffic{Calls: tr.Calls - b.Calls, SentBytes: tr.SentBytes - b.SentBytes, RecvBytes: tr.RecvBytes - b.RecvBytes}

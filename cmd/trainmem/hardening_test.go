@@ -337,7 +337,7 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		h := help(cmd)
 		formats := flagLine(h, "format")
 		refusals := []string{"tp", "pp", "sequence-parallel", "params"}
-		if cmd != "simulate" { // simulate runs the ranks
+		if cmd == "train" { // simulate and validate run the ranks
 			refusals = append(refusals, "ranks", "zero")
 		}
 		for _, refused := range refusals {

@@ -93,7 +93,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 		return err
 	})
 	if o.ranks {
-		intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N`, each simulated with its own device")
+		intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N`, each with a device of its own (simulated; measured in one process for validate, at most 8)")
 		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded), 2 (gradients sharded too, reduce-scattered in buckets), 3 (weights sharded too, gathered unit by unit)")
 		fs.Func("data-parallel", "ps: the parameter server (gradients reduced to rank 0, which alone holds the optimizer states and updates; weights broadcast) instead of ZeRO", func(s string) error {
 			if s != "ps" {
@@ -161,10 +161,10 @@ func (f *setupFlags) noteIgnored(w io.Writer) {
 // subcommand without them gives when one is passed.
 var elsewhere = map[string]string{
 	"params":            "a parameter count has no shape to run; it is estimated by 'trainmem estimate' and 'trainmem fit'",
-	"ranks":             "this subcommand runs one device; 'trainmem simulate --ranks N' runs data parallelism rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
-	"zero":              "this subcommand runs one device; 'trainmem simulate --ranks N --zero S' runs ZeRO rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
-	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' runs the parameter server",
-	"bucket-mb":         "gradient buckets belong to 'trainmem simulate --ranks N --zero 0' or '--zero 2'",
+	"ranks":             "this subcommand runs one device; 'trainmem simulate --ranks N' and 'trainmem validate --ranks N' run data parallelism rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
+	"zero":              "this subcommand runs one device; 'trainmem simulate --ranks N --zero S' and 'trainmem validate --ranks N --zero S' run ZeRO rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
+	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' and 'trainmem validate' run the parameter server",
+	"bucket-mb":         "gradient buckets belong to 'trainmem simulate' and 'trainmem validate' with --ranks N --zero 0 or --zero 2",
 	"tp":                "this subcommand runs one device; tensor parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",

@@ -50,7 +50,9 @@ examples:
 
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	tf := &trainFlags{setup: addSetupFlags(fs, runSetupOptions), lr: 1e-3}
+	withRanks := runSetupOptions
+	withRanks.ranks = true
+	tf := &trainFlags{setup: addSetupFlags(fs, withRanks), lr: 1e-3}
 	var steps int
 	intVar(fs, &steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
 	uint64Var(fs, &tf.seed, "seed", 1, "`seed` of the initialisation and the batch order")
@@ -96,6 +98,27 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 
 	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
+	set, err := tf.setup.setting()
+	if err != nil {
+		return err
+	}
+	if s.Ranks > 1 || set.PS {
+		if *sweep != "" {
+			return usagef("--sweep checkpoint runs one rank; drop --ranks (or --data-parallel)")
+		}
+		var newDev func() (cuda.Device, error)
+		if !*noMeasure {
+			if s.Ranks > bench.MostMeasuredRanks {
+				return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number)", s.Ranks, bench.MostMeasuredRanks)
+			}
+			newDev = tf.newDevice
+		}
+		rep, err := bench.ValidateRanks(ctx, s, set, newDev, opts)
+		if err != nil {
+			return measureErr(err)
+		}
+		return writeReport(stdout, format.v, rep)
+	}
 
 	if *sweep != "" {
 		var newDev func() (cuda.Device, error)

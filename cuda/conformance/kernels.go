@@ -316,7 +316,7 @@ func testAttention(t *testing.T, nd NewDevice) {
 		p := e.out(dt, B*NH*T*T)
 		e.must(e.d.AttentionProbs(p, qkv, B, T, C, NH))
 		got := e.get(p)
-		compare(e.t, "AttentionProbs", got, refAttentionProbs(qkvs, B, T, C, NH), tolFor(dt))
+		compare(e.t, "AttentionProbs", got, RefAttentionProbs(qkvs, B, T, C, NH), tolFor(dt))
 		for r := 0; r < B*NH*T; r++ {
 			for s := r%T + 1; s < T; s++ {
 				if v := got[r*T+s]; v != 0 {
@@ -325,7 +325,7 @@ func testAttention(t *testing.T, nd NewDevice) {
 			}
 		}
 
-		p, ps := e.buf(dt, refAttentionProbs(qkvs, B, T, C, NH))
+		p, ps := e.buf(dt, RefAttentionProbs(qkvs, B, T, C, NH))
 		y := e.out(dt, B*T*C)
 		e.must(e.d.AttentionOut(y, qkv, p, B, T, C, NH))
 		compare(e.t, "AttentionOut", e.get(y), refAttentionOut(qkvs, ps, B, T, C, NH), tolFor(dt))
@@ -348,10 +348,10 @@ func testAttention(t *testing.T, nd NewDevice) {
 		dqkv := e.out(cuda.F64, len(qv))
 		e.must(e.d.AttentionBackward(dqkv, dy, qkv, p, scratch, B, T, C, NH))
 		fd := finiteDiff(qv, func() float64 {
-			return dot(dyv, refAttentionOut(qv, refAttentionProbs(qv, B, T, C, NH), B, T, C, NH))
+			return dot(dyv, refAttentionOut(qv, RefAttentionProbs(qv, B, T, C, NH), B, T, C, NH))
 		})
 		compare(t, "AttentionBackward vs finite differences", e.get(dqkv), fd, fdTol)
-		compare(t, "reference vs finite differences", refAttentionBackward(dyv, qv, refAttentionProbs(qv, B, T, C, NH), B, T, C, NH), fd, fdTol)
+		compare(t, "reference vs finite differences", refAttentionBackward(dyv, qv, RefAttentionProbs(qv, B, T, C, NH), B, T, C, NH), fd, fdTol)
 	})
 }
 

@@ -179,7 +179,10 @@ func qkvAt(part, b, t, h, d, T, C, hd int) int {
 	return (b*T+t)*3*C + part*C + h*hd + d
 }
 
-func refAttentionProbs(qkv []float64, B, T, C, NH int) []float64 {
+// RefAttentionProbs is the float64 reference of Kernels.AttentionProbs:
+// the causal softmax of q·kᵀ/sqrt(C/NH) per head. Package model's graph
+// evaluator computes its attention with it too.
+func RefAttentionProbs(qkv []float64, B, T, C, NH int) []float64 {
 	hd := C / NH
 	p := make([]float64, B*NH*T*T)
 	for b := 0; b < B; b++ {
@@ -229,7 +232,7 @@ func refAttentionOut(qkv, p []float64, B, T, C, NH int) []float64 {
 }
 
 // refAttentionBackward is the gradient of refAttentionOut(qkv,
-// refAttentionProbs(qkv)) with respect to qkv, given dy, written out by
+// RefAttentionProbs(qkv)) with respect to qkv, given dy, written out by
 // hand through the softmax.
 func refAttentionBackward(dy, qkv, p []float64, B, T, C, NH int) []float64 {
 	hd := C / NH

@@ -1,0 +1,243 @@
+package bench
+
+// validate over ranks: per rank and per category, the ZeRO paper's model
+// states, the simulation and the measurement side by side, and each
+// rank's measured traffic beside the paper's communication volume.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"trainmem/cuda"
+	"trainmem/cuda/shape"
+	"trainmem/model"
+	"trainmem/train"
+	"trainmem/zero"
+)
+
+// RanksValidation is ValidateRanks's answer.
+type RanksValidation struct {
+	Setup    model.Setup
+	Setting  zero.Setting
+	Estimate model.Estimate
+	Steps    int
+	// Simulated are the simulated ranks' last steps (zero.SimulatedRanks);
+	// Measured every rank's, nil when nothing was measured.
+	Simulated, Measured []zero.RankResult
+	Device, Data        string
+}
+
+// MostMeasuredRanks is the most ranks ValidateRanks measures in one
+// process (each builds its own trainer on its own device).
+const MostMeasuredRanks = 8
+
+// ValidateRanks estimates, simulates and (when newDevice is not nil, on
+// one device of its own per rank) measures s under set over s.Ranks ranks
+// in one process: each rank the micro-batch s.Batch, rank r taking the
+// r-th of every s.Ranks micro-batches of the data's stream.
+func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, newDevice func() (cuda.Device, error), o Options) (*RanksValidation, error) {
+	if err := checkSetup(model.Setup{Model: s.Model, Params: s.Params, Batch: s.Batch, Seq: s.Seq, Precision: s.Precision,
+		Optimizer: s.Optimizer, Checkpoint: s.Checkpoint, Ranks: 1, TP: s.TP, PP: s.PP}); err != nil {
+		return nil, err // one rank's checks: the ranks are this function's
+	}
+	e, err := s.Estimate()
+	if err != nil {
+		return nil, err
+	}
+	steps := o.Steps
+	if steps <= 0 {
+		steps = 3
+	}
+	v := &RanksValidation{Setup: s, Setting: set, Estimate: e, Steps: steps}
+	o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
+	if v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, steps); err != nil {
+		return nil, err
+	}
+	if newDevice == nil {
+		return v, nil
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	if s.Ranks > MostMeasuredRanks {
+		return nil, fmt.Errorf("bench: measuring %d ranks in one process: at most %d (simulate any number: --no-measure)", s.Ranks, MostMeasuredRanks)
+	}
+	devs := make([]cuda.Device, s.Ranks)
+	defer func() {
+		for _, d := range devs {
+			if d != nil {
+				d.Close()
+			}
+		}
+	}()
+	for r := range devs {
+		if devs[r], err = newDevice(); err != nil {
+			return nil, err
+		}
+	}
+	batches, err := train.OpenBatches(devs[0], o.Data, s, o.seed())
+	if err != nil {
+		return nil, err
+	}
+	defer batches.Close()
+	v.Device, v.Data = devs[0].Name(), batches.Source
+	var init []float32
+	if devs[0].Computes() {
+		init = model.InitParams(s.Model, o.seed())
+	}
+	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)}
+	o.progress("validate: measuring %s over %d ranks on %s, %d steps", set, s.Ranks, v.Device, steps)
+	v.Measured, err = zero.Measure(devs, s, set, opts, init, steps, func(step, rank int) ([]int32, []int32, error) {
+		tok, tgt, err := batches.Next()
+		// Every rank keeps its own copy: the next call reuses the buffers.
+		return append([]int32(nil), tok...), append([]int32(nil), tgt...), err
+	})
+	var div *train.DivergedError
+	if errors.As(err, &div) {
+		return nil, fmt.Errorf("the measured run diverged: %w", err)
+	}
+	return v, err
+}
+
+// WriteText writes, for each run of alike ranks, the categories with the
+// paper's model states, the simulation and the measurement, then the
+// traffic beside the paper's volume.
+func (v *RanksValidation) WriteText(w io.Writer) error {
+	s := v.Setup
+	WriteHeader(w, s, fmt.Sprintf("%s × shape (simulated)", model.Comma(int64(s.Ranks))))
+	if v.Device != "" {
+		fmt.Fprintf(w, "measured %s ranks on %s each, data %s\n", model.Comma(int64(s.Ranks)), v.Device, v.Data)
+	}
+	writeSimulatedRanks(w, s.Ranks, v.Simulated)
+	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, plural(s.Ranks, "rank"), v.Steps)
+	st := v.Estimate.States
+	paper := map[cuda.Category]int64{cuda.Params: st.Params, cuda.Grads: st.Grads, cuda.Master: st.Master, cuda.AdamM: st.AdamM, cuda.AdamV: st.AdamV}
+	for _, g := range alikeRanks(v.Simulated, func(x, y zero.RankResult) bool {
+		return x.Stats == y.Stats && sameMeasured(v.Measured, x.Rank, y.Rank)
+	}) {
+		sim := v.Simulated[g.first]
+		var meas *zero.RankResult
+		if v.Measured != nil {
+			meas = &v.Measured[sim.Rank]
+		}
+		var t Table
+		t.Add("rank "+g.name, "zero_paper", "Δ", "simulated", "measured", "Δ")
+		for _, c := range rankCategories {
+			sv := sim.Stats.CategoryRequested[c].Peak
+			row := []string{"  " + c.String(), "-", "", model.GiB(sv), "-", ""}
+			if p, ok := paper[c]; ok && !v.Setting.PS {
+				row[1], row[2] = model.GiB(p), Percent(p, sv)
+			}
+			if meas != nil {
+				mv := meas.Stats.CategoryRequested[c].Peak
+				row[4], row[5] = model.GiB(mv), Percent(mv, sv)
+			}
+			t.Add(row...)
+		}
+		peak := []string{"  total peak (allocated)", "-", "", model.GiB(sim.Stats.AllocatedBytes.Peak), "-", ""}
+		if meas != nil {
+			peak[4], peak[5] = model.GiB(meas.Stats.AllocatedBytes.Peak), Percent(meas.Stats.AllocatedBytes.Peak, sim.Stats.AllocatedBytes.Peak)
+		}
+		t.Add(peak...)
+		if err := t.Write(w); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	r0 := v.Simulated[0].Stats
+	if g := r0.CategoryRequested[cuda.Grads].Peak - st.Grads; v.Setting.Stage >= 2 && g > 0 {
+		fmt.Fprintf(w, "why they differ: grads peak at the shard the paper counts plus %s: the bucket in flight while the backward pass writes it (a ZeRO-%d rank holds a whole bucket, padded to N·ceil(L/N), until its reduce-scatter)\n", model.Bytes(g), v.Setting.Stage)
+	}
+	if g := r0.CategoryRequested[cuda.Gathered].Peak; g > 0 {
+		fmt.Fprintf(w, "why they differ: gathered, %s at its peak, is the units' weights all-gathered while the forward or backward pass reads them, which the paper's 16Φ/N leaves out\n", model.Bytes(g))
+	}
+	if c := r0.CategoryRequested[cuda.Comm].Peak; c > 0 {
+		fmt.Fprintf(w, "why they differ: comm, %s at its peak, is the collectives' staging (two ring blocks a reduction, the padded shards of a gather), which no formula counts\n", model.Bytes(c))
+	}
+	if v.Setting.PS {
+		fmt.Fprintln(w, "zero_paper: the ZeRO paper does not count the parameter server (rank 0 alone holds master, adam_m and adam_v)")
+	} else {
+		fmt.Fprintf(w, "zero_paper: Rajbhandari et al. 2020, Section 3.1 and Table 1, ZeRO-%d over N = %d (trainmem pads a shard to ceil(Φ/N), per unit or bucket under ZeRO-2 and 3)\n", v.Setting.Stage, s.Ranks)
+	}
+	fmt.Fprintln(w, "Δ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")
+
+	fmt.Fprintln(w, "\ntraffic per rank in the last step:")
+	var t Table
+	t.Add("rank", "collective", "calls", "simulated sent", "measured sent", "received")
+	for _, g := range alikeRanks(v.Simulated, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
+		sim := v.Simulated[g.first]
+		for k, tr := range sim.Traffic {
+			if tr.Calls == 0 {
+				continue
+			}
+			ms := "-"
+			if v.Measured != nil {
+				ms = model.Bytes(v.Measured[sim.Rank].Traffic[k].SentBytes)
+			}
+			t.Add(g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), ms, model.Bytes(tr.RecvBytes))
+		}
+	}
+	if err := t.Write(w); err != nil {
+		return err
+	}
+	if c := v.Estimate.Comm; c.Collective != "none" && !v.Setting.PS {
+		fmt.Fprintf(w, "the ZeRO paper, Section 7: %s, %s elements a rank (%s in %s); a ring sends (N-1)/N of each pass: %s\n",
+			c.Collective, model.Comma(c.Elements), model.Bytes(c.Bytes), c.DType, model.Bytes(c.RingBytes))
+		fmt.Fprintln(w, "(trainmem's sums beside it include the ranks' agreement on skipping a step, one all-reduce of two int32 flags; under ZeRO-3 a unit that the backward pass does not read, such as untied embeddings, is not gathered again)")
+	}
+	return nil
+}
+
+// sameMeasured reports whether ranks a and b measured alike (true when
+// nothing was measured).
+func sameMeasured(m []zero.RankResult, a, b int) bool {
+	return m == nil || m[a].Stats == m[b].Stats
+}
+
+// WriteJSON writes every simulated and measured rank with exact bytes.
+func (v *RanksValidation) WriteJSON(w io.Writer) error {
+	type rankDoc struct {
+		Rank      int                     `json:"rank"`
+		Simulated map[cuda.Category]int64 `json:"simulated_peak_requested"`
+		Measured  map[cuda.Category]int64 `json:"measured_peak_requested,omitempty"`
+		SimSent   int64                   `json:"simulated_sent_bytes"`
+		MeasSent  *int64                  `json:"measured_sent_bytes,omitempty"`
+	}
+	st := v.Estimate.States
+	doc := struct {
+		Model   modelDoc  `json:"model"`
+		Setup   setupDoc  `json:"setup"`
+		Setting string    `json:"setting"`
+		Steps   int       `json:"steps"`
+		Paper   statesDoc `json:"zero_paper_states"`
+		Comm    commDoc   `json:"zero_paper_communication"`
+		Ranks   []rankDoc `json:"ranks"`
+	}{Model: modelDocOf(v.Setup), Setup: setupDocOf(v.Setup), Setting: v.Setting.String(), Steps: v.Steps,
+		Paper: statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()},
+		Comm:  commDoc{v.Estimate.Comm.Collective, v.Estimate.Comm.Elements, v.Estimate.Comm.Bytes, v.Estimate.Comm.RingBytes, v.Estimate.Comm.DType}}
+	sent := func(tr [zero.NumCollectives]zero.Traffic) (n int64) {
+		for _, t := range tr {
+			n += t.SentBytes
+		}
+		return n
+	}
+	for _, sr := range v.Simulated {
+		d := rankDoc{Rank: sr.Rank, Simulated: map[cuda.Category]int64{}, SimSent: sent(sr.Traffic)}
+		for _, c := range rankCategories {
+			d.Simulated[c] = sr.Stats.CategoryRequested[c].Peak
+		}
+		if v.Measured != nil {
+			m := v.Measured[sr.Rank]
+			d.Measured = map[cuda.Category]int64{}
+			for _, c := range rankCategories {
+				d.Measured[c] = m.Stats.CategoryRequested[c].Peak
+			}
+			ms := sent(m.Traffic)
+			d.MeasSent = &ms
+		}
+		doc.Ranks = append(doc.Ranks, d)
+	}
+	return writeJSON(w, doc)
+}
