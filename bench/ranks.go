@@ -79,39 +79,46 @@ func (r *RanksReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, plural(s.Ranks, "rank"))
 	writeSimulatedRanks(w, s.Ranks, r.Ranks)
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
+	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States)
+}
+
+// writeRankTables writes each rank's peaks per category (ranks alike
+// folded into one row) with the ZeRO paper's model states (nil: not
+// counted) beside them, then each rank's traffic in the last step.
+func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.RankResult, states *model.States) error {
 	var t Table
 	head := []string{"rank"}
 	for _, c := range rankCategories {
 		head = append(head, c.String())
 	}
 	t.Add(append(head, "peak allocated", "peak reserved")...)
-	for _, g := range alikeRanks(r.Ranks, func(x, y zero.RankResult) bool { return x.Stats == y.Stats }) {
-		st := r.Ranks[g.first].Stats
+	for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.Stats == y.Stats }) {
+		st := ranks[g.first].Stats
 		row := []string{g.name}
 		for _, c := range rankCategories {
 			row = append(row, model.GiB(st.CategoryRequested[c].Peak))
 		}
 		t.Add(append(row, model.GiB(st.AllocatedBytes.Peak), model.GiB(st.ReservedBytes.Peak))...)
 	}
-	if st := r.States; st != nil {
+	if st := states; st != nil {
 		t.Add("ZeRO paper", model.GiB(st.Params), model.GiB(st.Grads), model.GiB(st.Master), model.GiB(st.AdamM), model.GiB(st.AdamV), "-", "-", "-", "-", "-", "-", "-")
 	}
 	if err := t.Write(w); err != nil {
 		return err
 	}
 	switch {
-	case r.States != nil && r.Setting.Stage == 0:
+	case states != nil && set.Stage == 0:
 		fmt.Fprintln(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1: every rank holds the 2Φ + 2Φ + KΦ bytes of the model states")
-	case r.States != nil:
-		fmt.Fprintf(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1 and Table 1 (ZeRO-%d over N = %d, ceil(Φ/N) parameters a shard); trainmem pads a sharded buffer to N·ceil(Φ/N)\n", r.Setting.Stage, r.Setup.Ranks)
+	case states != nil:
+		fmt.Fprintf(w, "  ZeRO paper: Rajbhandari et al. 2020, Section 3.1 and Table 1 (ZeRO-%d over N = %d, ceil(Φ/N) parameters a shard); trainmem pads a sharded buffer to N·ceil(Φ/N)\n", set.Stage, s.Ranks)
 	default:
 		fmt.Fprintln(w, "  parameter server: rank 0 alone holds the optimizer states (master, adam_m, adam_v); the ZeRO paper does not count this setting")
 	}
 	fmt.Fprintln(w, "\ntraffic per rank in the last step (the ring algorithm's bytes):")
 	t = Table{}
 	t.Add("rank", "collective", "calls", "sent", "received")
-	for _, g := range alikeRanks(r.Ranks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
-		for k, tr := range r.Ranks[g.first].Traffic {
+	for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
+		for k, tr := range ranks[g.first].Traffic {
 			if tr.Calls > 0 {
 				t.Add(g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), model.Bytes(tr.RecvBytes))
 			}

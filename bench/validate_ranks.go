@@ -89,11 +89,7 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, newDevi
 	}
 	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)}
 	o.progress("validate: measuring %s over %d ranks on %s, %d steps", set, s.Ranks, v.Device, steps)
-	v.Measured, err = zero.Measure(devs, s, set, opts, init, steps, func(step, rank int) ([]int32, []int32, error) {
-		tok, tgt, err := batches.Next()
-		// Every rank keeps its own copy: the next call reuses the buffers.
-		return append([]int32(nil), tok...), append([]int32(nil), tgt...), err
-	})
+	v.Measured, err = zero.Measure(devs, s, set, opts, init, steps, func(int, int) ([]int32, []int32, error) { return batches.Next() })
 	var div *train.DivergedError
 	if errors.As(err, &div) {
 		return nil, fmt.Errorf("the measured run diverged: %w", err)

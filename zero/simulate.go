@@ -63,7 +63,7 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 		return nil, err
 	}
 	tokens := make([]int32, s.Batch*s.Seq) // never read
-	return run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil })
+	return Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil }, nil, nil)
 }
 
 // Measure runs steps of s under set on devs, one computing device per
@@ -75,17 +75,28 @@ func Measure(devs []cuda.Device, s model.Setup, set Setting, opts train.Options,
 	if err != nil {
 		return nil, err
 	}
-	return run(g, s, set, opts, init, max(steps, 1), batch)
+	return Run(g, s, set, opts, init, max(steps, 1), batch, nil, nil)
 }
 
-// run is Simulate's and Measure's: steps of every member's trainer, the
-// last step's statistics and traffic.
-func run(g *Group, s model.Setup, set Setting, opts train.Options, init []float32, steps int, batch func(step, rank int) ([]int32, []int32, error)) ([]RankResult, error) {
+// Run is a run of every member of g: a trainer each under set, from the
+// weights init (nil: zero), steps steps, each member's batch of each step
+// from batch(step, rank). After each step onStep (when set) gets every
+// member's record (a diverged step's records come with its
+// *train.DivergedError); an error from onStep ends the run after that
+// step. end (when set) sees the trainers before they are closed, to read
+// what they hold. Run returns every member's last finished step, with the
+// first error.
+func Run(g *Group, s model.Setup, set Setting, opts train.Options, init []float32, steps int,
+	batch func(step, rank int) ([]int32, []int32, error), onStep func(step int, recs []train.Record, err error) error,
+	end func(*Ranks)) ([]RankResult, error) {
 	rk, err := NewRanks(g, s, set, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer rk.Close()
+	if end != nil {
+		defer end(rk)
+	}
 	if init != nil {
 		if err := rk.SetParams(init); err != nil {
 			return nil, err
@@ -93,21 +104,42 @@ func run(g *Group, s model.Setup, set Setting, opts train.Options, init []float3
 	}
 	var recs []train.Record
 	before := make([][NumCollectives]Traffic, rk.Members())
+	var runErr error
 	for step := range steps {
-		if step == steps-1 {
-			for i := range before {
-				before[i] = rk.Comm(i).Traffic()
-			}
+		for i := range before {
+			before[i] = rk.Comm(i).Traffic()
 		}
 		toks, tgts := make([][]int32, rk.Members()), make([][]int32, rk.Members())
 		for i := range toks {
-			if toks[i], tgts[i], err = batch(step, g.ranks[i]); err != nil {
-				return nil, err
+			var tok, tgt []int32
+			if tok, tgt, runErr = batch(step, g.ranks[i]); runErr != nil {
+				break
+			}
+			toks[i], tgts[i] = append([]int32(nil), tok...), append([]int32(nil), tgt...) // the next call may reuse them
+		}
+		if runErr != nil {
+			break
+		}
+		got, err := rk.Step(func(i int) ([]int32, []int32) { return toks[i], tgts[i] })
+		var div *train.DivergedError
+		if err != nil && !errors.As(err, &div) {
+			runErr = oomFirst(err)
+			break
+		}
+		recs = got
+		if onStep != nil {
+			if oerr := onStep(step, recs, err); oerr != nil {
+				runErr = oerr
+				break
 			}
 		}
-		if recs, err = rk.Step(func(i int) ([]int32, []int32) { return toks[i], tgts[i] }); err != nil {
-			return nil, oomFirst(err)
+		if err != nil {
+			runErr = err
+			break
 		}
+	}
+	if recs == nil {
+		return nil, runErr
 	}
 	out := make([]RankResult, rk.Members())
 	for i := range out {
@@ -117,7 +149,7 @@ func run(g *Group, s model.Setup, set Setting, opts train.Options, init []float3
 			out[i].Traffic[k] = Traffic{Calls: tr.Calls - b.Calls, SentBytes: tr.SentBytes - b.SentBytes, RecvBytes: tr.RecvBytes - b.RecvBytes}
 		}
 	}
-	return out, nil
+	return out, runErr
 }
 
 // oomFirst puts a rank's out-of-memory error first: the other ranks then

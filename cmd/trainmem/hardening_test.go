@@ -337,9 +337,6 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		h := help(cmd)
 		formats := flagLine(h, "format")
 		refusals := []string{"tp", "pp", "sequence-parallel", "params"}
-		if cmd == "train" { // simulate and validate run the ranks
-			refusals = append(refusals, "ranks", "zero")
-		}
 		for _, refused := range refusals {
 			if flagLine(h, refused) != "" {
 				t.Errorf("%s -h lists --%s, which it refuses", cmd, refused)
@@ -412,4 +409,23 @@ func TestSparseCheckpointRefused(t *testing.T) {
 		t.Skipf("this machine could hold the %d-byte checkpoint (%d available, %v)", size, avail, err)
 	}
 	wantUsage(t, []string{"train", "--steps", "1", "--load", path}, "host memory", "sparse.bin")
+}
+
+func TestRanksFlagsRefused(t *testing.T) {
+	base := []string{"simulate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--ranks", "2"}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--zero", "3", "--bucket-mb", "4"}, []string{"ZeRO-3 gathers and reduces a unit", "no bucket size"}},
+		{[]string{"--zero", "4"}, []string{"--zero 4", "valid: 0, 1, 2, 3"}},
+		{[]string{"--data-parallel", "ps", "--zero", "1"}, []string{"--data-parallel ps and --zero 1", "drop --zero"}},
+		{[]string{"--data-parallel", "ddp"}, []string{`"ddp"`, "valid: ps"}},
+		{[]string{"--zero", "1", "--bucket-mb", "4"}, []string{"--bucket-mb", "ZeRO-1"}},
+		{[]string{"--data-parallel", "ps", "--bucket-mb", "4"}, []string{"--bucket-mb", "parameter server"}},
+		{[]string{"--bucket-mb", "-1"}, []string{"positive number of MiB"}},
+	} {
+		wantUsage(t, append(append([]string(nil), base...), tc.args...), tc.want...)
+	}
+	wantUsage(t, []string{"train", "--ranks", "9"}, "--ranks 9", "at most 8")
 }

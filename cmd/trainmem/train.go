@@ -14,6 +14,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
+	"trainmem/zero"
 )
 
 func init() {
@@ -60,7 +61,9 @@ type trainFlags struct {
 var runSetupOptions = setupOptions{batch: 8, seq: 64, preset: "tiny, or the shape of the --load file"}
 
 func addTrainFlags(fs *flag.FlagSet) *trainFlags {
-	f := &trainFlags{setup: addSetupFlags(fs, runSetupOptions)}
+	withRanks := runSetupOptions
+	withRanks.ranks = true
+	f := &trainFlags{setup: addSetupFlags(fs, withRanks)}
 	intVar(fs, &f.steps, "steps", 200, "training `steps`")
 	fs.Float64Var(&f.lr, "lr", 1e-3, "learning rate")
 	uint64Var(fs, &f.seed, "seed", 1, "`seed` of the initialisation and the batch order")
@@ -153,6 +156,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := opts.Check(); err != nil {
 		return err
 	}
+	set, err := tf.setup.setting()
+	if err != nil {
+		return err
+	}
+	if s.Ranks > 1 || set.PS {
+		return trainRanks(ctx, tf, opts, set, stdout)
+	}
 	dev, err := tf.newDevice()
 	if err != nil {
 		return err
@@ -173,6 +183,33 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Result.Steps, tf.steps, context.Cause(ctx))
 	}
 	for _, p := range []struct{ what, path string }{{"records", tf.out}, {"weights", tf.save}} {
+		if p.path != "" {
+			fmt.Fprintf(stdout, "%s written to %s\n", p.what, p.path)
+		}
+	}
+	return nil
+}
+
+// trainRanks is train over in-process ranks.
+func trainRanks(ctx context.Context, tf *trainFlags, opts bench.TrainOptions, set zero.Setting, stdout io.Writer) error {
+	s := opts.Setup
+	if s.Ranks > bench.MostMeasuredRanks {
+		return usagef("--ranks %d: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number)", s.Ranks, bench.MostMeasuredRanks)
+	}
+	bench.WriteHeader(stdout, s, fmt.Sprintf("%d ranks", s.Ranks))
+	rep, err := bench.TrainRanks(ctx, tf.newDevice, opts, set)
+	if rep != nil && rep.Steps > 0 {
+		if werr := rep.WriteText(stdout); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Interrupted {
+		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Steps, opts.Steps, context.Cause(ctx))
+	}
+	for _, p := range []struct{ what, path string }{{"records (one a rank a step)", opts.Out}, {"weights", opts.Save}} {
 		if p.path != "" {
 			fmt.Fprintf(stdout, "%s written to %s\n", p.what, p.path)
 		}

@@ -95,7 +95,7 @@ func TestTrainBadFiles(t *testing.T) {
 		{"other shape", []string{"--preset", "tiny", "--layers", "3", "--load", write("tiny.bin", []byte(ckpt.String()))}, []string{"layers"}},
 		{"seq beyond context", []string{"--seq", "65"}, []string{"65", "64"}},
 		{"device", []string{"--device", "tpu"}, []string{`"tpu"`, "host, cuda"}},
-		{"ranks", []string{"--ranks", "4"}, []string{"--ranks", "estimate"}},
+		{"ranks", []string{"--ranks", "9"}, []string{"--ranks 9", "at most 8"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(dir, tc.name+".jsonl")
@@ -153,4 +153,39 @@ func TestSimulate(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "80XB") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
+}
+
+func TestTrainRanks(t *testing.T) {
+	dir := t.TempDir()
+	out, save := filepath.Join(dir, "r.jsonl"), filepath.Join(dir, "w.bin")
+	text, _ := mustRun(t, "train", "--ranks", "3", "--zero", "3", "--batch", "2", "--seq", "16", "--steps", "2", "--out", out, "--save", save)
+	one, _ := mustRun(t, "train", "--batch", "6", "--seq", "16", "--steps", "1")
+	first := func(s string) string {
+		i := strings.Index(s, "loss    ")
+		if i < 0 {
+			t.Fatalf("no loss line:\n%s", s)
+		}
+		return strings.Fields(s[i:])[1]
+	}
+	if a, b := first(text), first(one); a != b {
+		t.Errorf("the ranks' first loss %s, one rank of batch 6: %s", a, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d records, want 3 ranks × 2 steps", len(lines))
+	}
+	for i, l := range lines {
+		var rec struct {
+			Rank *int `json:"rank"`
+			Step int  `json:"step"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Rank == nil || *rec.Rank != i%3 || rec.Step != i/3+1 {
+			t.Errorf("record %d: %s (%v), want rank %d of step %d", i, l[:min(len(l), 40)], err, i%3, i/3+1)
+		}
+	}
+	mustRun(t, "train", "--load", save, "--steps", "1", "--batch", "2", "--seq", "16")
 }

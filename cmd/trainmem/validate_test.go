@@ -172,3 +172,41 @@ func TestValidateHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateRanks(t *testing.T) {
+	for _, set := range [][]string{{"--zero", "0", "--bucket-mb", "0.1"}, {"--zero", "1"}, {"--zero", "2", "--bucket-mb", "0.1"}, {"--zero", "3"}, {"--data-parallel", "ps"}} {
+		args := append([]string{"validate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--precision", "bf16", "--ranks", "3", "--steps", "2", "--format", "json"}, set...)
+		out, _ := mustRun(t, args...)
+		var doc struct {
+			Ranks []struct {
+				Rank      int              `json:"rank"`
+				Simulated map[string]int64 `json:"simulated_peak_requested"`
+				Measured  map[string]int64 `json:"measured_peak_requested"`
+				SimSent   int64            `json:"simulated_sent_bytes"`
+				MeasSent  *int64           `json:"measured_sent_bytes"`
+			} `json:"ranks"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%v: %v", set, err)
+		}
+		if len(doc.Ranks) != 3 {
+			t.Fatalf("%v: %d ranks, want 3", set, len(doc.Ranks))
+		}
+		for _, r := range doc.Ranks {
+			if len(r.Measured) == 0 || r.MeasSent == nil || *r.MeasSent != r.SimSent || r.SimSent == 0 {
+				t.Errorf("%v rank %d: sent %d simulated, %v measured", set, r.Rank, r.SimSent, r.MeasSent)
+			}
+			for c, v := range r.Simulated {
+				if r.Measured[c] != v {
+					t.Errorf("%v rank %d %s: simulated %d, measured %d", set, r.Rank, c, v, r.Measured[c])
+				}
+			}
+		}
+	}
+	out, _ := mustRun(t, "validate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--ranks", "64", "--zero", "3", "--no-measure")
+	for _, want := range []string{"ranks simulated: 0, 1, 2, 32, 62, 63", "zero_paper", "gathered", "the ZeRO paper, Section 7"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate --ranks 64 --no-measure lacks %q:\n%s", want, out)
+		}
+	}
+}

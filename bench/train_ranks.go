@@ -1,0 +1,177 @@
+package bench
+
+// A training run over in-process ranks: every rank's records, memory and
+// traffic.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/model/files"
+	"trainmem/train"
+	"trainmem/zero"
+)
+
+// TrainRanksReport is what a run over ranks leaves: the mean loss and step
+// time over the ranks, first and last, and every rank's last step.
+type TrainRanksReport struct {
+	Setup               model.Setup
+	Setting             zero.Setting
+	Device, Dataset     string
+	Steps               int
+	FirstLoss, LastLoss float64 // the ranks' mean
+	MeanStepMs          float64 // over the steps after the first (the first alone for one step) and the ranks
+	Ranks               []zero.RankResult
+	Interrupted         bool
+}
+
+// rankRecord is one rank's record of a step as --out holds it: a "rank"
+// field first, then the train.Record's own (which marshals itself).
+func rankRecord(rank int, rec train.Record) ([]byte, error) {
+	b, err := json.Marshal(rec)
+	if err != nil || len(b) < 2 || b[0] != '{' {
+		return nil, fmt.Errorf("bench: encoding rank %d's record of step %d: %v", rank, rec.Step, err)
+	}
+	return append([]byte(fmt.Sprintf(`{"rank":%d,`, rank)), b[1:]...), nil
+}
+
+// TrainRanks trains o.Setup under set over o.Setup.Ranks ranks in one
+// process, each on a device of its own from newDevice: rank r takes the
+// r-th of every N micro-batches of the data's stream. Each step writes
+// one record per rank to o.Out (a "rank" field beside train's record); the
+// weights, assembled from every rank's pieces, go to o.Save at the end.
+func TrainRanks(ctx context.Context, newDevice func() (cuda.Device, error), o TrainOptions, set zero.Setting) (*TrainRanksReport, error) {
+	s := o.Setup
+	if o.Steps <= 0 {
+		return nil, fmt.Errorf("bench: steps must be a positive integer, got %d", o.Steps)
+	}
+	if s.Ranks > MostMeasuredRanks {
+		return nil, fmt.Errorf("bench: training %d ranks in one process: at most %d", s.Ranks, MostMeasuredRanks)
+	}
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	devs := make([]cuda.Device, s.Ranks)
+	defer func() {
+		for _, d := range devs {
+			if d != nil {
+				d.Close()
+			}
+		}
+	}()
+	var err error
+	for r := range devs {
+		if devs[r], err = newDevice(); err != nil {
+			return nil, err
+		}
+	}
+	batches, err := train.OpenBatches(devs[0], o.Data, s, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	defer batches.Close()
+	var init []float32
+	switch {
+	case o.Load != "":
+		if init, err = model.LoadCheckpoint(o.Load, s.Model); err != nil {
+			return nil, err
+		}
+	case devs[0].Computes():
+		init = model.InitParams(s.Model, o.Seed)
+	}
+	g, err := zero.NewGroup(devs)
+	if err != nil {
+		return nil, err
+	}
+	rep := &TrainRanksReport{Setup: s, Setting: set, Device: devs[0].Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens))}
+	var out *files.Lines
+	if o.Out != "" {
+		out = files.CreateLines(o.Out)
+	}
+	bar := train.NewProgress(o.Progress, o.Steps)
+	var outErr error
+	var steady float64
+	errStopped := errors.New("stopped")
+	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)}
+	var saved []float32
+	rep.Ranks, err = zero.Run(g, s, set, opts, init, o.Steps,
+		func(int, int) ([]int32, []int32, error) { return batches.Next() },
+		func(step int, recs []train.Record, _ error) error {
+			rep.Steps++
+			mean, ms := 0.0, 0.0
+			for r, rec := range recs {
+				mean += rec.Loss / float64(s.Ranks)
+				ms += rec.StepMs / float64(s.Ranks)
+				if out != nil && outErr == nil {
+					b, jerr := rankRecord(r, rec)
+					if outErr = jerr; outErr == nil {
+						outErr = out.WriteLine(b)
+					}
+				}
+			}
+			if step == 0 {
+				rep.FirstLoss, rep.MeanStepMs = mean, ms
+			} else {
+				steady += ms
+				rep.MeanStepMs = steady / float64(step)
+			}
+			rep.LastLoss = mean
+			bar.Update(recs[0])
+			if outErr != nil {
+				return outErr
+			}
+			if ctx.Err() != nil && step+1 < o.Steps {
+				rep.Interrupted = true
+				return errStopped
+			}
+			return nil
+		}, func(rk *zero.Ranks) {
+			if o.Save != "" && devs[0].Computes() {
+				saved, _ = rk.Params()
+			}
+		})
+	if errors.Is(err, errStopped) {
+		err = nil
+	}
+	if err != nil || rep.Interrupted {
+		bar.Done()
+	}
+	if out != nil {
+		if cerr := out.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	var saveErr error
+	if saved != nil && rep.Steps > 0 {
+		saveErr = model.SaveCheckpoint(o.Save, s.Model, saved)
+	}
+	var div *train.DivergedError
+	switch {
+	case errors.As(err, &div):
+		return rep, err // it names its step
+	case err != nil:
+		return rep, fmt.Errorf("step %d: %w", rep.Steps+1, err)
+	}
+	return rep, saveErr
+}
+
+// WriteText writes the loss and speed over the ranks, then every rank's
+// memory and traffic in the last step.
+func (r *TrainRanksReport) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "data    %s\nsetting %s over %s, each on %s\n", r.Dataset, r.Setting, plural(r.Setup.Ranks, "rank"), r.Device)
+	fmt.Fprintf(w, "loss    %.4f at step 1, %.4f at step %d (the mean over the ranks)\n", r.FirstLoss, r.LastLoss, r.Steps)
+	fmt.Fprintf(w, "speed   %.1f ms/step (mean over the ranks and the steps after the first)\n\n", r.MeanStepMs)
+	fmt.Fprintln(w, "each rank's peak per category in the last step (requested bytes):")
+	var states *model.States
+	if !r.Setting.PS {
+		if st, err := model.ZeROStates(r.Setup.Model.NumParams(), r.Setup.Precision, r.Setup.Optimizer, r.Setup.Ranks, r.Setting.Stage); err == nil {
+			states = &st
+		}
+	}
+	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, states)
+}
