@@ -30,17 +30,23 @@ type Setting struct {
 	// BucketBytes is the gradient bucket of DDP and ZeRO-2; 0 means
 	// PyTorch DDP's default, 25 MiB.
 	BucketBytes int64
+	// Prefetch, under ZeRO-3, gathers the next unit the pass reads as soon
+	// as the pass first reads a unit, so that two units can be gathered at
+	// once (DeepSpeed's prefetch; the memory shows in gathered).
+	Prefetch bool
 }
 
 // DefaultBucketBytes is PyTorch DDP's bucket_cap_mb default, 25 MiB.
 const DefaultBucketBytes = 25 << 20
 
 func (s Setting) String() string {
-	if s.PS {
+	switch {
+	case s.PS:
 		return "parameter server"
-	}
-	if s.Stage == 0 {
+	case s.Stage == 0:
 		return "ZeRO-0 (DDP)"
+	case s.Prefetch:
+		return fmt.Sprintf("ZeRO-%d with prefetch", s.Stage)
 	}
 	return fmt.Sprintf("ZeRO-%d", s.Stage)
 }
@@ -52,6 +58,8 @@ func (s Setting) Check() error {
 		return fmt.Errorf("zero: the parameter server is a setting of its own: give it without a ZeRO stage (got stage %d)", s.Stage)
 	case s.Stage < 0 || s.Stage > 3:
 		return fmt.Errorf("zero: ZeRO stage %d (valid: 0, 1, 2, 3)", s.Stage)
+	case s.Prefetch && s.Stage != 3:
+		return fmt.Errorf("zero: prefetch gathers ZeRO-3's units ahead; %s gathers none", s)
 	case s.Stage == 3 && s.BucketBytes != 0:
 		return fmt.Errorf("zero: ZeRO-3 gathers and reduces a unit (the embeddings, a block, the head) at a time: it takes no bucket size")
 	case s.BucketBytes < 0:
@@ -101,6 +109,7 @@ type bucket struct {
 	gathered *cuda.Buffer
 	readers  int
 	gathers  int
+	touched  bool // the pass has read the unit (prefetch: the next is gathered)
 }
 
 // Layout implements train.Policy.
@@ -211,27 +220,64 @@ func (p *policy) ParamBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
 	u := p.rowBucket[row]
 	b := &p.buckets[u]
 	if b.gathered == nil {
-		d := p.c.Device()
-		w := t.ParamsBuffer()
-		g, err := d.Alloc(cuda.Gathered, w.DType, p.c.Size()*b.shard)
-		if err != nil {
+		if err := p.gather(t, u); err != nil {
 			return nil, err
 		}
-		if err := p.c.AllGather(w.View(b.off, b.shard), g); err != nil {
-			d.Free(g)
-			return nil, err
-		}
-		b.gathered, b.readers = g, 0
-		backward := b.gathers > 0
-		b.gathers++
-		for i := range p.rowBucket {
-			if p.rowBucket[i] == u && t.ReadsParam(i, backward) {
-				b.readers++
+	}
+	if !b.touched {
+		b.touched = true
+		if p.set.Prefetch {
+			if err := p.prefetch(t, u, b.gathers > 1); err != nil {
+				return nil, err
 			}
 		}
 	}
 	r := t.Setup().Model.Params()[row]
 	return b.gathered.View(int(r.Offset)-b.lo, int(r.Count)), nil
+}
+
+// gather all-gathers unit u for the pass that reads it next (the forward
+// pass at the step's first gather, else the backward pass) and counts the
+// rows that pass reads.
+func (p *policy) gather(t *train.Trainer, u int) error {
+	b := &p.buckets[u]
+	d := p.c.Device()
+	w := t.ParamsBuffer()
+	g, err := d.Alloc(cuda.Gathered, w.DType, p.c.Size()*b.shard)
+	if err != nil {
+		return err
+	}
+	if err := p.c.AllGather(w.View(b.off, b.shard), g); err != nil {
+		d.Free(g)
+		return err
+	}
+	b.gathered, b.readers = g, 0
+	backward := b.gathers > 0
+	b.gathers++
+	for i := range p.rowBucket {
+		if p.rowBucket[i] == u && t.ReadsParam(i, backward) {
+			b.readers++
+		}
+	}
+	return nil
+}
+
+// prefetch gathers the unit that the pass first reads after unit u, unless
+// the pass has read it already or it is gathered.
+func (p *policy) prefetch(t *train.Trainer, u int, backward bool) error {
+	after := false
+	for _, row := range t.ParamReadOrder(backward) {
+		v := p.rowBucket[row]
+		switch {
+		case v == u:
+			after = true
+		case after && !p.buckets[v].touched && p.buckets[v].gathered == nil:
+			return p.gather(t, v)
+		case after:
+			return nil // the next unit is read already or gathered
+		}
+	}
+	return nil
 }
 
 // ParamDone implements train.Policy: a unit's gathered weights are given
@@ -243,7 +289,7 @@ func (p *policy) ParamDone(t *train.Trainer, row int) error {
 	}
 	if b.readers--; b.readers == 0 {
 		p.c.Device().Free(b.gathered)
-		b.gathered = nil
+		b.gathered, b.touched = nil, false
 	}
 	return nil
 }
@@ -319,7 +365,7 @@ func (p *policy) ReduceGrads(t *train.Trainer) error {
 		if p.buckets[i].gathered != nil {
 			return fmt.Errorf("zero: unit %d's weights are still gathered after the backward pass", i)
 		}
-		p.buckets[i].gathers = 0
+		p.buckets[i].gathers, p.buckets[i].touched = 0, false
 	}
 	p.reset()
 	return nil

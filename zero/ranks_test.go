@@ -70,6 +70,7 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 		{3, Setting{Stage: 3}, model.AdamW, model.FP32},
 		{4, Setting{Stage: 3}, model.SGD, model.FP32},
 		{2, Setting{Stage: 3}, model.AdamW, model.BF16},
+		{3, Setting{Stage: 3, Prefetch: true}, model.AdamW, model.FP32},
 	} {
 		name := fmt.Sprintf("N=%d/%s/%s/%s", tc.N, tc.set, tc.opt, tc.prec)
 		t.Run(name, func(t *testing.T) {
@@ -375,4 +376,42 @@ func BenchmarkSimulateScale(b *testing.B) {
 			}
 		})
 	}
+}
+
+// ZeRO-3's prefetch gathers the next unit as a pass first reads one: two
+// units gathered at once, so the gathered peak grows by a block, and
+// nothing stays gathered after the step.
+func TestPrefetchGathersAhead(t *testing.T) {
+	const N = 2
+	s := setupOf(tinyCfg, 2, 16, N, 3, model.FP32, model.AdamW)
+	peak := func(set Setting) int64 {
+		res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := res[0].Stats.CategoryRequested[cuda.Gathered]
+		if g.Current != 0 {
+			t.Errorf("%+v: %d bytes still gathered after the step", set, g.Current)
+		}
+		return g.Peak
+	}
+	block := int64(4 * PaddedLen(blockLen(), N))
+	without, with := peak(Setting{Stage: 3}), peak(Setting{Stage: 3, Prefetch: true})
+	if with != without+block {
+		t.Errorf("gathered peak %d with prefetch, %d without: want one block (%d bytes) more", with, without, block)
+	}
+	if err := (Setting{Stage: 2, Prefetch: true}).Check(); err == nil {
+		t.Error("prefetch under ZeRO-2 accepted")
+	}
+}
+
+// blockLen is one transformer block's parameters in tinyCfg.
+func blockLen() int {
+	n := 0
+	for _, r := range tinyCfg.Params() {
+		if r.Layer == 0 {
+			n += int(r.Count)
+		}
+	}
+	return n
 }

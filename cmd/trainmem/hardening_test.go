@@ -424,6 +424,7 @@ func TestRanksFlagsRefused(t *testing.T) {
 		{[]string{"--zero", "1", "--bucket-mb", "4"}, []string{"--bucket-mb", "ZeRO-1"}},
 		{[]string{"--data-parallel", "ps", "--bucket-mb", "4"}, []string{"--bucket-mb", "parameter server"}},
 		{[]string{"--bucket-mb", "-1"}, []string{"positive number of MiB"}},
+		{[]string{"--zero", "1", "--prefetch"}, []string{"prefetch gathers ZeRO-3's units", "ZeRO-1"}},
 	} {
 		wantUsage(t, append(append([]string(nil), base...), tc.args...), tc.want...)
 	}

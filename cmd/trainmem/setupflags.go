@@ -32,6 +32,7 @@ type setupFlags struct {
 
 	ranks, zero, tp, pp int
 	ps                  bool  // --data-parallel ps
+	prefetch            bool  // --prefetch
 	bucketBytes         int64 // --bucket-mb; 0: DDP's default
 	sequenceParallel    bool
 
@@ -102,6 +103,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			f.ps = true
 			return nil
 		})
+		fs.BoolVar(&f.prefetch, "prefetch", false, "with --zero 3: gather the next unit's weights as a pass first reads a unit (two units gathered at once)")
 		fs.Func("bucket-mb", "the gradient bucket of DDP and ZeRO-2, in MiB (default 25, PyTorch DDP's)", func(s string) error {
 			v, err := strconv.ParseFloat(s, 64)
 			if err != nil || !(v > 0) || v > 1<<40 {
@@ -164,6 +166,7 @@ var elsewhere = map[string]string{
 	"ranks":             "this subcommand runs one device; 'trainmem simulate --ranks N' and 'trainmem validate --ranks N' run data parallelism rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
 	"zero":              "this subcommand runs one device; 'trainmem simulate --ranks N --zero S' and 'trainmem validate --ranks N --zero S' run ZeRO rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
 	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' and 'trainmem validate' run the parameter server",
+	"prefetch":          "ZeRO-3's prefetch belongs to 'trainmem simulate', 'trainmem validate' and 'trainmem train' with --ranks N --zero 3",
 	"bucket-mb":         "gradient buckets belong to 'trainmem simulate' and 'trainmem validate' with --ranks N --zero 0 or --zero 2",
 	"tp":                "this subcommand runs one device; tensor parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
@@ -284,7 +287,7 @@ func (f *setupFlags) setting() (zero.Setting, error) {
 	if f.bucketBytes > 0 && (f.ps || f.zero == 1) {
 		return zero.Setting{}, usagef("--bucket-mb: buckets are DDP's and ZeRO-2's (--zero 0 or 2), not the %s's", zero.Setting{PS: f.ps, Stage: f.zero})
 	}
-	s := zero.Setting{PS: f.ps, Stage: f.zero, BucketBytes: f.bucketBytes}
+	s := zero.Setting{PS: f.ps, Stage: f.zero, BucketBytes: f.bucketBytes, Prefetch: f.prefetch}
 	if err := s.Check(); err != nil {
 		return zero.Setting{}, usageError{err}
 	}
