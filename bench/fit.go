@@ -5,20 +5,28 @@ package bench
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
+	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
+	"trainmem/train"
+	"trainmem/zero"
 )
 
 // fitCell is one answer of the search.
 type fitCell struct {
-	policy model.Checkpoint
-	zero   int
-	answer int // micro-batch or ranks; 0: none fits
-	est    model.Estimate
+	policy    model.Checkpoint
+	zero      int
+	answer    int // micro-batch or ranks by the formula; 0: none fits
+	simulated int // the largest micro-batch the simulation fits; -1: not simulated
+	est       model.Estimate
 }
 
 // FitReport answers, for a setup and a memory a rank has, the largest
@@ -35,9 +43,12 @@ type FitReport struct {
 }
 
 // Fit searches the answers; byRanks asks for ranks (a parameter-only
-// setup always does). The error is the model's (a shape too large to
-// count).
-func Fit(s model.Setup, memory int64, formula model.Formula, byRanks bool) (*FitReport, error) {
+// setup always does). The largest micro-batch is also searched by the
+// simulation (the real schedule of one rank on a shape-only device of
+// memory bytes), so that fit never claims a micro-batch simulate refutes;
+// progress, when set, gets a line per cell. The error is the model's (a
+// shape too large to count).
+func Fit(s model.Setup, memory int64, formula model.Formula, byRanks bool, progress io.Writer) (*FitReport, error) {
 	byRanks = byRanks || s.ParamsOnly()
 	var err error
 	if byRanks {
@@ -58,7 +69,7 @@ func Fit(s model.Setup, memory int64, formula model.Formula, byRanks bool) (*Fit
 		for z := 0; z <= 3; z++ {
 			t := s
 			t.Checkpoint, t.ZeRO = p, z
-			c := fitCell{policy: p, zero: z}
+			c := fitCell{policy: p, zero: z, simulated: -1}
 			if byRanks {
 				c.answer, c.est, err = t.MinRanks(memory, formula)
 			} else {
@@ -79,7 +90,112 @@ func Fit(s model.Setup, memory int64, formula model.Formula, byRanks bool) (*Fit
 			lowest[p] = fitCell{policy: p, zero: z, answer: s.Ranks, est: e}
 		}
 	}
+	if !byRanks {
+		if err := simulateCells(s, memory, cells, progress); err != nil {
+			return nil, err
+		}
+	}
 	return &FitReport{Setup: s, Memory: memory, Formula: formula, ByRanks: byRanks, policies: policies, cells: cells, lowest: lowest}, nil
+}
+
+// simulateCells finds every cell's simulated answer, the cells searched
+// side by side on the machine's cores (one rank's stages are alike: it is
+// searched once a policy).
+func simulateCells(s model.Setup, memory int64, cells []fitCell, progress io.Writer) error {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(cells))
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range cells {
+		c := &cells[i]
+		if s.Ranks == 1 && c.zero > 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			t := s
+			t.Checkpoint, t.ZeRO = c.policy, c.zero
+			c.simulated, errs[i] = simulatedMaxBatch(t, memory, c.answer)
+			if progress != nil {
+				mu.Lock()
+				fmt.Fprintf(progress, "fit: simulated %s, ZeRO-%d: micro-batch %d\n", policyName(c.policy, s), c.zero, c.simulated)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range cells {
+		if s.Ranks == 1 && cells[i].zero > 0 {
+			cells[i].simulated = cells[i-1].simulated
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// simFits reports whether s's simulation fits a card of memory bytes: the
+// single-rank schedule, or one rank of a ZeRO setting (every rank's buffers
+// have the same sizes).
+func simFits(s model.Setup, memory int64) (bool, error) {
+	dev := shape.New(memory)
+	defer dev.Close()
+	var err error
+	if s.Ranks == 1 {
+		_, _, err = train.Simulate(dev, s, 2)
+	} else {
+		_, err = zero.SimulateRank(dev, s, zero.Setting{Stage: s.ZeRO}, 0, 2)
+	}
+	var oom *cuda.OutOfMemoryError
+	if errors.As(err, &oom) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// simulatedMaxBatch is the largest micro-batch whose simulation fits a card
+// of memory bytes (0: none), searched from the formula's answer hint:
+// doubled while it fits, then bisected.
+func simulatedMaxBatch(s model.Setup, memory int64, hint int) (int, error) {
+	fits := func(b int) (bool, error) {
+		t := s
+		t.Batch = b
+		if t.Validate() != nil {
+			return false, nil // past what can be counted: it does not fit
+		}
+		return simFits(t, memory)
+	}
+	if ok, err := fits(1); !ok || err != nil {
+		return 0, err
+	}
+	lo, hi := 1, max(hint, 2)
+	for {
+		ok, err := fits(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		if lo = hi; hi >= model.MaxBatch {
+			return lo, nil
+		}
+		hi = min(2*hi, model.MaxBatch)
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := fits(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
 }
 
 // WriteText writes the answers as a table, with notes on what does not fit.
@@ -112,7 +228,8 @@ func (r *FitReport) WriteText(w io.Writer) error {
 	if byRanks {
 		fmt.Fprintf(w, "fewest data-parallel ranks that fit in %s a rank (%s)\n\n", model.Bytes(memory), what)
 	} else {
-		fmt.Fprintf(w, "largest micro-batch per rank that fits in %s (%s)\n\n", model.Bytes(memory), what)
+		fmt.Fprintf(w, "largest micro-batch per rank that fits in %s: simulated / the formula (%s)\n", model.Bytes(memory), what)
+		fmt.Fprintf(w, "(simulated: the real schedule of one rank on a card of %s, every allocation of the step; the formula's answer beside it counts no temporaries, workspace or allocator rounding)\n\n", model.Bytes(memory))
 	}
 
 	var t Table
@@ -140,8 +257,15 @@ func (r *FitReport) WriteText(w io.Writer) error {
 				continue
 			}
 			rec = c.est.Recompute.Fraction
+			cellText := model.Comma(int64(c.answer))
+			if c.simulated >= 0 {
+				cellText = fmt.Sprintf("%s / %s", model.Comma(int64(c.simulated)), cellText)
+			}
 			if c.answer > 0 {
-				r = append(r, model.Comma(int64(c.answer)))
+				r = append(r, cellText)
+				if c.simulated == 0 {
+					note(fmt.Sprintf("%s, ZeRO-%d: the simulation fits no micro-batch: micro-batch 1 runs out of the card's memory", policyName(p, s), c.zero))
+				}
 				continue
 			}
 			states := c.est.States.Total() + c.est.Gathered
@@ -154,10 +278,10 @@ func (r *FitReport) WriteText(w io.Writer) error {
 				note(fmt.Sprintf("%s: activations alone need %s a rank, and ranks do not shrink them (try checkpointing, a smaller micro-batch, --tp or --pp)",
 					policyName(p, s), model.Bytes(c.est.ActivationBytes(formula))))
 			case states > memory:
-				r = append(r, "0")
+				r = append(r, cellText)
 				note(fmt.Sprintf("ZeRO-%d: 0, nothing fits: the model states alone need %s a rank", c.zero, model.Bytes(states)))
 			default:
-				r = append(r, "0")
+				r = append(r, cellText)
 				note(fmt.Sprintf("%s, ZeRO-%d: 0, nothing fits: micro-batch 1 needs %s", policyName(p, s), c.zero, model.Bytes(c.est.Total(formula))))
 			}
 		}
@@ -187,7 +311,11 @@ func (r *FitReport) WriteText(w io.Writer) error {
 	if !s.ParamsOnly() {
 		fmt.Fprintln(w, "recompute: the policy's extra FLOPs as a share of a training step.")
 	}
-	fmt.Fprintln(w, "Not counted: temporaries, kernel workspaces, allocator caching and fragmentation, the CUDA context.")
+	if byRanks {
+		fmt.Fprintln(w, "Not counted: temporaries, kernel workspaces, allocator caching and fragmentation, the CUDA context.")
+	} else {
+		fmt.Fprintln(w, "The formula does not count temporaries, kernel workspaces, allocator caching and fragmentation; the simulation counts all but the CUDA context.")
+	}
 	return nil
 }
 
@@ -195,9 +323,12 @@ type fitRowDoc struct {
 	Checkpoint    string `json:"checkpoint"`
 	ZeRO          int    `json:"zero"`
 	MaxMicroBatch *int   `json:"max_micro_batch,omitempty"`
-	MinRanks      *int   `json:"min_ranks,omitempty"`
-	Ranks         *int   `json:"ranks,omitempty"`
-	Fits          bool   `json:"fits"`
+	// SimulatedMaxMicroBatch is the simulation's answer: the largest
+	// micro-batch whose real schedule fits the memory.
+	SimulatedMaxMicroBatch *int `json:"simulated_max_micro_batch,omitempty"`
+	MinRanks               *int `json:"min_ranks,omitempty"`
+	Ranks                  *int `json:"ranks,omitempty"`
+	Fits                   bool `json:"fits"`
 	// TotalBytes is the total at the answer (at micro-batch 1, or at the
 	// largest rank count tried, when nothing fits).
 	TotalBytes       int64   `json:"total_bytes"`
@@ -213,6 +344,10 @@ func fitRow(c fitCell, byRanks bool, formula model.Formula) fitRowDoc {
 		r.MinRanks = &ans
 	} else {
 		r.MaxMicroBatch = &ans
+	}
+	if c.simulated >= 0 {
+		sim := c.simulated
+		r.SimulatedMaxMicroBatch = &sim
 	}
 	return r
 }
@@ -252,9 +387,17 @@ func (r *FitReport) WriteCSV(w io.Writer) error {
 	if byRanks {
 		col = "min_ranks"
 	}
-	cw.Write([]string{"checkpoint", "zero", col, "total_bytes"})
+	head := []string{"checkpoint", "zero", col, "total_bytes"}
+	if !byRanks {
+		head = append(head, "simulated_max_micro_batch")
+	}
+	cw.Write(head)
 	for _, c := range cells {
-		cw.Write([]string{c.policy.String(), strconv.Itoa(c.zero), strconv.Itoa(c.answer), strconv.FormatInt(c.est.Total(formula), 10)})
+		row := []string{c.policy.String(), strconv.Itoa(c.zero), strconv.Itoa(c.answer), strconv.FormatInt(c.est.Total(formula), 10)}
+		if !byRanks {
+			row = append(row, strconv.Itoa(c.simulated))
+		}
+		cw.Write(row)
 	}
 	cw.Flush()
 	return cw.Error()

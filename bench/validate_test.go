@@ -12,8 +12,11 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/cuda/host"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/model/reference"
+	"trainmem/train"
+	"trainmem/zero"
 )
 
 func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt model.Optimizer, pol string) model.Setup {
@@ -450,6 +453,40 @@ func TestExplanationAtRecomputation(t *testing.T) {
 		for _, want := range tc.lines {
 			if !strings.Contains(all, want) {
 				t.Errorf("%s: no explanation says %q; they say:\n%s", tc.pol, want, all)
+			}
+		}
+	}
+}
+
+// fit's simulated answer is the simulation's own: at that micro-batch
+// simulate fits the card, one more and it runs out of memory, for one rank
+// and for every simulated rank of a ZeRO-3 group.
+func TestFitSimulatedIsSimulates(t *testing.T) {
+	const memory = 24 << 20
+	for _, ranks := range []int{1, 4} {
+		s := setup(t, "tiny", 1, 64, model.BF16, model.Adam, "none")
+		s.Ranks = ranks
+		rep, err := Fit(s, memory, model.Korthikanti, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rep.cells {
+			if c.simulated <= 0 {
+				t.Fatalf("ranks %d %s ZeRO-%d: simulated %d", ranks, c.policy, c.zero, c.simulated)
+			}
+			for _, b := range []int{c.simulated, c.simulated + 1} {
+				u := s
+				u.Batch, u.Checkpoint, u.ZeRO = b, c.policy, c.zero
+				var err error
+				if ranks == 1 {
+					_, _, err = train.Simulate(shape.New(memory), u, 2)
+				} else {
+					_, err = zero.Simulate(func() cuda.Device { return shape.New(memory) }, u, zero.Setting{Stage: c.zero}, 2)
+				}
+				var oom *cuda.OutOfMemoryError
+				if fits := err == nil; fits != (b == c.simulated) || (err != nil && !errors.As(err, &oom)) {
+					t.Errorf("ranks %d %s ZeRO-%d: fit says %d; micro-batch %d simulates with %v", ranks, c.policy, c.zero, c.simulated, b, err)
+				}
 			}
 		}
 	}

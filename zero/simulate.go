@@ -167,3 +167,22 @@ func oomFirst(err error) error {
 	}
 	return err
 }
+
+// SimulateRank is Simulate of one rank alone on dev (a sparse group of that
+// member): its last step. Every rank of a ZeRO setting holds buffers of the
+// same sizes, so one rank says whether a setting fits a card.
+func SimulateRank(dev cuda.Device, s model.Setup, set Setting, rank, steps int) (RankResult, error) {
+	if steps <= 0 {
+		steps = 2
+	}
+	g, err := NewSparseGroup([]cuda.Device{dev}, []int{rank}, s.Ranks)
+	if err != nil {
+		return RankResult{}, err
+	}
+	tokens := make([]int32, s.Batch*s.Seq) // never read
+	res, err := Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil }, nil, nil)
+	if err != nil {
+		return RankResult{}, err
+	}
+	return res[0], nil
+}

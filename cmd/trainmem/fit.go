@@ -57,7 +57,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sf.noteIgnored(stderr)
-	rep, err := bench.Fit(s, memory, formula, sf.set("batch"))
+	rep, err := bench.Fit(s, memory, formula, sf.set("batch"), stderr)
 	if err != nil {
 		return badSetup(err)
 	}
