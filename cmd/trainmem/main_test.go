@@ -373,3 +373,41 @@ func TestSimulateRanks(t *testing.T) {
 		}
 	}
 }
+
+// simulate --ranks N --sweep zero sets every data-parallel setting side by
+// side: each ZeRO stage holds less than the one before (with buckets small
+// beside the model: a ZeRO-2 bucket of the whole model would hold it all
+// in flight), ZeRO-3 sends half as much again as DDP (3Φ against 2Φ), and
+// the paper's numbers sit beside.
+func TestSimulateSweepZero(t *testing.T) {
+	out, _ := mustRun(t, "simulate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--precision", "bf16", "--ranks", "4", "--sweep", "zero", "--bucket-mb", "0.05", "--format", "json")
+	var doc struct {
+		Rows []struct {
+			Setting     string `json:"setting"`
+			ModelStates int64  `json:"model_states_bytes"`
+			Sent        int64  `json:"sent_bytes"`
+			PaperStates *int64 `json:"zero_paper_model_states_bytes"`
+		} `json:"settings"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Rows) != 5 || doc.Rows[0].Setting != "parameter server" || doc.Rows[0].PaperStates != nil {
+		t.Fatalf("rows %+v, want the parameter server and ZeRO-0 to 3", doc.Rows)
+	}
+	for i := 2; i < 5; i++ {
+		if doc.Rows[i].ModelStates >= doc.Rows[i-1].ModelStates || doc.Rows[i].PaperStates == nil {
+			t.Errorf("%s holds %d bytes of model states, %s %d: want less", doc.Rows[i].Setting, doc.Rows[i].ModelStates, doc.Rows[i-1].Setting, doc.Rows[i-1].ModelStates)
+		}
+	}
+	if ddp, z3 := doc.Rows[1].Sent, doc.Rows[4].Sent; z3 < ddp*14/10 || z3 > ddp*16/10 {
+		t.Errorf("ZeRO-3 sends %d bytes a step, DDP %d: want about 1.5×", z3, ddp)
+	}
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"--sweep", "zero"}, []string{"--sweep zero", "--ranks N"}},
+		{[]string{"--ranks", "2", "--sweep", "zero", "--zero", "1"}, []string{"drop --zero"}},
+		{[]string{"--ranks", "2", "--sweep", "stages"}, []string{`"stages"`, "valid: zero"}},
+	} {
+		wantUsage(t, append([]string{"simulate", "--preset", "tiny"}, tc.args...), tc.want...)
+	}
+}

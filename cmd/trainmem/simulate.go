@@ -45,6 +45,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	})
 	var steps int
 	intVar(fs, &steps, "steps", 2, "`steps` to run (the first fills the allocator's cache)")
+	sweep := fs.String("sweep", "", "sweep: zero (with --ranks N: the parameter server and ZeRO-0 to 3 side by side)")
 	format := newFormatFlag(fs, "text", "json")
 	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
 		return err
@@ -59,6 +60,20 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	set, err := sf.setting()
 	if err != nil {
 		return err
+	}
+	switch {
+	case *sweep == "zero" && s.Ranks < 2:
+		return usagef("--sweep zero compares the data-parallel settings: give --ranks N of at least 2")
+	case *sweep == "zero" && (sf.set("zero") || sf.ps):
+		return usagef("--sweep zero runs every setting; drop --zero and --data-parallel")
+	case *sweep == "zero":
+		rep, err := bench.SweepStages(capacity, s, steps, sf.bucketBytes)
+		if err != nil {
+			return err
+		}
+		return writeReport(stdout, format.v, rep)
+	case *sweep != "":
+		return usagef("--sweep %q: unknown sweep (valid: zero)", *sweep)
 	}
 	if s.Ranks > 1 || set.PS {
 		rep, err := bench.SimulateRanks(capacity, s, set, steps)
