@@ -234,7 +234,7 @@ func (t *Trainer) Grads() ([]float64, error) {
 	if err := t.dev.Download(out, t.grads.View(0, len(out))); err != nil {
 		return nil, err
 	}
-	if s := t.scaler.used; s != 1 {
+	if s := t.scaler.used / float64(t.lay.Ranks); s != 1 {
 		for i := range out {
 			out[i] /= s
 		}
@@ -290,7 +290,11 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 	t.dev.ResetPeakStats()
 	t.inputs[t.sched.Tokens] = tokens
 	t.inputs[t.sched.Targets] = targets
-	seed := t.scaler.begin()
+	// The seed is divided by the ranks, as PyTorch DDP divides the
+	// gradients before it reduces them: the ranks' sum is then the mean,
+	// and a loss-scaled fp16 sum overflows no sooner than one rank's
+	// gradient of the global batch would.
+	seed := t.scaler.begin() / float64(t.lay.Ranks)
 	if t.st.state == cuda.F64 {
 		t.inputs[t.sched.DLoss] = []float64{seed}
 	} else {
@@ -527,10 +531,10 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 }
 
 // updatePiece runs the optimizer over one of this rank's pieces, row by
-// row (weight decay is a row's). The gradients are divided by the loss
-// scale and by the ranks they were summed over.
+// row (weight decay is a row's). The gradients, summed over the ranks from
+// a seed divided by their number, are divided by the loss scale.
 func (t *Trainer) updatePiece(p Piece) error {
-	gs := float32(1 / (t.scaler.used * float64(t.lay.Ranks)))
+	gs := float32(1 / t.scaler.used)
 	o := t.opts.Optimizer
 	state := func(b *cuda.Buffer, off, n int) *cuda.Buffer {
 		if b == nil {

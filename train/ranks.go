@@ -61,8 +61,9 @@ type Policy interface {
 // LazyGrads, this rank's shard only, the backward pass writing into
 // buffers the policy binds (GradBuffer). States is the length of each
 // optimizer state (master, m, v), 0 for a rank that holds none. Ranks is
-// the data-parallel group's size, which the summed gradients are divided
-// by.
+// the data-parallel group's size, which the backward pass's loss seed is
+// divided by, so that the gradients the ranks sum are their mean (as
+// PyTorch DDP divides before it reduces).
 type Layout struct {
 	Params, Grads, States int
 	Pieces                []Piece
