@@ -90,25 +90,26 @@ func Fit(s model.Setup, memory int64, formula model.Formula, byRanks bool, progr
 			lowest[p] = fitCell{policy: p, zero: z, answer: s.Ranks, est: e}
 		}
 	}
-	if !byRanks {
-		if err := simulateCells(s, memory, cells, progress); err != nil {
+	if !s.ParamsOnly() {
+		if err := simulateCells(s, memory, cells, byRanks, progress); err != nil {
 			return nil, err
 		}
 	}
 	return &FitReport{Setup: s, Memory: memory, Formula: formula, ByRanks: byRanks, policies: policies, cells: cells, lowest: lowest}, nil
 }
 
-// simulateCells finds every cell's simulated answer, the cells searched
-// side by side on the machine's cores (one rank's stages are alike: it is
+// simulateCells finds every cell's simulated answer (the largest
+// micro-batch, or with byRanks the fewest ranks), the cells searched side
+// by side on the machine's cores (one rank's stages are alike: it is
 // searched once a policy).
-func simulateCells(s model.Setup, memory int64, cells []fitCell, progress io.Writer) error {
+func simulateCells(s model.Setup, memory int64, cells []fitCell, byRanks bool, progress io.Writer) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(cells))
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range cells {
 		c := &cells[i]
-		if s.Ranks == 1 && c.zero > 0 {
+		if s.Ranks == 1 && c.zero > 0 && !byRanks {
 			continue
 		}
 		wg.Add(1)
@@ -118,21 +119,39 @@ func simulateCells(s model.Setup, memory int64, cells []fitCell, progress io.Wri
 			defer func() { <-slots }()
 			t := s
 			t.Checkpoint, t.ZeRO = c.policy, c.zero
-			c.simulated, errs[i] = simulatedMaxBatch(t, memory, c.answer)
+			what := "micro-batch"
+			if byRanks {
+				what = "ranks"
+				c.simulated, errs[i] = simulatedMinRanks(t, memory, c.answer)
+			} else {
+				c.simulated, errs[i] = simulatedMaxBatch(t, memory, c.answer)
+			}
 			if progress != nil {
 				mu.Lock()
-				fmt.Fprintf(progress, "fit: simulated %s, ZeRO-%d: micro-batch %d\n", policyName(c.policy, s), c.zero, c.simulated)
+				fmt.Fprintf(progress, "fit: simulated %s, ZeRO-%d: %s %d\n", policyName(c.policy, s), c.zero, what, c.simulated)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	for i := range cells {
-		if s.Ranks == 1 && cells[i].zero > 0 {
+		if s.Ranks == 1 && cells[i].zero > 0 && !byRanks {
 			cells[i].simulated = cells[i-1].simulated
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// simPrefix is a cell's simulated answer before the formula's: "12 / ";
+// a rank count that never fits is "-".
+func simPrefix(c fitCell, byRanks bool) string {
+	switch {
+	case c.simulated < 0:
+		return ""
+	case c.simulated == 0 && byRanks:
+		return "- / "
+	}
+	return model.Comma(int64(c.simulated)) + " / "
 }
 
 // simFits reports whether s's simulation fits a card of memory bytes: the
@@ -155,8 +174,7 @@ func simFits(s model.Setup, memory int64) (bool, error) {
 }
 
 // simulatedMaxBatch is the largest micro-batch whose simulation fits a card
-// of memory bytes (0: none), searched from the formula's answer hint:
-// doubled while it fits, then bisected.
+// of memory bytes (0: none), searched from the formula's answer hint.
 func simulatedMaxBatch(s model.Setup, memory int64, hint int) (int, error) {
 	fits := func(b int) (bool, error) {
 		t := s
@@ -169,33 +187,63 @@ func simulatedMaxBatch(s model.Setup, memory int64, hint int) (int, error) {
 	if ok, err := fits(1); !ok || err != nil {
 		return 0, err
 	}
-	lo, hi := 1, max(hint, 2)
+	last, _, err := edge(1, hint, model.MaxBatch, true, fits)
+	return last, err
+}
+
+// simulatedMinRanks is the fewest data-parallel ranks, at most
+// model.MaxFitRanks, whose simulation (one rank of them) fits a card of
+// memory bytes (0: none), searched from the formula's answer hint. A
+// rank's memory only shrinks as ranks are added (its shards and staging
+// do).
+func simulatedMinRanks(s model.Setup, memory int64, hint int) (int, error) {
+	fits := func(n int) (bool, error) {
+		t := s
+		t.Ranks = n
+		if t.Validate() != nil {
+			return false, nil
+		}
+		return simFits(t, memory)
+	}
+	if ok, err := fits(1); ok || err != nil {
+		return 1, err
+	}
+	_, first, err := edge(1, hint, model.MaxFitRanks, false, fits)
+	return first, err
+}
+
+// edge finds where fits changes from its answer at lo (side) going up, to
+// at most most: from hint doubled while the answer stays, then bisected.
+// It returns the last n with the answer side and the first without (0
+// when the answer stays side up to most).
+func edge(lo, hint, most int, side bool, fits func(int) (bool, error)) (last, first int, err error) {
+	hi := min(max(hint, lo+1), most)
 	for {
 		ok, err := fits(hi)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		if !ok {
+		if ok != side {
 			break
 		}
-		if lo = hi; hi >= model.MaxBatch {
-			return lo, nil
+		if lo = hi; hi >= most {
+			return lo, 0, nil
 		}
-		hi = min(2*hi, model.MaxBatch)
+		hi = min(2*hi, most)
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		ok, err := fits(mid)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		if ok {
+		if ok == side {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	return lo, nil
+	return lo, hi, nil
 }
 
 // WriteText writes the answers as a table, with notes on what does not fit.
@@ -226,7 +274,12 @@ func (r *FitReport) WriteText(w io.Writer) error {
 		what = "model states only"
 	}
 	if byRanks {
-		fmt.Fprintf(w, "fewest data-parallel ranks that fit in %s a rank (%s)\n\n", model.Bytes(memory), what)
+		if s.ParamsOnly() {
+			fmt.Fprintf(w, "fewest data-parallel ranks that fit in %s a rank (%s)\n\n", model.Bytes(memory), what)
+		} else {
+			fmt.Fprintf(w, "fewest data-parallel ranks that fit in %s a rank: simulated / the formula (%s)\n", model.Bytes(memory), what)
+			fmt.Fprintf(w, "(simulated: the real schedule of one rank of them on a card of %s; the lowest stage at --ranks is the formula's)\n\n", model.Bytes(memory))
+		}
 	} else {
 		fmt.Fprintf(w, "largest micro-batch per rank that fits in %s: simulated / the formula (%s)\n", model.Bytes(memory), what)
 		fmt.Fprintf(w, "(simulated: the real schedule of one rank on a card of %s, every allocation of the step; the formula's answer beside it counts no temporaries, workspace or allocator rounding)\n\n", model.Bytes(memory))
@@ -257,13 +310,13 @@ func (r *FitReport) WriteText(w io.Writer) error {
 				continue
 			}
 			rec = c.est.Recompute.Fraction
-			cellText := model.Comma(int64(c.answer))
-			if c.simulated >= 0 {
-				cellText = fmt.Sprintf("%s / %s", model.Comma(int64(c.simulated)), cellText)
-			}
+			cellText := simPrefix(c, byRanks) + model.Comma(int64(c.answer))
 			if c.answer > 0 {
 				r = append(r, cellText)
-				if c.simulated == 0 {
+				switch {
+				case c.simulated == 0 && byRanks:
+					note(fmt.Sprintf("%s, ZeRO-%d: the simulation fits at no rank count up to %s", policyName(p, s), c.zero, model.Comma(model.MaxFitRanks)))
+				case c.simulated == 0:
 					note(fmt.Sprintf("%s, ZeRO-%d: the simulation fits no micro-batch: micro-batch 1 runs out of the card's memory", policyName(p, s), c.zero))
 				}
 				continue
@@ -271,10 +324,10 @@ func (r *FitReport) WriteText(w io.Writer) error {
 			states := c.est.States.Total() + c.est.Gathered
 			switch {
 			case byRanks && c.zero == 0:
-				r = append(r, "-")
+				r = append(r, simPrefix(c, byRanks)+"-")
 				note(fmt.Sprintf("ZeRO-0: every rank holds all the model states, %s; more ranks do not help", model.Bytes(states)))
 			case byRanks:
-				r = append(r, "-")
+				r = append(r, simPrefix(c, byRanks)+"-")
 				note(fmt.Sprintf("%s: activations alone need %s a rank, and ranks do not shrink them (try checkpointing, a smaller micro-batch, --tp or --pp)",
 					policyName(p, s), model.Bytes(c.est.ActivationBytes(formula))))
 			case states > memory:
@@ -326,9 +379,11 @@ type fitRowDoc struct {
 	// SimulatedMaxMicroBatch is the simulation's answer: the largest
 	// micro-batch whose real schedule fits the memory.
 	SimulatedMaxMicroBatch *int `json:"simulated_max_micro_batch,omitempty"`
-	MinRanks               *int `json:"min_ranks,omitempty"`
-	Ranks                  *int `json:"ranks,omitempty"`
-	Fits                   bool `json:"fits"`
+	// SimulatedMinRanks is the simulation's fewest ranks (0: none fits).
+	SimulatedMinRanks *int `json:"simulated_min_ranks,omitempty"`
+	MinRanks          *int `json:"min_ranks,omitempty"`
+	Ranks             *int `json:"ranks,omitempty"`
+	Fits              bool `json:"fits"`
 	// TotalBytes is the total at the answer (at micro-batch 1, or at the
 	// largest rank count tried, when nothing fits).
 	TotalBytes       int64   `json:"total_bytes"`
@@ -347,7 +402,11 @@ func fitRow(c fitCell, byRanks bool, formula model.Formula) fitRowDoc {
 	}
 	if c.simulated >= 0 {
 		sim := c.simulated
-		r.SimulatedMaxMicroBatch = &sim
+		if byRanks {
+			r.SimulatedMinRanks = &sim
+		} else {
+			r.SimulatedMaxMicroBatch = &sim
+		}
 	}
 	return r
 }
@@ -388,13 +447,14 @@ func (r *FitReport) WriteCSV(w io.Writer) error {
 		col = "min_ranks"
 	}
 	head := []string{"checkpoint", "zero", col, "total_bytes"}
-	if !byRanks {
-		head = append(head, "simulated_max_micro_batch")
+	simulated := len(cells) > 0 && cells[0].simulated >= 0
+	if simulated {
+		head = append(head, "simulated_"+col)
 	}
 	cw.Write(head)
 	for _, c := range cells {
 		row := []string{c.policy.String(), strconv.Itoa(c.zero), strconv.Itoa(c.answer), strconv.FormatInt(c.est.Total(formula), 10)}
-		if !byRanks {
+		if simulated {
 			row = append(row, strconv.Itoa(c.simulated))
 		}
 		cw.Write(row)

@@ -491,3 +491,37 @@ func TestFitSimulatedIsSimulates(t *testing.T) {
 		}
 	}
 }
+
+// fit --batch's simulated answer is the simulation's fewest ranks: one
+// rank of that many fits the card, one rank of one fewer does not.
+func TestFitSimulatedRanksAreSimulates(t *testing.T) {
+	const memory = 3 << 20
+	s := setup(t, "tiny", 8, 64, model.BF16, model.Adam, "none")
+	s.Ranks = 2
+	rep, err := Fit(s, memory, model.Korthikanti, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range rep.cells {
+		if c.simulated < 0 {
+			t.Fatalf("%s ZeRO-%d: not simulated", c.policy, c.zero)
+		}
+		if c.simulated <= 1 {
+			continue // one rank fits, or no count does
+		}
+		found = true
+		for _, n := range []int{c.simulated, c.simulated - 1} {
+			u := s
+			u.Ranks, u.Checkpoint, u.ZeRO = n, c.policy, c.zero
+			_, err := zero.SimulateRank(shape.New(memory), u, zero.Setting{Stage: c.zero}, 0, 2)
+			var oom *cuda.OutOfMemoryError
+			if fits := err == nil; fits != (n == c.simulated) || (err != nil && !errors.As(err, &oom)) {
+				t.Errorf("%s ZeRO-%d: fit says %d ranks; %d ranks simulate with %v", c.policy, c.zero, c.simulated, n, err)
+			}
+		}
+	}
+	if !found {
+		t.Error("no cell needs more than one rank: the test says nothing")
+	}
+}
