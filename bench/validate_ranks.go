@@ -109,7 +109,8 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 	writeSimulatedRanks(w, s.Ranks, v.Simulated)
 	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, plural(s.Ranks, "rank"), v.Steps)
 	st := v.Estimate.States
-	paper := map[cuda.Category]int64{cuda.Params: st.Params, cuda.Grads: st.Grads, cuda.Master: st.Master, cuda.AdamM: st.AdamM, cuda.AdamV: st.AdamV}
+	paper := map[cuda.Category]int64{cuda.Params: st.Params, cuda.Grads: st.Grads, cuda.Master: st.Master, cuda.AdamM: st.AdamM, cuda.AdamV: st.AdamV,
+		cuda.Activations: v.Estimate.ActivationBytes(model.ZeROPaper)}
 	for _, g := range alikeRanks(v.Simulated, func(x, y zero.RankResult) bool {
 		return x.Stats == y.Stats && sameMeasured(v.Measured, x.Rank, y.Rank)
 	}) {
@@ -123,7 +124,7 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 		for _, c := range rankCategories {
 			sv := sim.Stats.CategoryRequested[c].Peak
 			row := []string{"  " + c.String(), "-", "", model.GiB(sv), "-", ""}
-			if p, ok := paper[c]; ok && !v.Setting.PS {
+			if p, ok := paper[c]; ok && (!v.Setting.PS || c == cuda.Activations) {
 				row[1], row[2] = model.GiB(p), Percent(p, sv)
 			}
 			if meas != nil {
@@ -143,6 +144,10 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	r0 := v.Simulated[0].Stats
+	if a := r0.CategoryRequested[cuda.Activations].Peak; a > 0 {
+		fmt.Fprintf(w, "why they differ: activations are a rank's own micro-batch's, which data parallelism leaves as they are: the ZeRO paper's 12·h·b·s·L values say %s, the simulation %s; 'trainmem validate' without --ranks explains each formula's gap kind by kind\n",
+			model.Bytes(paper[cuda.Activations]), model.Bytes(a))
+	}
 	if g := r0.CategoryRequested[cuda.Grads].Peak - st.Grads; v.Setting.Stage >= 2 && g > 0 {
 		fmt.Fprintf(w, "why they differ: grads peak at the shard the paper counts plus %s: the bucket in flight while the backward pass writes it (a ZeRO-%d rank holds a whole bucket, padded to N·ceil(L/N), until its reduce-scatter)\n", model.Bytes(g), v.Setting.Stage)
 	}
