@@ -21,14 +21,13 @@ import (
 // ZeRO paper's model states and communication volume (nil for the
 // parameter server, which the paper does not count).
 type StageRow struct {
-	Setting                     string `json:"setting"`
-	ModelStates                 int64  `json:"model_states_bytes"`
-	Activations, Gathered, Comm int64  `json:"-"` // in Peaks
-	PeakAllocated               int64  `json:"peak_allocated_bytes"`
-	PeakReserved                int64  `json:"peak_reserved_bytes"`
-	SentBytes                   int64  `json:"sent_bytes"`
-	PaperStates                 *int64 `json:"zero_paper_model_states_bytes,omitempty"`
-	PaperRingBytes              *int64 `json:"zero_paper_ring_bytes,omitempty"`
+	Setting        string `json:"setting"`
+	ModelStates    int64  `json:"model_states_bytes"`
+	PeakAllocated  int64  `json:"peak_allocated_bytes"`
+	PeakReserved   int64  `json:"peak_reserved_bytes"`
+	SentBytes      int64  `json:"sent_bytes"`
+	PaperStates    *int64 `json:"zero_paper_model_states_bytes,omitempty"`
+	PaperRingBytes *int64 `json:"zero_paper_ring_bytes,omitempty"`
 
 	Peaks map[cuda.Category]int64 `json:"peak_requested"`
 }
@@ -75,7 +74,6 @@ func SweepStages(capacity int64, s model.Setup, steps int, bucketBytes int64) (*
 			}
 			row.SentBytes = max(row.SentBytes, sent)
 		}
-		row.Activations, row.Gathered, row.Comm = row.Peaks[cuda.Activations], row.Peaks[cuda.Gathered], row.Peaks[cuda.Comm]
 		if !set.PS {
 			if e, err := t.Estimate(); err == nil {
 				st, ring := e.States.Total(), e.Comm.RingBytes
@@ -107,7 +105,7 @@ func (r *StagesReport) WriteText(w io.Writer) error {
 		if row.PaperStates != nil {
 			paperStates, paperRing = model.GiB(*row.PaperStates), model.Bytes(*row.PaperRingBytes)
 		}
-		t.Add(row.Setting, model.GiB(row.ModelStates), paperStates, model.GiB(row.Activations), model.GiB(row.Gathered), model.GiB(row.Comm),
+		t.Add(row.Setting, model.GiB(row.ModelStates), paperStates, model.GiB(row.Peaks[cuda.Activations]), model.GiB(row.Peaks[cuda.Gathered]), model.GiB(row.Peaks[cuda.Comm]),
 			model.GiB(row.PeakAllocated), Percent(row.PeakAllocated, ddp.PeakAllocated), model.Bytes(row.SentBytes), paperRing, Percent(row.SentBytes, ddp.SentBytes))
 	}
 	if err := t.Write(w); err != nil {

@@ -38,9 +38,10 @@ const MostMeasuredRanks = 8
 // in one process: each rank the micro-batch s.Batch, rank r taking the
 // r-th of every s.Ranks micro-batches of the data's stream.
 func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, newDevice func() (cuda.Device, error), o Options) (*RanksValidation, error) {
-	if err := checkSetup(model.Setup{Model: s.Model, Params: s.Params, Batch: s.Batch, Seq: s.Seq, Precision: s.Precision,
-		Optimizer: s.Optimizer, Checkpoint: s.Checkpoint, Ranks: 1, TP: s.TP, PP: s.PP}); err != nil {
-		return nil, err // one rank's checks: the ranks are this function's
+	one := s // one rank's checks: the ranks are this function's
+	one.Ranks, one.ZeRO = 1, 0
+	if err := checkSetup(one); err != nil {
+		return nil, err
 	}
 	e, err := s.Estimate()
 	if err != nil {

@@ -40,8 +40,10 @@ type Trainer struct {
 	lay   Layout
 	// lastRead is, per half of the step (forward; backward with
 	// recomputation) and parameter row, the last instruction that reads the
-	// row's weights, -1 for none.
-	lastRead [2][]int
+	// row's weights, -1 for none; readOrder the rows each half reads, in the
+	// order of their first read.
+	lastRead  [2][]int
+	readOrder [2][]int
 
 	params, grads, master, m, v *cuda.Buffer // flat model states in the layout; master, m, v may be nil
 
@@ -409,7 +411,7 @@ func (t *Trainer) exec(in *Instr) error {
 }
 
 // findLastReads finds, per half of the step, each parameter row's last
-// reading instruction.
+// reading instruction and the order of the rows' first reads.
 func (t *Trainer) findLastReads() {
 	rows := len(t.sched.ParamSlots)
 	for h := range t.lastRead {
@@ -419,9 +421,13 @@ func (t *Trainer) findLastReads() {
 		}
 	}
 	for i, in := range t.sched.Instrs {
+		h := half(in.Phase != Forward)
 		for _, a := range in.Args {
 			if sl := &t.sched.Slots[a]; sl.Persistent && sl.Cat == cuda.Params {
-				t.lastRead[half(in.Phase != Forward)][sl.Param] = i
+				if t.lastRead[h][sl.Param] < 0 {
+					t.readOrder[h] = append(t.readOrder[h], sl.Param)
+				}
+				t.lastRead[h][sl.Param] = i
 			}
 		}
 	}

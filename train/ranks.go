@@ -112,23 +112,7 @@ func (t *Trainer) ReadsParam(row int, backward bool) bool {
 
 // ParamReadOrder is the rows whose weights the forward pass (backward
 // false) or the backward pass reads, in the order of their first read.
-func (t *Trainer) ParamReadOrder(backward bool) []int {
-	h := half(backward)
-	seen := map[int]bool{}
-	var rows []int
-	for _, in := range t.sched.Instrs {
-		if half(in.Phase != Forward) != h {
-			continue
-		}
-		for _, a := range in.Args {
-			if sl := &t.sched.Slots[a]; sl.Persistent && sl.Cat == cuda.Params && !seen[sl.Param] {
-				seen[sl.Param] = true
-				rows = append(rows, sl.Param)
-			}
-		}
-	}
-	return rows
-}
+func (t *Trainer) ParamReadOrder(backward bool) []int { return t.readOrder[half(backward)] }
 
 // PieceParams downloads the weights of this rank's pieces, in Layout's
 // order: the fp32 master copy under mixed precision, else the working

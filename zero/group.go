@@ -115,7 +115,7 @@ func (g *Group) Run(f func(c *Comm) error) error {
 				if errs[i] != nil {
 					why = fmt.Sprintf("failed (%v)", errs[i])
 				}
-				g.bar.leave(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", r, why))
+				g.bar.breakWith(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", r, why))
 			}()
 			if err := f(c); err != nil {
 				errs[i] = fmt.Errorf("rank %d: %w", r, err)
@@ -227,7 +227,3 @@ func (b *barrier) breakWith(err error) {
 	}
 	b.cond.Broadcast()
 }
-
-// leave is a rank's departure: the group cannot complete another
-// collective.
-func (b *barrier) leave(err error) { b.breakWith(err) }

@@ -25,7 +25,7 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 		return nil
 	})
 	n := c.Size()
-	if err := c.begin(&k, recv, 0); err != nil {
+	if err := c.begin(&k, recv); err != nil {
 		return err
 	}
 	defer c.end()
@@ -61,7 +61,7 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 		return nil
 	})
 	n := c.Size()
-	if err := c.begin(&k, recv, stagingLen(n, send)); err != nil {
+	if err := c.begin(&k, recv); err != nil {
 		return err
 	}
 	defer c.end()
@@ -109,7 +109,7 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 	})
 	n := c.Size()
 	count := send.Len
-	if err := c.begin(&k, recv, stagingLen(n, shard(send, n))); err != nil {
+	if err := c.begin(&k, recv); err != nil {
 		return err
 	}
 	defer c.end()
@@ -133,7 +133,7 @@ func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 		}
 		return nil
 	})
-	if err := c.begin(&k, recv, stagingLen(n, recv)); err != nil {
+	if err := c.begin(&k, recv); err != nil {
 		return err
 	}
 	defer c.end()
@@ -151,7 +151,7 @@ func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
 		}
 		return nil
 	})
-	if err := c.begin(&k, recv, 0); err != nil {
+	if err := c.begin(&k, recv); err != nil {
 		return err
 	}
 	defer c.end()
@@ -212,22 +212,23 @@ func (c *Comm) allGatherRing(kind Collective, block func(b *cuda.Buffer, i int) 
 
 func mod(a, n int) int { return ((a % n) + n) % n }
 
-// shard is a buffer's ring block length as a length-only buffer, for the
-// staging size.
-func shard(b *cuda.Buffer, n int) *cuda.Buffer {
-	if b == nil {
-		return nil
-	}
-	return cuda.NewBuffer(b.DType, ShardLen(b.Len, n), 0, 0, nil, nil)
-}
-
-// stagingLen is the staging a ring needs: two buffers of like's length,
-// none for one rank.
-func stagingLen(n int, like *cuda.Buffer) int {
-	if n == 1 || like == nil {
+// staging is the length of each of the two staging buffers a call's ring
+// needs over n ranks: a partial sum in flight (the whole count along a
+// reduce chain, a ring block of an all-reduce, a block of a
+// reduce-scatter); none for one rank or a collective that reduces nothing.
+func (k call) staging(n int) int {
+	if n == 1 {
 		return 0
 	}
-	return like.Len
+	switch k.kind {
+	case Reduce:
+		return k.sendLen
+	case AllReduce:
+		return ShardLen(k.sendLen, n)
+	case ReduceScatter:
+		return k.recvLen
+	}
+	return 0
 }
 
 // checkBuffers checks send and recv (recv may be nil off the root of a
@@ -280,13 +281,13 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 	return nil
 }
 
-// begin allocates this rank's staging (two comm buffers of stageLen
-// elements) and meets the other ranks: every rank's call must be the same
+// begin allocates this rank's staging (two comm buffers of the call's
+// staging length) and meets the other ranks: every rank's call must be the same
 // collective of the same dtype and lengths, and none may have failed. A
 // failure anywhere fails every rank with the same error.
-func (c *Comm) begin(k *call, recv *cuda.Buffer, stageLen int) error {
+func (c *Comm) begin(k *call, recv *cuda.Buffer) error {
 	g := c.g
-	if k.err == nil && stageLen > 0 {
+	if stageLen := k.staging(c.Size()); k.err == nil && stageLen > 0 {
 		for i := range 2 {
 			b, err := c.Device().Alloc(cuda.Comm, k.dtype, stageLen)
 			if err != nil {
