@@ -155,14 +155,17 @@ func TestCollectivesMatchReference(t *testing.T) {
 			for _, count := range []int{1, 7, 3*N + 2, 64 * N} {
 				for _, inPlace := range []bool{false, true} {
 					name := fmt.Sprintf("N=%d/%s/count=%d/inplace=%t", N, dt, count, inPlace)
-					checkCollectives(t, name, g, devs, dt, count, inPlace)
+					checkCollectives(t, name, g.Run, devs, dt, count, inPlace)
 				}
 			}
 		}
 	}
 }
 
-func checkCollectives(t *testing.T, name string, g *Group, devs []cuda.Device, dt cuda.DType, count int, inPlace bool) {
+// checkCollectives runs every collective on the ranks of devs with run
+// (one group's Run, or a group per rank over a link) and checks each rank's
+// result against the reference.
+func checkCollectives(t *testing.T, name string, run func(func(*Comm) error) error, devs []cuda.Device, dt cuda.DType, count int, inPlace bool) {
 	N := len(devs)
 	rng := rand.New(rand.NewPCG(uint64(N), uint64(count)))
 	for _, op := range []Op{Sum, Min, Max} {
@@ -196,7 +199,7 @@ func checkCollectives(t *testing.T, name string, g *Group, devs []cuda.Device, d
 				}
 				in[r] = values(t, d, sends[r])
 			}
-			err := g.Run(func(c *Comm) error {
+			err := run(func(c *Comm) error {
 				r := c.Rank()
 				switch kind {
 				case Broadcast:

@@ -18,15 +18,10 @@ type Group struct {
 	ranks    []int         // each member's rank
 	size     int           // the ranks of the group, members or not
 	computes bool
-	bar      barrier
+	tr       transport // how the members meet and move a ring step's bytes
 
-	// What the ranks share for one collective, each rank writing its own
-	// entry before the rendezvous and reading the others' after it.
-	calls []call
-	stage [][2]*cuda.Buffer // each rank's two staging buffers (partial sums in flight)
-	recvs []*cuda.Buffer    // each rank's recv, which AllGather and Broadcast write into
-
-	comms []*Comm // one per rank, for the group's life (its traffic accumulates)
+	stage [][2]*cuda.Buffer // each member's two staging buffers (partial sums in flight)
+	comms []*Comm           // one per member, for the group's life (its traffic accumulates)
 }
 
 // NewGroup makes a group of len(devs) ranks, rank r on devs[r].
@@ -63,8 +58,8 @@ func NewSparseGroup(devs []cuda.Device, ranks []int, n int) (*Group, error) {
 }
 
 func newGroup(devs []cuda.Device, ranks []int, n int) (*Group, error) {
-	g := &Group{devs: devs, ranks: ranks, size: n, computes: devs[0] != nil && devs[0].Computes(), calls: make([]call, len(devs)),
-		stage: make([][2]*cuda.Buffer, len(devs)), recvs: make([]*cuda.Buffer, len(devs))}
+	g := &Group{devs: devs, ranks: ranks, size: n, computes: devs[0] != nil && devs[0].Computes(), stage: make([][2]*cuda.Buffer, len(devs))}
+	g.tr = newShared(g)
 	for i, r := range ranks {
 		g.comms = append(g.comms, &Comm{g: g, rank: r, idx: i})
 	}
@@ -98,7 +93,7 @@ func (g *Group) Comm(i int) *Comm { return g.comms[i] }
 // errors come back joined, in rank order. Runs follow one another, never
 // overlap.
 func (g *Group) Run(f func(c *Comm) error) error {
-	g.bar.init(len(g.devs)) // every run starts whole: the last one's ranks have all returned
+	g.tr.start() // every run starts whole: the last one's ranks have all returned
 	errs := make([]error, len(g.devs))
 	var wg sync.WaitGroup
 	for i := range g.devs {
@@ -111,11 +106,7 @@ func (g *Group) Run(f func(c *Comm) error) error {
 				if p := recover(); p != nil {
 					errs[i] = fmt.Errorf("zero: rank %d panicked: %v", r, p)
 				}
-				why := "returned"
-				if errs[i] != nil {
-					why = fmt.Sprintf("failed (%v)", errs[i])
-				}
-				g.bar.breakWith(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", r, why))
+				g.tr.leave(c, errs[i])
 			}()
 			if err := f(c); err != nil {
 				errs[i] = fmt.Errorf("rank %d: %w", r, err)
@@ -151,79 +142,3 @@ func (c *Comm) own(i int) *cuda.Buffer { return c.g.stage[c.idx][i] }
 // Traffic is what this rank has sent and received, per collective, over
 // the group's life.
 func (c *Comm) Traffic() [NumCollectives]Traffic { return c.traffic }
-
-// call is one rank's side of a collective, compared across ranks before
-// any data moves.
-type call struct {
-	kind             Collective
-	op               Op
-	root             int
-	dtype            cuda.DType
-	sendLen, recvLen int
-	err              error // this rank's arguments or staging failed
-}
-
-func (k call) String() string {
-	s := fmt.Sprintf("%s of %s", k.kind, k.dtype)
-	switch k.kind {
-	case Reduce, AllReduce, ReduceScatter:
-		s += " (" + k.op.String() + ")"
-	}
-	if k.kind == Broadcast || k.kind == Reduce {
-		s += fmt.Sprintf(" to root %d", k.root)
-	}
-	return s + fmt.Sprintf(", send %d and recv %d elements", k.sendLen, k.recvLen)
-}
-
-// barrier is a reusable barrier for the group's ranks that can be broken:
-// once a rank leaves, or the ranks disagree, every wait fails with the
-// reason, so that no rank waits forever.
-type barrier struct {
-	mu      sync.Mutex
-	cond    sync.Cond
-	n       int
-	arrived int
-	gen     uint64
-	err     error
-}
-
-func (b *barrier) init(n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n, b.arrived, b.err = n, 0, nil
-	b.cond.L = &b.mu
-}
-
-func (b *barrier) wait() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err != nil {
-		return b.err
-	}
-	gen := b.gen
-	b.arrived++
-	if b.arrived == b.n {
-		b.arrived = 0
-		b.gen++
-		b.cond.Broadcast()
-		return nil
-	}
-	for gen == b.gen && b.err == nil {
-		b.cond.Wait()
-	}
-	if gen == b.gen {
-		return b.err
-	}
-	return nil
-}
-
-// breakWith fails every wait, now and later, with err (the first reason
-// given wins).
-func (b *barrier) breakWith(err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err == nil {
-		b.err = err
-	}
-	b.cond.Broadcast()
-}

@@ -25,7 +25,7 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 		return nil
 	})
 	n := c.Size()
-	if err := c.begin(&k, recv); err != nil {
+	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
@@ -35,14 +35,16 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 	size := int64(k.dtype.Size())
 	for s := range n - 1 {
 		from, to := (root+s)%n, (root+s+1)%n
+		var out, in *cuda.Buffer
 		if c.rank == from {
-			c.send(func() { copyHost(c.g.recvs[to], recv) })
+			out = recv
 			c.count(Broadcast, int64(recv.Len)*size, 0)
 		}
 		if c.rank == to {
+			in = recv
 			c.count(Broadcast, 0, int64(recv.Len)*size)
 		}
-		if err := c.step(); err != nil {
+		if err := c.exchange(out, to, in, from); err != nil {
 			return err
 		}
 	}
@@ -61,25 +63,26 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 		return nil
 	})
 	n := c.Size()
-	if err := c.begin(&k, recv); err != nil {
+	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
 	size := int64(k.dtype.Size())
 	for s := range n - 1 {
 		from, to := (root+1+s)%n, (root+2+s)%n
+		var out, in *cuda.Buffer
 		if c.rank == from {
-			out := send
+			out = send
 			if s > 0 {
 				out = c.own((s - 1) % 2)
 			}
-			c.send(func() { copyHost(c.g.stage[to][s%2].View(0, out.Len), out) })
 			c.count(Reduce, int64(send.Len)*size, 0)
 		}
 		if c.rank == to {
+			in = c.own(s % 2)
 			c.count(Reduce, 0, int64(send.Len)*size)
 		}
-		if err := c.step(); err != nil {
+		if err := c.exchange(out, to, in, from); err != nil {
 			return err
 		}
 		if c.rank == to {
@@ -109,7 +112,7 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 	})
 	n := c.Size()
 	count := send.Len
-	if err := c.begin(&k, recv); err != nil {
+	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
@@ -133,7 +136,7 @@ func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 		}
 		return nil
 	})
-	if err := c.begin(&k, recv); err != nil {
+	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
@@ -151,7 +154,7 @@ func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
 		}
 		return nil
 	})
-	if err := c.begin(&k, recv); err != nil {
+	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
@@ -172,23 +175,23 @@ func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.B
 		return nil
 	}
 	size := int64(out.DType.Size())
-	next := (r + 1) % n
+	next, prev := (r+1)%n, mod(r-1, n)
 	for s := range n - 1 {
 		sb, rb := mod(r-s-1, n), mod(r-s-2, n)
 		outgoing := own(sb)
 		if s > 0 {
 			outgoing = c.own((s-1)%2).View(0, outgoing.Len)
 		}
-		c.send(func() { copyHost(c.g.stage[next][s%2].View(0, outgoing.Len), outgoing) })
-		in := own(rb)
-		c.count(kind, int64(outgoing.Len)*size, int64(in.Len)*size)
-		if err := c.step(); err != nil {
+		mine := own(rb)
+		in := c.own(s%2).View(0, mine.Len)
+		c.count(kind, int64(outgoing.Len)*size, int64(mine.Len)*size)
+		if err := c.exchange(outgoing, next, in, prev); err != nil {
 			return err
 		}
-		c.reduceLocal(c.own(s%2).View(0, in.Len), in, op)
+		c.reduceLocal(in, mine, op)
 	}
 	c.copyLocal(out, c.own((n-2)%2).View(0, out.Len))
-	return c.step() // every rank's result is in place before the next phase writes recvs
+	return c.exchange(nil, next, nil, prev) // every rank's result is in place before the next phase reads recvs
 }
 
 // allGatherRing passes every rank's block (already in its recv, block
@@ -197,13 +200,12 @@ func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.B
 func (c *Comm) allGatherRing(kind Collective, block func(b *cuda.Buffer, i int) *cuda.Buffer, recv *cuda.Buffer) error {
 	n, r := c.Size(), c.rank
 	size := int64(recv.DType.Size())
-	next := (r + 1) % n
+	next, prev := (r+1)%n, mod(r-1, n)
 	for s := range n - 1 {
 		sb, rb := mod(r-s, n), mod(r-s-1, n)
-		out := block(recv, sb)
-		c.send(func() { copyHost(block(c.g.recvs[next], sb), out) })
-		c.count(kind, int64(out.Len)*size, int64(block(recv, rb).Len)*size)
-		if err := c.step(); err != nil {
+		out, in := block(recv, sb), block(recv, rb)
+		c.count(kind, int64(out.Len)*size, int64(in.Len)*size)
+		if err := c.exchange(out, next, in, prev); err != nil {
 			return err
 		}
 	}
@@ -211,6 +213,29 @@ func (c *Comm) allGatherRing(kind Collective, block func(b *cuda.Buffer, i int) 
 }
 
 func mod(a, n int) int { return ((a % n) + n) % n }
+
+// call is one rank's side of a collective, compared across ranks before
+// any data moves.
+type call struct {
+	kind             Collective
+	op               Op
+	root             int
+	dtype            cuda.DType
+	sendLen, recvLen int
+	err              error // this rank's arguments or staging failed
+}
+
+func (k call) String() string {
+	s := fmt.Sprintf("%s of %s", k.kind, k.dtype)
+	switch k.kind {
+	case Reduce, AllReduce, ReduceScatter:
+		s += " (" + k.op.String() + ")"
+	}
+	if k.kind == Broadcast || k.kind == Reduce {
+		s += fmt.Sprintf(" to root %d", k.root)
+	}
+	return s + fmt.Sprintf(", send %d and recv %d elements", k.sendLen, k.recvLen)
+}
 
 // staging is the length of each of the two staging buffers a call's ring
 // needs over n ranks: a partial sum in flight (the whole count along a
@@ -285,7 +310,7 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 // staging length) and meets the other ranks: every rank's call must be the same
 // collective of the same dtype and lengths, and none may have failed. A
 // failure anywhere fails every rank with the same error.
-func (c *Comm) begin(k *call, recv *cuda.Buffer) error {
+func (c *Comm) begin(k *call) error {
 	g := c.g
 	if stageLen := k.staging(c.Size()); k.err == nil && stageLen > 0 {
 		for i := range 2 {
@@ -297,29 +322,7 @@ func (c *Comm) begin(k *call, recv *cuda.Buffer) error {
 			g.stage[c.idx][i] = b
 		}
 	}
-	g.calls[c.idx] = *k
-	g.recvs[c.idx] = recv
-	if err := g.bar.wait(); err != nil {
-		c.end()
-		return err
-	}
-	var err error
-	for q, o := range g.calls {
-		switch {
-		case o.err != nil:
-			err = fmt.Errorf("rank %d: %w", g.ranks[q], o.err)
-		case o.kind != k.kind || o.op != k.op || o.root != k.root || o.dtype != k.dtype || o.sendLen != k.sendLen || o.recvLen != k.recvLen:
-			err = fmt.Errorf("zero: the ranks' calls differ: rank %d calls %s, rank %d %s", g.ranks[0], g.calls[0], g.ranks[q], o)
-		}
-		if err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = g.bar.wait() // every rank has read the calls before any writes its next
-	}
-	if err != nil {
-		g.bar.breakWith(err) // a group that disagreed cannot go on
+	if err := g.tr.meet(c, *k); err != nil {
 		c.end()
 		return err
 	}
@@ -337,20 +340,9 @@ func (c *Comm) end() {
 	}
 }
 
-// step ends a ring step: every rank's sends of the step are done.
-func (c *Comm) step() error {
-	if !c.g.computes {
-		return nil // nothing moved: the steps need no order
-	}
-	return c.g.bar.wait()
-}
-
-// send runs this rank's send of a step (a copy into the receiver's
-// memory), on devices that hold data.
-func (c *Comm) send(copyFn func()) {
-	if c.g.computes {
-		copyFn()
-	}
+// exchange is one ring step of this rank over the group's transport.
+func (c *Comm) exchange(out *cuda.Buffer, to int, in *cuda.Buffer, from int) error {
+	return c.g.tr.exchange(c, out, to, in, from)
 }
 
 func (c *Comm) count(kind Collective, sent, recvd int64) {

@@ -1,0 +1,573 @@
+package zero
+
+// The TCP link: rank 0 listens at the rendezvous address (torchrun's
+// MASTER_ADDR:MASTER_PORT, or --init tcp://host:port), every other rank
+// connects to it and says its rank, the world size and where it listens;
+// rank 0 checks them and tells each rank where its ring successor listens.
+// A rank then holds a connection to rank 0 and one to each ring neighbour:
+// every message the collectives send (ring.go's steps to and from the
+// neighbours, the calls and results to and from rank 0). Each connection
+// carries frames (a type byte, a length, the bytes), read by one goroutine
+// that hands data to the Recv waiting for it and watches for the peer
+// going away: a peer whose connection closes without saying goodbye is
+// gone, and its neighbours and rank 0 fail every wait naming it, passing
+// the reason on to their own peers, so that every rank ends with the cause
+// however far from it the failure was.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	frameHello byte = 1 + iota // a rank's first frame on a connection
+	frameData                  // a message
+	frameAbort                 // the group is ending: the reason
+	frameBye                   // the sender is done: no more frames
+)
+
+const helloMagic = "trainmem-tcp-1"
+
+// TCPLink is a Link over TCP connections.
+type TCPLink struct {
+	rank, size int
+	timeout    time.Duration
+	peers      map[int]*peer
+
+	mu     sync.Mutex
+	err    error         // the first failure; every wait returns it after
+	done   chan struct{} // closed on failure
+	closed bool          // Close or Abort was called
+}
+
+// peer is one connection, to the rank it names.
+type peer struct {
+	rank int
+	conn net.Conn
+	wmu  sync.Mutex  // one frame written at a time
+	dsts chan []byte // a Recv's destination, taken by the reader
+	got  chan error  // the reader's answer for it
+	gone chan struct{}
+}
+
+// DialTCP joins the group of size ranks at addr (host:port) as rank: rank
+// 0 listens there; every other rank connects, retrying until timeout (rank 0
+// may start later). It returns once every rank has joined and every
+// connection is up; a rank that does not join within timeout fails the
+// rendezvous on every rank that did, naming it. timeout also bounds every
+// later wait for another rank (DefaultTimeout when 0).
+func DialTCP(addr string, rank, size int, timeout time.Duration) (*TCPLink, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if size < 1 || rank < 0 || rank >= size {
+		return nil, fmt.Errorf("zero: rank %d of %d ranks: out of range (valid: 0 to %d)", rank, size, size-1)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("zero: rendezvous address %q: want host:port (%v)", addr, err)
+	}
+	l := &TCPLink{rank: rank, size: size, timeout: timeout, peers: map[int]*peer{}, done: make(chan struct{})}
+	var err error
+	if rank == 0 {
+		err = l.host(addr)
+	} else {
+		err = l.join(addr)
+	}
+	if err != nil {
+		l.closeConns()
+		return nil, err
+	}
+	for _, p := range l.peers {
+		go l.read(p)
+	}
+	// Every connection is up on every rank before any rank goes on.
+	if rank == 0 {
+		for q := 1; q < size; q++ {
+			var b [1]byte
+			if err = l.Recv(q, b[:]); err != nil {
+				break
+			}
+		}
+		for q := 1; q < size && err == nil; q++ {
+			err = l.Send(q, []byte{1})
+		}
+	} else if err = l.Send(0, []byte{1}); err == nil {
+		var b [1]byte
+		err = l.Recv(0, b[:])
+	}
+	if err != nil {
+		l.Abort(err)
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *TCPLink) Rank() int    { return l.rank }
+func (l *TCPLink) Size() int    { return l.size }
+func (l *TCPLink) Name() string { return "tcp" }
+
+// hello is a rank's first frame: who it is, the group it joins, and (to
+// rank 0) where it listens for its ring predecessor.
+type hello struct {
+	rank, size int
+	listen     string
+}
+
+func (h hello) encode() []byte {
+	return []byte(fmt.Sprintf("%s %d %d %s", helloMagic, h.rank, h.size, h.listen))
+}
+
+func decodeHello(b []byte) (hello, error) {
+	f := strings.Fields(string(b))
+	if len(f) < 3 || f[0] != helloMagic {
+		return hello{}, fmt.Errorf("not a trainmem rank (its first frame: %.40q)", b)
+	}
+	var h hello
+	var err1, err2 error
+	h.rank, err1 = strconv.Atoi(f[1])
+	h.size, err2 = strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return hello{}, fmt.Errorf("a hello that does not parse: %q", b)
+	}
+	if len(f) > 3 {
+		h.listen = f[3]
+	}
+	return h, nil
+}
+
+// host is rank 0's side of the rendezvous.
+func (l *TCPLink) host(addr string) error {
+	_, port, _ := net.SplitHostPort(addr)
+	ln, err := net.Listen("tcp", net.JoinHostPort("", port))
+	if err != nil {
+		return fmt.Errorf("zero: rank 0 cannot listen at %s: %w", addr, err)
+	}
+	defer ln.Close()
+	deadline := time.Now().Add(l.timeout)
+	ln.(*net.TCPListener).SetDeadline(deadline)
+	type joined struct {
+		conn net.Conn
+		h    hello
+	}
+	byRank := map[int]joined{}
+	var problems []string
+	for len(byRank) < l.size-1 {
+		conn, err := ln.Accept()
+		if err != nil {
+			var missing []string
+			for q := 1; q < l.size; q++ {
+				if _, ok := byRank[q]; !ok {
+					missing = append(missing, strconv.Itoa(q))
+				}
+			}
+			problems = append(problems, fmt.Sprintf("rank %s did not join within %v", strings.Join(missing, ", "), l.timeout))
+			break
+		}
+		conn.SetDeadline(deadline)
+		typ, b, err := readFrame(conn, 1<<10)
+		conn.SetDeadline(time.Time{})
+		var h hello
+		if err == nil && typ != frameHello {
+			err = fmt.Errorf("a frame of type %d before its hello", typ)
+		}
+		if err == nil {
+			h, err = decodeHello(b)
+		}
+		if err != nil {
+			conn.Close() // not one of ours: keep waiting for the ranks
+			continue
+		}
+		switch _, dup := byRank[h.rank]; {
+		case h.size != l.size:
+			problems = append(problems, fmt.Sprintf("rank %d was started for %d ranks, rank 0 for %d", h.rank, h.size, l.size))
+		case h.rank < 1 || h.rank >= l.size:
+			problems = append(problems, fmt.Sprintf("a process says it is rank %d (valid: 0 to %d, rank 0 listening)", h.rank, l.size-1))
+		case dup:
+			problems = append(problems, fmt.Sprintf("two processes say they are rank %d", h.rank))
+		}
+		if len(problems) > 0 {
+			writeFrame(conn, frameAbort, []byte(rendezvousError(addr, problems)))
+			conn.Close()
+			break
+		}
+		byRank[h.rank] = joined{conn, h}
+	}
+	if len(problems) > 0 {
+		msg := rendezvousError(addr, problems)
+		for _, j := range byRank {
+			writeFrame(j.conn, frameAbort, []byte(msg))
+			j.conn.Close()
+		}
+		return errors.New(msg)
+	}
+	for q, j := range byRank {
+		next := "-"
+		if q+1 < l.size {
+			next = byRank[q+1].h.listen
+		}
+		if err := writeFrame(j.conn, frameHello, []byte(next)); err != nil {
+			return fmt.Errorf("zero: rank 0 answering rank %d: %w", q, err)
+		}
+		l.addPeer(q, j.conn)
+	}
+	return nil
+}
+
+func rendezvousError(addr string, problems []string) string {
+	return fmt.Sprintf("zero: the rendezvous at %s failed: %s", addr, strings.Join(problems, "; "))
+}
+
+// join is a rank's side of the rendezvous other than rank 0's.
+func (l *TCPLink) join(addr string) error {
+	deadline := time.Now().Add(l.timeout)
+	var conn net.Conn
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var err error
+		if conn, err = net.DialTimeout("tcp", addr, time.Until(deadline)); err == nil {
+			break
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("zero: rank %d: no rank 0 at %s within %v (%v)", l.rank, addr, l.timeout, err)
+		}
+		time.Sleep(wait)
+	}
+	// Listen where rank 0 reaches this rank: the ring predecessor connects
+	// here.
+	host, _, _ := net.SplitHostPort(conn.LocalAddr().String())
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("zero: rank %d cannot listen for its ring neighbour: %w", l.rank, err)
+	}
+	defer ln.Close()
+	if err := writeFrame(conn, frameHello, hello{l.rank, l.size, ln.Addr().String()}.encode()); err != nil {
+		conn.Close()
+		return fmt.Errorf("zero: rank %d: saying hello to rank 0 at %s: %w", l.rank, addr, err)
+	}
+	// Rank 0 answers once every rank has joined, within its own timeout.
+	conn.SetDeadline(time.Now().Add(2*l.timeout + 10*time.Second))
+	typ, b, err := readFrame(conn, 1<<10)
+	conn.SetDeadline(time.Time{})
+	switch {
+	case err != nil:
+		conn.Close()
+		return fmt.Errorf("zero: rank %d: waiting for rank 0 at %s to answer: %w", l.rank, addr, err)
+	case typ == frameAbort:
+		conn.Close()
+		return errors.New(string(b))
+	case typ != frameHello:
+		conn.Close()
+		return fmt.Errorf("zero: rank %d: rank 0 answered with a frame of type %d", l.rank, typ)
+	}
+	l.addPeer(0, conn)
+	if next := l.rank + 1; next < l.size {
+		c, err := net.DialTimeout("tcp", string(b), time.Until(deadline)+l.timeout)
+		if err == nil {
+			err = writeFrame(c, frameHello, hello{l.rank, l.size, ""}.encode())
+		}
+		if err != nil {
+			return fmt.Errorf("zero: rank %d: connecting to rank %d at %s: %w", l.rank, next, b, err)
+		}
+		l.addPeer(next, c)
+	}
+	if prev := l.rank - 1; prev > 0 {
+		ln.(*net.TCPListener).SetDeadline(time.Now().Add(l.timeout))
+		c, err := ln.Accept()
+		if err != nil {
+			return fmt.Errorf("zero: rank %d: rank %d did not connect within %v: %w", l.rank, prev, l.timeout, err)
+		}
+		c.SetDeadline(time.Now().Add(l.timeout))
+		typ, b, err := readFrame(c, 1<<10)
+		c.SetDeadline(time.Time{})
+		var h hello
+		if err == nil && typ == frameHello {
+			h, err = decodeHello(b)
+		}
+		if err != nil || typ != frameHello || h.rank != prev {
+			c.Close()
+			return fmt.Errorf("zero: rank %d: its ring predecessor should be rank %d, and the connection said %q (%v)", l.rank, prev, b, err)
+		}
+		l.addPeer(prev, c)
+	}
+	return nil
+}
+
+func (l *TCPLink) addPeer(rank int, conn net.Conn) {
+	l.peers[rank] = &peer{rank: rank, conn: conn, dsts: make(chan []byte), got: make(chan error, 1), gone: make(chan struct{})}
+}
+
+// writeFrame writes one frame: its type, its length and its bytes.
+func writeFrame(w io.Writer, typ byte, b []byte) error {
+	var hdr [9]byte
+	hdr[0] = typ
+	binary.LittleEndian.PutUint64(hdr[1:], uint64(len(b)))
+	bufs := net.Buffers{hdr[:], b}
+	_, err := bufs.WriteTo(w)
+	return err
+}
+
+// readFrame reads a frame of at most limit bytes.
+func readFrame(r io.Reader, limit uint64) (byte, []byte, error) {
+	var hdr [9]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.LittleEndian.Uint64(hdr[1:])
+	if n > limit {
+		return 0, nil, fmt.Errorf("a frame of %d bytes (at most %d expected here)", n, limit)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(r, b)
+	return hdr[0], b, err
+}
+
+// read is p's reader: data goes into the destination of the Recv waiting
+// for it; an abort or a connection that closes without a goodbye fails
+// the link.
+func (l *TCPLink) read(p *peer) {
+	defer close(p.gone)
+	var hdr [9]byte
+	for {
+		if _, err := io.ReadFull(p.conn, hdr[:]); err != nil {
+			l.lost(p, err)
+			return
+		}
+		n := binary.LittleEndian.Uint64(hdr[1:])
+		switch hdr[0] {
+		case frameData:
+			var dst []byte
+			select {
+			case dst = <-p.dsts:
+			case <-l.done:
+				return
+			}
+			if uint64(len(dst)) != n {
+				err := fmt.Errorf("zero: rank %d sent %d bytes where rank %d expected %d (the ranks' schedules differ)", p.rank, n, l.rank, len(dst))
+				l.fail(err, -1)
+				p.got <- err
+				return
+			}
+			_, err := io.ReadFull(p.conn, dst)
+			if err != nil {
+				err = l.lost(p, err)
+			}
+			p.got <- err
+			if err != nil {
+				return
+			}
+		case frameAbort:
+			if n > maxMsg {
+				l.lost(p, fmt.Errorf("an abort of %d bytes", n))
+				return
+			}
+			b := make([]byte, n)
+			if _, err := io.ReadFull(p.conn, b); err != nil {
+				l.lost(p, err)
+				return
+			}
+			l.fail(errors.New(string(b)), p.rank)
+			return
+		case frameBye:
+			return // the peer is done, and so is this connection
+		default:
+			l.lost(p, fmt.Errorf("a frame of unknown type %d", hdr[0]))
+			return
+		}
+	}
+}
+
+// lost fails the link for p's connection ending unannounced, unless the
+// link itself is closing; it returns the link's error.
+func (l *TCPLink) lost(p *peer, err error) error {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return errors.New("zero: the link is closed")
+	}
+	return l.fail(fmt.Errorf("zero: rank %d is gone: its connection to rank %d closed (the process exited or was killed: %v)", p.rank, l.rank, err), p.rank)
+}
+
+// fail records the link's first failure, passes it on to every peer but
+// from (the rank it came from; -1 for none), and closes the connections,
+// which ends every wait. It returns the first failure.
+func (l *TCPLink) fail(err error, from int) error {
+	l.mu.Lock()
+	if l.err != nil {
+		err = l.err
+		l.mu.Unlock()
+		return err
+	}
+	l.err = err
+	close(l.done)
+	l.mu.Unlock()
+	for q, p := range l.peers {
+		if q == from || !p.wmu.TryLock() {
+			continue // a peer in the middle of a frame learns from its connection closing
+		}
+		p.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		writeFrame(p.conn, frameAbort, []byte(err.Error()))
+		p.wmu.Unlock()
+	}
+	l.closeConns()
+	return err
+}
+
+func (l *TCPLink) closeConns() {
+	for _, p := range l.peers {
+		p.conn.Close()
+	}
+}
+
+// failed is the link's failure, if any.
+func (l *TCPLink) failed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *TCPLink) peer(q int, what string) (*peer, error) {
+	if err := l.failed(); err != nil {
+		return nil, err
+	}
+	p, ok := l.peers[q]
+	if !ok {
+		return nil, fmt.Errorf("zero: rank %d has no connection to rank %d to %s (it talks to rank 0 and its ring neighbours)", l.rank, q, what)
+	}
+	return p, nil
+}
+
+// Send implements Link.
+func (l *TCPLink) Send(to int, b []byte) error {
+	p, err := l.peer(to, "send to")
+	if err != nil {
+		return err
+	}
+	p.wmu.Lock()
+	p.conn.SetWriteDeadline(time.Now().Add(l.timeout))
+	err = writeFrame(p.conn, frameData, b)
+	p.wmu.Unlock()
+	if err == nil {
+		return nil
+	}
+	if ferr := l.failed(); ferr != nil {
+		return ferr
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return l.fail(fmt.Errorf("zero: rank %d waited %v for rank %d to take its data: rank %d stopped reading (is it stuck?)", l.rank, l.timeout, to, to), -1)
+	}
+	return l.lost(p, err)
+}
+
+// Recv implements Link.
+func (l *TCPLink) Recv(from int, b []byte) error {
+	p, err := l.peer(from, "receive from")
+	if err != nil {
+		return err
+	}
+	timer := time.NewTimer(l.timeout)
+	defer timer.Stop()
+	select {
+	case p.dsts <- b:
+	case <-l.done:
+		return l.failed()
+	case <-p.gone:
+		return l.lostAfterBye(p)
+	case <-timer.C:
+		return l.fail(l.timeoutError(from), -1)
+	}
+	select {
+	case err := <-p.got:
+		return err
+	case <-timer.C:
+		l.fail(l.timeoutError(from), -1)
+		<-p.got // the reader lets go of b once its connection closes
+		return l.failed()
+	}
+}
+
+// lostAfterBye is the error of a wait on a peer that said goodbye.
+func (l *TCPLink) lostAfterBye(p *peer) error {
+	if err := l.failed(); err != nil {
+		return err
+	}
+	return l.fail(fmt.Errorf("zero: rank %d finished while rank %d waited for it (the ranks' runs differ)", p.rank, l.rank), -1)
+}
+
+func (l *TCPLink) timeoutError(from int) error {
+	return fmt.Errorf("zero: rank %d waited %v for rank %d, which did not answer (is it stuck? --timeout sets the wait)", l.rank, l.timeout, from)
+}
+
+// Exchange implements Link.
+func (l *TCPLink) Exchange(to int, out []byte, from int, in []byte) error {
+	sent := make(chan error, 1)
+	if out != nil {
+		go func() { sent <- l.Send(to, out) }()
+	} else {
+		sent <- nil
+	}
+	var err error
+	if in != nil {
+		err = l.Recv(from, in)
+	}
+	if serr := <-sent; err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Abort implements Link: every peer hears "rank r failed: err" and passes
+// it on.
+func (l *TCPLink) Abort(err error) {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.fail(fmt.Errorf("zero: rank %d failed: %w", l.rank, err), -1)
+}
+
+// Close implements Link: it says goodbye on every connection, waits
+// (a few seconds at most) for each peer's goodbye, so that no data in flight
+// is lost to a reset, and closes them.
+func (l *TCPLink) Close() error {
+	l.mu.Lock()
+	already := l.closed || l.err != nil
+	l.closed = true
+	l.mu.Unlock()
+	if already {
+		l.closeConns()
+		return nil
+	}
+	ranks := make([]int, 0, len(l.peers))
+	for q := range l.peers {
+		ranks = append(ranks, q)
+	}
+	sort.Ints(ranks)
+	for _, q := range ranks {
+		p := l.peers[q]
+		p.wmu.Lock()
+		p.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		writeFrame(p.conn, frameBye, nil)
+		p.wmu.Unlock()
+		if tc, ok := p.conn.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}
+	wait := time.After(min(l.timeout, 10*time.Second))
+	for _, q := range ranks {
+		select {
+		case <-l.peers[q].gone:
+		case <-wait:
+		}
+	}
+	l.closeConns()
+	return nil
+}

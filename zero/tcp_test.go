@@ -1,0 +1,272 @@
+package zero
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"trainmem/cuda"
+)
+
+// freeAddr is a loopback address with a port nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// dialAll joins n TCP links at one address from n goroutines, as n
+// processes would, each with the given timeout.
+func dialAll(t *testing.T, n int, timeout time.Duration) ([]*TCPLink, []error) {
+	t.Helper()
+	addr := freeAddr(t)
+	links, errs := make([]*TCPLink, n), make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			links[r], errs[r] = DialTCP(addr, r, n, timeout)
+		}()
+	}
+	wg.Wait()
+	return links, errs
+}
+
+// linkedGroups is n process groups over TCP, one host device each, and a
+// runner that runs f on every rank at once as n processes would.
+func linkedGroups(t *testing.T, n int) ([]*Group, []cuda.Device, func(func(*Comm) error) error) {
+	t.Helper()
+	links, errs := dialAll(t, n, 20*time.Second)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	devs := hosts(t, n)
+	gs := make([]*Group, n)
+	for r := range n {
+		var err error
+		if gs[r], err = NewProcessGroup(devs[r], links[r]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { closeAll(links) })
+	run := func(f func(*Comm) error) error {
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r, g := range gs {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[r] = g.Run(f) }()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	return gs, devs, run
+}
+
+// The collectives over TCP links, one group per rank as in processes of
+// their own, against the same reference as the in-process ranks; the
+// traffic each rank counts is the in-process rank's.
+func TestCollectivesOverTCP(t *testing.T) {
+	for _, N := range []int{1, 2, 3, 5} {
+		gs, devs, run := linkedGroups(t, N)
+		for _, dt := range dtypes {
+			for _, count := range []int{1, 3*N + 2, 64 * N} {
+				for _, inPlace := range []bool{false, true} {
+					checkCollectives(t, fmt.Sprintf("tcp/N=%d/%s/count=%d/inplace=%t", N, dt, count, inPlace), run, devs, dt, count, inPlace)
+				}
+			}
+		}
+		ig, err := NewGroup(hosts(t, N))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idevs := make([]cuda.Device, N)
+		for r := range idevs {
+			idevs[r] = ig.devs[r]
+		}
+		for _, dt := range dtypes {
+			for _, count := range []int{1, 3*N + 2, 64 * N} {
+				for _, inPlace := range []bool{false, true} {
+					checkCollectives(t, "inproc", ig.Run, idevs, dt, count, inPlace)
+				}
+			}
+		}
+		for r, g := range gs {
+			if got, want := g.Comm(0).Traffic(), ig.Comm(r).Traffic(); got != want {
+				t.Errorf("N=%d rank %d: traffic over TCP %+v, in process %+v", N, r, got, want)
+			}
+			if st := devs[r].Stats(); st.CategoryAllocated[cuda.Comm].Peak != ig.devs[r].Stats().CategoryAllocated[cuda.Comm].Peak {
+				t.Errorf("N=%d rank %d: comm staging peak over TCP %d, in process %d", N, r, st.CategoryAllocated[cuda.Comm].Peak, ig.devs[r].Stats().CategoryAllocated[cuda.Comm].Peak)
+			}
+		}
+	}
+}
+
+// A collective that differs between the ranks fails on every rank with the
+// difference, as in process.
+func TestTCPCallsDiffer(t *testing.T) {
+	_, devs, run := linkedGroups(t, 3)
+	bufs := make([]*cuda.Buffer, 3)
+	for r, d := range devs {
+		b, err := d.Alloc(cuda.Grads, cuda.F32, 4+r%2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs[r] = b
+	}
+	err := run(func(c *Comm) error { return c.AllReduce(bufs[c.Rank()], bufs[c.Rank()], Sum) })
+	if err == nil || strings.Count(err.Error(), "the ranks' calls differ: rank 0 calls all_reduce of fp32 (sum), send 4 and recv 4 elements, rank 1 all_reduce of fp32 (sum), send 5") != 3 {
+		t.Fatalf("got %v, want every rank to name rank 1's different call", err)
+	}
+}
+
+// The rendezvous names the ranks that did not join, and refuses a world
+// size that differs; an aborting rank's reason reaches every rank; a rank
+// that goes away fails the others' waits naming it.
+func TestTCPFailures(t *testing.T) {
+	t.Run("missing rank", func(t *testing.T) {
+		addr := freeAddr(t)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r := range 2 { // ranks 0 and 1 of 3
+			wg.Add(1)
+			go func() { defer wg.Done(); _, errs[r] = DialTCP(addr, r, 3, time.Second) }()
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "rank 2 did not join within 1s") {
+				t.Errorf("rank %d: got %v, want rank 2 named", r, err)
+			}
+		}
+	})
+	t.Run("world differs", func(t *testing.T) {
+		addr := freeAddr(t)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r, n := range []int{2, 3} {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, errs[r] = DialTCP(addr, r, n, 5*time.Second) }()
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "rank 1 was started for 3 ranks, rank 0 for 2") {
+				t.Errorf("rank %d: got %v, want the world sizes named", r, err)
+			}
+		}
+	})
+	t.Run("no rank 0", func(t *testing.T) {
+		_, err := DialTCP(freeAddr(t), 1, 2, 300*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "no rank 0 at") {
+			t.Errorf("got %v, want no rank 0", err)
+		}
+	})
+	for _, how := range []string{"abort", "gone"} {
+		t.Run(how, func(t *testing.T) {
+			const n = 4
+			links, errs := dialAll(t, n, 20*time.Second)
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			// Rank 2 fails while the others wait in a ring of messages.
+			start := time.Now()
+			var wg sync.WaitGroup
+			got := make([]error, n)
+			for r, l := range links {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if r == 2 {
+						if how == "abort" {
+							l.Abort(errors.New("out of memory"))
+						} else {
+							l.mu.Lock()
+							l.closed = true // silent, as a killed process
+							l.mu.Unlock()
+							l.closeConns() // its sockets close
+						}
+						return
+					}
+					b := make([]byte, 8)
+					got[r] = l.Exchange((r+1)%n, b, (r+n-1)%n, make([]byte, 8))
+					if got[r] == nil {
+						got[r] = l.Recv((r+n-1)%n, b) // the next step never comes
+					}
+				}()
+			}
+			wg.Wait()
+			want := "rank 2 failed: out of memory"
+			if how == "gone" {
+				want = "rank 2 is gone"
+			}
+			for r, err := range got {
+				if r != 2 && (err == nil || !strings.Contains(err.Error(), want)) {
+					t.Errorf("rank %d: got %v, want %q", r, err, want)
+				}
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("the ranks took %v to notice, want well within the 20s timeout", d)
+			}
+		})
+	}
+	t.Run("timeout", func(t *testing.T) {
+		links, errs := dialAll(t, 2, 500*time.Millisecond)
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		defer links[1].Close()
+		err := links[0].Recv(1, make([]byte, 4))
+		if err == nil || !strings.Contains(err.Error(), "rank 0 waited 500ms for rank 1, which did not answer") {
+			t.Errorf("got %v, want the timeout naming rank 1", err)
+		}
+	})
+}
+
+// Agree refuses, on every rank, a rank whose setup differs, naming the
+// difference.
+func TestAgree(t *testing.T) {
+	links, errs := dialAll(t, 3, 20*time.Second)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]error, 3)
+	var wg sync.WaitGroup
+	for r, l := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := []Field{{"--preset", "tiny"}, {"--batch", "2"}}
+			if r == 2 {
+				f[1].Value = strconv.Itoa(3)
+			}
+			got[r] = Agree(l, f)
+		}()
+	}
+	wg.Wait()
+	for r, err := range got {
+		var me *MismatchError
+		if !errors.As(err, &me) || !strings.Contains(err.Error(), "rank 2's setup differs from rank 0's: --batch 3 (rank 0: 2)") {
+			t.Errorf("rank %d: got %v, want the batch named", r, err)
+		}
+	}
+	closeAll(links)
+}
+
+// closeAll closes the links at once, as the processes of a run that
+// finished would.
+func closeAll(links []*TCPLink) {
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Close() }()
+	}
+	wg.Wait()
+}
