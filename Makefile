@@ -36,6 +36,20 @@ bench:
 build:
 	$(GO) build -o bin/trainmem ./cmd/trainmem
 
+# ---- MPI (docs/architecture.md, "Ranks over processes"): bin/trainmem-mpi,
+# cgo against Open MPI (Debian: libopenmpi-dev, openmpi-bin), for
+# `mpirun -np N bin/trainmem-mpi validate ...`. The default build needs no MPI.
+MPI_ENV := CGO_ENABLED=1
+
+.PHONY: build-mpi test-mpi
+build-mpi:
+	$(MPI_ENV) $(GO) build -tags trainmem_mpi -o bin/trainmem-mpi ./cmd/trainmem
+
+# The ranks over MPI against the in-process ranks and the simulation, every
+# stage, 4 processes by mpirun on this machine's loopback.
+test-mpi: build-mpi
+	TRAINMEM_MPI_BIN=$(CURDIR)/bin/trainmem-mpi $(MPI_ENV) $(GO) test -tags trainmem_mpi -count=1 -run 'TestMPI' ./cmd/trainmem
+
 # ---- CUDA (docs/architecture.md, "The CUDA device"; README, "CUDA").
 # The build kit comes from scripts/install-cuda-kit.sh (into .cudakit, no
 # GPU needed). The cuda build of trainmem starts on any machine; --device

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 
-	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/model/files"
 	"trainmem/train"
@@ -28,6 +27,9 @@ type TrainRanksReport struct {
 	MeanStepMs          float64 // over the steps after the first (the first alone for one step) and the ranks
 	Ranks               []zero.RankResult
 	Interrupted         bool
+	// Engine is what moved the data between processes ("tcp", "mpi"); ""
+	// in one process.
+	Engine string
 }
 
 // rankRecord is one rank's record of a step as --out holds it: a "rank"
@@ -40,35 +42,29 @@ func rankRecord(rank int, rec train.Record) ([]byte, error) {
 	return append([]byte(fmt.Sprintf(`{"rank":%d,`, rank)), b[1:]...), nil
 }
 
-// TrainRanks trains o.Setup under set over o.Setup.Ranks ranks in one
-// process, each on a device of its own from newDevice: rank r takes the
-// r-th of every N micro-batches of the data's stream. Each step writes
-// one record per rank to o.Out (a "rank" field beside train's record); the
-// weights, assembled from every rank's pieces, go to o.Save at the end.
-func TrainRanks(ctx context.Context, newDevice func() (cuda.Device, error), o TrainOptions, set zero.Setting) (*TrainRanksReport, error) {
+// TrainRanks trains o.Setup under set over o.Setup.Ranks ranks, in this
+// process or one a process (see Where): rank r takes the r-th of every N
+// micro-batches of the data's stream. Each step writes one record per rank
+// to o.Out (a "rank" field beside train's record; over processes rank 0
+// gathers them and alone writes the file); the weights, assembled from
+// every rank's pieces, go to o.Save at the end. Over processes the report
+// is rank 0's; the other ranks' holds their setup only.
+func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setting) (*TrainRanksReport, error) {
 	s := o.Setup
 	if o.Steps <= 0 {
 		return nil, fmt.Errorf("bench: steps must be a positive integer, got %d", o.Steps)
 	}
-	if s.Ranks > MostMeasuredRanks {
-		return nil, fmt.Errorf("bench: training %d ranks in one process: at most %d", s.Ranks, MostMeasuredRanks)
+	root, save := where.Root(), o.Save != ""
+	if !root {
+		o.Out, o.Save, o.Progress = "", "", nil // rank 0's
 	}
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	devs := make([]cuda.Device, s.Ranks)
-	defer func() {
-		for _, d := range devs {
-			if d != nil {
-				d.Close()
-			}
-		}
-	}()
-	var err error
-	for r := range devs {
-		if devs[r], err = newDevice(); err != nil {
-			return nil, err
-		}
+	g, devs, closeDevs, err := where.open(s.Ranks)
+	defer closeDevs()
+	if err != nil {
+		return nil, err
 	}
 	batches, err := train.OpenBatches(devs[0], o.Data, s, o.Seed)
 	if err != nil {
@@ -84,11 +80,10 @@ func TrainRanks(ctx context.Context, newDevice func() (cuda.Device, error), o Tr
 	case devs[0].Computes():
 		init = model.InitParams(s.Model, o.Seed)
 	}
-	g, err := zero.NewGroup(devs)
-	if err != nil {
-		return nil, err
-	}
 	rep := &TrainRanksReport{Setup: s, Setting: set, Device: devs[0].Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens))}
+	if where.Link != nil {
+		rep.Engine = where.Link.Name()
+	}
 	var out *files.Lines
 	if o.Out != "" {
 		out = files.CreateLines(o.Out)
@@ -99,10 +94,17 @@ func TrainRanks(ctx context.Context, newDevice func() (cuda.Device, error), o Tr
 	errStopped := errors.New("stopped")
 	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)}
 	var saved []float32
-	rep.Ranks, err = zero.Run(g, s, set, opts, init, o.Steps,
-		func(int, int) ([]int32, []int32, error) { return batches.Next() },
-		func(step int, recs []train.Record, _ error) error {
+	var saveErr error
+	mine, err := zero.Run(g, s, set, opts, init, o.Steps, where.stream(batches, s.Ranks),
+		func(step int, mine []train.Record, _ error) error {
+			recs, err := zero.Gather(g, mine)
+			if err != nil {
+				return err
+			}
 			rep.Steps++
+			if !root {
+				return stopping(g, ctx.Err() != nil && step+1 < o.Steps, nil, errStopped)
+			}
 			mean, ms := 0.0, 0.0
 			for r, rec := range recs {
 				mean += rec.Loss / float64(s.Ranks)
@@ -122,21 +124,19 @@ func TrainRanks(ctx context.Context, newDevice func() (cuda.Device, error), o Tr
 			}
 			rep.LastLoss = mean
 			bar.Update(recs[0])
-			if outErr != nil {
-				return outErr
-			}
-			if ctx.Err() != nil && step+1 < o.Steps {
-				rep.Interrupted = true
-				return errStopped
-			}
-			return nil
+			err = stopping(g, ctx.Err() != nil && step+1 < o.Steps, outErr, errStopped)
+			rep.Interrupted = err == errStopped
+			return err
 		}, func(rk *zero.Ranks) {
-			if o.Save != "" && devs[0].Computes() {
-				saved, _ = rk.Params()
+			if save && devs[0].Computes() {
+				saved, saveErr = rk.Params() // on every rank: over processes they gather on rank 0
 			}
 		})
 	if errors.Is(err, errStopped) {
 		err = nil
+	}
+	if err == nil {
+		rep.Ranks, err = zero.Gather(g, mine)
 	}
 	if err != nil || rep.Interrupted {
 		bar.Done()
@@ -146,8 +146,7 @@ func TrainRanks(ctx context.Context, newDevice func() (cuda.Device, error), o Tr
 			err = cerr
 		}
 	}
-	var saveErr error
-	if saved != nil && rep.Steps > 0 {
+	if saved != nil && rep.Steps > 0 && saveErr == nil && root {
 		saveErr = model.SaveCheckpoint(o.Save, s.Model, saved)
 	}
 	var div *train.DivergedError
@@ -158,6 +157,23 @@ func TrainRanks(ctx context.Context, newDevice func() (cuda.Device, error), o Tr
 		return rep, fmt.Errorf("step %d: %w", rep.Steps+1, err)
 	}
 	return rep, saveErr
+}
+
+// stopping says whether the run stops after this step, on every rank at
+// once: it stops when any rank was interrupted (then it returns stopped)
+// or failed to write (failed, returned as it is on the rank it happened
+// on); the ranks agree over zero.AnyOf.
+func stopping(g *zero.Group, interrupted bool, failed, stopped error) error {
+	any, err := zero.AnyOf(g, interrupted || failed != nil)
+	switch {
+	case err != nil:
+		return err
+	case failed != nil:
+		return failed
+	case any:
+		return stopped
+	}
+	return nil
 }
 
 // WriteText writes the loss and speed over the ranks, then every rank's

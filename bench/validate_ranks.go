@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"trainmem/cuda"
 	"trainmem/cuda/shape"
@@ -27,17 +28,22 @@ type RanksValidation struct {
 	// Measured every rank's, nil when nothing was measured.
 	Simulated, Measured []zero.RankResult
 	Device, Data        string
+	// Engine is what moved the measured ranks' data between processes
+	// ("tcp", "mpi"); "" in one process.
+	Engine string
 }
 
 // MostMeasuredRanks is the most ranks ValidateRanks measures in one
 // process (each builds its own trainer on its own device).
 const MostMeasuredRanks = 8
 
-// ValidateRanks estimates, simulates and (when newDevice is not nil, on
-// one device of its own per rank) measures s under set over s.Ranks ranks
-// in one process: each rank the micro-batch s.Batch, rank r taking the
-// r-th of every s.Ranks micro-batches of the data's stream.
-func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, newDevice func() (cuda.Device, error), o Options) (*RanksValidation, error) {
+// ValidateRanks estimates, simulates and (when where is not nil) measures
+// s under set over s.Ranks ranks, in this process or one a process (see
+// Where): each rank the micro-batch s.Batch, rank r taking the r-th of
+// every s.Ranks micro-batches of the data's stream. Over processes the
+// measured ranks are gathered on rank 0, which alone simulates; the other
+// ranks' answers hold their setup only.
+func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *Where, o Options) (*RanksValidation, error) {
 	one := s // one rank's checks: the ranks are this function's
 	one.Ranks, one.ZeRO = 1, 0
 	if err := checkSetup(one); err != nil {
@@ -52,31 +58,26 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, newDevi
 		steps = 3
 	}
 	v := &RanksValidation{Setup: s, Setting: set, Estimate: e, Steps: steps}
-	o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
-	if v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, steps); err != nil {
-		return nil, err
+	simulate := func() error {
+		o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
+		v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, steps)
+		return err
 	}
-	if newDevice == nil {
-		return v, nil
+	if where == nil {
+		return v, simulate()
+	}
+	if where.Link == nil {
+		if err := simulate(); err != nil {
+			return nil, err
+		}
 	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	if s.Ranks > MostMeasuredRanks {
-		return nil, fmt.Errorf("bench: measuring %d ranks in one process: at most %d (simulate any number: --no-measure)", s.Ranks, MostMeasuredRanks)
-	}
-	devs := make([]cuda.Device, s.Ranks)
-	defer func() {
-		for _, d := range devs {
-			if d != nil {
-				d.Close()
-			}
-		}
-	}()
-	for r := range devs {
-		if devs[r], err = newDevice(); err != nil {
-			return nil, err
-		}
+	g, devs, closeDevs, err := where.open(s.Ranks)
+	defer closeDevs()
+	if err != nil {
+		return nil, err
 	}
 	batches, err := train.OpenBatches(devs[0], o.Data, s, o.seed())
 	if err != nil {
@@ -89,13 +90,25 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, newDevi
 		init = model.InitParams(s.Model, o.seed())
 	}
 	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)}
-	o.progress("validate: measuring %s over %d ranks on %s, %d steps", set, s.Ranks, v.Device, steps)
-	v.Measured, err = zero.Measure(devs, s, set, opts, init, steps, func(int, int) ([]int32, []int32, error) { return batches.Next() })
+	if where.Root() {
+		o.progress("validate: measuring %s over %d ranks on %s, %d steps%s", set, s.Ranks, v.Device, steps, where.over())
+	}
+	mine, err := zero.Run(g, s, set, opts, init, steps, where.stream(batches, s.Ranks), nil, nil)
 	var div *train.DivergedError
 	if errors.As(err, &div) {
 		return nil, fmt.Errorf("the measured run diverged: %w", err)
 	}
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	if v.Measured, err = zero.Gather(g, mine); err != nil || !where.Root() {
+		return v, err
+	}
+	if where.Link != nil {
+		v.Engine = where.Link.Name()
+		return v, simulate()
+	}
+	return v, nil
 }
 
 // WriteText writes, for each run of alike ranks, the categories with the
@@ -105,7 +118,11 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 	s := v.Setup
 	WriteHeader(w, s, fmt.Sprintf("%s × shape (simulated)", model.Comma(int64(s.Ranks))))
 	if v.Device != "" {
-		fmt.Fprintf(w, "measured %s ranks on %s each, data %s\n", model.Comma(int64(s.Ranks)), v.Device, v.Data)
+		over := "in one process"
+		if v.Engine != "" {
+			over = "one a process over " + v.Engine
+		}
+		fmt.Fprintf(w, "measured %s ranks on %s each, %s, data %s\n", model.Comma(int64(s.Ranks)), v.Device, over, v.Data)
 	}
 	writeSimulatedRanks(w, s.Ranks, v.Simulated)
 	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, plural(s.Ranks, "rank"), v.Steps)
@@ -206,17 +223,24 @@ func (v *RanksValidation) WriteJSON(w io.Writer) error {
 		Measured  map[cuda.Category]int64 `json:"measured_peak_requested,omitempty"`
 		SimSent   int64                   `json:"simulated_sent_bytes"`
 		MeasSent  *int64                  `json:"measured_sent_bytes,omitempty"`
+		// The measured rank's last step: its loss (its own micro-batch's),
+		// peak allocated and reserved bytes, and traffic per collective.
+		MeasLoss      *float64                `json:"measured_loss,omitempty"`
+		MeasAllocated *int64                  `json:"measured_peak_allocated_bytes,omitempty"`
+		MeasReserved  *int64                  `json:"measured_peak_reserved_bytes,omitempty"`
+		MeasTraffic   map[string]zero.Traffic `json:"measured_traffic,omitempty"`
 	}
 	st := v.Estimate.States
 	doc := struct {
 		Model   modelDoc  `json:"model"`
 		Setup   setupDoc  `json:"setup"`
 		Setting string    `json:"setting"`
+		Engine  string    `json:"engine,omitempty"`
 		Steps   int       `json:"steps"`
 		Paper   statesDoc `json:"zero_paper_states"`
 		Comm    commDoc   `json:"zero_paper_communication"`
 		Ranks   []rankDoc `json:"ranks"`
-	}{Model: modelDocOf(v.Setup), Setup: setupDocOf(v.Setup), Setting: v.Setting.String(), Steps: v.Steps,
+	}{Model: modelDocOf(v.Setup), Setup: setupDocOf(v.Setup), Setting: v.Setting.String(), Engine: v.Engine, Steps: v.Steps,
 		Paper: statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()},
 		Comm:  commDoc{v.Estimate.Comm.Collective, v.Estimate.Comm.Elements, v.Estimate.Comm.Bytes, v.Estimate.Comm.RingBytes, v.Estimate.Comm.DType}}
 	sent := func(tr [zero.NumCollectives]zero.Traffic) (n int64) {
@@ -236,8 +260,17 @@ func (v *RanksValidation) WriteJSON(w io.Writer) error {
 			for _, c := range rankCategories {
 				d.Measured[c] = m.Stats.CategoryRequested[c].Peak
 			}
-			ms := sent(m.Traffic)
-			d.MeasSent = &ms
+			ms, loss, alloc, res := sent(m.Traffic), m.Record.Loss, m.Stats.AllocatedBytes.Peak, m.Stats.ReservedBytes.Peak
+			d.MeasSent, d.MeasAllocated, d.MeasReserved = &ms, &alloc, &res
+			if !math.IsNaN(loss) && !math.IsInf(loss, 0) {
+				d.MeasLoss = &loss // JSON has no NaN or infinity: an fp16 step that overflowed has none
+			}
+			d.MeasTraffic = map[string]zero.Traffic{}
+			for k, tr := range m.Traffic {
+				if tr.Calls > 0 {
+					d.MeasTraffic[zero.Collective(k).String()] = tr
+				}
+			}
 		}
 		doc.Ranks = append(doc.Ranks, d)
 	}

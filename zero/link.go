@@ -303,3 +303,26 @@ func differences(ours, theirs []Field) []string {
 	}
 	return d
 }
+
+// AnyOf is true on every rank when mine is true on any: in one process the
+// members share what they decide on (mine), over processes rank 0 hears
+// every rank's and answers all.
+func AnyOf(g *Group, mine bool) (bool, error) {
+	l := g.Link()
+	if l == nil {
+		return mine, nil
+	}
+	b := []byte{0}
+	if mine {
+		b[0] = 1
+	}
+	verdict, err := judge(l, b, func(msgs [][]byte) (string, error) {
+		for _, m := range msgs {
+			if len(m) == 1 && m[0] == 1 {
+				return "yes", nil
+			}
+		}
+		return "", nil
+	})
+	return verdict != "", err
+}

@@ -71,21 +71,35 @@ func (rk *Ranks) SetParams(flat []float32) error {
 
 // Params assembles the weights, in flat table order, from every rank's
 // pieces (the fp32 master copy under mixed precision): the whole model
-// whatever the setting shards.
+// whatever the setting shards. Over processes every rank calls it, and
+// rank 0 gathers the others' pieces and gets the weights (the others nil).
 func (rk *Ranks) Params() ([]float32, error) {
-	n := int(rk.tr[0].Setup().Model.NumParams())
-	out := make([]float32, n)
-	covered := 0
+	type held struct {
+		Pieces []train.Piece
+		Vals   [][]float32
+	}
+	var mine []held
 	for i, t := range rk.tr {
+		if rk.set.Stage == 0 && !rk.set.PS && rk.g.ranks[i] != 0 {
+			mine = append(mine, held{}) // every DDP rank holds everything: rank 0's are the weights
+			continue
+		}
 		pieces, vals, err := t.PieceParams()
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: %w", rk.g.ranks[i], err)
 		}
-		for i, p := range pieces {
-			covered += copy(out[p.Lo:p.Hi], vals[i])
-		}
-		if rk.set.Stage == 0 && !rk.set.PS {
-			break // every DDP rank holds everything
+		mine = append(mine, held{pieces, vals})
+	}
+	all, err := Gather(rk.g, mine)
+	if err != nil || all == nil {
+		return nil, err
+	}
+	n := int(rk.tr[0].Setup().Model.NumParams())
+	out := make([]float32, n)
+	covered := 0
+	for _, h := range all {
+		for i, p := range h.Pieces {
+			covered += copy(out[p.Lo:p.Hi], h.Vals[i])
 		}
 	}
 	if covered != n {

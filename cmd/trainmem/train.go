@@ -141,7 +141,15 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
+	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
+		return err
+	}
+	launch, backend, err := lf.launch()
+	if err != nil {
+		return err
+	}
+	if err := lf.ranksFrom(launch, tf.setup); err != nil {
 		return err
 	}
 	s, err := tf.resolve()
@@ -152,16 +160,30 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Setup: s, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
 		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
 	}
-	// Every path is checked before the device opens and the work starts.
-	if err := opts.Check(); err != nil {
+	// Every path is checked before the device opens and the work starts
+	// (over processes, rank 0's, which writes them).
+	if err := opts.Check(); err != nil && (!launch.Processes() || launch.Rank == 0) {
 		return err
 	}
 	set, err := tf.setup.setting()
 	if err != nil {
 		return err
 	}
+	if launch.Processes() {
+		proc, err := lf.open(launch, backend, setupFields("train", s, set, tf))
+		if err != nil {
+			return err
+		}
+		if !proc.root() {
+			stdout = io.Discard
+		}
+		return proc.end(trainRanks(ctx, proc.where(tf.newDevice), opts, set, stdout))
+	}
 	if s.Ranks > 1 || set.PS {
-		return trainRanks(ctx, tf, opts, set, stdout)
+		if s.Ranks > bench.MostMeasuredRanks {
+			return usagef("--ranks %d: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number; one process a rank trains any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
+		}
+		return trainRanks(ctx, bench.Where{New: tf.newDevice}, opts, set, stdout)
 	}
 	dev, err := tf.newDevice()
 	if err != nil {
@@ -190,14 +212,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// trainRanks is train over in-process ranks.
-func trainRanks(ctx context.Context, tf *trainFlags, opts bench.TrainOptions, set zero.Setting, stdout io.Writer) error {
+// trainRanks is train over ranks, in this process or one a process.
+func trainRanks(ctx context.Context, where bench.Where, opts bench.TrainOptions, set zero.Setting, stdout io.Writer) error {
 	s := opts.Setup
-	if s.Ranks > bench.MostMeasuredRanks {
-		return usagef("--ranks %d: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number)", s.Ranks, bench.MostMeasuredRanks)
-	}
 	bench.WriteHeader(stdout, s, fmt.Sprintf("%d ranks", s.Ranks))
-	rep, err := bench.TrainRanks(ctx, tf.newDevice, opts, set)
+	rep, err := bench.TrainRanks(ctx, where, opts, set)
 	if rep != nil && rep.Steps > 0 {
 		if werr := rep.WriteText(stdout); werr != nil && err == nil {
 			err = werr

@@ -63,8 +63,24 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sweep := fs.String("sweep", "", "sweep: checkpoint (every checkpoint policy on the setup)")
 	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
 	format := newFormatFlag(fs, "text", "json")
+	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
 		return err
+	}
+	launch, backend, err := lf.launch()
+	if err != nil {
+		return err
+	}
+	if launch.Processes() {
+		switch {
+		case *sweep != "":
+			return usagef("--sweep checkpoint runs one rank, and this process is rank %d of %d (%s)", launch.Rank, launch.World, launch.Launcher)
+		case *noMeasure:
+			return usagef("--no-measure: ranks in processes of their own are there to measure; simulate any number in one process ('trainmem validate --ranks N --no-measure')")
+		}
+		if err := lf.ranksFrom(launch, tf.setup); err != nil {
+			return err
+		}
 	}
 	if steps < 0 {
 		return usagef("--steps %d: must be a positive integer (or 0 for the default)", steps)
@@ -102,18 +118,33 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	if launch.Processes() {
+		proc, err := lf.open(launch, backend, setupFields("validate", s, set, tf))
+		if err != nil {
+			return err
+		}
+		if !proc.root() {
+			opts.Progress = nil
+		}
+		where := proc.where(tf.newDevice)
+		rep, err := bench.ValidateRanks(ctx, s, set, &where, opts)
+		if err == nil && proc.root() {
+			err = writeReport(stdout, format.v, rep)
+		}
+		return proc.end(measureErr(err))
+	}
 	if s.Ranks > 1 || set.PS {
 		if *sweep != "" {
 			return usagef("--sweep checkpoint runs one rank; drop --ranks (or --data-parallel)")
 		}
-		var newDev func() (cuda.Device, error)
+		var where *bench.Where
 		if !*noMeasure {
 			if s.Ranks > bench.MostMeasuredRanks {
-				return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number)", s.Ranks, bench.MostMeasuredRanks)
+				return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
 			}
-			newDev = tf.newDevice
+			where = &bench.Where{New: tf.newDevice}
 		}
-		rep, err := bench.ValidateRanks(ctx, s, set, newDev, opts)
+		rep, err := bench.ValidateRanks(ctx, s, set, where, opts)
 		if err != nil {
 			return measureErr(err)
 		}

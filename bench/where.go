@@ -1,0 +1,92 @@
+package bench
+
+// Where a measured run's ranks run: every rank in this process, or one
+// rank per process (as torchrun, mpirun or srun start them) with rank 0
+// gathering every rank's results and reporting them as the in-process
+// run does.
+
+import (
+	"fmt"
+
+	"trainmem/cuda"
+	"trainmem/train"
+	"trainmem/zero"
+)
+
+// Where says where a measured run's ranks run. With Link nil every rank
+// runs in this process, each on a device of its own from New (at most
+// MostMeasuredRanks). With Link set this process is rank Link.Rank() of
+// Link.Size() ranks, one a process, on one device from New; its reports
+// are rank 0's (the other ranks' come back empty).
+type Where struct {
+	New  func() (cuda.Device, error)
+	Link zero.Link
+}
+
+// Root says whether this process reports: every in-process run, rank 0 of
+// a run over processes.
+func (w Where) Root() bool { return w.Link == nil || w.Link.Rank() == 0 }
+
+// open opens the devices and the group of a run of n ranks: one device a
+// rank in this process, or this process's rank of the link's group. close
+// closes the devices.
+func (w Where) open(n int) (g *zero.Group, devs []cuda.Device, close func(), err error) {
+	close = func() {
+		for _, d := range devs {
+			if d != nil {
+				d.Close()
+			}
+		}
+	}
+	members := n
+	switch {
+	case w.Link != nil && w.Link.Size() != n:
+		return nil, nil, close, fmt.Errorf("bench: %d ranks over a link of %d processes", n, w.Link.Size())
+	case w.Link != nil:
+		members = 1
+	case n > MostMeasuredRanks:
+		return nil, nil, close, fmt.Errorf("bench: measuring %d ranks in one process: at most %d (one process a rank runs any number: see 'trainmem help train', launchers)", n, MostMeasuredRanks)
+	}
+	devs = make([]cuda.Device, members)
+	for i := range devs {
+		if devs[i], err = w.New(); err != nil {
+			return nil, nil, close, err
+		}
+	}
+	if w.Link != nil {
+		g, err = zero.NewProcessGroup(devs[0], w.Link)
+	} else {
+		g, err = zero.NewGroup(devs)
+	}
+	return g, devs, close, err
+}
+
+// stream is the batches of a run of n ranks: rank r takes the r-th of
+// every n micro-batches of the data's stream. In one process the members
+// ask in rank order, each its own in turn; a process's rank reads the n
+// of a step and keeps its own.
+func (w Where) stream(b *train.Batches, n int) func(step, rank int) ([]int32, []int32, error) {
+	if w.Link == nil {
+		return func(int, int) ([]int32, []int32, error) { return b.Next() }
+	}
+	return func(_, rank int) (tok, tgt []int32, err error) {
+		for q := range n {
+			t, g, err := b.Next()
+			if err != nil {
+				return nil, nil, err
+			}
+			if q == rank {
+				tok, tgt = append([]int32(nil), t...), append([]int32(nil), g...)
+			}
+		}
+		return tok, tgt, nil
+	}
+}
+
+// over says, for progress lines, how the ranks meet.
+func (w Where) over() string {
+	if w.Link == nil {
+		return ""
+	}
+	return fmt.Sprintf(", one a process over %s", w.Link.Name())
+}

@@ -1,0 +1,219 @@
+package main
+
+// The flags of a run whose ranks are processes of their own: the rank,
+// the world size and the rendezvous from the launcher that started
+// trainmem (torchrun, mpirun, srun) or from --rank, --world and --init, and
+// the engine that moves the data (--backend).
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"trainmem/bench"
+	"trainmem/cuda"
+	"trainmem/model"
+	"trainmem/zero"
+)
+
+// launchFlags are the flags of a run over processes.
+type launchFlags struct {
+	fs          *flag.FlagSet
+	backend     string
+	rank, world int
+	init        string
+	timeout     time.Duration
+	getenv      func(string) string // os.Getenv; tests give their own
+}
+
+const launchHelp = `Ranks as processes of their own, one a rank, are started by a launcher, which
+trainmem reads: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT), Open MPI's mpirun (OMPI_COMM_WORLD_*) or Slurm's srun
+(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, with MASTER_ADDR and MASTER_PORT
+or --init), or by hand with --rank, --world and --init. Every rank runs the
+same command; rank 0 prints the report, with every rank's memory and traffic:
+  torchrun --no-python --nproc-per-node 4 --master-port 29500 trainmem validate --zero 2
+  mpirun -np 4 trainmem-mpi validate --zero 2
+  srun -n 4 trainmem validate --zero 2 --init tcp://$(hostname):29500`
+
+func addLaunchFlags(fs *flag.FlagSet) *launchFlags {
+	f := &launchFlags{fs: fs, getenv: os.Getenv}
+	fs.StringVar(&f.backend, "backend", "", "what moves the ranks' data: inproc (every rank in this process), tcp (one process a rank, over TCP), mpi (one process a rank, over MPI: the MPI build, make build-mpi) (default: inproc alone, mpi under mpirun in the MPI build, tcp under another launcher)")
+	intVar(fs, &f.rank, "rank", -1, "this process's `rank`, with --world and --init, for ranks started by hand (default: the launcher's)")
+	intVar(fs, &f.world, "world", 0, "the number of processes, `N`, one a rank, with --rank (default: the launcher's)")
+	fs.StringVar(&f.init, "init", "", "the rendezvous, tcp://`host:port`, where rank 0 listens (default: MASTER_ADDR and MASTER_PORT)")
+	fs.DurationVar(&f.timeout, "timeout", zero.DefaultTimeout, "how long a rank waits for another (at the rendezvous, in a collective) before it stops, naming the rank")
+	return f
+}
+
+func (f *launchFlags) given(name string) bool {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+	return given
+}
+
+// launch resolves the launcher's environment and the flags.
+func (f *launchFlags) launch() (zero.Launch, string, error) {
+	l, err := zero.DetectLaunch(f.getenv)
+	if err != nil {
+		return zero.Launch{}, "", usageError{err}
+	}
+	switch r, w := f.given("rank"), f.given("world"); {
+	case r != w:
+		return zero.Launch{}, "", usagef("--rank and --world go together: give both, for ranks started by hand")
+	case r && (f.world < 1 || f.world > model.MaxRanks):
+		return zero.Launch{}, "", usagef("--world %d: out of range (valid: 1 to %d)", f.world, model.MaxRanks)
+	case r && (f.rank < 0 || f.rank >= f.world):
+		return zero.Launch{}, "", usagef("--rank %d: out of range (valid: 0 to %d for --world %d)", f.rank, f.world-1, f.world)
+	case r && f.world == 1:
+		l = zero.Launch{}
+	case r:
+		l = zero.Launch{Launcher: "flags", Rank: f.rank, World: f.world}
+	}
+	if f.init != "" {
+		if _, err := zero.ParseInit(f.init); err != nil {
+			return zero.Launch{}, "", usagef("--init %w", err)
+		}
+		l.Init = f.init
+	}
+	if f.timeout <= 0 {
+		return zero.Launch{}, "", usagef("--timeout %v: want a positive duration (e.g. 5m)", f.timeout)
+	}
+	backend := f.backend
+	if backend == "" {
+		backend = zero.DefaultBackend(l)
+	}
+	switch backend {
+	case "inproc":
+		if l.Processes() {
+			return zero.Launch{}, "", usagef("--backend inproc runs every rank in one process, and this process is rank %d of %d (%s): use --backend tcp or mpi", l.Rank, l.World, l.Launcher)
+		}
+	case "tcp":
+		if !l.Processes() {
+			return zero.Launch{}, "", usagef("--backend tcp runs one process a rank: start them with a launcher (torchrun, srun) or give --rank, --world and --init")
+		}
+		if l.Init == "" {
+			return zero.Launch{}, "", usagef("--backend tcp: no rendezvous: give --init tcp://HOST:PORT (where rank 0 listens) or set MASTER_ADDR and MASTER_PORT")
+		}
+	case "mpi":
+		if !zero.HaveMPI {
+			return zero.Launch{}, "", usagef("--backend mpi: this trainmem has no MPI: build bin/trainmem-mpi with 'make build-mpi' (needs libopenmpi-dev) and start it with mpirun")
+		}
+	default:
+		return zero.Launch{}, "", usagef("--backend %q: unknown engine (valid: %s)", backend, zero.BackendList())
+	}
+	return l, backend, nil
+}
+
+// process is this process's rank of a run over processes: its link.
+type process struct {
+	link zero.Link
+}
+
+// open joins the ranks' group (the rendezvous), and checks that every rank
+// runs the same setup. A nil process is a run in one process.
+func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (*process, error) {
+	var link zero.Link
+	switch backend {
+	case "inproc":
+		return nil, nil
+	case "tcp":
+		addr, err := zero.ParseInit(l.Init)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		if link, err = zero.DialTCP(addr, l.Rank, l.World, f.timeout); err != nil {
+			return nil, err
+		}
+	case "mpi":
+		ml, err := zero.OpenMPI(f.timeout)
+		if err != nil {
+			return nil, err
+		}
+		if l.Processes() && (ml.Rank() != l.Rank || ml.Size() != l.World) {
+			ml.Close()
+			return nil, fmt.Errorf("MPI says rank %d of %d, and %s rank %d of %d", ml.Rank(), ml.Size(), l.Launcher, l.Rank, l.World)
+		}
+		if ml.Size() == 1 {
+			ml.Close()
+			return nil, usagef("--backend mpi: MPI started one process: start the ranks with mpirun -np N")
+		}
+		link = ml
+	}
+	if err := zero.Agree(link, fields); err != nil {
+		link.Close()
+		var me *zero.MismatchError
+		if errors.As(err, &me) {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	return &process{link: link}, nil
+}
+
+// where is where the run's ranks are: this process's rank, or every rank
+// in this process (p nil), each on a device from newDevice.
+func (p *process) where(newDevice func() (cuda.Device, error)) bench.Where {
+	if p == nil {
+		return bench.Where{New: newDevice}
+	}
+	return bench.Where{New: newDevice, Link: p.link}
+}
+
+// end leaves the group: after a run that failed on this rank, the others
+// hear why (their waits end naming this rank).
+func (p *process) end(err error) error {
+	if p == nil {
+		return err
+	}
+	if err != nil {
+		var u usageError
+		if !errors.As(err, &u) {
+			p.link.Abort(err)
+		} else {
+			p.link.Close()
+		}
+		return fmt.Errorf("rank %d: %w", p.link.Rank(), err)
+	}
+	return p.link.Close()
+}
+
+// root says whether this process writes the report.
+func (p *process) root() bool { return p == nil || p.link.Rank() == 0 }
+
+// setupFields are the values every rank of a run must share: the setup,
+// the setting and the run's own flags, named as the flags that give them.
+func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []zero.Field {
+	c := s.Model
+	var f []zero.Field
+	for _, kv := range [][2]string{
+		{"subcommand", cmd},
+		{"--layers", strconv.Itoa(c.Layers)}, {"--hidden", strconv.Itoa(c.Hidden)}, {"--heads", strconv.Itoa(c.Heads)},
+		{"--vocab", strconv.Itoa(c.Vocab)}, {"--context", strconv.Itoa(c.Context)}, {"--untied", strconv.FormatBool(c.Untied)},
+		{"--batch", strconv.Itoa(s.Batch)}, {"--seq", strconv.Itoa(s.Seq)},
+		{"--precision", s.Precision.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
+		{"--world", strconv.Itoa(s.Ranks)}, {"the setting (--zero, --data-parallel, --prefetch)", set.String()},
+		{"--bucket-mb", strconv.FormatInt(set.BucketBytes, 10) + " bytes"},
+		{"--steps", strconv.Itoa(tf.steps)}, {"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64)}, {"--seed", strconv.FormatUint(tf.seed, 10)},
+		{"--data", tf.data}, {"--load", tf.load}, {"--device", tf.device},
+	} {
+		f = append(f, zero.Field{Name: kv[0], Value: kv[1]})
+	}
+	return f
+}
+
+// ranksFrom makes the launcher's world the run's ranks: --ranks, when
+// given, must say the same.
+func (f *launchFlags) ranksFrom(l zero.Launch, sf *setupFlags) error {
+	if !l.Processes() {
+		return nil
+	}
+	if sf.set("ranks") && sf.ranks != l.World {
+		return usagef("--ranks %d: this process is rank %d of %d started by %s (give --ranks %d, or leave it out)", sf.ranks, l.Rank, l.World, l.Launcher, l.World)
+	}
+	sf.ranks = l.World
+	return nil
+}

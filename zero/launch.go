@@ -1,0 +1,110 @@
+package zero
+
+// How a process learns its rank: from the launcher that started it, as
+// PyTorch's do (torchrun's environment, Open MPI's mpirun, Slurm's srun),
+// or from explicit flags.
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Launch is how this process was started: its rank among World
+// processes, its rank on its node (the GPU it drives), the launcher that
+// said so, and where the ranks meet (Init, tcp://host:port; "" under
+// mpirun, whose ranks meet over MPI).
+type Launch struct {
+	Launcher               string // "torchrun", "mpirun", "srun", or "flags"; "" for one process started alone
+	Rank, World, LocalRank int
+	Init                   string
+}
+
+// Processes says whether the ranks are processes of their own.
+func (l Launch) Processes() bool { return l.Launcher != "" }
+
+// launchers are the environments DetectLaunch reads, in the order it
+// tries them: rank, world size and local rank variables.
+var launchers = []struct{ name, rank, world, local string }{
+	{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+	{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+	{"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+}
+
+// DetectLaunch reads the launcher's environment through getenv: torchrun
+// (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Open MPI's
+// mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) or Slurm's srun
+// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the rendezvous from
+// MASTER_ADDR and MASTER_PORT). A launcher of one process is no launcher.
+func DetectLaunch(getenv func(string) string) (Launch, error) {
+	for _, v := range launchers {
+		rs, ws := getenv(v.rank), getenv(v.world)
+		if rs == "" || ws == "" {
+			continue
+		}
+		l := Launch{Launcher: v.name}
+		var err error
+		for _, f := range []struct {
+			name string
+			dst  *int
+			s    string
+		}{{v.rank, &l.Rank, rs}, {v.world, &l.World, ws}, {v.local, &l.LocalRank, getenv(v.local)}} {
+			if f.s == "" {
+				continue // no local rank: 0
+			}
+			if *f.dst, err = strconv.Atoi(f.s); err != nil || *f.dst < 0 {
+				return Launch{}, fmt.Errorf("zero: %s sets %s=%q: want a non-negative integer", v.name, f.name, f.s)
+			}
+		}
+		if l.World < 1 || l.Rank >= l.World {
+			return Launch{}, fmt.Errorf("zero: %s sets %s=%d of %s=%d: want 0 ≤ rank < world", v.name, v.rank, l.Rank, v.world, l.World)
+		}
+		if l.World == 1 {
+			return Launch{}, nil
+		}
+		if a, p := getenv("MASTER_ADDR"), getenv("MASTER_PORT"); a != "" && p != "" {
+			l.Init = "tcp://" + net.JoinHostPort(a, p)
+		}
+		return l, nil
+	}
+	return Launch{}, nil
+}
+
+// ParseInit checks a rendezvous address, tcp://host:port, and returns its
+// host:port.
+func ParseInit(init string) (string, error) {
+	u, err := url.Parse(init)
+	if err != nil || u.Scheme != "tcp" || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return "", fmt.Errorf("%q: want tcp://host:port, where rank 0 listens", init)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" {
+		return "", fmt.Errorf("%q: want tcp://host:port, where rank 0 listens", init)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("%q: port %q: want 1 to 65535", init, port)
+	}
+	return u.Host, nil
+}
+
+// Backends are the engines that move the ranks' data: inproc (every rank
+// in one process), tcp (trainmem's ring over TCP between processes), mpi
+// (the ring over MPI's point-to-point, in the MPI build).
+var Backends = []string{"inproc", "tcp", "mpi"}
+
+// DefaultBackend is the engine for a launch: inproc for one process, mpi
+// under mpirun in the MPI build, tcp otherwise.
+func DefaultBackend(l Launch) string {
+	switch {
+	case !l.Processes():
+		return "inproc"
+	case l.Launcher == "mpirun" && HaveMPI:
+		return "mpi"
+	}
+	return "tcp"
+}
+
+// BackendList is Backends for messages.
+func BackendList() string { return strings.Join(Backends, ", ") }
