@@ -177,18 +177,7 @@ func TestValidateRanks(t *testing.T) {
 	for _, set := range [][]string{{"--zero", "0", "--bucket-mb", "0.1"}, {"--zero", "1"}, {"--zero", "2", "--bucket-mb", "0.1"}, {"--zero", "3"}, {"--data-parallel", "ps"}} {
 		args := append([]string{"validate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--precision", "bf16", "--ranks", "3", "--steps", "2", "--format", "json"}, set...)
 		out, _ := mustRun(t, args...)
-		var doc struct {
-			Ranks []struct {
-				Rank      int              `json:"rank"`
-				Simulated map[string]int64 `json:"simulated_peak_requested"`
-				Measured  map[string]int64 `json:"measured_peak_requested"`
-				SimSent   int64            `json:"simulated_sent_bytes"`
-				MeasSent  *int64           `json:"measured_sent_bytes"`
-			} `json:"ranks"`
-		}
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
-			t.Fatalf("%v: %v", set, err)
-		}
+		doc := parseRankReport(t, strings.Join(set, " "), out)
 		if len(doc.Ranks) != 3 {
 			t.Fatalf("%v: %d ranks, want 3", set, len(doc.Ranks))
 		}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"trainmem/zero"
+)
+
+// rankReport is what a test reads of validate --ranks's JSON.
+type rankReport struct {
+	Engine string `json:"engine"`
+	Ranks  []struct {
+		Rank          int                        `json:"rank"`
+		Simulated     map[string]int64           `json:"simulated_peak_requested"`
+		Measured      map[string]int64           `json:"measured_peak_requested"`
+		SimSent       int64                      `json:"simulated_sent_bytes"`
+		MeasSent      *int64                     `json:"measured_sent_bytes"`
+		MeasLoss      *float64                   `json:"measured_loss"`
+		MeasAllocated *int64                     `json:"measured_peak_allocated_bytes"`
+		MeasReserved  *int64                     `json:"measured_peak_reserved_bytes"`
+		MeasTraffic   map[string]json.RawMessage `json:"measured_traffic"`
+	} `json:"ranks"`
+}
+
+func parseRankReport(t *testing.T, what, out string) rankReport {
+	t.Helper()
+	var r rankReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%s: %v:\n%s", what, err, out)
+	}
+	return r
+}
+
+// lossTol is the relative difference allowed between a rank's loss in one
+// process and over processes: the ring adds in the same order on every
+// transport, so they are equal unless a kernel's threads reorder a sum;
+// the tolerance is the reduction-order one of the in-process ranks' tests.
+const lossTol = 1e-5
+
+// sameRanks checks that a run over processes measured what the in-process
+// run did, rank by rank: every category's peak, the peak allocated and
+// reserved bytes and every collective's calls and bytes exactly, the loss
+// within lossTol; and that each equals the simulation.
+func sameRanks(t *testing.T, what string, inproc, procs rankReport, n int) {
+	t.Helper()
+	if len(procs.Ranks) != n || len(inproc.Ranks) != n {
+		t.Fatalf("%s: %d ranks over processes, %d in one, want %d", what, len(procs.Ranks), len(inproc.Ranks), n)
+	}
+	for r := range n {
+		a, b := inproc.Ranks[r], procs.Ranks[r]
+		if b.MeasSent == nil || b.MeasLoss == nil || b.MeasAllocated == nil || a.MeasLoss == nil {
+			t.Fatalf("%s rank %d: nothing measured", what, r)
+		}
+		for c, v := range b.Simulated {
+			if b.Measured[c] != v || a.Measured[c] != v {
+				t.Errorf("%s rank %d %s: simulated %d, measured over processes %d, in one process %d", what, r, c, v, b.Measured[c], a.Measured[c])
+			}
+		}
+		if *b.MeasAllocated != *a.MeasAllocated || *b.MeasReserved != *a.MeasReserved {
+			t.Errorf("%s rank %d: peak allocated/reserved %d/%d over processes, %d/%d in one", what, r, *b.MeasAllocated, *b.MeasReserved, *a.MeasAllocated, *a.MeasReserved)
+		}
+		if *b.MeasSent != b.SimSent || len(b.MeasTraffic) == 0 {
+			t.Errorf("%s rank %d: sent %d, simulated %d", what, r, *b.MeasSent, b.SimSent)
+		}
+		for k, v := range a.MeasTraffic {
+			if !bytes.Equal(v, b.MeasTraffic[k]) {
+				t.Errorf("%s rank %d %s: traffic %s over processes, %s in one", what, r, k, b.MeasTraffic[k], v)
+			}
+		}
+		if d := math.Abs(*a.MeasLoss-*b.MeasLoss) / math.Abs(*a.MeasLoss); !(d <= lossTol) {
+			t.Errorf("%s rank %d: loss %v over processes, %v in one (relative %.2g, want ≤ %g)", what, r, *b.MeasLoss, *a.MeasLoss, d, lossTol)
+		}
+	}
+}
+
+// settings are the data-parallel settings the ranks tests run.
+var settings = [][]string{
+	{"--zero", "0", "--bucket-mb", "0.1"}, {"--zero", "1"}, {"--zero", "2", "--bucket-mb", "0.1"},
+	{"--zero", "3"}, {"--zero", "3", "--prefetch"}, {"--data-parallel", "ps"},
+}
+
+// ranksArgs is a small validate of 4 ranks' memory and traffic.
+func ranksArgs(set []string) []string {
+	return append([]string{"validate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--precision", "bf16", "--steps", "2", "--threads", "1", "--format", "json"}, set...)
+}
+
+// freePort is a loopback port nobody listens on.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// rankProc is one rank's process.
+type rankProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+}
+
+// startRanks starts n processes of the test binary as trainmem, rank r
+// with args and --rank r --world n --init at a free loopback port, plus
+// extra(r) when set.
+func startRanks(t *testing.T, n int, args []string, extra func(r int) []string) []*rankProc {
+	t.Helper()
+	init := "tcp://127.0.0.1:" + freePort(t)
+	ps := make([]*rankProc, n)
+	for r := range ps {
+		a := append(append([]string(nil), args...), "--rank", strconv.Itoa(r), "--world", strconv.Itoa(n), "--init", init, "--timeout", "60s")
+		if extra != nil {
+			a = append(a, extra(r)...)
+		}
+		p := &rankProc{cmd: exec.Command(os.Args[0], a...)}
+		p.cmd.Env = append(os.Environ(), "TRAINMEM_TEST_MAIN=1")
+		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.cmd.Process.Kill() })
+		ps[r] = p
+	}
+	return ps
+}
+
+// waitRanks waits for every rank's process (at most limit) and returns
+// their exit statuses.
+func waitRanks(t *testing.T, ps []*rankProc, limit time.Duration) []int {
+	t.Helper()
+	codes := make([]int, len(ps))
+	var wg sync.WaitGroup
+	for r, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan error, 1)
+			go func() { done <- p.cmd.Wait() }()
+			select {
+			case err := <-done:
+				codes[r] = 0
+				if ee, ok := err.(*exec.ExitError); ok {
+					codes[r] = ee.ExitCode()
+				} else if err != nil {
+					codes[r] = -2
+				}
+			case <-time.After(limit):
+				p.cmd.Process.Kill()
+				<-done
+				codes[r] = -1 // still running at the limit
+			}
+		}()
+	}
+	wg.Wait()
+	return codes
+}
+
+// Four ranks in processes of their own over TCP, every setting: each
+// rank's memory equal byte for byte to the in-process run and to the
+// simulation, its traffic to the in-process counters, its loss within the
+// reduction-order tolerance; rank 0 alone prints.
+func TestRanksOverTCP(t *testing.T) {
+	for _, set := range settings {
+		name := strings.Join(set, " ")
+		out, _ := mustRun(t, append(ranksArgs(set), "--ranks", "4")...)
+		inproc := parseRankReport(t, name+" in one process", out)
+		ps := startRanks(t, 4, ranksArgs(set), nil)
+		for r, code := range waitRanks(t, ps, 2*time.Minute) {
+			if code != 0 {
+				t.Fatalf("%s: rank %d exited %d:\n%s", name, r, code, ps[r].stderr.String())
+			}
+			if r > 0 && ps[r].stdout.Len() > 0 {
+				t.Errorf("%s: rank %d printed %q; rank 0 alone reports", name, r, ps[r].stdout.String())
+			}
+		}
+		procs := parseRankReport(t, name+" over tcp", ps[0].stdout.String())
+		if procs.Engine != "tcp" {
+			t.Errorf("%s: engine %q, want tcp", name, procs.Engine)
+		}
+		sameRanks(t, name, inproc, procs, 4)
+	}
+}
+
+// A rank whose setup differs is refused at the start on every rank, with
+// the difference named and exit status 2.
+func TestRanksSetupsDiffer(t *testing.T) {
+	ps := startRanks(t, 4, ranksArgs([]string{"--zero", "1"}), func(r int) []string {
+		if r == 3 {
+			return []string{"--batch", "3"}
+		}
+		return nil
+	})
+	for r, code := range waitRanks(t, ps, time.Minute) {
+		msg := ps[r].stderr.String()
+		if code != 2 || !strings.Contains(msg, "rank 3's setup differs from rank 0's: --batch 3 (rank 0: 2)") {
+			t.Errorf("rank %d: exit %d, want 2 naming rank 3's batch:\n%s", r, code, msg)
+		}
+	}
+}
+
+// A rank killed mid-run ends every other rank with an error naming it,
+// well within the timeout, and no rank hangs.
+func TestRankKilled(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run.jsonl")
+	args := []string{"train", "--preset", "tiny", "--batch", "1", "--seq", "16", "--zero", "2", "--steps", "100000", "--threads", "1", "--out", out}
+	ps := startRanks(t, 4, args, nil)
+	waitLines(t, out, 8) // two steps of 4 ranks' records
+	start := time.Now()
+	if err := ps[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	codes := waitRanks(t, ps, 50*time.Second)
+	for r, code := range codes {
+		if r == 2 {
+			continue
+		}
+		msg := ps[r].stderr.String()
+		if code <= 0 || !strings.Contains(msg, "rank 2 is gone") {
+			t.Errorf("rank %d: exit %d, want non-zero naming rank 2:\n%s", r, code, msg)
+		}
+	}
+	t.Logf("the other ranks stopped %v after rank 2 was killed (timeout 60s)", time.Since(start).Round(time.Millisecond))
+}
+
+// train over processes writes one file of every rank's records, rank 0's,
+// as the in-process run does, and the same weights.
+func TestTrainOverTCP(t *testing.T) {
+	dir := t.TempDir()
+	args := func(out, save string) []string {
+		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--zero", "3", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
+	}
+	mustRun(t, append(args("in.jsonl", "in.bin"), "--ranks", "3")...)
+	ps := startRanks(t, 3, args("procs.jsonl", "procs.bin"), nil)
+	for r, code := range waitRanks(t, ps, 2*time.Minute) {
+		if code != 0 {
+			t.Fatalf("rank %d exited %d:\n%s", r, code, ps[r].stderr.String())
+		}
+	}
+	type rec struct {
+		Rank int      `json:"rank"`
+		Step int      `json:"step"`
+		Loss *float64 `json:"loss"`
+		Peak int64    `json:"peak_allocated_bytes"`
+	}
+	read := func(name string) []rec {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []rec
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r rec
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	in, procs := read("in.jsonl"), read("procs.jsonl")
+	if len(in) != 9 || len(procs) != 9 {
+		t.Fatalf("%d and %d records, want 3 steps of 3 ranks", len(in), len(procs))
+	}
+	for i := range in {
+		a, b := in[i], procs[i]
+		if a.Rank != b.Rank || a.Step != b.Step || a.Peak != b.Peak || math.Abs(*a.Loss-*b.Loss) > lossTol*math.Abs(*a.Loss) {
+			t.Errorf("record %d: %+v over processes, %+v in one", i, b, a)
+		}
+	}
+	wi, err1 := os.ReadFile(filepath.Join(dir, "in.bin"))
+	wp, err2 := os.ReadFile(filepath.Join(dir, "procs.bin"))
+	if err1 != nil || err2 != nil || len(wi) != len(wp) {
+		t.Fatalf("weights: %v %v, %d and %d bytes", err1, err2, len(wi), len(wp))
+	}
+	if !bytes.Equal(wi, wp) {
+		t.Logf("weights differ in bytes; the losses agree within %g", lossTol)
+	}
+}
+
+// Bad launch flags are usage errors naming the flag.
+func TestLaunchFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"validate", "--rank", "1"}, "--rank and --world go together"},
+		{[]string{"validate", "--rank", "4", "--world", "4", "--init", "tcp://127.0.0.1:1"}, "--rank 4: out of range (valid: 0 to 3 for --world 4)"},
+		{[]string{"validate", "--rank", "0", "--world", "2"}, "--backend tcp: no rendezvous"},
+		{[]string{"validate", "--rank", "0", "--world", "2", "--init", "http://x:1"}, `--init "http://x:1": want tcp://host:port`},
+		{[]string{"train", "--rank", "0", "--world", "2", "--init", "tcp://127.0.0.1:1", "--backend", "inproc"}, "--backend inproc runs every rank in one process, and this process is rank 0 of 2"},
+		{[]string{"validate", "--rank", "0", "--world", "2", "--init", "tcp://127.0.0.1:1", "--ranks", "3"}, "--ranks 3: this process is rank 0 of 2"},
+		{[]string{"validate", "--backend", "tcp"}, "--backend tcp runs one process a rank"},
+		{[]string{"validate", "--backend", "gloo"}, `--backend "gloo": unknown engine (valid: inproc, tcp, mpi)`},
+		{[]string{"validate", "--timeout", "0s"}, "--timeout 0s: want a positive duration"},
+	} {
+		_, errOut, code := runArgs(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, want 2 and %q in:\n%s", c.args, code, c.want, errOut)
+		}
+	}
+	if !zero.HaveMPI {
+		if _, errOut, code := runArgs(t, "validate", "--backend", "mpi"); code != 2 || !strings.Contains(errOut, "make build-mpi") {
+			t.Errorf("--backend mpi without the MPI build: exit %d: %s", code, errOut)
+		}
+	}
+}
