@@ -464,3 +464,68 @@ func TestCollectiveErrors(t *testing.T) {
 		t.Errorf("a host and a shape rank in one group: %v", err)
 	}
 }
+
+// ringTraffic, the bytes a native engine's ranks count, is what the ring
+// counts as it moves the data, for every collective, rank, root and size.
+func TestRingTrafficFormula(t *testing.T) {
+	for N := 1; N <= 6; N++ {
+		g, err := NewGroup(hosts(t, N))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, count := range []int{1, 5, 3*N + 1, 16 * N} {
+			for _, kind := range []Collective{Broadcast, Reduce, AllReduce, ReduceScatter, AllGather} {
+				for root := range N {
+					if root > 0 && kind != Broadcast && kind != Reduce {
+						break
+					}
+					sendLen, recvLen := count, count
+					switch kind {
+					case ReduceScatter:
+						sendLen = N * count
+					case AllGather:
+						recvLen = N * count
+					}
+					before := make([][NumCollectives]Traffic, N)
+					for r := range N {
+						before[r] = g.Comm(r).Traffic()
+					}
+					err := g.Run(func(c *Comm) error {
+						d := c.Device()
+						s, err1 := d.Alloc(cuda.Grads, cuda.BF16, sendLen)
+						rv, err2 := d.Alloc(cuda.Grads, cuda.BF16, recvLen)
+						if err1 != nil || err2 != nil {
+							return fmt.Errorf("%v %v", err1, err2)
+						}
+						defer d.Free(s)
+						defer d.Free(rv)
+						switch kind {
+						case Broadcast:
+							return c.Broadcast(s, rv, root)
+						case Reduce:
+							return c.Reduce(s, rv, Sum, root)
+						case AllReduce:
+							return c.AllReduce(s, rv, Sum)
+						case ReduceScatter:
+							return c.ReduceScatter(s, rv, Sum)
+						}
+						return c.AllGather(s, rv)
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					k := call{kind: kind, root: root, dtype: cuda.BF16, sendLen: sendLen, recvLen: recvLen}
+					for r := range N {
+						got := g.Comm(r).Traffic()[kind]
+						b := before[r][kind]
+						sent, recv := k.ringTraffic(r, N)
+						if got.SentBytes-b.SentBytes != sent || got.RecvBytes-b.RecvBytes != recv {
+							t.Errorf("N=%d %s count %d root %d rank %d: the ring sent %d and received %d, ringTraffic says %d and %d",
+								N, kind, count, root, r, got.SentBytes-b.SentBytes, got.RecvBytes-b.RecvBytes, sent, recv)
+						}
+					}
+				}
+			}
+		}
+	}
+}

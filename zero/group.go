@@ -20,8 +20,9 @@ type Group struct {
 	computes bool
 	tr       transport // how the members meet and move a ring step's bytes
 
-	stage [][2]*cuda.Buffer // each member's two staging buffers (partial sums in flight)
-	comms []*Comm           // one per member, for the group's life (its traffic accumulates)
+	stage   [][2]*cuda.Buffer // each member's two staging buffers (partial sums in flight)
+	natives []Native          // each member's native engine; nil: the ring moves the data
+	comms   []*Comm           // one per member, for the group's life (its traffic accumulates)
 }
 
 // NewGroup makes a group of len(devs) ranks, rank r on devs[r].

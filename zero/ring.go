@@ -29,6 +29,9 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 		return err
 	}
 	defer c.end()
+	if e := c.native(); e != nil {
+		return e.Broadcast(send, recv, root)
+	}
 	if c.rank == root {
 		c.copyLocal(recv, send)
 	}
@@ -67,6 +70,9 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 		return err
 	}
 	defer c.end()
+	if e := c.native(); e != nil {
+		return e.Reduce(send, recv, op, root)
+	}
 	size := int64(k.dtype.Size())
 	for s := range n - 1 {
 		from, to := (root+1+s)%n, (root+2+s)%n
@@ -116,6 +122,9 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 		return err
 	}
 	defer c.end()
+	if e := c.native(); e != nil {
+		return e.AllReduce(send, recv, op)
+	}
 	block := func(b *cuda.Buffer, i int) *cuda.Buffer {
 		lo, hi := blockRange(count, n, i)
 		return b.View(lo, hi-lo)
@@ -140,6 +149,9 @@ func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 		return err
 	}
 	defer c.end()
+	if e := c.native(); e != nil {
+		return e.ReduceScatter(send, recv, op)
+	}
 	kk := recv.Len
 	return c.reduceScatterRing(ReduceScatter, op, func(i int) *cuda.Buffer { return send.View(i*kk, kk) }, recv)
 }
@@ -158,6 +170,9 @@ func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
 		return err
 	}
 	defer c.end()
+	if e := c.native(); e != nil {
+		return e.AllGather(send, recv)
+	}
 	kk := send.Len
 	c.copyLocal(recv.View(c.rank*kk, kk), send)
 	return c.allGatherRing(AllGather, func(b *cuda.Buffer, i int) *cuda.Buffer { return b.View(i*kk, kk) }, recv)
@@ -307,12 +322,13 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 }
 
 // begin allocates this rank's staging (two comm buffers of the call's
-// staging length) and meets the other ranks: every rank's call must be the same
+// staging length; none under a native engine, which stages in its own
+// buffers) and meets the other ranks: every rank's call must be the same
 // collective of the same dtype and lengths, and none may have failed. A
 // failure anywhere fails every rank with the same error.
 func (c *Comm) begin(k *call) error {
 	g := c.g
-	if stageLen := k.staging(c.Size()); k.err == nil && stageLen > 0 {
+	if stageLen := k.staging(c.Size()); k.err == nil && stageLen > 0 && c.native() == nil {
 		for i := range 2 {
 			b, err := c.Device().Alloc(cuda.Comm, k.dtype, stageLen)
 			if err != nil {
@@ -327,6 +343,10 @@ func (c *Comm) begin(k *call) error {
 		return err
 	}
 	c.traffic[k.kind].Calls++
+	if c.native() != nil {
+		sent, recvd := k.ringTraffic(c.rank, c.Size())
+		c.count(k.kind, sent, recvd)
+	}
 	return nil
 }
 

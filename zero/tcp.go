@@ -46,6 +46,7 @@ type TCPLink struct {
 	err    error         // the first failure; every wait returns it after
 	done   chan struct{} // closed on failure
 	closed bool          // Close or Abort was called
+	ending sync.WaitGroup
 }
 
 // peer is one connection, to the rank it names.
@@ -346,8 +347,11 @@ func (l *TCPLink) read(p *peer) {
 			var dst []byte
 			select {
 			case dst = <-p.dsts:
-			case <-l.done:
-				return
+			case <-l.done: // the link failed: drop the data, read on to the peer's EOF
+				if _, err := io.CopyN(io.Discard, p.conn, int64(n)); err != nil {
+					return
+				}
+				continue
 			}
 			if uint64(len(dst)) != n {
 				err := fmt.Errorf("zero: rank %d sent %d bytes where rank %d expected %d (the ranks' schedules differ)", p.rank, n, l.rank, len(dst))
@@ -374,7 +378,7 @@ func (l *TCPLink) read(p *peer) {
 				return
 			}
 			l.fail(errors.New(string(b)), p.rank)
-			return
+			continue // and drain to the peer's EOF
 		case frameBye:
 			return // the peer is done, and so is this connection
 		default:
@@ -397,8 +401,12 @@ func (l *TCPLink) lost(p *peer, err error) error {
 }
 
 // fail records the link's first failure, passes it on to every peer but
-// from (the rank it came from; -1 for none), and closes the connections,
-// which ends every wait. It returns the first failure.
+// from (the rank it came from; -1 for none), and ends every connection,
+// which ends every wait (Abort and Close wait for the ending, which takes a
+// few seconds at most). The reason goes first, as a frame (waiting a
+// moment for a frame in flight on that connection to end), then a FIN
+// rather than a reset, which could lose it, while this side reads and
+// drops what the peer still sends. It returns the first failure.
 func (l *TCPLink) fail(err error, from int) error {
 	l.mu.Lock()
 	if l.err != nil {
@@ -409,16 +417,40 @@ func (l *TCPLink) fail(err error, from int) error {
 	l.err = err
 	close(l.done)
 	l.mu.Unlock()
+	msg := []byte(err.Error())
 	for q, p := range l.peers {
-		if q == from || !p.wmu.TryLock() {
-			continue // a peer in the middle of a frame learns from its connection closing
-		}
-		p.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		writeFrame(p.conn, frameAbort, []byte(err.Error()))
-		p.wmu.Unlock()
+		l.ending.Add(1)
+		go func() {
+			defer l.ending.Done()
+			if q != from && lockWithin(&p.wmu, time.Second) {
+				p.conn.SetWriteDeadline(time.Now().Add(time.Second))
+				writeFrame(p.conn, frameAbort, msg)
+				p.wmu.Unlock()
+			}
+			if tc, ok := p.conn.(*net.TCPConn); ok {
+				tc.CloseWrite()
+				tc.SetReadDeadline(time.Now().Add(time.Second))
+				select { // the reader drains until the peer's EOF
+				case <-p.gone:
+				case <-time.After(2 * time.Second):
+				}
+			}
+			p.conn.Close()
+		}()
 	}
-	l.closeConns()
 	return err
+}
+
+// lockWithin locks mu unless another holds it for longer than d.
+func lockWithin(mu *sync.Mutex, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		if mu.TryLock() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 func (l *TCPLink) closeConns() {
@@ -532,6 +564,7 @@ func (l *TCPLink) Abort(err error) {
 	l.closed = true
 	l.mu.Unlock()
 	l.fail(fmt.Errorf("zero: rank %d failed: %w", l.rank, err), -1)
+	l.ending.Wait()
 }
 
 // Close implements Link: it says goodbye on every connection, waits
@@ -543,6 +576,7 @@ func (l *TCPLink) Close() error {
 	l.closed = true
 	l.mu.Unlock()
 	if already {
+		l.ending.Wait()
 		l.closeConns()
 		return nil
 	}
