@@ -175,6 +175,10 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 	if c := r0.CategoryRequested[cuda.Comm].Peak; c > 0 {
 		fmt.Fprintf(w, "why they differ: comm, %s at its peak, is the collectives' staging (two ring blocks a reduction, the padded shards of a gather), which no formula counts\n", model.Bytes(c))
 	}
+	if m := v.Measured; len(m) > 0 && m[0].Engine != "" {
+		fmt.Fprintf(w, "why they differ: the measured ranks' collectives are %s's, which stages partial sums in buffers of its own, outside the allocator (comm measures none): %s on rank 0, measured around its init (context and libraries)\n",
+			m[0].Engine, model.Bytes(m[0].EngineBytes))
+	}
 	if v.Setting.PS {
 		fmt.Fprintln(w, "zero_paper: the ZeRO paper does not count the parameter server (rank 0 alone holds master, adam_m and adam_v)")
 	} else {
@@ -229,6 +233,8 @@ func (v *RanksValidation) WriteJSON(w io.Writer) error {
 		MeasAllocated *int64                  `json:"measured_peak_allocated_bytes,omitempty"`
 		MeasReserved  *int64                  `json:"measured_peak_reserved_bytes,omitempty"`
 		MeasTraffic   map[string]zero.Traffic `json:"measured_traffic,omitempty"`
+		// A native engine's (NCCL's) own device memory, outside the allocator.
+		MeasEngineBytes int64 `json:"measured_engine_bytes,omitempty"`
 	}
 	st := v.Estimate.States
 	doc := struct {
@@ -265,6 +271,7 @@ func (v *RanksValidation) WriteJSON(w io.Writer) error {
 			if !math.IsNaN(loss) && !math.IsInf(loss, 0) {
 				d.MeasLoss = &loss // JSON has no NaN or infinity: an fp16 step that overflowed has none
 			}
+			d.MeasEngineBytes = m.EngineBytes
 			d.MeasTraffic = map[string]zero.Traffic{}
 			for k, tr := range m.Traffic {
 				if tr.Calls > 0 {

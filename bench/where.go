@@ -21,6 +21,10 @@ import (
 type Where struct {
 	New  func() (cuda.Device, error)
 	Link zero.Link
+	// Native, when set, makes the group of a native engine (NCCL) over the
+	// devices New opened: in one process (link nil) every rank's, else
+	// this process's rank's over link. Nil: the ring moves the data.
+	Native func(devs []cuda.Device, link zero.Link) (*zero.Group, error)
 }
 
 // Root says whether this process reports: every in-process run, rank 0 of
@@ -53,12 +57,23 @@ func (w Where) open(n int) (g *zero.Group, devs []cuda.Device, close func(), err
 			return nil, nil, close, err
 		}
 	}
-	if w.Link != nil {
+	switch {
+	case w.Native != nil:
+		g, err = w.Native(devs, w.Link)
+	case w.Link != nil:
 		g, err = zero.NewProcessGroup(devs[0], w.Link)
-	} else {
+	default:
 		g, err = zero.NewGroup(devs)
 	}
-	return g, devs, close, err
+	if err != nil {
+		return nil, devs, close, err
+	}
+	closeDevs := close
+	close = func() {
+		g.Close()
+		closeDevs()
+	}
+	return g, devs, close, nil
 }
 
 // stream is the batches of a run of n ranks: rank r takes the r-th of

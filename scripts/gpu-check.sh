@@ -17,7 +17,10 @@
 #   2. the quick pass (tiny only, about two minutes): `trainmem validate`
 #      and `trainmem train` in fp16 and bf16, checkpoint none and full, and
 #      the table; so that a short GPU lease always ends with a table;
-#   3. the full pass (QUICK=1 skips it): the same for gpt2 (124M, sequence
+#   3. the ranks over NCCL when the machine has 2 GPUs or more (each
+#      setting, 2 ranks and every GPU, in one process and one a process,
+#      the per-rank table), saying it skipped otherwise;
+#   4. the full pass (QUICK=1 skips it): the same for gpt2 (124M, sequence
 #      1024) at two batch sizes, and the table again with every run.
 # The table: measured vs simulated memory per category, the CUDA context's
 # share, step time, tokens/s, MFU. Full logs go to OUTDIR. The exit status
@@ -158,8 +161,56 @@ table() {
 	"$BIN/gpureport" "$OUT" | tee "$OUT/table.txt"
 }
 
+# ranks_nccl: the ranks over NCCL, when the machine has 2 GPUs or more: 2
+# ranks and every GPU, each setting, in one process (ncclCommInitAll) and one
+# process a rank (ncclCommInitRank, the id over trainmem's TCP rendezvous),
+# printing the per-rank table (measured beside simulated, and NCCL's own
+# memory).
+ranks_nccl() {
+	local ngpu
+	ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+	if [ "${ngpu:-0}" -lt 2 ]; then
+		step "ranks over NCCL: skipped (this machine has ${ngpu:-0} GPU; NCCL's ranks need 2 or more)"
+		return
+	fi
+	local sizes=2
+	[ "$ngpu" -gt 2 ] && sizes="2 $ngpu"
+	local args=(--device cuda --preset tiny --precision bf16 --batch 4 --seq 64 --steps 3)
+	for n in $sizes; do
+		for set in "--zero 0" "--zero 1" "--zero 2" "--zero 3" "--data-parallel ps"; do
+			local name="nccl_r${n}_$(echo "$set" | tr -d ' -')"
+			step "$name: validate --ranks $n $set, one process"
+			# shellcheck disable=SC2086
+			if "$BIN/trainmem" validate "${args[@]}" --ranks "$n" $set >"$OUT/$name.txt" 2>"$OUT/$name.log"; then
+				sed -n '/^rank /,/^$/p' "$OUT/$name.txt" | head -14
+				grep -E '^why they differ: the measured' "$OUT/$name.txt"
+			else
+				note_fail "$name (one process)" "$OUT/$name.log"
+				tail -3 "$OUT/$name.log"
+			fi
+			step "$name: the same, one process a rank"
+			local port=$((29400 + RANDOM % 500)) pids=() r
+			for r in $(seq 0 $((n - 1))); do
+				# shellcheck disable=SC2086
+				"$BIN/trainmem" validate "${args[@]}" $set --rank "$r" --world "$n" --init "tcp://127.0.0.1:$port" --timeout 2m \
+					>"$OUT/$name-procs-r$r.txt" 2>"$OUT/$name-procs-r$r.log" &
+				pids+=($!)
+			done
+			local ok=1
+			for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+			if [ $ok = 1 ]; then
+				sed -n '/^rank /,/^$/p' "$OUT/$name-procs-r0.txt" | head -14
+			else
+				note_fail "$name (one process a rank)" "$OUT/$name-procs-r0.log"
+				tail -3 "$OUT"/"$name"-procs-r*.log
+			fi
+		done
+	done
+}
+
 run_setups tiny 64 8
 table "quick pass (tiny)"
+ranks_nccl
 if [ "${QUICK:-}" != 1 ]; then
 	run_setups tiny 64 32
 	run_setups gpt2 1024 "4 16"

@@ -91,8 +91,9 @@ func ParseInit(init string) (string, error) {
 
 // Backends are the engines that move the ranks' data: inproc (every rank
 // in one process), tcp (trainmem's ring over TCP between processes), mpi
-// (the ring over MPI's point-to-point, in the MPI build).
-var Backends = []string{"inproc", "tcp", "mpi"}
+// (the ring over MPI's point-to-point, in the MPI build), nccl (NCCL's
+// collectives between GPUs, in the CUDA build).
+var Backends = []string{"inproc", "tcp", "mpi", "nccl"}
 
 // DefaultBackend is the engine for a launch: inproc for one process, mpi
 // under mpirun in the MPI build, tcp otherwise.

@@ -301,7 +301,7 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 		default:
 			return fmt.Errorf("zero: %s: %s has an unknown dtype", kind, b)
 		}
-		if c.g.computes && b.Len > 0 && len(b.Host()) != int(b.Bytes()) {
+		if c.g.computes && c.native() == nil && b.Len > 0 && len(b.Host()) != int(b.Bytes()) {
 			return fmt.Errorf("zero: %s: %s is not in host memory (a buffer of another device?)", kind, b)
 		}
 	}

@@ -17,6 +17,10 @@ type RankResult struct {
 	Record  train.Record
 	Stats   cuda.Stats
 	Traffic [NumCollectives]Traffic
+	// Engine and EngineBytes are the rank's native engine ("" for the
+	// ring) and the device memory it holds outside the allocator.
+	Engine      string
+	EngineBytes int64
 }
 
 // SimulatedRanks are the ranks Simulate runs of a group of n: every rank
@@ -144,6 +148,9 @@ func Run(g *Group, s model.Setup, set Setting, opts train.Options, init []float3
 	out := make([]RankResult, rk.Members())
 	for i := range out {
 		out[i] = RankResult{Rank: g.ranks[i], Record: recs[i], Stats: g.devs[i].Stats()}
+		if e := g.Engine(i); e != nil {
+			out[i].Engine, out[i].EngineBytes = e.Name(), e.Bytes()
+		}
 		for k, tr := range rk.Comm(i).Traffic() {
 			b := before[i][k]
 			out[i].Traffic[k] = Traffic{Calls: tr.Calls - b.Calls, SentBytes: tr.SentBytes - b.SentBytes, RecvBytes: tr.RecvBytes - b.RecvBytes}

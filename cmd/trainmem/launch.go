@@ -41,7 +41,7 @@ same command; rank 0 prints the report, with every rank's memory and traffic:
 
 func addLaunchFlags(fs *flag.FlagSet) *launchFlags {
 	f := &launchFlags{fs: fs, getenv: os.Getenv}
-	fs.StringVar(&f.backend, "backend", "", "what moves the ranks' data: inproc (every rank in this process), tcp (one process a rank, over TCP), mpi (one process a rank, over MPI: the MPI build, make build-mpi) (default: inproc alone, mpi under mpirun in the MPI build, tcp under another launcher)")
+	fs.StringVar(&f.backend, "backend", "", "what moves the ranks' data: inproc (every rank in this process), tcp (one process a rank, over TCP), mpi (one process a rank, over MPI: the MPI build, make build-mpi), nccl (GPUs, in one process or one a process: the CUDA build) (default: nccl with --device cuda; else inproc alone, mpi under mpirun in the MPI build, tcp under another launcher)")
 	intVar(fs, &f.rank, "rank", -1, "this process's `rank`, with --world and --init, for ranks started by hand (default: the launcher's)")
 	intVar(fs, &f.world, "world", 0, "the number of processes, `N`, one a rank, with --rank (default: the launcher's)")
 	fs.StringVar(&f.init, "init", "", "the rendezvous, tcp://`host:port`, where rank 0 listens (default: MASTER_ADDR and MASTER_PORT)")
@@ -55,8 +55,9 @@ func (f *launchFlags) given(name string) bool {
 	return given
 }
 
-// launch resolves the launcher's environment and the flags.
-func (f *launchFlags) launch() (zero.Launch, string, error) {
+// launch resolves the launcher's environment and the flags, for ranks on
+// device (host or cuda).
+func (f *launchFlags) launch(device string) (zero.Launch, string, error) {
 	l, err := zero.DetectLaunch(f.getenv)
 	if err != nil {
 		return zero.Launch{}, "", usageError{err}
@@ -71,7 +72,11 @@ func (f *launchFlags) launch() (zero.Launch, string, error) {
 	case r && f.world == 1:
 		l = zero.Launch{}
 	case r:
-		l = zero.Launch{Launcher: "flags", Rank: f.rank, World: f.world}
+		// One node unless LOCAL_RANK says otherwise: rank r drives GPU r.
+		l = zero.Launch{Launcher: "flags", Rank: f.rank, World: f.world, LocalRank: f.rank}
+		if v, err := strconv.Atoi(f.getenv("LOCAL_RANK")); err == nil && v >= 0 {
+			l.LocalRank = v
+		}
 	}
 	if f.init != "" {
 		if _, err := zero.ParseInit(f.init); err != nil {
@@ -83,8 +88,13 @@ func (f *launchFlags) launch() (zero.Launch, string, error) {
 		return zero.Launch{}, "", usagef("--timeout %v: want a positive duration (e.g. 5m)", f.timeout)
 	}
 	backend := f.backend
-	if backend == "" {
+	switch {
+	case backend == "" && device == "cuda" && haveNCCL:
+		backend = "nccl"
+	case backend == "":
 		backend = zero.DefaultBackend(l)
+	case device == "cuda" && backend != "nccl":
+		return zero.Launch{}, "", usagef("--backend %s moves host memory, and --device cuda's ranks hold theirs on GPUs: use --backend nccl", backend)
 	}
 	switch backend {
 	case "inproc":
@@ -102,22 +112,40 @@ func (f *launchFlags) launch() (zero.Launch, string, error) {
 		if !zero.HaveMPI {
 			return zero.Launch{}, "", usagef("--backend mpi: this trainmem has no MPI: build bin/trainmem-mpi with 'make build-mpi' (needs libopenmpi-dev) and start it with mpirun")
 		}
+	case "nccl":
+		switch {
+		case !haveNCCL:
+			return zero.Launch{}, "", usagef("--backend nccl: this trainmem was built without CUDA: build it with 'make build-cuda' and run it on NVIDIA GPUs")
+		case device != "cuda":
+			return zero.Launch{}, "", usagef("--backend nccl moves data between GPUs: give --device cuda")
+		case l.Processes() && l.Init == "" && !(l.Launcher == "mpirun" && zero.HaveMPI):
+			return zero.Launch{}, "", usagef("--backend nccl over processes: the ranks meet to share NCCL's id: give --init tcp://HOST:PORT or set MASTER_ADDR and MASTER_PORT (or run the MPI build under mpirun)")
+		}
 	default:
 		return zero.Launch{}, "", usagef("--backend %q: unknown engine (valid: %s)", backend, zero.BackendList())
 	}
 	return l, backend, nil
 }
 
-// process is this process's rank of a run over processes: its link.
+// process is this process's rank of a run over processes: its link, and
+// whether NCCL moves its data (the link then only meets the ranks).
 type process struct {
 	link zero.Link
+	nccl bool
 }
 
 // open joins the ranks' group (the rendezvous), and checks that every rank
 // runs the same setup. A nil process is a run in one process.
 func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (*process, error) {
 	var link zero.Link
-	switch backend {
+	meet := backend
+	if backend == "nccl" { // NCCL's id travels over MPI under mpirun, else TCP
+		meet = "tcp"
+		if l.Launcher == "mpirun" && zero.HaveMPI {
+			meet = "mpi"
+		}
+	}
+	switch meet {
 	case "inproc":
 		return nil, nil
 	case "tcp":
@@ -151,7 +179,7 @@ func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (
 		}
 		return nil, err
 	}
-	return &process{link: link}, nil
+	return &process{link: link, nccl: backend == "nccl"}, nil
 }
 
 // where is where the run's ranks are: this process's rank, or every rank
@@ -160,7 +188,21 @@ func (p *process) where(newDevice func() (cuda.Device, error)) bench.Where {
 	if p == nil {
 		return bench.Where{New: newDevice}
 	}
-	return bench.Where{New: newDevice, Link: p.link}
+	w := bench.Where{New: newDevice, Link: p.link}
+	if p.nccl {
+		w.Native = ncclGroup
+	}
+	return w
+}
+
+// inProcess is where the ranks of a run in one process are: NCCL's
+// group with --device cuda, the ring otherwise.
+func inProcess(backend string, newDevice func() (cuda.Device, error)) bench.Where {
+	w := bench.Where{New: newDevice}
+	if backend == "nccl" {
+		w.Native = ncclGroup
+	}
+	return w
 }
 
 // end leaves the group: after a run that failed on this rank, the others
@@ -216,4 +258,11 @@ func (f *launchFlags) ranksFrom(l zero.Launch, sf *setupFlags) error {
 	}
 	sf.ranks = l.World
 	return nil
+}
+
+// gpuOf makes the process's GPU its local rank's.
+func gpuOf(l zero.Launch, tf *trainFlags) {
+	if l.Processes() {
+		tf.gpu = l.LocalRank
+	}
 }

@@ -304,12 +304,17 @@ func TestLaunchFlagErrors(t *testing.T) {
 		{[]string{"train", "--rank", "0", "--world", "2", "--init", "tcp://127.0.0.1:1", "--backend", "inproc"}, "--backend inproc runs every rank in one process, and this process is rank 0 of 2"},
 		{[]string{"validate", "--rank", "0", "--world", "2", "--init", "tcp://127.0.0.1:1", "--ranks", "3"}, "--ranks 3: this process is rank 0 of 2"},
 		{[]string{"validate", "--backend", "tcp"}, "--backend tcp runs one process a rank"},
-		{[]string{"validate", "--backend", "gloo"}, `--backend "gloo": unknown engine (valid: inproc, tcp, mpi)`},
+		{[]string{"validate", "--backend", "gloo"}, `--backend "gloo": unknown engine (valid: inproc, tcp, mpi, nccl)`},
 		{[]string{"validate", "--timeout", "0s"}, "--timeout 0s: want a positive duration"},
 	} {
 		_, errOut, code := runArgs(t, c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, want 2 and %q in:\n%s", c.args, code, c.want, errOut)
+		}
+	}
+	if !haveNCCL {
+		if _, errOut, code := runArgs(t, "validate", "--backend", "nccl"); code != 2 || !strings.Contains(errOut, "built without CUDA") {
+			t.Errorf("--backend nccl without the CUDA build: exit %d: %s", code, errOut)
 		}
 	}
 	if !zero.HaveMPI {

@@ -53,6 +53,9 @@ type trainFlags struct {
 	data, out, save, load string
 	device                string
 	threads               int
+	// gpu is the next GPU newDevice opens: the process's local rank, then
+	// one more for each rank of this process.
+	gpu int
 }
 
 // runSetupOptions are the setup flags of the subcommands that run a step
@@ -133,7 +136,8 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 	case "host":
 		return host.New(host.Options{Threads: f.threads})
 	case "cuda":
-		return openCUDA()
+		f.gpu++
+		return openCUDA(f.gpu - 1)
 	}
 	return nil, usagef("--device %q: unknown device (valid: host, cuda)", f.device)
 }
@@ -145,10 +149,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
 		return err
 	}
-	launch, backend, err := lf.launch()
+	launch, backend, err := lf.launch(tf.device)
 	if err != nil {
 		return err
 	}
+	gpuOf(launch, tf)
 	if err := lf.ranksFrom(launch, tf.setup); err != nil {
 		return err
 	}
@@ -183,7 +188,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if s.Ranks > bench.MostMeasuredRanks {
 			return usagef("--ranks %d: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number; one process a rank trains any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
 		}
-		return trainRanks(ctx, bench.Where{New: tf.newDevice}, opts, set, stdout)
+		return trainRanks(ctx, inProcess(backend, tf.newDevice), opts, set, stdout)
 	}
 	dev, err := tf.newDevice()
 	if err != nil {

@@ -67,10 +67,11 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
 		return err
 	}
-	launch, backend, err := lf.launch()
+	launch, backend, err := lf.launch(tf.device)
 	if err != nil {
 		return err
 	}
+	gpuOf(launch, tf)
 	if launch.Processes() {
 		switch {
 		case *sweep != "":
@@ -142,7 +143,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			if s.Ranks > bench.MostMeasuredRanks {
 				return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
 			}
-			where = &bench.Where{New: tf.newDevice}
+			w := inProcess(backend, tf.newDevice)
+			where = &w
 		}
 		rep, err := bench.ValidateRanks(ctx, s, set, where, opts)
 		if err != nil {

@@ -25,19 +25,33 @@ typedef int tmn_result;                                // ncclResult_t
 typedef void *tmn_comm;                                // ncclComm_t
 typedef struct { char internal[128]; } tmn_unique_id; // ncclUniqueId, NCCL_UNIQUE_ID_BYTES
 
-typedef tmn_result (*tmn_get_version_fn)(int *);
-typedef tmn_result (*tmn_get_unique_id_fn)(tmn_unique_id *);
-typedef tmn_result (*tmn_comm_init_rank_fn)(tmn_comm *, int, tmn_unique_id, int);
-typedef tmn_result (*tmn_comm_init_all_fn)(tmn_comm *, int, const int *);
-typedef tmn_result (*tmn_comm_destroy_fn)(tmn_comm);
-typedef tmn_result (*tmn_comm_abort_fn)(tmn_comm);
-typedef const char *(*tmn_error_string_fn)(tmn_result);
-typedef tmn_result (*tmn_async_error_fn)(tmn_comm, tmn_result *);
-typedef tmn_result (*tmn_broadcast_fn)(const void *, void *, size_t, int, int, tmn_comm, void *);
-typedef tmn_result (*tmn_reduce_fn)(const void *, void *, size_t, int, int, int, tmn_comm, void *);
-typedef tmn_result (*tmn_all_reduce_fn)(const void *, void *, size_t, int, int, tmn_comm, void *);
-typedef tmn_result (*tmn_reduce_scatter_fn)(const void *, void *, size_t, int, int, tmn_comm, void *);
-typedef tmn_result (*tmn_all_gather_fn)(const void *, void *, size_t, int, tmn_comm, void *);
+// TMN_FN declares a function pointer type and records its prototype's
+// text, which nccl_test.go checks against nccl.h's.
+#define TMN_FN(ret, name, sym, args) typedef ret (*name) args; static const char *name##_proto = #ret " " sym #args;
+TMN_FN(tmn_result, tmn_get_version_fn, "ncclGetVersion", (int *))
+TMN_FN(tmn_result, tmn_get_unique_id_fn, "ncclGetUniqueId", (tmn_unique_id *))
+TMN_FN(tmn_result, tmn_comm_init_rank_fn, "ncclCommInitRank", (tmn_comm *, int, tmn_unique_id, int))
+TMN_FN(tmn_result, tmn_comm_init_all_fn, "ncclCommInitAll", (tmn_comm *, int, const int *))
+TMN_FN(tmn_result, tmn_comm_destroy_fn, "ncclCommDestroy", (tmn_comm))
+TMN_FN(tmn_result, tmn_comm_abort_fn, "ncclCommAbort", (tmn_comm))
+TMN_FN(const char *, tmn_error_string_fn, "ncclGetErrorString", (tmn_result))
+TMN_FN(tmn_result, tmn_async_error_fn, "ncclCommGetAsyncError", (tmn_comm, tmn_result *))
+TMN_FN(tmn_result, tmn_broadcast_fn, "ncclBroadcast", (const void *, void *, size_t, int, int, tmn_comm, void *))
+TMN_FN(tmn_result, tmn_reduce_fn, "ncclReduce", (const void *, void *, size_t, int, int, int, tmn_comm, void *))
+TMN_FN(tmn_result, tmn_all_reduce_fn, "ncclAllReduce", (const void *, void *, size_t, int, int, tmn_comm, void *))
+TMN_FN(tmn_result, tmn_reduce_scatter_fn, "ncclReduceScatter", (const void *, void *, size_t, int, int, tmn_comm, void *))
+TMN_FN(tmn_result, tmn_all_gather_fn, "ncclAllGather", (const void *, void *, size_t, int, tmn_comm, void *))
+#undef TMN_FN
+
+// tmn_protos is every prototype, for the test.
+static const char *tmn_protos(int i) {
+	const char *p[] = {tmn_get_version_fn_proto, tmn_get_unique_id_fn_proto, tmn_comm_init_rank_fn_proto,
+		tmn_comm_init_all_fn_proto, tmn_comm_destroy_fn_proto, tmn_comm_abort_fn_proto, tmn_error_string_fn_proto,
+		tmn_async_error_fn_proto, tmn_broadcast_fn_proto, tmn_reduce_fn_proto, tmn_all_reduce_fn_proto,
+		tmn_reduce_scatter_fn_proto, tmn_all_gather_fn_proto};
+	return i >= 0 && i < (int)(sizeof p / sizeof p[0]) ? p[i] : NULL;
+}
+static int tmn_unique_id_size(void) { return (int)sizeof(tmn_unique_id); }
 
 static tmn_get_version_fn tmn_get_version_p;
 static tmn_get_unique_id_fn tmn_get_unique_id_p;
@@ -175,12 +189,9 @@ func ncclLoad() error {
 	if name == "" {
 		name = "libnccl.so.2"
 	}
-	cn := C.CString(name)
-	e := C.tmn_open(cn)
-	C.free(unsafe.Pointer(cn))
-	if e != nil {
-		ncclLib.err = fmt.Errorf("cuda: no NCCL (%s: %s); install NCCL 2 (libnccl2, or the nvidia-nccl wheel) or set TRAINMEM_NCCL to libnccl.so.2's path", name, C.GoString(e))
-		return ncclLib.err
+	if err := ncclOpen(name); err != nil {
+		ncclLib.err = err
+		return err
 	}
 	var v C.int
 	if err := ncclErr("ncclGetVersion", C.tmn_get_version(&v)); err != nil {
@@ -189,6 +200,30 @@ func ncclLoad() error {
 	}
 	ncclLib.loaded, ncclLib.name, ncclLib.version = true, name, int(v)
 	return nil
+}
+
+// ncclOpen loads the library name and every function trainmem calls.
+func ncclOpen(name string) error {
+	cn := C.CString(name)
+	e := C.tmn_open(cn)
+	C.free(unsafe.Pointer(cn))
+	if e != nil {
+		return fmt.Errorf("cuda: no NCCL (%s: %s); install NCCL 2 (libnccl2, or the nvidia-nccl wheel) or set TRAINMEM_NCCL to libnccl.so.2's path", name, C.GoString(e))
+	}
+	return nil
+}
+
+// ncclPrototypes are the prototypes the binding declares, as written in
+// its C, and the size of its ncclUniqueId.
+func ncclPrototypes() ([]string, int) {
+	var out []string
+	for i := 0; ; i++ {
+		p := C.tmn_protos(C.int(i))
+		if p == nil {
+			return out, int(C.tmn_unique_id_size())
+		}
+		out = append(out, C.GoString(p))
+	}
 }
 
 // NCCLVersion is the loaded NCCL's version, e.g. "NCCL 2.21.5 (libnccl.so.2)".
