@@ -163,14 +163,18 @@ $(EMU)/libcuda.so.1: $(EMU)/fakecuda.o $(EMU)/emu_kernels.o $(EMU)/emu_shared.o
 $(EMU)/libcublas.so.%: cuda/gpu/emu/fakecublas.cpp $(EMU)/libcuda.so.1
 	$(EMU_CXX) $(EMU_FLAGS) -shared -Wl,--no-undefined -o $@ $< -L$(EMU) -l:libcuda.so.1 -ldl
 
-emu: $(EMU)/libcuda.so.1 $(EMU)/libcublas.so.13 $(EMU)/libcublas.so.12
+# The emulated NCCL (ranks of one process), for --backend nccl on emulated GPUs.
+$(EMU)/libnccl.so.2: cuda/gpu/emu/fakenccl.cpp $(EMU)/libcuda.so.1
+	$(EMU_CXX) $(EMU_FLAGS) -shared -Wl,--no-undefined -o $@ $< -L$(EMU) -l:libcuda.so.1 -ldl -lpthread
+
+emu: $(EMU)/libcuda.so.1 $(EMU)/libcublas.so.13 $(EMU)/libcublas.so.12 $(EMU)/libnccl.so.2
 
 # The emulator checked with kernels of its own (cuda/gpu/emu/selftest.cpp).
 $(EMU)/selftest: cuda/gpu/emu/selftest.cpp cuda/gpu/emu/fakecublas.cpp $(EMU)/fakecuda.o $(EMU_HDRS)
 	$(EMU_CXX) $(EMU_FLAGS) -o $@ cuda/gpu/emu/selftest.cpp cuda/gpu/emu/fakecublas.cpp $(EMU)/fakecuda.o -ldl -lpthread
 
 # The CUDA path executed without a GPU: the conformance suite and the
-# device tests on the emulated GPU under two schedules of a block's threads
+# device tests (NCCL's on two emulated GPUs) on the emulated GPU under two schedules of a block's threads
 # (forward and reverse: a missing barrier shows as a difference), broken
 # copies of kernels.cu that must fail it (scripts/emu-mutants.sh), and
 # train and validate --device cuda against the host (TestCUDAMatchesHost).
@@ -182,7 +186,7 @@ test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	for s in forward reverse; do \
 		echo "== emulated GPU, schedule $$s: conformance and device tests"; \
-		(cd cuda/gpu && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_SCHEDULE=$$s ../../bin/cuda-tests/gpu.test -test.v -test.skip 'TestCUBLASFallback|TestRegisterBudget') >$$tmp/log 2>&1; rc=$$?; \
+		(cd cuda/gpu && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_SCHEDULE=$$s TRAINMEM_EMU_DEVICES=2 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../../bin/cuda-tests/gpu.test -test.v -test.skip 'TestCUBLASFallback|TestRegisterBudget') >$$tmp/log 2>&1; rc=$$?; \
 		grep -E '^(--- FAIL|FAIL)|emulated GPU:' $$tmp/log | head -20; \
 		p=$$(grep -c -- '--- PASS' $$tmp/log); f=$$(grep -c -- '--- FAIL' $$tmp/log); k=$$(grep -c -- '--- SKIP' $$tmp/log); \
 		c=$$(grep -c -- '--- PASS: TestConformanceCUDA/' $$tmp/log); \
@@ -199,6 +203,10 @@ test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) ../../bin/cuda-tests/trainmem.test -test.v -test.run TestCUDAMatchesHost) >$(EMU)/matches.log 2>&1; rc=$$?; \
 	grep -E 'cuda_test.go|^(--- |ok|FAIL|PASS)' $(EMU)/matches.log | sed 's/^ *cuda_test.go:[0-9]*: /  /'; \
 	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/matches.log; then tail -40 $(EMU)/matches.log; exit 1; fi
+	@echo "== 2 emulated GPUs: the ranks over the emulated NCCL against the simulation and the host ranks"
+	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_DEVICES=2 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../../bin/cuda-tests/trainmem.test -test.v -test.run TestNCCLRanks) >$(EMU)/nccl.log 2>&1; rc=$$?; \
+	grep -E 'cuda_test.go|^(--- |ok|FAIL|PASS)' $(EMU)/nccl.log | sed 's/^ *cuda_test.go:[0-9]*: /  /'; \
+	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/nccl.log; then tail -40 $(EMU)/nccl.log; exit 1; fi
 
 # scripts/gpu-check.sh's quick pass on the emulated GPU, so that the script
 # a GPU lease runs has run before (about two and a half minutes).

@@ -176,7 +176,7 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "why they differ: comm, %s at its peak, is the collectives' staging (two ring blocks a reduction, the padded shards of a gather), which no formula counts\n", model.Bytes(c))
 	}
 	if m := v.Measured; len(m) > 0 && m[0].Engine != "" {
-		fmt.Fprintf(w, "why they differ: the measured ranks' collectives are %s's, which stages partial sums in buffers of its own, outside the allocator (comm measures none): %s on rank 0, measured around its init (context and libraries)\n",
+		fmt.Fprintf(w, "the ranks' collectives are %s's, which stages partial sums in buffers of its own, outside the allocator (comm holds none of the ring's staging, in the simulation too): %s on rank 0, measured around its init (context and libraries)\n",
 			m[0].Engine, model.Bytes(m[0].EngineBytes))
 	}
 	if v.Setting.PS {

@@ -22,7 +22,10 @@ type Group struct {
 
 	stage   [][2]*cuda.Buffer // each member's two staging buffers (partial sums in flight)
 	natives []Native          // each member's native engine; nil: the ring moves the data
-	comms   []*Comm           // one per member, for the group's life (its traffic accumulates)
+	// unstaged: the ring's staging is not taken (a native engine stages in
+	// its own buffers; Simulate of a native setting counts without it).
+	unstaged bool
+	comms    []*Comm // one per member, for the group's life (its traffic accumulates)
 }
 
 // NewGroup makes a group of len(devs) ranks, rank r on devs[r].

@@ -39,7 +39,7 @@ func NewNativeGroup(devs []cuda.Device, natives []Native) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.natives = natives
+	g.natives, g.unstaged = natives, true
 	return g, nil
 }
 
@@ -50,7 +50,7 @@ func NewNativeProcessGroup(dev cuda.Device, l Link, e Native) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.natives = []Native{e}
+	g.natives, g.unstaged = []Native{e}, true
 	return g, nil
 }
 

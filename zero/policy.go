@@ -34,6 +34,11 @@ type Setting struct {
 	// as the pass first reads a unit, so that two units can be gathered at
 	// once (DeepSpeed's prefetch; the memory shows in gathered).
 	Prefetch bool
+	// Native says a native engine (NCCL) moves the collectives' data: it
+	// stages their partial sums in buffers of its own, so a rank's comm
+	// holds none of the ring's staging (the settings' own comm buffers
+	// stay). Simulate follows it; a group with native engines runs so.
+	Native bool
 }
 
 // DefaultBucketBytes is PyTorch DDP's bucket_cap_mb default, 25 MiB.
@@ -42,13 +47,20 @@ const DefaultBucketBytes = 25 << 20
 func (s Setting) String() string {
 	switch {
 	case s.PS:
-		return "parameter server"
+		return "parameter server" + s.over()
 	case s.Stage == 0:
-		return "ZeRO-0 (DDP)"
+		return "ZeRO-0 (DDP)" + s.over()
 	case s.Prefetch:
-		return fmt.Sprintf("ZeRO-%d with prefetch", s.Stage)
+		return fmt.Sprintf("ZeRO-%d with prefetch", s.Stage) + s.over()
 	}
-	return fmt.Sprintf("ZeRO-%d", s.Stage)
+	return fmt.Sprintf("ZeRO-%d", s.Stage) + s.over()
+}
+
+func (s Setting) over() string {
+	if s.Native {
+		return " over a native engine"
+	}
+	return ""
 }
 
 // Check refuses a setting this package does not run, naming what does.

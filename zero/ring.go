@@ -29,8 +29,11 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 		return err
 	}
 	defer c.end()
-	if e := c.native(); e != nil {
-		return e.Broadcast(send, recv, root)
+	if c.g.unstaged {
+		if e := c.native(); e != nil {
+			return e.Broadcast(send, recv, root)
+		}
+		return nil // a simulation of the engine: counted in begin, nothing moved
 	}
 	if c.rank == root {
 		c.copyLocal(recv, send)
@@ -70,8 +73,11 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 		return err
 	}
 	defer c.end()
-	if e := c.native(); e != nil {
-		return e.Reduce(send, recv, op, root)
+	if c.g.unstaged {
+		if e := c.native(); e != nil {
+			return e.Reduce(send, recv, op, root)
+		}
+		return nil // a simulation of the engine: counted in begin, nothing moved
 	}
 	size := int64(k.dtype.Size())
 	for s := range n - 1 {
@@ -122,8 +128,11 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 		return err
 	}
 	defer c.end()
-	if e := c.native(); e != nil {
-		return e.AllReduce(send, recv, op)
+	if c.g.unstaged {
+		if e := c.native(); e != nil {
+			return e.AllReduce(send, recv, op)
+		}
+		return nil // a simulation of the engine: counted in begin, nothing moved
 	}
 	block := func(b *cuda.Buffer, i int) *cuda.Buffer {
 		lo, hi := blockRange(count, n, i)
@@ -149,8 +158,11 @@ func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 		return err
 	}
 	defer c.end()
-	if e := c.native(); e != nil {
-		return e.ReduceScatter(send, recv, op)
+	if c.g.unstaged {
+		if e := c.native(); e != nil {
+			return e.ReduceScatter(send, recv, op)
+		}
+		return nil // a simulation of the engine: counted in begin, nothing moved
 	}
 	kk := recv.Len
 	return c.reduceScatterRing(ReduceScatter, op, func(i int) *cuda.Buffer { return send.View(i*kk, kk) }, recv)
@@ -170,8 +182,11 @@ func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
 		return err
 	}
 	defer c.end()
-	if e := c.native(); e != nil {
-		return e.AllGather(send, recv)
+	if c.g.unstaged {
+		if e := c.native(); e != nil {
+			return e.AllGather(send, recv)
+		}
+		return nil // a simulation of the engine: counted in begin, nothing moved
 	}
 	kk := send.Len
 	c.copyLocal(recv.View(c.rank*kk, kk), send)
@@ -328,7 +343,7 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 // failure anywhere fails every rank with the same error.
 func (c *Comm) begin(k *call) error {
 	g := c.g
-	if stageLen := k.staging(c.Size()); k.err == nil && stageLen > 0 && c.native() == nil {
+	if stageLen := k.staging(c.Size()); k.err == nil && stageLen > 0 && !c.g.unstaged {
 		for i := range 2 {
 			b, err := c.Device().Alloc(cuda.Comm, k.dtype, stageLen)
 			if err != nil {
@@ -343,7 +358,7 @@ func (c *Comm) begin(k *call) error {
 		return err
 	}
 	c.traffic[k.kind].Calls++
-	if c.native() != nil {
+	if c.g.unstaged { // the engine's ring, counted by its formula
 		sent, recvd := k.ringTraffic(c.rank, c.Size())
 		c.count(k.kind, sent, recvd)
 	}

@@ -158,3 +158,63 @@ func TestCUDAMatchesHost(t *testing.T) {
 		t.Logf("validate --device cuda --precision %s --checkpoint %s: %d rows, measured = simulated (+ cuBLAS's workspace)", prec, ckpt, len(doc.Rows))
 	}
 }
+
+// Ranks on GPUs over NCCL, one process driving two GPUs (ncclCommInitAll),
+// every setting: each rank's memory equals the simulation's (of NCCL,
+// which stages partial sums in its own buffers, reported as the engine's
+// bytes) in every category but workspace (cuBLAS's, as for one GPU), its
+// traffic the simulated ring's, and its loss the host ranks' within the
+// tolerance of TestCUDAMatchesHost. It runs wherever two CUDA devices and
+// NCCL open: a machine with GPUs, or the emulated GPUs of make
+// test-cuda-emu (TRAINMEM_EMU_DEVICES=2, TRAINMEM_NCCL=bin/emu/libnccl.so.2).
+func TestNCCLRanks(t *testing.T) {
+	if err := gpu.Available(); err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if d, err := gpu.New(gpu.Options{Ordinal: 1}); err != nil {
+		t.Skipf("NCCL's ranks need 2 GPUs: %v", err)
+	} else {
+		d.Close()
+	}
+	version, err := gpu.NCCLVersion()
+	if err != nil {
+		t.Skipf("no NCCL: %v", err)
+	}
+	ws := libraryWorkspace(t)
+	t.Logf("2 ranks over %s, tiny, bf16", version)
+	for _, set := range settings {
+		name := strings.Join(set, " ")
+		out, _ := mustRun(t, append(ranksArgs(set), "--ranks", "2")...)
+		host := parseRankReport(t, name+" on the host", out)
+		out, errOut, code := runArgs(t, append(ranksArgs(set), "--ranks", "2", "--device", "cuda")...)
+		if code != 0 {
+			t.Fatalf("%s --device cuda: exit %d: %s", name, code, errOut)
+		}
+		nccl := parseRankReport(t, name+" over NCCL", out)
+		for r, got := range nccl.Ranks {
+			if got.MeasSent == nil || got.MeasLoss == nil {
+				t.Fatalf("%s rank %d: nothing measured", name, r)
+			}
+			for c, sim := range got.Simulated {
+				want := sim
+				if c == "workspace" {
+					want += ws
+				}
+				if got.Measured[c] != want {
+					t.Errorf("%s rank %d %s: measured %d over NCCL, want %d (simulated %d)", name, r, c, got.Measured[c], want, sim)
+				}
+			}
+			if *got.MeasSent != got.SimSent {
+				t.Errorf("%s rank %d: sent %d over NCCL, the ring %d", name, r, *got.MeasSent, got.SimSent)
+			}
+			if got.MeasEngineBytes <= 0 {
+				t.Errorf("%s rank %d: NCCL's own memory not measured (%d)", name, r, got.MeasEngineBytes)
+			}
+			h := *host.Ranks[r].MeasLoss
+			if rel := math.Abs(*got.MeasLoss-h) / math.Abs(h); !(rel <= 2e-4) {
+				t.Errorf("%s rank %d: loss %v over NCCL, %v on the host ranks (relative %.1e > 2e-4)", name, r, *got.MeasLoss, h, rel)
+			}
+		}
+		t.Logf("%-24s rank 0: loss %.7f (host %.7f), NCCL's own memory %d bytes", name, *nccl.Ranks[0].MeasLoss, *host.Ranks[0].MeasLoss, nccl.Ranks[0].MeasEngineBytes)
+	}
+}

@@ -22,15 +22,16 @@ import (
 type rankReport struct {
 	Engine string `json:"engine"`
 	Ranks  []struct {
-		Rank          int                        `json:"rank"`
-		Simulated     map[string]int64           `json:"simulated_peak_requested"`
-		Measured      map[string]int64           `json:"measured_peak_requested"`
-		SimSent       int64                      `json:"simulated_sent_bytes"`
-		MeasSent      *int64                     `json:"measured_sent_bytes"`
-		MeasLoss      *float64                   `json:"measured_loss"`
-		MeasAllocated *int64                     `json:"measured_peak_allocated_bytes"`
-		MeasReserved  *int64                     `json:"measured_peak_reserved_bytes"`
-		MeasTraffic   map[string]json.RawMessage `json:"measured_traffic"`
+		Rank            int                        `json:"rank"`
+		Simulated       map[string]int64           `json:"simulated_peak_requested"`
+		Measured        map[string]int64           `json:"measured_peak_requested"`
+		SimSent         int64                      `json:"simulated_sent_bytes"`
+		MeasSent        *int64                     `json:"measured_sent_bytes"`
+		MeasLoss        *float64                   `json:"measured_loss"`
+		MeasAllocated   *int64                     `json:"measured_peak_allocated_bytes"`
+		MeasReserved    *int64                     `json:"measured_peak_reserved_bytes"`
+		MeasTraffic     map[string]json.RawMessage `json:"measured_traffic"`
+		MeasEngineBytes int64                      `json:"measured_engine_bytes"`
 	} `json:"ranks"`
 }
 

@@ -174,6 +174,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
 	if launch.Processes() {
 		proc, err := lf.open(launch, backend, setupFields("train", s, set, tf))
 		if err != nil {

@@ -119,6 +119,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
 	if launch.Processes() {
 		proc, err := lf.open(launch, backend, setupFields("validate", s, set, tf))
 		if err != nil {

@@ -3,9 +3,14 @@
 package gpu
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+
+	"trainmem/cuda"
 )
 
 // ncclH is what trainmem relies on in NCCL's published header: the
@@ -126,4 +131,124 @@ func TestNCCLVersionAndLoad(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/libnccl.so.2") || !strings.Contains(err.Error(), "TRAINMEM_NCCL") {
 		t.Errorf("a missing NCCL: %v", err)
 	}
+}
+
+// NCCL on two GPUs (a machine's, or make test-cuda-emu's emulated pair):
+// every collective trainmem calls, through ncclCommInitAll and through
+// ncclCommInitRank with rank 0's unique id, against values computed here;
+// and NCCL's own memory measured.
+func TestNCCLOnTwoGPUs(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	var devs [2]*Device
+	for i := range devs {
+		d, err := New(Options{Ordinal: i})
+		if err != nil {
+			t.Skipf("NCCL's ranks need 2 GPUs: %v", err)
+		}
+		defer d.Close()
+		devs[i] = d
+	}
+	if _, err := NCCLVersion(); err != nil {
+		t.Skipf("no NCCL: %v", err)
+	}
+	upload := func(d *Device, dt cuda.DType, v []float32) *cuda.Buffer {
+		b, err := d.Alloc(cuda.Grads, dt, len(v))
+		if err == nil {
+			err = d.Upload(b, v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	download := func(d *Device, b *cuda.Buffer) []float32 {
+		v := make([]float32, b.Len)
+		if err := d.Download(v, b); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	same := func(what string, got, want []float32) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: got %v, want %v", what, got, want)
+		}
+	}
+	// both runs f(rank) on the two ranks at once, as ranks must.
+	both := func(f func(r int) error) {
+		t.Helper()
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[r] = f(r) }()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(how string, comms []*NCCLComm) {
+		for r, c := range comms {
+			if c.Bytes <= 0 {
+				t.Errorf("%s rank %d: NCCL's own memory not measured (%d bytes)", how, r, c.Bytes)
+			}
+		}
+		in := [2][]float32{{1, 2, 3, 4}, {10, 20, 30, 40}}
+		var bufs [2]*cuda.Buffer
+		both(func(r int) error {
+			bufs[r] = upload(devs[r], cuda.F32, in[r])
+			return comms[r].AllReduce(bufs[r], bufs[r], NCCLSum)
+		})
+		for r := range 2 {
+			same(fmt.Sprintf("%s all-reduce rank %d", how, r), download(devs[r], bufs[r]), []float32{11, 22, 33, 44})
+		}
+		var outs [2]*cuda.Buffer
+		both(func(r int) error {
+			bufs[r] = upload(devs[r], cuda.BF16, in[r])
+			outs[r] = upload(devs[r], cuda.BF16, []float32{0, 0})
+			return comms[r].ReduceScatter(bufs[r], outs[r], NCCLMax)
+		})
+		same(how+" reduce-scatter (max) rank 0", download(devs[0], outs[0]), []float32{10, 20})
+		same(how+" reduce-scatter (max) rank 1", download(devs[1], outs[1]), []float32{30, 40})
+		both(func(r int) error {
+			bufs[r] = upload(devs[r], cuda.F16, []float32{float32(r + 1), float32(r + 5)})
+			outs[r] = upload(devs[r], cuda.F16, []float32{0, 0, 0, 0})
+			return comms[r].AllGather(bufs[r], outs[r])
+		})
+		same(how+" all-gather rank 1", download(devs[1], outs[1]), []float32{1, 5, 2, 6})
+		both(func(r int) error {
+			bufs[r] = upload(devs[r], cuda.F32, in[r])
+			return comms[r].Broadcast(bufs[r], bufs[r], 1)
+		})
+		same(how+" broadcast from rank 1 to rank 0", download(devs[0], bufs[0]), in[1])
+		both(func(r int) error {
+			bufs[r] = upload(devs[r], cuda.F32, in[r])
+			outs[r] = upload(devs[r], cuda.F32, []float32{0, 0, 0, 0})
+			return comms[r].Reduce(bufs[r], outs[r], NCCLMin, 0)
+		})
+		same(how+" reduce (min) to rank 0", download(devs[0], outs[0]), in[0])
+		for _, c := range comms {
+			if err := c.Destroy(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	comms, err := NCCLInitAll(devs[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ncclCommInitAll", comms)
+	id, err := NCCLUniqueID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms = make([]*NCCLComm, 2)
+	both(func(r int) (err error) {
+		comms[r], err = NCCLInitRank(devs[r], id, r, 2)
+		return err
+	})
+	check("ncclCommInitRank", comms)
 }

@@ -83,12 +83,17 @@ static const entry *find_entry(const char *name) {
 
 static std::recursive_mutex mu;
 
+// Up to max_devices GPUs (TRAINMEM_EMU_DEVICES, default 1), each with its
+// own capacity and primary context; their memory is one address space.
+static const int max_devices = 8;
+
 struct alloc_t {
 	size_t size;   // what was asked for
 	size_t mapped; // with the guard
+	int device;
 };
 static std::map<uintptr_t, alloc_t> allocs; // base → allocation
-static size_t allocated;
+static size_t allocated[max_devices];      // per device
 
 // The configuration, read once from the environment. (The driver keeps no
 // function-local statics: the Makefile takes every _ZZ symbol of the
@@ -100,6 +105,7 @@ struct schedule {
 static struct {
 	size_t capacity = (size_t)16 << 30;
 	int sm = 90;
+	int devices = 1;
 	schedule sched;
 } config;
 static std::once_flag config_once;
@@ -126,6 +132,10 @@ static void read_config() {
 		if (!whole(s, &v) || v == 0) config_error("TRAINMEM_EMU_MEMORY", s, "a positive number of bytes");
 		config.capacity = (size_t)v;
 	}
+	if (const char *s = getenv("TRAINMEM_EMU_DEVICES")) {
+		if (!whole(s, &v) || v == 0 || v > (unsigned long long)max_devices) config_error("TRAINMEM_EMU_DEVICES", s, "1 to 8");
+		config.devices = (int)v;
+	}
 	if (const char *s = getenv("TRAINMEM_EMU_SM")) {
 		if (strcmp(s, "80") != 0 && strcmp(s, "90") != 0) config_error("TRAINMEM_EMU_SM", s, "80, 90");
 		config.sm = s[0] == '8' ? 80 : 90;
@@ -144,6 +154,13 @@ static size_t capacity() {
 	std::call_once(config_once, read_config);
 	return config.capacity;
 }
+
+static int devices() {
+	std::call_once(config_once, read_config);
+	return config.devices;
+}
+
+static bool valid_device(CUdevice d) { return d >= 0 && d < devices(); }
 
 static int sm() {
 	std::call_once(config_once, read_config);
@@ -166,7 +183,7 @@ static bool in_device(uintptr_t p, size_t n) {
 struct CUctx_st {
 	int device;
 };
-static CUctx_st primary{0};
+static CUctx_st primaries[max_devices] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
 static thread_local CUcontext current = nullptr;
 
 struct CUstream_st {
@@ -193,7 +210,7 @@ static bool stream_ok(CUstream s) { return s == nullptr || s->id == 0x7472; }
 
 #define NEED_CONTEXT()                                                                                                 \
 	do {                                                                                                           \
-		if (current != &primary) return CUDA_ERROR_INVALID_CONTEXT;                                            \
+		if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;                                             \
 	} while (0)
 
 // ----------------------------------------------------------- shared memory
@@ -577,33 +594,33 @@ CUresult cuDriverGetVersion(int *v) {
 
 CUresult cuDeviceGetCount(int *n) {
 	if (!n) return CUDA_ERROR_INVALID_VALUE;
-	*n = 1;
+	*n = devices();
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
 	if (!d) return CUDA_ERROR_INVALID_VALUE;
-	if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-	*d = 0;
+	if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+	*d = ordinal;
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
-	if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+	if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
 	if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
 	snprintf(name, len, "trainmem emulated GPU (sm_%d)", sm());
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice d) {
-	if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+	if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
 	if (!bytes) return CUDA_ERROR_INVALID_VALUE;
 	*bytes = capacity();
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
-	if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+	if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
 	if (!v) return CUDA_ERROR_INVALID_VALUE;
 	switch (a) {
 	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
@@ -624,14 +641,14 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-	if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+	if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
 	if (!c) return CUDA_ERROR_INVALID_VALUE;
-	*c = &primary;
+	*c = &primaries[d];
 	return CUDA_SUCCESS;
 }
 
 CUresult cuCtxSetCurrent(CUcontext c) {
-	if (c != nullptr && c != &primary) return CUDA_ERROR_INVALID_CONTEXT;
+	if (c != nullptr && (c < &primaries[0] || c >= &primaries[devices()])) return CUDA_ERROR_INVALID_CONTEXT;
 	current = c;
 	return CUDA_SUCCESS;
 }
@@ -669,7 +686,8 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
 	NEED_CONTEXT();
 	if (!p || n == 0) return CUDA_ERROR_INVALID_VALUE;
 	std::lock_guard<std::recursive_mutex> g(mu);
-	if (n > capacity() - allocated) return CUDA_ERROR_OUT_OF_MEMORY;
+	const int dev = current->device;
+	if (n > capacity() - allocated[dev]) return CUDA_ERROR_OUT_OF_MEMORY;
 	const size_t guard = 64 << 10, page = 4096;
 	size_t mapped = (n + page - 1) / page * page + guard;
 	void *m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -678,8 +696,8 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
 		munmap(m, mapped);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	allocs[(uintptr_t)m] = {n, mapped};
-	allocated += n;
+	allocs[(uintptr_t)m] = {n, mapped, dev};
+	allocated[dev] += n;
 	*p = (CUdeviceptr)m;
 	return CUDA_SUCCESS;
 }
@@ -693,7 +711,7 @@ CUresult cuMemFree(CUdeviceptr p) {
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	munmap((void *)it->first, it->second.mapped);
-	allocated -= it->second.size;
+	allocated[it->second.device] -= it->second.size;
 	allocs.erase(it);
 	return CUDA_SUCCESS;
 }
@@ -703,7 +721,7 @@ CUresult cuMemGetInfo(size_t *free, size_t *total) {
 	if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
 	std::lock_guard<std::recursive_mutex> g(mu);
 	*total = capacity();
-	*free = capacity() - allocated;
+	*free = capacity() - allocated[current->device];
 	return CUDA_SUCCESS;
 }
 
