@@ -156,6 +156,9 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 			peak[4], peak[5] = model.GiB(meas.Stats.AllocatedBytes.Peak), Percent(meas.Stats.AllocatedBytes.Peak, sim.Stats.AllocatedBytes.Peak)
 		}
 		t.Add(peak...)
+		if meas != nil && meas.Engine != "" {
+			t.Add("  context and libraries ("+meas.Engine+")", "-", "", "-", model.GiB(meas.EngineBytes), "")
+		}
 		if err := t.Write(w); err != nil {
 			return err
 		}

@@ -59,6 +59,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -265,9 +266,11 @@ func (l *MPILink) Exchange(to int, out []byte, from int, in []byte) error {
 	return err
 }
 
-// Abort implements Link: MPI_Abort, after which the launcher (mpirun)
-// ends every rank, saying which rank aborted. It does not return.
-func (l *MPILink) Abort(error) {
+// Abort implements Link: it writes err to stderr, since it does not
+// return, and calls MPI_Abort, after which the launcher (mpirun) ends every
+// rank, saying which rank aborted.
+func (l *MPILink) Abort(err error) {
+	fmt.Fprintf(os.Stderr, "trainmem: rank %d: %v\n", l.rank, err)
 	l.mu.Lock()
 	C.tm_abort(1)
 }

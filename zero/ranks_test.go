@@ -488,3 +488,44 @@ func TestRanksTrainAsOneRank14M(t *testing.T) {
 		rk.Close()
 	}
 }
+
+// A native setting's simulation (NCCL's staging) takes none of the ring's
+// staging and counts the same traffic: under ZeRO-1, whose policy stages
+// nothing of its own in comm but the ranks' two int32 skip flags, a rank's
+// comm peaks at those 8 bytes, where the ring's peaks at a block's two
+// staging buffers; every other category is the ring's.
+func TestNativeSimulationStagesNothing(t *testing.T) {
+	const N = 4
+	set := Setting{Stage: 1}
+	s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
+	ring, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Native = true
+	native, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range N {
+		a, b := ring[r].Stats, native[r].Stats
+		if got := b.CategoryRequested[cuda.Comm].Peak; got != 8 {
+			t.Errorf("rank %d: the native simulation's comm peaks at %d bytes, want the 8 of the skip flags (the ring's: %d)", r, got, a.CategoryRequested[cuda.Comm].Peak)
+		}
+		if a.CategoryRequested[cuda.Comm].Peak <= 8 {
+			t.Errorf("rank %d: the ring's comm peaks at %d bytes, want its staging", r, a.CategoryRequested[cuda.Comm].Peak)
+		}
+		for c := range cuda.NumCategories {
+			if c != cuda.Comm && a.CategoryRequested[c].Peak != b.CategoryRequested[c].Peak {
+				t.Errorf("rank %d %s: ring %d, native %d", r, cuda.Category(c), a.CategoryRequested[c].Peak, b.CategoryRequested[c].Peak)
+			}
+		}
+		if ring[r].Traffic != native[r].Traffic {
+			t.Errorf("rank %d: traffic %+v natively, %+v over the ring", r, native[r].Traffic, ring[r].Traffic)
+		}
+	}
+	if _, err := Measure(hosts(t, 2), setupOf(tinyCfg, 2, 16, 2, 1, model.BF16, model.AdamW), set, train.Options{}, nil, 1,
+		func(int, int) ([]int32, []int32, error) { return make([]int32, 32), make([]int32, 32), nil }); err == nil || !strings.Contains(err.Error(), "needs a native engine's group") {
+		t.Errorf("a native setting on the ring's group: %v", err)
+	}
+}
