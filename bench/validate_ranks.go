@@ -31,6 +31,9 @@ type RanksValidation struct {
 	// Engine is what moved the measured ranks' data between processes
 	// ("tcp", "mpi"); "" in one process.
 	Engine string
+	// LibraryWorkspace is the workspace a measured rank's libraries hold
+	// beyond the kernels' (cuBLAS's on a GPU), which the simulation has not.
+	LibraryWorkspace int64
 }
 
 // MostMeasuredRanks is the most ranks ValidateRanks measures in one
@@ -85,6 +88,9 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *
 	}
 	defer batches.Close()
 	v.Device, v.Data = devs[0].Name(), batches.Source
+	if lw, ok := devs[0].(cuda.LibraryWorkspacer); ok {
+		defer func() { v.LibraryWorkspace = lw.LibraryWorkspaceBytes() }() // once the run has used cuBLAS
+	}
 	var init []float32
 	if devs[0].Computes() {
 		init = model.InitParams(s.Model, o.seed())
@@ -177,6 +183,9 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 	}
 	if c := r0.CategoryRequested[cuda.Comm].Peak; c > 0 {
 		fmt.Fprintf(w, "why they differ: comm, %s at its peak, is the collectives' staging (two ring blocks a reduction, the padded shards of a gather), which no formula counts\n", model.Bytes(c))
+	}
+	if v.LibraryWorkspace > 0 {
+		fmt.Fprintf(w, "why they differ: the measured ranks' workspace holds their libraries' too (cuBLAS's, %s a rank), which the shape-only device has none of\n", model.Bytes(v.LibraryWorkspace))
 	}
 	if m := v.Measured; len(m) > 0 && m[0].Engine != "" {
 		fmt.Fprintf(w, "the ranks' collectives are %s's, which stages partial sums in buffers of its own, outside the allocator (comm holds none of the ring's staging, in the simulation too): %s on rank 0, measured around its init (context and libraries)\n",

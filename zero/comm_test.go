@@ -13,7 +13,7 @@ import (
 )
 
 // hosts is n host devices of one thread each, closed with the test.
-func hosts(t *testing.T, n int) []cuda.Device {
+func hosts(t testing.TB, n int) []cuda.Device {
 	t.Helper()
 	devs := make([]cuda.Device, n)
 	for i := range devs {

@@ -226,12 +226,12 @@ func ncclPrototypes() ([]string, int) {
 	}
 }
 
-// NCCLVersion is the loaded NCCL's version, e.g. "NCCL 2.21.5 (libnccl.so.2)".
+// NCCLVersion is the loaded NCCL's version, e.g. "NCCL 2.21.5".
 func NCCLVersion() (string, error) {
 	if err := ncclLoad(); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("NCCL %s (%s)", ncclVersionString(ncclLib.version), ncclLib.name), nil
+	return "NCCL " + ncclVersionString(ncclLib.version), nil
 }
 
 // ncclVersionString decodes NCCL_VERSION_CODE: X·1000 + Y·100 + Z up to
