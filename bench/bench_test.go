@@ -95,7 +95,7 @@ func BenchmarkGPT2XLActivations(b *testing.B) {
 			var act, peak int64
 			for b.Loop() {
 				dev := shape.New(0)
-				_, st, err := train.Simulate(dev, s, 1)
+				_, st, err := train.Simulate(dev, s, 1, nil)
 				dev.Close()
 				if err != nil {
 					b.Fatal(err)

@@ -162,7 +162,7 @@ func simFits(s model.Setup, memory int64) (bool, error) {
 	defer dev.Close()
 	var err error
 	if s.Ranks == 1 {
-		_, _, err = train.Simulate(dev, s, 2)
+		_, _, err = train.Simulate(dev, s, 2, nil)
 	} else {
 		_, err = zero.SimulateRank(dev, s, zero.Setting{Stage: s.ZeRO}, 0, 2)
 	}

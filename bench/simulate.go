@@ -28,10 +28,15 @@ type SimulateReport struct {
 
 // Simulate runs steps of s on dev, a shape-only device of capacity bytes
 // (0: unlimited). A setup that does not fit fails with the allocator's
-// *cuda.OutOfMemoryError, saying so.
-func Simulate(dev cuda.Device, capacity int64, s model.Setup, steps int) (*SimulateReport, error) {
+// *cuda.OutOfMemoryError, saying so. trace, when set, records the last step
+// (or the one that ran out of memory, up to the failed request).
+func Simulate(dev cuda.Device, capacity int64, s model.Setup, steps int, trace *MemoryTrace) (*SimulateReport, error) {
 	start := time.Now()
-	rec, st, err := train.Simulate(dev, s, steps)
+	var tr cuda.Tracer
+	if trace != nil {
+		tr = trace
+	}
+	rec, st, err := train.Simulate(dev, s, steps, tr)
 	elapsed := time.Since(start)
 	var oom *cuda.OutOfMemoryError
 	if errors.As(err, &oom) {

@@ -110,7 +110,7 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 			return nil, err
 		}
 		shape := shape.New(0)
-		_, st, err := train.Simulate(shape, p, steps)
+		_, st, err := train.Simulate(shape, p, steps, nil)
 		shape.Close()
 		if err != nil {
 			return nil, fmt.Errorf("bench: simulation of checkpoint %s: %w", pol, err)

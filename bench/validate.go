@@ -68,6 +68,9 @@ type Options struct {
 	// Progress receives one line per finished piece of work (stderr in the
 	// command line); nil shows nothing.
 	Progress io.Writer
+	// Trace, when set, records the last measured step's allocator events
+	// (the simulation's when nothing is measured), for the viewers.
+	Trace *MemoryTrace
 	// Policies are Sweep's checkpoint policies; nil means SweepPolicies.
 	Policies []model.Checkpoint
 }
@@ -187,7 +190,11 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 	o.progress("validate: simulating %d steps on the shape-only device", steps)
 	shape := shape.New(0)
 	defer shape.Close()
-	rec, st, err := train.Simulate(shape, s, steps)
+	var simTrace cuda.Tracer
+	if dev == nil && o.Trace != nil {
+		simTrace = o.Trace // nothing measured: the simulation's step is traced
+	}
+	rec, st, err := train.Simulate(shape, s, steps, simTrace)
 	if err != nil {
 		return nil, fmt.Errorf("bench: simulation: %w", err)
 	}
@@ -203,6 +210,12 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 			return nil, err
 		}
 		defer run.close()
+		if o.Trace != nil {
+			if err := run.tr.Trace(o.Trace); err != nil {
+				return nil, err
+			}
+			defer run.tr.Trace(nil) // before the trainer closes: the snapshot is the last step's end
+		}
 		r.Data = run.data
 		for i := range steps {
 			if err := ctx.Err(); err != nil {

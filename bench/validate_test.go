@@ -479,7 +479,7 @@ func TestFitSimulatedIsSimulates(t *testing.T) {
 				u.Batch, u.Checkpoint, u.ZeRO = b, c.policy, c.zero
 				var err error
 				if ranks == 1 {
-					_, _, err = train.Simulate(shape.New(memory), u, 2)
+					_, _, err = train.Simulate(shape.New(memory), u, 2, nil)
 				} else {
 					_, err = zero.Simulate(func() cuda.Device { return shape.New(memory) }, u, zero.Setting{Stage: c.zero}, 2)
 				}

@@ -53,6 +53,12 @@ type Trainer struct {
 	scaler  *lossScaler
 	steps   int // steps run, skipped ones included
 	step    int // updates applied (Adam's bias-correction step)
+
+	// Tracing (trace.go): the tracer, the device that sends it events, and
+	// every instruction's site.
+	tracer cuda.Tracer
+	traced cuda.Traceable
+	sites  []cuda.Site
 }
 
 // New builds the GPT-2 graph of setup s (model, batch, sequence,
@@ -258,6 +264,7 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
+	t.site(t.optimizerSite())
 	skipped, diverged, err := t.update(rec.Loss)
 	if err != nil {
 		return rec, err
@@ -288,6 +295,9 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 	}()
 	if len(tokens) != t.s.Batch*t.s.Seq || len(targets) != t.s.Batch*t.s.Seq {
 		return rec, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", t.s.Batch*t.s.Seq, len(tokens), len(targets))
+	}
+	if t.tracer != nil {
+		t.tracer.Event(cuda.TraceEvent{Action: cuda.TraceStep, Step: t.steps + 1})
 	}
 	t.dev.ResetPeakStats()
 	t.inputs[t.sched.Tokens] = tokens
@@ -322,6 +332,9 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			}
 			spent[phase] += d
 			phase, mark = in.Phase, now
+		}
+		if t.tracer != nil {
+			t.traced.SetSite(t.sites[i])
 		}
 		if err := t.exec(in); err != nil {
 			return rec, fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)

@@ -31,6 +31,9 @@ type RunOptions struct {
 	Progress io.Writer
 	// OnRecord, when set, is called with every finished step's record.
 	OnRecord func(Record)
+	// Trace, when set, receives the steps' allocator events
+	// (Trainer.Trace), and is told when they end (cuda.TraceEnder).
+	Trace cuda.Tracer
 }
 
 // Paths are the run's files, for files.Check.
@@ -140,6 +143,12 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		}
 		params = nil // the device holds them now
 	}
+	if o.Trace != nil {
+		if err := tr.Trace(o.Trace); err != nil {
+			return nil, err
+		}
+		defer tr.Trace(nil)
+	}
 
 	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens)), Schedule: tr.Schedule().Summary()}
 	bar := NewProgress(o.Progress, o.Steps)
@@ -181,6 +190,9 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		bar.Done()
 	}
 	res.Stats = dev.Stats()
+	if o.Trace != nil {
+		tr.Trace(nil) // the trace ends with the last step, before the weights are read back
+	}
 
 	// Keep what finished, even when a step failed or the run was stopped.
 	if out != nil {

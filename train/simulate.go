@@ -10,8 +10,9 @@ import (
 // computed. It returns the last step's record; a schedule that does not fit
 // the device's capacity fails with the allocator's *cuda.OutOfMemoryError.
 // Two steps are run by default because the first step fills the allocator's
-// cache and the second shows the steady state.
-func Simulate(dev cuda.Device, s model.Setup, steps int) (Record, cuda.Stats, error) {
+// cache and the second shows the steady state. A tracer, when given,
+// receives the steps' allocator events (Trainer.Trace).
+func Simulate(dev cuda.Device, s model.Setup, steps int, trace cuda.Tracer) (Record, cuda.Stats, error) {
 	if steps <= 0 {
 		steps = 2
 	}
@@ -20,6 +21,12 @@ func Simulate(dev cuda.Device, s model.Setup, steps int) (Record, cuda.Stats, er
 		return Record{}, cuda.Stats{}, err
 	}
 	defer tr.Close()
+	if trace != nil {
+		if err := tr.Trace(trace); err != nil {
+			return Record{}, cuda.Stats{}, err
+		}
+		defer tr.Trace(nil)
+	}
 	batches, err := OpenBatches(dev, "", s, 1)
 	if err != nil {
 		return Record{}, cuda.Stats{}, err

@@ -12,6 +12,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
 	"trainmem/cuda/shape"
+	"trainmem/model/files"
 )
 
 func init() {
@@ -47,6 +48,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	intVar(fs, &steps, "steps", 2, "`steps` to run (the first fills the allocator's cache)")
 	sweep := fs.String("sweep", "", "sweep: zero (with --ranks N: the parameter server and ZeRO-0 to 3 side by side)")
 	format := newFormatFlag(fs, "text", "json")
+	trace := addTraceFlag(fs)
 	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
 		return err
 	}
@@ -59,6 +61,12 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	set, err := sf.setting()
 	if err != nil {
+		return err
+	}
+	if trace.base != "" && (*sweep != "" || s.Ranks > 1 || set.PS) {
+		return usagef("--memory-trace records one device's step: give it without --sweep, --ranks and --data-parallel")
+	}
+	if err := files.Check(nil, trace.paths()); err != nil {
 		return err
 	}
 	switch {
@@ -84,9 +92,13 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	dev := shape.New(capacity)
 	defer dev.Close()
-	rep, err := bench.Simulate(dev, capacity, s, steps)
+	rec := trace.recorder()
+	rep, err := bench.Simulate(dev, capacity, s, steps, rec)
 	if err != nil {
+		return trace.write(stdout, rec, format.v, err)
+	}
+	if err := writeReport(stdout, format.v, rep); err != nil {
 		return err
 	}
-	return writeReport(stdout, format.v, rep)
+	return trace.write(stdout, rec, format.v, nil)
 }

@@ -14,6 +14,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
+	"trainmem/model/files"
 	"trainmem/zero"
 )
 
@@ -145,6 +146,7 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
+	trace := addTraceFlag(fs)
 	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
 		return err
@@ -169,6 +171,16 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// (over processes, rank 0's, which writes them).
 	if err := opts.Check(); err != nil && (!launch.Processes() || launch.Rank == 0) {
 		return err
+	}
+	if trace.base != "" && (launch.Processes() || s.Ranks > 1) {
+		return usagef("--memory-trace records one device's step: give it without --ranks")
+	}
+	if err := files.Check(nil, trace.paths()); err != nil {
+		return err
+	}
+	rec := trace.recorder()
+	if rec != nil {
+		opts.Trace = rec
 	}
 	set, err := tf.setup.setting()
 	if err != nil {
@@ -215,7 +227,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, "%s written to %s\n", p.what, p.path)
 		}
 	}
-	return nil
+	return trace.write(stdout, rec, "text", nil)
 }
 
 // trainRanks is train over ranks, in this process or one a process.

@@ -63,6 +63,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sweep := fs.String("sweep", "", "sweep: checkpoint (every checkpoint policy on the setup)")
 	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
 	format := newFormatFlag(fs, "text", "json")
+	trace := addTraceFlag(fs)
 	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
 		return err
@@ -110,16 +111,19 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if steps > 0 && *sweep != "" && steps < 2 && !*noMeasure {
 		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", steps)
 	}
-	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}); err != nil {
+	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, append([]files.Path{{Flag: "--plot", Name: *plotPath}}, trace.paths()...)); err != nil {
 		return err
 	}
 
-	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
+	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr, Trace: trace.recorder()}
 	set, err := tf.setup.setting()
 	if err != nil {
 		return err
 	}
 	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
+	if trace.base != "" && (launch.Processes() || s.Ranks > 1 || set.PS || *sweep != "") {
+		return usagef("--memory-trace records one device's step: give it without --sweep, --ranks and --data-parallel")
+	}
 	if launch.Processes() {
 		proc, err := lf.open(launch, backend, setupFields("validate", s, set, tf))
 		if err != nil {
@@ -177,7 +181,10 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return measureErr(err)
 	}
-	return writeReport(stdout, format.v, rep)
+	if err := writeReport(stdout, format.v, rep); err != nil {
+		return err
+	}
+	return trace.write(stdout, opts.Trace, format.v, nil)
 }
 
 // writeSweep writes the sweep's report, then its plot: a plot that fails

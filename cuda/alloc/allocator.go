@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 	"trainmem/cuda"
 )
 
@@ -82,6 +83,7 @@ type Block struct {
 	size      int64 // rounded size, a multiple of MinBlockSize
 	requested int64 // bytes asked for (allocated blocks only)
 	cat       cuda.Category
+	site      cuda.Site // what allocated it (kept while a tracer is set)
 	allocated bool
 	seg       *segment
 	pool      *blockPool
@@ -183,6 +185,32 @@ type Allocator struct {
 	nseg   uint64 // segments taken so far
 	stats  cuda.Stats
 	closed bool
+
+	tracer cuda.Tracer // receives every event while set
+	site   cuda.Site   // the site of the events that follow
+	t0     time.Time   // when the tracer was set
+}
+
+// SetTracer makes tr receive every event from now on (nil: none).
+func (a *Allocator) SetTracer(tr cuda.Tracer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.tracer, a.t0 = tr, time.Now()
+}
+
+// SetSite is the site of the events that follow.
+func (a *Allocator) SetSite(s cuda.Site) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.site = s
+}
+
+// trace sends e to the tracer, if one is set; a.mu is held.
+func (a *Allocator) trace(e cuda.TraceEvent) {
+	if a.tracer != nil {
+		e.Time = time.Since(a.t0)
+		a.tracer.Event(e)
+	}
 }
 
 // NewAllocator returns an empty allocator over src. name says which device
@@ -262,7 +290,12 @@ func (a *Allocator) Alloc(cat cuda.Category, n int64) (*Block, error) {
 			}
 			if errors.Is(err, cuda.ErrNoMemory) {
 				a.stats.NumOOMs++
-				return nil, a.oomError(cat, n, size)
+				oom := a.oomError(cat, n, size)
+				if a.tracer != nil {
+					a.trace(cuda.TraceEvent{Action: cuda.TraceOOM, Size: size, Requested: n, Category: cat, Site: a.site,
+						DeviceFree: oom.(*cuda.OutOfMemoryError).Free, State: a.snapshot()})
+				}
+				return nil, oom
 			}
 		}
 		if err != nil {
@@ -272,6 +305,7 @@ func (a *Allocator) Alloc(cat cuda.Category, n int64) (*Block, error) {
 		pool.remove(b)
 	}
 	a.take(b, size, n, cat)
+	a.trace(cuda.TraceEvent{Action: cuda.TraceAlloc, Addr: b.addr, Size: b.size, Requested: n, Category: cat, Site: a.site})
 	return b, nil
 }
 
@@ -290,6 +324,7 @@ func (a *Allocator) newSegment(pool *blockPool, size int64, retry bool) (*Block,
 	a.segs[s.Base] = seg
 	a.stats.Segment.Add(1)
 	a.stats.ReservedBytes.Add(s.Size)
+	a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Addr: s.Base, Size: s.Size, Site: a.site})
 	seg.head = &Block{addr: s.Base, size: s.Size, seg: seg, pool: pool}
 	return seg.head, nil
 }
@@ -325,6 +360,7 @@ func (a *Allocator) take(b *Block, size, n int64, cat cuda.Category) {
 	b.allocated = true
 	b.requested = n
 	b.cat = cat
+	b.site = a.site
 
 	st.NumAllocs++
 	st.Allocation.Add(1)
@@ -358,6 +394,7 @@ func (a *Allocator) Free(b *Block) {
 	if !b.allocated {
 		panic(fmt.Sprintf("cuda: Free: block %#x (%d bytes) is not allocated (double free?)", b.addr, b.size))
 	}
+	a.trace(cuda.TraceEvent{Action: cuda.TraceFree, Addr: b.addr, Size: b.size, Requested: b.requested, Category: b.cat, Site: a.site})
 	st := &a.stats
 	st.NumFrees++
 	st.Allocation.Sub(1)
@@ -432,6 +469,7 @@ func (a *Allocator) releaseCached() error {
 			delete(a.segs, b.seg.Base)
 			a.stats.Segment.Sub(1)
 			a.stats.ReservedBytes.Sub(b.size)
+			a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentFree, Addr: b.seg.Base, Size: b.size, Site: a.site})
 		}
 		p.free = keep
 		if firstErr != nil {
@@ -516,6 +554,7 @@ type BlockInfo struct {
 	Requested int64 // 0 for free blocks
 	Allocated bool
 	Cat       cuda.Category // meaningful for allocated blocks
+	Site      cuda.Site     // what allocated it, while a tracer was set
 }
 
 // SegmentInfo describes one segment and its blocks, in address order, as
@@ -532,12 +571,16 @@ type SegmentInfo struct {
 func (a *Allocator) Snapshot() []SegmentInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.snapshot()
+}
+
+func (a *Allocator) snapshot() []SegmentInfo {
 	out := make([]SegmentInfo, 0, len(a.segs))
 	for _, s := range a.segs {
 		si := SegmentInfo{Base: s.Base, Size: s.Size, Seq: s.seq, Small: s.pool.small}
 		for b := s.head; b != nil; b = b.next {
 			si.Blocks = append(si.Blocks, BlockInfo{Addr: b.addr, Size: b.size, Requested: b.requested,
-				Allocated: b.allocated, Cat: b.cat})
+				Allocated: b.allocated, Cat: b.cat, Site: b.site})
 		}
 		out = append(out, si)
 	}

@@ -609,3 +609,88 @@ func BenchmarkAllocFree(b *testing.B) {
 		}
 	}
 }
+
+// events is a tracer that keeps every event.
+type events []cuda.TraceEvent
+
+func (e *events) Event(ev cuda.TraceEvent) { *e = append(*e, ev) }
+
+// The trace tells everything the statistics count: replaying a random
+// workload's events (with retries, out-of-memory and cache releases)
+// gives the allocated, requested and reserved bytes, each category's bytes
+// and their peaks, byte for byte; every oom event is a failed request; and
+// each event carries the site set when it happened.
+func TestTraceReplaysTheStats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 42))
+	a, _ := newTestAllocator(96 * mib)
+	var tr events
+	a.SetTracer(&tr)
+	var live []*Block
+	ooms := 0
+	for step := range 3000 {
+		a.SetSite(cuda.Site{Phase: "forward", Op: "op", Block: step % 5, Value: fmt.Sprint("v", step)})
+		switch op := rng.IntN(100); {
+		case op < 55 || len(live) == 0:
+			n := []int64{rng.Int64N(2048), rng.Int64N(SmallSize) + 1, SmallSize + 1 + rng.Int64N(MinLargeAlloc), MinLargeAlloc + rng.Int64N(30*mib)}[rng.IntN(4)]
+			b, err := a.Alloc(cuda.Category(rng.IntN(int(cuda.NumCategories))), n)
+			if err != nil {
+				ooms++
+				continue
+			}
+			live = append(live, b)
+		case op < 97:
+			i := rng.IntN(len(live))
+			a.Free(live[i])
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+		default:
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var alloc, req, res, peakAlloc, peakRes int64
+	var cat [cuda.NumCategories]int64
+	var catPeak [cuda.NumCategories]int64
+	seenOOM := 0
+	for i, e := range tr {
+		switch e.Action {
+		case cuda.TraceAlloc:
+			alloc, req, cat[e.Category] = alloc+e.Size, req+e.Requested, cat[e.Category]+e.Size
+		case cuda.TraceFree:
+			alloc, req, cat[e.Category] = alloc-e.Size, req-e.Requested, cat[e.Category]-e.Size
+		case cuda.TraceSegmentAlloc:
+			res += e.Size
+		case cuda.TraceSegmentFree:
+			res -= e.Size
+		case cuda.TraceOOM:
+			seenOOM++
+		}
+		peakAlloc, peakRes = max(peakAlloc, alloc), max(peakRes, res)
+		catPeak[e.Category] = max(catPeak[e.Category], cat[e.Category])
+		if e.Site.Value == "" || i > 0 && e.Time < tr[i-1].Time {
+			t.Fatalf("event %d (%s): no site or time going back: %+v", i, e.Action, e)
+		}
+	}
+	st := a.Stats()
+	if alloc != st.AllocatedBytes.Current || req != st.RequestedBytes.Current || res != st.ReservedBytes.Current ||
+		peakAlloc != st.AllocatedBytes.Peak || peakRes != st.ReservedBytes.Peak {
+		t.Errorf("replayed allocated %d (peak %d), requested %d, reserved %d (peak %d); stats %d (%d), %d, %d (%d)",
+			alloc, peakAlloc, req, res, peakRes, st.AllocatedBytes.Current, st.AllocatedBytes.Peak, st.RequestedBytes.Current, st.ReservedBytes.Current, st.ReservedBytes.Peak)
+	}
+	for c := range cat {
+		if cat[c] != st.CategoryAllocated[c].Current || catPeak[c] != st.CategoryAllocated[c].Peak {
+			t.Errorf("%s: replayed %d (peak %d), stats %d (%d)", cuda.Category(c), cat[c], catPeak[c], st.CategoryAllocated[c].Current, st.CategoryAllocated[c].Peak)
+		}
+	}
+	if seenOOM != ooms || ooms == 0 || int64(ooms) != st.NumOOMs {
+		t.Errorf("%d oom events, %d failed requests, %d counted", seenOOM, ooms, st.NumOOMs)
+	}
+	for _, s := range a.Snapshot() {
+		for _, b := range s.Blocks {
+			if b.Allocated && b.Site.Value == "" {
+				t.Errorf("block %#x: allocated with no site", b.Addr)
+			}
+		}
+	}
+}

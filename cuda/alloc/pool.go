@@ -55,6 +55,12 @@ func (p *Pool) ResetPeakStats() { p.alloc.ResetPeaks() }
 // EmptyCache implements cuda.Device.EmptyCache.
 func (p *Pool) EmptyCache() error { return p.alloc.EmptyCache() }
 
+// SetTracer implements cuda.Traceable.
+func (p *Pool) SetTracer(tr cuda.Tracer) { p.alloc.SetTracer(tr) }
+
+// SetSite implements cuda.Traceable.
+func (p *Pool) SetSite(s cuda.Site) { p.alloc.SetSite(s) }
+
 // Allocator returns the device's caching allocator, for snapshots,
 // largest-free-block queries and Close.
 func (p *Pool) Allocator() *Allocator { return p.alloc }

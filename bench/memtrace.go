@@ -1,0 +1,308 @@
+package bench
+
+// Memory traces: every allocator event of a step, for the viewers people
+// already use: PyTorch's memory snapshot (pytorch.org/memory_viz, and
+// python -m torch.cuda._memory_viz) and a Chrome trace (Perfetto,
+// chrome://tracing).
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"trainmem/bench/pickle"
+	"trainmem/cuda"
+	"trainmem/cuda/alloc"
+	"trainmem/model/files"
+)
+
+// MemoryTrace records one device's allocator events of a step: the last
+// step of a run, or the step that ran out of memory, up to the failed
+// request and its oom event (each cuda.TraceStep event starts the record
+// afresh). When tracing stops (EndTrace) it takes the allocator's
+// segments, the state the events end in.
+type MemoryTrace struct {
+	mu       sync.Mutex
+	Device   string
+	Step     int // the recorded step, from 1
+	Events   []cuda.TraceEvent
+	Segments []alloc.SegmentInfo // at the end of the recorded events
+	oom      bool                // the events end at an oom (Segments are the allocator's then)
+	err      error
+}
+
+// Event implements cuda.Tracer.
+func (m *MemoryTrace) Event(e cuda.TraceEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.oom:
+		return // what filled the device is kept as it was at the failed request
+	case e.Action == cuda.TraceStep:
+		m.Events, m.Step = m.Events[:0], e.Step
+		return
+	case e.Action == cuda.TraceOOM:
+		m.oom = true
+		m.Segments, _ = e.State.([]alloc.SegmentInfo)
+		e.State = nil
+	}
+	m.Events = append(m.Events, e)
+}
+
+// allocatorOf is a device's caching allocator (every device embeds
+// alloc.Pool).
+type allocatorOf interface{ Allocator() *alloc.Allocator }
+
+// EndTrace implements cuda.TraceEnder: it takes dev's segments, the state
+// the events end in.
+func (m *MemoryTrace) EndTrace(dev cuda.Device) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Device = dev.Name()
+	if m.oom {
+		return
+	}
+	a, ok := dev.(allocatorOf)
+	if !ok {
+		m.err = fmt.Errorf("bench: %s has no caching allocator to snapshot", dev.Name())
+		return
+	}
+	m.Segments = a.Allocator().Snapshot()
+}
+
+// TraceFiles are the files of a memory trace written at base: the
+// snapshot (base.pickle) and the Chrome trace (base.json).
+func TraceFiles(base string) (snapshot, chrome string) { return base + ".pickle", base + ".json" }
+
+// Write writes the snapshot and the Chrome trace at base (TraceFiles),
+// each atomically.
+func (m *MemoryTrace) Write(base string) error {
+	if m.err != nil {
+		return m.err
+	}
+	if m.Segments == nil && m.Events == nil {
+		return fmt.Errorf("bench: the memory trace recorded nothing (no step ran)")
+	}
+	snap, chrome := TraceFiles(base)
+	if err := files.WriteAtomic(snap, m.WriteSnapshot); err != nil {
+		return err
+	}
+	return files.WriteAtomic(chrome, m.WriteChrome)
+}
+
+// frames is a site as the snapshot's stack panel shows it, innermost
+// first, each frame "filename:line:name": the value and the block, op and
+// phase that made it, then the category. (The browser viewer drops frames
+// whose name holds "_start" or "PyEval_", or whose file holds "ceval.c" and
+// the like: trainmem's names hold none.)
+func frames(s cuda.Site, c cuda.Category) pickle.List {
+	inner := pickle.D("filename", "trainer", "line", int64(0), "name", "allocated before the traced step")
+	if s.Phase != "" {
+		where := s.Op + " / " + s.Phase
+		if s.Block >= 0 {
+			where = fmt.Sprintf("block %d / %s", s.Block, where)
+		}
+		inner = pickle.D("filename", where, "line", int64(max(s.Block, 0)), "name", s.Value)
+	}
+	return pickle.List{inner, pickle.D("filename", "trainmem", "line", int64(0), "name", c.String())}
+}
+
+// WriteSnapshot writes the dictionary torch.cuda.memory._snapshot()
+// returns, pickled: segments (each with its blocks, which tile it in
+// address order, their state and requested sizes, and the frames of what
+// allocated them) and device_traces (one list, device 0: alloc,
+// free_requested and free_completed, segment_alloc, segment_free and oom,
+// each with addr, size, stream, time_us, frames and a category to colour
+// by), ended by a snapshot event, as PyTorch's traces end.
+func (m *MemoryTrace) WriteSnapshot(w io.Writer) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var segs pickle.List
+	for _, s := range m.Segments {
+		var blocks pickle.List
+		var allocated, requested int64
+		for _, b := range s.Blocks {
+			state := "inactive"
+			fr := pickle.List{}
+			if b.Allocated {
+				state = "active_allocated"
+				allocated += b.Size
+				requested += b.Requested
+				fr = frames(b.Site, b.Cat)
+			}
+			blocks = append(blocks, pickle.D("address", int64(b.Addr), "size", b.Size, "requested_size", b.Requested, "state", state, "frames", fr))
+		}
+		kind := "large"
+		if s.Small {
+			kind = "small"
+		}
+		segs = append(segs, pickle.D(
+			"device", int64(0), "address", int64(s.Base), "total_size", s.Size,
+			"allocated_size", allocated, "active_size", allocated, "requested_size", requested,
+			"stream", int64(0), "segment_type", kind, "segment_pool_id", pickle.Tuple{int64(0), int64(0)},
+			"is_expandable", false, "frames", pickle.List{}, "blocks", blocks))
+	}
+	var trace pickle.List
+	entry := func(action string, e cuda.TraceEvent, cat string) pickle.Dict {
+		d := pickle.D("action", action, "addr", int64(e.Addr), "size", e.Size, "stream", int64(0),
+			"time_us", e.Time.Microseconds(), "frames", frames(e.Site, e.Category), "category", cat)
+		if e.Action == cuda.TraceOOM {
+			d = append(d, pickle.Item{Key: "device_free", Value: e.DeviceFree})
+		}
+		return d
+	}
+	for _, e := range m.Events {
+		cat := e.Category.String()
+		switch e.Action {
+		case cuda.TraceAlloc:
+			trace = append(trace, entry("alloc", e, cat))
+		case cuda.TraceFree:
+			trace = append(trace, entry("free_requested", e, cat), entry("free_completed", e, cat))
+		case cuda.TraceSegmentAlloc, cuda.TraceSegmentFree:
+			// A segment holds blocks of every category: "unknown", the
+			// viewer's own name for none.
+			trace = append(trace, entry(e.Action.String(), e, "unknown"))
+		case cuda.TraceOOM:
+			trace = append(trace, entry("oom", e, cat))
+		}
+	}
+	// The browser viewer (MemoryViz.js, before PyTorch 2.6) throws when the
+	// trace has categories and none is "unknown" (it pushes "unknown" onto a
+	// misspelt list): the snapshot event that ends the trace, which it
+	// skips, carries that category.
+	var last cuda.TraceEvent
+	if n := len(m.Events); n > 0 {
+		last = m.Events[n-1]
+	}
+	trace = append(trace, pickle.D("action", "snapshot", "addr", int64(0), "size", int64(0), "stream", int64(0),
+		"time_us", last.Time.Microseconds(), "frames", pickle.List{}, "category", "unknown"))
+	return pickle.Write(w, pickle.D(
+		"segments", segs,
+		"device_traces", pickle.List{trace},
+		"allocator_settings", pickle.D("trainmem_device", m.Device, "trainmem_step", int64(m.Step))))
+}
+
+// start is what the allocator held when the recorded events began: the
+// end state (the segments) less the events' net effect, per category
+// (allocated bytes) and reserved.
+func (m *MemoryTrace) start() (cats [cuda.NumCategories]int64, reserved int64) {
+	for _, s := range m.Segments {
+		reserved += s.Size
+		for _, b := range s.Blocks {
+			if b.Allocated {
+				cats[b.Cat] += b.Size
+			}
+		}
+	}
+	for _, e := range m.Events {
+		switch e.Action {
+		case cuda.TraceAlloc:
+			cats[e.Category] -= e.Size
+		case cuda.TraceFree:
+			cats[e.Category] += e.Size
+		case cuda.TraceSegmentAlloc:
+			reserved -= e.Size
+		case cuda.TraceSegmentFree:
+			reserved += e.Size
+		}
+	}
+	return cats, reserved
+}
+
+// WriteChrome writes the events as a Chrome trace (the JSON object format
+// Perfetto and chrome://tracing open): one counter track per category
+// (allocated bytes, rounded) and one of reserved bytes, updated at every
+// event; slices for the phases (thread 1) and for each instruction's op
+// (thread 2), from its first event to the next one's. Times are the
+// allocator events' microseconds.
+func (m *MemoryTrace) WriteChrome(w io.Writer) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type event struct {
+		Name string         `json:"name"`
+		Cat  string         `json:"cat,omitempty"`
+		Ph   string         `json:"ph"`
+		Ts   float64        `json:"ts"`
+		Dur  *float64       `json:"dur,omitempty"`
+		Pid  int            `json:"pid"`
+		Tid  int            `json:"tid"`
+		Args map[string]any `json:"args,omitempty"`
+	}
+	evs := []event{
+		{Name: "process_name", Ph: "M", Args: map[string]any{"name": "trainmem: " + m.Device}},
+		{Name: "thread_name", Ph: "M", Tid: 1, Args: map[string]any{"name": "phases"}},
+		{Name: "thread_name", Ph: "M", Tid: 2, Args: map[string]any{"name": "ops"}},
+	}
+	cats, reserved := m.start()
+	counters := func(ts float64) {
+		args := map[string]any{}
+		for _, c := range cuda.Categories() {
+			args[c.String()] = cats[c]
+		}
+		evs = append(evs, event{Name: "allocated by category (bytes)", Ph: "C", Ts: ts, Args: args},
+			event{Name: "reserved (bytes)", Ph: "C", Ts: ts, Args: map[string]any{"reserved": reserved}})
+	}
+	// slice closes the open slice of thread tid at ts.
+	type open struct {
+		name string
+		ts   float64
+		args map[string]any
+	}
+	var opened [3]*open
+	slice := func(tid int, ts float64) {
+		if o := opened[tid]; o != nil {
+			d := ts - o.ts
+			evs = append(evs, event{Name: o.name, Cat: []string{"", "phase", "op"}[tid], Ph: "X", Ts: o.ts, Dur: &d, Tid: tid, Args: o.args})
+			opened[tid] = nil
+		}
+	}
+	var ts float64
+	if len(m.Events) > 0 {
+		ts = float64(m.Events[0].Time.Microseconds())
+	}
+	counters(ts)
+	for _, e := range m.Events {
+		ts = float64(e.Time.Microseconds())
+		if s := e.Site; s.Phase != "" {
+			if o := opened[1]; o == nil || o.name != s.Phase {
+				slice(1, ts)
+				opened[1] = &open{name: s.Phase, ts: ts}
+			}
+			if o := opened[2]; o == nil || o.args["value"] != s.Value {
+				slice(2, ts)
+				opened[2] = &open{name: s.Op, ts: ts, args: map[string]any{"value": s.Value, "block": s.Block}}
+			}
+		}
+		switch e.Action {
+		case cuda.TraceAlloc:
+			cats[e.Category] += e.Size
+		case cuda.TraceFree:
+			cats[e.Category] -= e.Size
+		case cuda.TraceSegmentAlloc:
+			reserved += e.Size
+		case cuda.TraceSegmentFree:
+			reserved -= e.Size
+		case cuda.TraceOOM:
+			evs = append(evs, event{Name: "out of memory", Ph: "i", Ts: ts, Tid: 1, Args: map[string]any{
+				"requested": e.Requested, "rounded": e.Size, "category": e.Category.String(), "device_free": e.DeviceFree}})
+		}
+		counters(ts)
+	}
+	slice(1, ts)
+	slice(2, ts)
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Ph == "M" && evs[j].Ph != "M" })
+	enc := json.NewEncoder(w)
+	return enc.Encode(map[string]any{"traceEvents": evs, "displayTimeUnit": "ms",
+		"otherData": map[string]any{"trainmem_device": m.Device, "trainmem_step": m.Step, "categories": strings.Join(categoryNames(), " ")}})
+}
+
+func categoryNames() []string {
+	var out []string
+	for _, c := range cuda.Categories() {
+		out = append(out, c.String())
+	}
+	return out
+}

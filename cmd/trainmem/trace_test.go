@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	gp "github.com/nlpodyssey/gopickle/pickle"
+	"github.com/nlpodyssey/gopickle/types"
+)
+
+// --memory-trace on simulate, validate and train writes the snapshot and
+// the Chrome trace, says where, and is refused where it does not apply or
+// cannot be written, before any work.
+func TestMemoryTraceFlag(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"simulate", "--preset", "tiny", "--batch", "2", "--seq", "32"},
+		{"validate", "--batch", "2", "--seq", "32", "--steps", "2"},
+		{"train", "--batch", "2", "--seq", "32", "--steps", "2"},
+	} {
+		base := filepath.Join(dir, args[0])
+		out, _ := mustRun(t, append(args, "--memory-trace", base)...)
+		if !strings.Contains(out, "memory trace of step 2 written to "+base+".pickle") {
+			t.Errorf("%s: the output does not say where the trace went:\n%s", args[0], out)
+		}
+		b, err := os.ReadFile(base + ".pickle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := gp.Loads(string(b))
+		if err != nil {
+			t.Fatalf("%s: the snapshot does not unpickle: %v", args[0], err)
+		}
+		d := v.(*types.Dict)
+		for _, k := range []string{"segments", "device_traces"} {
+			if _, ok := d.Get(k); !ok {
+				t.Errorf("%s: the snapshot has no %s", args[0], k)
+			}
+		}
+		var ct map[string]any
+		if b, err = os.ReadFile(base + ".json"); err == nil {
+			err = json.Unmarshal(b, &ct)
+		}
+		if err != nil || ct["traceEvents"] == nil {
+			t.Errorf("%s: the Chrome trace: %v", args[0], err)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"simulate", "--preset", "tiny", "--ranks", "2", "--memory-trace", filepath.Join(dir, "r")}, "--memory-trace records one device's step"},
+		{[]string{"validate", "--sweep", "checkpoint", "--memory-trace", filepath.Join(dir, "s")}, "--memory-trace records one device's step"},
+		{[]string{"simulate", "--preset", "tiny", "--memory-trace", filepath.Join(dir, "missing", "x")}, "--memory-trace " + filepath.Join(dir, "missing", "x") + ".pickle"},
+	} {
+		_, errOut, code := runArgs(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, want 2 and %q:\n%s", c.args, code, c.want, errOut)
+		}
+	}
+	// Out of memory: the trace up to the failed request, and exit 1.
+	_, errOut, code := runArgs(t, "simulate", "--preset", "gpt2", "--batch", "4", "--seq", "256", "--memory", "2GB", "--memory-trace", filepath.Join(dir, "oom"))
+	if code != 1 || !strings.Contains(errOut, "what filled the device, up to the failed request") {
+		t.Errorf("out of memory: exit %d:\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oom.pickle")); err != nil {
+		t.Error(err)
+	}
+}
