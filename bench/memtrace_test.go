@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -301,5 +303,49 @@ func TestMemoryTraceOOM(t *testing.T) {
 	}
 	if a := str(doc.trace[len(doc.trace)-2], "action"); a != "oom" {
 		t.Errorf("the trace ends with %q before its snapshot event, want oom", a)
+	}
+}
+
+// The timeline replays to the record's peak, and its plot draws every
+// category held, the phases and the peak's label, as SVG and PNG, one
+// panel a trace.
+func TestTimelinePlot(t *testing.T) {
+	dir := t.TempDir()
+	var panels []TimelinePanel
+	for _, ck := range []string{"none", "full"} {
+		s := setup(t, "tiny", 2, 32, model.FP32, model.AdamW, ck)
+		tr := &MemoryTrace{}
+		rep, err := Validate(context.Background(), s, nil, Options{Steps: 2, Trace: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl := tr.Timeline()
+		if tl.PeakBytes != rep.Simulated.PeakAllocatedBytes {
+			t.Errorf("checkpoint %s: the timeline peaks at %d, the record at %d", ck, tl.PeakBytes, rep.Simulated.PeakAllocatedBytes)
+		}
+		panels = append(panels, TimelinePanel{Title: "checkpoint " + ck, Trace: tr})
+	}
+	svg := filepath.Join(dir, "t.svg")
+	if err := PlotTimeline(svg, panels); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"checkpoint none", "checkpoint full", "activations", "forward", "backward", "recompute", "peak " + model.GiB(panels[0].Trace.Timeline().PeakBytes)} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the SVG lacks %q", want)
+		}
+	}
+	png := filepath.Join(dir, "t.png")
+	if err := PlotTimeline(png, panels[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() < 10000 {
+		t.Errorf("the PNG: %v, %v", st, err)
+	}
+	if err := PlotTimeline(filepath.Join(dir, "t.gif"), panels); err == nil {
+		t.Error("a .gif was written")
 	}
 }

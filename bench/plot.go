@@ -61,12 +61,7 @@ func (r *SweepReport) Plot(path string) error {
 		}
 		top = max(top, row.Simulated)
 	}
-	unit, uname := int64(1), "B"
-	for i, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		if top >= int64(1)<<(10*(i+1)) {
-			unit, uname = int64(1)<<(10*(i+1)), u
-		}
-	}
+	unit, uname := binaryUnit(top)
 	memSeries := []struct {
 		name string
 		get  func(SweepRow) int64
@@ -153,6 +148,13 @@ func (r *SweepReport) Plot(path string) error {
 
 	width := vg.Length(math.Max(4, float64(len(r.Rows)))) * vg.Inch * 0.9 * vg.Length(len(plots[0]))
 	height := 4 * vg.Inch
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots[0]), PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+	return writePlots(path, plots, tiles, width, height)
+}
+
+// writePlots draws plots (rows of columns) on tiles of a canvas of width by
+// height, in path's format (.svg or .png), written atomically.
+func writePlots(path string, plots [][]*plot.Plot, tiles draw.Tiles, width, height vg.Length) error {
 	return files.WriteAtomic(path, func(out io.Writer) error {
 		var c interface {
 			vg.CanvasSizer
@@ -163,11 +165,11 @@ func (r *SweepReport) Plot(path string) error {
 		} else {
 			c = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
 		}
-		dc := draw.New(c)
-		tiles := draw.Tiles{Rows: 1, Cols: len(plots[0]), PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
-		canvases := plot.Align(plots, tiles, dc)
-		for i, p := range plots[0] {
-			p.Draw(canvases[0][i])
+		canvases := plot.Align(plots, tiles, draw.New(c))
+		for i, row := range plots {
+			for j, p := range row {
+				p.Draw(canvases[i][j])
+			}
 		}
 		_, err := c.WriteTo(out)
 		return err

@@ -61,6 +61,8 @@ type SweepReport struct {
 	Steps    int             `json:"steps"`       // steps a policy
 	Timed    int             `json:"timed_steps"` // steps in the timings (all but the first)
 	Rows     []SweepRow      `json:"rows"`
+	// Timelines are each policy's simulated step, traced (Options.Timelines).
+	Timelines []TimelinePanel `json:"-"`
 }
 
 // WriteJSON writes the report with the model and the setup (whose
@@ -110,8 +112,17 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 			return nil, err
 		}
 		shape := shape.New(0)
-		_, st, err := train.Simulate(shape, p, steps, nil)
+		var tr *MemoryTrace
+		var tracer cuda.Tracer
+		if o.Timelines {
+			tr = &MemoryTrace{}
+			tracer = tr
+		}
+		_, st, err := train.Simulate(shape, p, steps, tracer)
 		shape.Close()
+		if tr != nil {
+			rep.Timelines = append(rep.Timelines, TimelinePanel{Title: "checkpoint " + pol.String(), Trace: tr})
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: simulation of checkpoint %s: %w", pol, err)
 		}

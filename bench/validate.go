@@ -71,6 +71,9 @@ type Options struct {
 	// Trace, when set, records the last measured step's allocator events
 	// (the simulation's when nothing is measured), for the viewers.
 	Trace *MemoryTrace
+	// Timelines makes Sweep trace each policy's simulated step, for the
+	// timeline plot (SweepReport.Timelines).
+	Timelines bool
 	// Policies are Sweep's checkpoint policies; nil means SweepPolicies.
 	Policies []model.Checkpoint
 }

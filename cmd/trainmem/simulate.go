@@ -12,7 +12,6 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
 	"trainmem/cuda/shape"
-	"trainmem/model/files"
 )
 
 func init() {
@@ -63,10 +62,10 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if trace.base != "" && (*sweep != "" || s.Ranks > 1 || set.PS) {
-		return usagef("--memory-trace records one device's step: give it without --sweep, --ranks and --data-parallel")
+	if trace.given() && (*sweep != "" || s.Ranks > 1 || set.PS) {
+		return usagef("--memory-trace and --plot-timeline record one device's step: give it without --sweep, --ranks and --data-parallel")
 	}
-	if err := files.Check(nil, trace.paths()); err != nil {
+	if err := trace.check(); err != nil {
 		return err
 	}
 	switch {

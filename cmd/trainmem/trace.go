@@ -8,32 +8,54 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"trainmem/bench"
 	"trainmem/model/files"
 )
 
-// traceFlag is --memory-trace FILE.
-type traceFlag struct{ base string }
+// traceFlag is --memory-trace FILE and --plot-timeline FILE.
+type traceFlag struct{ base, plot string }
 
 func addTraceFlag(fs *flag.FlagSet) *traceFlag {
 	t := &traceFlag{}
 	fs.StringVar(&t.base, "memory-trace", "", "write every allocator event of the last step (or of the one that ran out of memory) to `FILE`.pickle, PyTorch's memory snapshot (open it at pytorch.org/memory_viz), and FILE.json, a Chrome trace (ui.perfetto.dev), each atomically")
+	fs.StringVar(&t.plot, "plot-timeline", "", "draw the last step's memory over its allocator events, stacked by category, the phases shaded and the peak marked, to `FILE` ("+bench.PlotFormats+"), atomically")
 	return t
 }
 
-// paths are the files --memory-trace writes, for files.Check.
-func (t *traceFlag) paths() []files.Path {
-	if t.base == "" {
-		return nil
+// paths are the files the flags write, for files.Check; a plot of another
+// format is a usage error.
+func (t *traceFlag) paths() ([]files.Path, error) {
+	var out []files.Path
+	if t.base != "" {
+		snap, chrome := bench.TraceFiles(t.base)
+		out = append(out, files.Path{Flag: "--memory-trace", Name: snap}, files.Path{Flag: "--memory-trace", Name: chrome})
 	}
-	snap, chrome := bench.TraceFiles(t.base)
-	return []files.Path{{Flag: "--memory-trace", Name: snap}, {Flag: "--memory-trace", Name: chrome}}
+	if t.plot != "" {
+		if err := bench.CheckPlotPath(t.plot); err != nil {
+			return nil, usagef("--plot-timeline: %w", err)
+		}
+		out = append(out, files.Path{Flag: "--plot-timeline", Name: t.plot})
+	}
+	return out, nil
 }
 
-// recorder is the trace to record into, nil without the flag.
+// check checks the flags' files before any work.
+func (t *traceFlag) check() error {
+	paths, err := t.paths()
+	if err != nil {
+		return err
+	}
+	return files.Check(nil, paths)
+}
+
+// given says whether either flag was given.
+func (t *traceFlag) given() bool { return t.base != "" || t.plot != "" }
+
+// recorder is the trace to record into, nil without either flag.
 func (t *traceFlag) recorder() *bench.MemoryTrace {
-	if t.base == "" {
+	if !t.given() {
 		return nil
 	}
 	return &bench.MemoryTrace{}
@@ -46,6 +68,19 @@ func (t *traceFlag) write(w io.Writer, rec *bench.MemoryTrace, format string, ru
 	if rec == nil {
 		return runErr
 	}
+	var msgs []string
+	if t.plot != "" {
+		if err := bench.PlotTimeline(t.plot, []bench.TimelinePanel{{Title: fmt.Sprintf("step %d on %s", rec.Step, rec.Device), Trace: rec}}); err != nil {
+			if runErr != nil {
+				return runErr
+			}
+			return fmt.Errorf("the timeline plot was not written: %w", err)
+		}
+		msgs = append(msgs, "timeline plot written to "+t.plot)
+	}
+	if t.base == "" {
+		return t.report(w, msgs, format, runErr)
+	}
 	if err := rec.Write(t.base); err != nil {
 		if runErr != nil {
 			return runErr
@@ -53,7 +88,13 @@ func (t *traceFlag) write(w io.Writer, rec *bench.MemoryTrace, format string, ru
 		return fmt.Errorf("the memory trace was not written: %w", err)
 	}
 	snap, chrome := bench.TraceFiles(t.base)
-	msg := fmt.Sprintf("memory trace of step %d written to %s (drop it on pytorch.org/memory_viz) and %s (open it at ui.perfetto.dev)", rec.Step, snap, chrome)
+	msgs = append(msgs, fmt.Sprintf("memory trace of step %d written to %s (drop it on pytorch.org/memory_viz) and %s (open it at ui.perfetto.dev)", rec.Step, snap, chrome))
+	return t.report(w, msgs, format, runErr)
+}
+
+// report says what was written: after the report, or with the run's error.
+func (t *traceFlag) report(w io.Writer, msgs []string, format string, runErr error) error {
+	msg := strings.Join(msgs, "; ")
 	if runErr != nil {
 		return fmt.Errorf("%w (%s: what filled the device, up to the failed request)", runErr, msg)
 	}

@@ -14,7 +14,6 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
-	"trainmem/model/files"
 	"trainmem/zero"
 )
 
@@ -172,10 +171,10 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := opts.Check(); err != nil && (!launch.Processes() || launch.Rank == 0) {
 		return err
 	}
-	if trace.base != "" && (launch.Processes() || s.Ranks > 1) {
-		return usagef("--memory-trace records one device's step: give it without --ranks")
+	if trace.given() && (launch.Processes() || s.Ranks > 1) {
+		return usagef("--memory-trace and --plot-timeline record one device's step: give it without --ranks")
 	}
-	if err := files.Check(nil, trace.paths()); err != nil {
+	if err := trace.check(); err != nil {
 		return err
 	}
 	rec := trace.recorder()

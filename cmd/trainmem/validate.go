@@ -111,18 +111,30 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if steps > 0 && *sweep != "" && steps < 2 && !*noMeasure {
 		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", steps)
 	}
-	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, append([]files.Path{{Flag: "--plot", Name: *plotPath}}, trace.paths()...)); err != nil {
+	tracePaths, err := trace.paths()
+	if err != nil {
+		return err
+	}
+	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, append([]files.Path{{Flag: "--plot", Name: *plotPath}}, tracePaths...)); err != nil {
 		return err
 	}
 
-	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr, Trace: trace.recorder()}
+	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
+	if *sweep == "" {
+		opts.Trace = trace.recorder()
+	} else {
+		opts.Timelines = trace.plot != "" // one panel a policy
+	}
 	set, err := tf.setup.setting()
 	if err != nil {
 		return err
 	}
 	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
-	if trace.base != "" && (launch.Processes() || s.Ranks > 1 || set.PS || *sweep != "") {
-		return usagef("--memory-trace records one device's step: give it without --sweep, --ranks and --data-parallel")
+	switch {
+	case trace.given() && (launch.Processes() || s.Ranks > 1 || set.PS):
+		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --ranks and --data-parallel")
+	case trace.base != "" && *sweep != "":
+		return usagef("--memory-trace records one step: give it without --sweep (--plot-timeline draws every policy's)")
 	}
 	if launch.Processes() {
 		proc, err := lf.open(launch, backend, setupFields("validate", s, set, tf))
@@ -167,7 +179,16 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return measureErr(err)
 		}
-		return writeSweep(stdout, s, rep, format.v, *plotPath)
+		if err := writeSweep(stdout, s, rep, format.v, *plotPath); err != nil || trace.plot == "" {
+			return err
+		}
+		if err := bench.PlotTimeline(trace.plot, rep.Timelines); err != nil {
+			return fmt.Errorf("the report is above, but the timeline plot was not written: %w", err)
+		}
+		if format.v != "json" {
+			fmt.Fprintf(stdout, "timeline plot (one panel a policy, simulated) written to %s\n", trace.plot)
+		}
+		return nil
 	}
 
 	var dev cuda.Device
