@@ -63,7 +63,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if trace.given() && (*sweep != "" || s.Ranks > 1 || set.PS) {
-		return usagef("--memory-trace and --plot-timeline record one device's step: give it without --sweep, --ranks and --data-parallel")
+		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --sweep, --ranks and --data-parallel")
 	}
 	if err := trace.check(); err != nil {
 		return err

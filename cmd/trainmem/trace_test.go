@@ -52,8 +52,10 @@ func TestMemoryTraceFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"simulate", "--preset", "tiny", "--ranks", "2", "--memory-trace", filepath.Join(dir, "r")}, "--memory-trace records one device's step"},
-		{[]string{"validate", "--sweep", "checkpoint", "--memory-trace", filepath.Join(dir, "s")}, "--memory-trace records one device's step"},
+		{[]string{"simulate", "--preset", "tiny", "--ranks", "2", "--memory-trace", filepath.Join(dir, "r")}, "--memory-trace and --plot-timeline record one device's step"},
+		{[]string{"validate", "--sweep", "checkpoint", "--memory-trace", filepath.Join(dir, "s")}, "--memory-trace records one step: give it without --sweep"},
+		{[]string{"train", "--ranks", "2", "--plot-timeline", filepath.Join(dir, "t.svg")}, "--memory-trace and --plot-timeline record one device's step"},
+		{[]string{"simulate", "--preset", "tiny", "--plot-timeline", filepath.Join(dir, "t.gif")}, "--plot-timeline: bench: plot file"},
 		{[]string{"simulate", "--preset", "tiny", "--memory-trace", filepath.Join(dir, "missing", "x")}, "--memory-trace " + filepath.Join(dir, "missing", "x") + ".pickle"},
 	} {
 		_, errOut, code := runArgs(t, c.args...)
@@ -68,5 +70,30 @@ func TestMemoryTraceFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "oom.pickle")); err != nil {
 		t.Error(err)
+	}
+}
+
+// --plot-timeline draws the step on its own, and every policy's with the
+// checkpoint sweep.
+func TestPlotTimelineFlag(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.svg")
+	out, _ := mustRun(t, "simulate", "--preset", "tiny", "--batch", "2", "--seq", "32", "--plot-timeline", one)
+	if !strings.Contains(out, "timeline plot written to "+one) {
+		t.Errorf("simulate --plot-timeline: %s", out)
+	}
+	sweep := filepath.Join(dir, "sweep.svg")
+	out, _ = mustRun(t, "validate", "--sweep", "checkpoint", "--batch", "2", "--seq", "32", "--no-measure", "--plot-timeline", sweep)
+	if !strings.Contains(out, "timeline plot (one panel a policy, simulated) written to "+sweep) {
+		t.Errorf("validate --sweep checkpoint --plot-timeline: %s", out)
+	}
+	b, err := os.ReadFile(sweep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"checkpoint none", "checkpoint full", "recompute"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the sweep's timeline lacks %q", want)
+		}
 	}
 }

@@ -172,7 +172,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if trace.given() && (launch.Processes() || s.Ranks > 1) {
-		return usagef("--memory-trace and --plot-timeline record one device's step: give it without --ranks")
+		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --ranks")
 	}
 	if err := trace.check(); err != nil {
 		return err
