@@ -35,10 +35,9 @@ func (s *Stat) Change(n int64) {
 	}
 }
 
-// Stats is the caching allocator's state, named after PyTorch's
-// torch.cuda.memory_stats() (the "all" pool), with trainmem's per-category
-// split added.
-type Stats struct {
+// PoolStats are the statistics of a pool of the caching allocator, or of
+// every pool, named after PyTorch's torch.cuda.memory_stats().
+type PoolStats struct {
 	AllocatedBytes     Stat // bytes in blocks handed out (rounded sizes)
 	RequestedBytes     Stat // bytes asked for (before rounding)
 	ReservedBytes      Stat // bytes in segments taken from the device
@@ -49,6 +48,22 @@ type Stats struct {
 	Segment       Stat // count of segments
 	Active        Stat // count of active blocks
 	InactiveSplit Stat // count of free blocks inside split segments
+}
+
+// Pools of the caching allocator, as PyTorch names them: the small pool
+// (blocks of up to 1 MiB, in 2 MiB segments) and the large pool.
+const (
+	SmallPool = iota
+	LargePool
+	NumPools
+)
+
+// Stats is the caching allocator's state, named after PyTorch's
+// torch.cuda.memory_stats(): every pool's (PyTorch's "all"), each pool's
+// (Pools: small_pool, large_pool), and trainmem's per-category split.
+type Stats struct {
+	PoolStats                      // every pool
+	Pools     [NumPools]PoolStats // SmallPool's and LargePool's
 
 	NumAllocRetries int64 // times the cache was emptied to retry a failed segment allocation
 	NumOOMs         int64 // allocations that failed after the retry

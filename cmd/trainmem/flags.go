@@ -136,6 +136,12 @@ func writeReport(w io.Writer, format string, rep bench.Report) error {
 			return fmt.Errorf("internal: %T has no CSV writer", rep)
 		}
 		return c.WriteCSV(w)
+	case "summary":
+		c, ok := rep.(bench.SummaryReport)
+		if !ok {
+			return usagef("--format summary is one device's memory summary; this report has none (valid: text, json)")
+		}
+		return c.WriteSummary(w)
 	}
 	return rep.WriteText(w)
 }

@@ -46,7 +46,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	var steps int
 	intVar(fs, &steps, "steps", 2, "`steps` to run (the first fills the allocator's cache)")
 	sweep := fs.String("sweep", "", "sweep: zero (with --ranks N: the parameter server and ZeRO-0 to 3 side by side)")
-	format := newFormatFlag(fs, "text", "json")
+	format := newFormatFlag(fs, "text", "json", "summary")
 	trace := addTraceFlag(fs)
 	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
 		return err
@@ -61,6 +61,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	set, err := sf.setting()
 	if err != nil {
 		return err
+	}
+	if format.v == "summary" && (*sweep != "" || s.Ranks > 1 || set.PS) {
+		return usagef("--format summary is one device's memory summary: give it without --sweep, --ranks and --data-parallel")
 	}
 	if trace.given() && (*sweep != "" || s.Ranks > 1 || set.PS) {
 		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --sweep, --ranks and --data-parallel")

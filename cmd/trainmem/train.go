@@ -146,6 +146,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
 	trace := addTraceFlag(fs)
+	format := newFormatFlag(fs, "text", "summary")
 	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
 		return err
@@ -170,6 +171,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// (over processes, rank 0's, which writes them).
 	if err := opts.Check(); err != nil && (!launch.Processes() || launch.Rank == 0) {
 		return err
+	}
+	if format.v == "summary" && (launch.Processes() || s.Ranks > 1) {
+		return usagef("--format summary is one device's memory summary: give it without --ranks")
 	}
 	if trace.given() && (launch.Processes() || s.Ranks > 1) {
 		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --ranks")
@@ -211,7 +215,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	bench.WriteHeader(stdout, s, dev.Name())
 	rep, err := bench.Train(ctx, dev, opts)
 	if rep != nil && rep.Result.Steps > 0 {
-		if werr := rep.WriteText(stdout); werr != nil && err == nil {
+		write := rep.WriteText
+		if format.v == "summary" {
+			write = rep.WriteSummary
+		}
+		if werr := write(stdout); werr != nil && err == nil {
 			err = werr
 		}
 	}

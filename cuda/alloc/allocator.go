@@ -322,8 +322,10 @@ func (a *Allocator) newSegment(pool *blockPool, size int64, retry bool) (*Block,
 	a.nseg++
 	seg := &segment{Segment: s, seq: a.nseg, pool: pool}
 	a.segs[s.Base] = seg
-	a.stats.Segment.Add(1)
-	a.stats.ReservedBytes.Add(s.Size)
+	a.both(pool, func(st *cuda.PoolStats) {
+		st.Segment.Add(1)
+		st.ReservedBytes.Add(s.Size)
+	})
 	a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Addr: s.Base, Size: s.Size, Site: a.site})
 	seg.head = &Block{addr: s.Base, size: s.Size, seg: seg, pool: pool}
 	return seg.head, nil
@@ -333,7 +335,6 @@ func (a *Allocator) newSegment(pool *blockPool, size int64, retry bool) (*Block,
 // n bytes rounded to size, splitting off the remainder when the pool's rule
 // says so.
 func (a *Allocator) take(b *Block, size, n int64, cat cuda.Category) {
-	st := &a.stats
 	alreadySplit := b.isSplit()
 	if shouldSplit(b, size) {
 		rest := &Block{addr: b.addr + uintptr(size), size: b.size - size, seg: b.seg, pool: b.pool,
@@ -344,37 +345,54 @@ func (a *Allocator) take(b *Block, size, n int64, cat cuda.Category) {
 		b.next = rest
 		b.size = size
 		b.pool.insert(rest)
-		if alreadySplit {
-			// An inactive split block shrinks by size bytes.
-			st.InactiveSplitBytes.Sub(size)
-		} else {
-			// An unsplit block becomes split: its remainder is inactive.
-			st.InactiveSplitBytes.Add(rest.size)
-			st.InactiveSplit.Add(1)
-		}
+		a.both(b.pool, func(st *cuda.PoolStats) {
+			if alreadySplit {
+				// An inactive split block shrinks by size bytes.
+				st.InactiveSplitBytes.Sub(size)
+			} else {
+				// An unsplit block becomes split: its remainder is inactive.
+				st.InactiveSplitBytes.Add(rest.size)
+				st.InactiveSplit.Add(1)
+			}
+		})
 	} else if alreadySplit {
 		// An inactive split block becomes active whole.
-		st.InactiveSplitBytes.Sub(b.size)
-		st.InactiveSplit.Sub(1)
+		a.both(b.pool, func(st *cuda.PoolStats) {
+			st.InactiveSplitBytes.Sub(b.size)
+			st.InactiveSplit.Sub(1)
+		})
 	}
 	b.allocated = true
 	b.requested = n
 	b.cat = cat
 	b.site = a.site
 
+	st := &a.stats
 	st.NumAllocs++
-	st.Allocation.Add(1)
-	st.Active.Add(1)
-	st.ActiveBytes.Add(b.size)
-	st.RequestedBytes.Add(n)
 	st.CategoryAllocated[cat].Add(b.size)
 	st.CategoryRequested[cat].Add(n)
 	peak := st.AllocatedBytes.Peak
-	st.AllocatedBytes.Add(b.size)
+	a.both(b.pool, func(ps *cuda.PoolStats) {
+		ps.Allocation.Add(1)
+		ps.Active.Add(1)
+		ps.ActiveBytes.Add(b.size)
+		ps.RequestedBytes.Add(n)
+		ps.AllocatedBytes.Add(b.size)
+	})
 	if st.AllocatedBytes.Current > peak {
 		for c := range st.AtPeak {
 			st.AtPeak[c] = st.CategoryAllocated[c].Current
 		}
+	}
+}
+
+// both applies f to the statistics of every pool and to those of p.
+func (a *Allocator) both(p *blockPool, f func(*cuda.PoolStats)) {
+	f(&a.stats.PoolStats)
+	if p.small {
+		f(&a.stats.Pools[cuda.SmallPool])
+	} else {
+		f(&a.stats.Pools[cuda.LargePool])
 	}
 }
 
@@ -397,13 +415,15 @@ func (a *Allocator) Free(b *Block) {
 	a.trace(cuda.TraceEvent{Action: cuda.TraceFree, Addr: b.addr, Size: b.size, Requested: b.requested, Category: b.cat, Site: a.site})
 	st := &a.stats
 	st.NumFrees++
-	st.Allocation.Sub(1)
-	st.AllocatedBytes.Sub(b.size)
-	st.RequestedBytes.Sub(b.requested)
 	st.CategoryAllocated[b.cat].Sub(b.size)
 	st.CategoryRequested[b.cat].Sub(b.requested)
-	st.Active.Sub(1)
-	st.ActiveBytes.Sub(b.size)
+	a.both(b.pool, func(ps *cuda.PoolStats) {
+		ps.Allocation.Sub(1)
+		ps.AllocatedBytes.Sub(b.size)
+		ps.RequestedBytes.Sub(b.requested)
+		ps.Active.Sub(1)
+		ps.ActiveBytes.Sub(b.size)
+	})
 	b.allocated = false
 	b.requested = 0
 
@@ -419,8 +439,10 @@ func (a *Allocator) Free(b *Block) {
 		dBlocks++
 		dBytes += b.size
 	}
-	st.InactiveSplit.Change(dBlocks)
-	st.InactiveSplitBytes.Change(dBytes)
+	a.both(b.pool, func(ps *cuda.PoolStats) {
+		ps.InactiveSplit.Change(dBlocks)
+		ps.InactiveSplitBytes.Change(dBytes)
+	})
 }
 
 // merge folds the free neighbour nb into b and returns the bytes it
@@ -467,8 +489,10 @@ func (a *Allocator) releaseCached() error {
 				continue
 			}
 			delete(a.segs, b.seg.Base)
-			a.stats.Segment.Sub(1)
-			a.stats.ReservedBytes.Sub(b.size)
+			a.both(p, func(ps *cuda.PoolStats) {
+				ps.Segment.Sub(1)
+				ps.ReservedBytes.Sub(b.size)
+			})
 			a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentFree, Addr: b.seg.Base, Size: b.size, Site: a.site})
 		}
 		p.free = keep
@@ -519,9 +543,11 @@ func (a *Allocator) ResetPeaks() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := &a.stats
-	for _, s := range []*cuda.Stat{&st.AllocatedBytes, &st.RequestedBytes, &st.ReservedBytes, &st.ActiveBytes,
-		&st.InactiveSplitBytes, &st.Allocation, &st.Segment, &st.Active, &st.InactiveSplit} {
-		s.ResetPeak()
+	for _, ps := range []*cuda.PoolStats{&st.PoolStats, &st.Pools[cuda.SmallPool], &st.Pools[cuda.LargePool]} {
+		for _, s := range []*cuda.Stat{&ps.AllocatedBytes, &ps.RequestedBytes, &ps.ReservedBytes, &ps.ActiveBytes,
+			&ps.InactiveSplitBytes, &ps.Allocation, &ps.Segment, &ps.Active, &ps.InactiveSplit} {
+			s.ResetPeak()
+		}
 	}
 	for c := range st.CategoryAllocated {
 		st.CategoryAllocated[c].ResetPeak()

@@ -683,6 +683,19 @@ func TestTraceReplaysTheStats(t *testing.T) {
 			t.Errorf("%s: replayed %d (peak %d), stats %d (%d)", cuda.Category(c), cat[c], catPeak[c], st.CategoryAllocated[c].Current, st.CategoryAllocated[c].Peak)
 		}
 	}
+	// The pools' statistics add up to every pool's.
+	for name, f := range map[string]func(cuda.PoolStats) cuda.Stat{
+		"allocated": func(p cuda.PoolStats) cuda.Stat { return p.AllocatedBytes }, "requested": func(p cuda.PoolStats) cuda.Stat { return p.RequestedBytes },
+		"reserved": func(p cuda.PoolStats) cuda.Stat { return p.ReservedBytes }, "active": func(p cuda.PoolStats) cuda.Stat { return p.ActiveBytes },
+		"inactive split": func(p cuda.PoolStats) cuda.Stat { return p.InactiveSplitBytes }, "allocations": func(p cuda.PoolStats) cuda.Stat { return p.Allocation },
+		"segments": func(p cuda.PoolStats) cuda.Stat { return p.Segment }, "split blocks": func(p cuda.PoolStats) cuda.Stat { return p.InactiveSplit },
+	} {
+		all, sm, lg := f(st.PoolStats), f(st.Pools[cuda.SmallPool]), f(st.Pools[cuda.LargePool])
+		if sm.Current+lg.Current != all.Current || sm.Allocated+lg.Allocated != all.Allocated || sm.Freed+lg.Freed != all.Freed ||
+			sm.Peak > all.Peak || lg.Peak > all.Peak || all.Peak > sm.Peak+lg.Peak || sm.Allocated == 0 || lg.Allocated == 0 {
+			t.Errorf("%s: small %+v and large %+v do not add up to %+v", name, sm, lg, all)
+		}
+	}
 	if seenOOM != ooms || ooms == 0 || int64(ooms) != st.NumOOMs {
 		t.Errorf("%d oom events, %d failed requests, %d counted", seenOOM, ooms, st.NumOOMs)
 	}
