@@ -97,7 +97,9 @@ func WriteMemorySummary(w io.Writer, device string, st cuda.Stats) error {
 
 // WriteSummary implements SummaryReport: the device's statistics after the
 // run, the last step's peaks.
-func (r *SimulateReport) WriteSummary(w io.Writer) error { return WriteMemorySummary(w, r.Device, r.Stats) }
+func (r *SimulateReport) WriteSummary(w io.Writer) error {
+	return WriteMemorySummary(w, r.Device, r.Stats)
+}
 
 // WriteSummary implements SummaryReport.
 func (r *TrainReport) WriteSummary(w io.Writer) error {

@@ -62,7 +62,7 @@ const (
 // torch.cuda.memory_stats(): every pool's (PyTorch's "all"), each pool's
 // (Pools: small_pool, large_pool), and trainmem's per-category split.
 type Stats struct {
-	PoolStats                      // every pool
+	PoolStats                     // every pool
 	Pools     [NumPools]PoolStats // SmallPool's and LargePool's
 
 	NumAllocRetries int64 // times the cache was emptied to retry a failed segment allocation
