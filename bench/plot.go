@@ -47,6 +47,15 @@ func (r *SweepReport) Plot(path string) error {
 	if err := CheckPlotPath(path); err != nil {
 		return err
 	}
+	f, err := r.figure()
+	if err != nil {
+		return err
+	}
+	return f.write(path)
+}
+
+// figure draws the sweep's bar charts.
+func (r *SweepReport) figure() (figure, error) {
 	var names []string
 	for _, row := range r.Rows {
 		names = append(names, row.Policy)
@@ -92,7 +101,7 @@ func (r *SweepReport) Plot(path string) error {
 		}
 		b, err := plotter.NewBarChart(vs, w)
 		if err != nil {
-			return err
+			return figure{}, err
 		}
 		b.Color = palette[i%len(palette)]
 		b.LineStyle.Width = 0
@@ -129,7 +138,7 @@ func (r *SweepReport) Plot(path string) error {
 			}
 			b, err := plotter.NewBarChart(s.vs, w)
 			if err != nil {
-				return err
+				return figure{}, err
 			}
 			b.Color = palette[(i+2)%len(palette)]
 			b.LineStyle.Width = 0
@@ -149,29 +158,42 @@ func (r *SweepReport) Plot(path string) error {
 	width := vg.Length(math.Max(4, float64(len(r.Rows)))) * vg.Inch * 0.9 * vg.Length(len(plots[0]))
 	height := 4 * vg.Inch
 	tiles := draw.Tiles{Rows: 1, Cols: len(plots[0]), PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
-	return writePlots(path, plots, tiles, width, height)
+	return figure{plots, tiles, width, height}, nil
 }
 
-// writePlots draws plots (rows of columns) on tiles of a canvas of width by
-// height, in path's format (.svg or .png), written atomically.
-func writePlots(path string, plots [][]*plot.Plot, tiles draw.Tiles, width, height vg.Length) error {
+// figure is a drawing ready to render: its plots (rows of columns) on the
+// tiles of a canvas of width by height.
+type figure struct {
+	plots         [][]*plot.Plot
+	tiles         draw.Tiles
+	width, height vg.Length
+}
+
+// render draws the figure to w, as SVG or PNG.
+func (f figure) render(w io.Writer, svg bool) error {
+	var c interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	if svg {
+		c = vgsvg.New(f.width, f.height)
+	} else {
+		c = vgimg.PngCanvas{Canvas: vgimg.New(f.width, f.height)}
+	}
+	canvases := plot.Align(f.plots, f.tiles, draw.New(c))
+	for i, row := range f.plots {
+		for j, p := range row {
+			p.Draw(canvases[i][j])
+		}
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// write renders the figure to path, in its extension's format (.svg or
+// .png), atomically.
+func (f figure) write(path string) error {
 	return files.WriteAtomic(path, func(out io.Writer) error {
-		var c interface {
-			vg.CanvasSizer
-			io.WriterTo
-		}
-		if strings.ToLower(filepath.Ext(path)) == ".svg" {
-			c = vgsvg.New(width, height)
-		} else {
-			c = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
-		}
-		canvases := plot.Align(plots, tiles, draw.New(c))
-		for i, row := range plots {
-			for j, p := range row {
-				p.Draw(canvases[i][j])
-			}
-		}
-		_, err := c.WriteTo(out)
-		return err
+		return f.render(out, strings.ToLower(filepath.Ext(path)) == ".svg")
 	})
 }

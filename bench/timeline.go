@@ -107,8 +107,17 @@ func PlotTimeline(path string, panels []TimelinePanel) error {
 	if err := CheckPlotPath(path); err != nil {
 		return err
 	}
+	f, err := timelineFigure(panels)
+	if err != nil {
+		return err
+	}
+	return f.write(path)
+}
+
+// timelineFigure draws the panels.
+func timelineFigure(panels []TimelinePanel) (figure, error) {
 	if len(panels) == 0 {
-		return fmt.Errorf("bench: a timeline plot needs a trace")
+		return figure{}, fmt.Errorf("bench: a timeline plot needs a trace")
 	}
 	tls := make([]Timeline, len(panels))
 	var top int64
@@ -122,13 +131,13 @@ func PlotTimeline(path string, panels []TimelinePanel) error {
 	for i, p := range panels {
 		pl, err := timelinePlot(p.Title, tls[i], unit, uname, ymax, i == 0)
 		if err != nil {
-			return err
+			return figure{}, err
 		}
 		plots = append(plots, []*plot.Plot{pl})
 	}
 	width, height := 10*vg.Inch, vg.Length(len(plots))*3*vg.Inch+vg.Inch/2
 	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Inch / 6, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
-	return writePlots(path, plots, tiles, width, height)
+	return figure{plots, tiles, width, height}, nil
 }
 
 // timelinePlot is one panel.

@@ -148,26 +148,43 @@ subcommands:
 // flag and the value), and after -h, which prints the subcommand's usage to
 // stderr and comes back as a nil error.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) (stop bool, err error) {
+	_, stop, err = parseFlagsArg(fs, args, stderr, synopsis, "")
+	return stop, err
+}
+
+// parseFlagsArg is parseFlags for a subcommand that takes one argument,
+// named argName in messages ("DIR"), before, between or after its flags;
+// "" takes none.
+func parseFlagsArg(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis, argName string) (arg string, stop bool, err error) {
 	fs.SetOutput(io.Discard) // errors are returned, not printed twice
 	fs.Usage = func() {}
-	err = fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stderr, "usage: trainmem %s [flags]\n\n%s\n\nflags:\n", fs.Name(), synopsis)
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		return true, nil
-	}
-	if err != nil {
-		// A flag that belongs to another subcommand says so.
-		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
-			if why, ok := elsewhere[strings.TrimPrefix(name, "-")]; ok {
-				return true, usagef("--%s: %s", strings.TrimPrefix(name, "-"), why)
+	for {
+		err = fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			usage := fmt.Sprintf("usage: trainmem %s [flags]", fs.Name())
+			if argName != "" {
+				usage += " " + argName
 			}
+			fmt.Fprintf(stderr, "%s\n\n%s\n\nflags:\n", usage, synopsis)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return "", true, nil
 		}
-		return true, usagef("%v (run 'trainmem %s -h' for the flags)", err, fs.Name())
+		if err != nil {
+			// A flag that belongs to another subcommand says so.
+			if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+				if why, ok := elsewhere[strings.TrimPrefix(name, "-")]; ok {
+					return "", true, usagef("--%s: %s", strings.TrimPrefix(name, "-"), why)
+				}
+			}
+			return "", true, usagef("%v (run 'trainmem %s -h' for the flags)", err, fs.Name())
+		}
+		if fs.NArg() == 0 {
+			return arg, false, nil
+		}
+		if argName == "" || arg != "" {
+			return "", true, usagef("unexpected argument %q (run 'trainmem %s -h' for the flags and arguments)", fs.Arg(0), fs.Name())
+		}
+		arg, args = fs.Arg(0), fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
-		return true, usagef("unexpected argument %q (flags only; run 'trainmem %s -h' for them)", fs.Arg(0), fs.Name())
-	}
-	return false, nil
 }

@@ -48,6 +48,16 @@ examples:
   trainmem validate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --no-measure
   trainmem validate --sweep checkpoint --layers 8 --hidden 256 --heads 8 --vocab 256 --context 256 --seq 128 --plot sweep.svg`
 
+// addMeasureFlags defines the flags of a measured run that validate and
+// report share: --seed, --data, --device, --threads and --no-measure.
+func addMeasureFlags(fs *flag.FlagSet, tf *trainFlags) (noMeasure *bool) {
+	uint64Var(fs, &tf.seed, "seed", 1, "`seed` of the initialisation and the batch order")
+	fs.StringVar(&tf.data, "data", "", "tokens of the measured run: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
+	fs.StringVar(&tf.device, "device", "host", "where to measure: host (the CPU); cuda needs a CUDA build")
+	intVar(fs, &tf.threads, "threads", 0, fmt.Sprintf("host `threads`, 1 to %d (default: every core)", maxThreads))
+	return fs.Bool("no-measure", false, "estimate and simulate only (for sizes that do not fit the device)")
+}
+
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	withRanks := runSetupOptions
@@ -55,11 +65,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tf := &trainFlags{setup: addSetupFlags(fs, withRanks), lr: 1e-3}
 	var steps int
 	intVar(fs, &steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
-	uint64Var(fs, &tf.seed, "seed", 1, "`seed` of the initialisation and the batch order")
-	fs.StringVar(&tf.data, "data", "", "tokens of the measured run: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
-	fs.StringVar(&tf.device, "device", "host", "where to measure: host (the CPU); cuda needs a CUDA build")
-	intVar(fs, &tf.threads, "threads", 0, fmt.Sprintf("host `threads`, 1 to %d (default: every core)", maxThreads))
-	noMeasure := fs.Bool("no-measure", false, "estimate and simulate only (for sizes that do not fit the device)")
+	noMeasure := addMeasureFlags(fs, tf)
 	sweep := fs.String("sweep", "", "sweep: checkpoint (every checkpoint policy on the setup)")
 	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
 	format := newFormatFlag(fs, "text", "json")

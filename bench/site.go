@@ -1,0 +1,535 @@
+package bench
+
+// trainmem report DIR: one setup's answers on one self-contained page:
+// validate, the checkpoint sweep, a batch and a sequence sweep, the ZeRO
+// stage table and a scale-up over the presets, every table also as CSV and
+// JSON, every figure inline SVG with a caption saying what to look at.
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"html"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"trainmem/cuda"
+	"trainmem/cuda/shape"
+	"trainmem/model"
+	"trainmem/model/files"
+	"trainmem/train"
+)
+
+// Site is a report of one setup over several questions, written as a
+// directory (Write).
+type Site struct {
+	Setup    model.Setup
+	Device   string // the measured device, "" when nothing was measured
+	Sections []Section
+}
+
+// Section is one question: its tables and figures.
+type Section struct {
+	ID, Title, Intro string
+	Tables           []SiteTable
+	Figures          []SiteFigure
+	Notes            []string
+}
+
+// SiteTable is a table of the site, also written as ID.csv and ID.json.
+// Cells are strings, int64 (exact bytes) or float64.
+type SiteTable struct {
+	ID, Caption string
+	Header      []string
+	Rows        [][]any
+}
+
+// SiteFigure is an inline SVG and its caption.
+type SiteFigure struct {
+	ID, Caption string
+	SVG         []byte
+}
+
+// SiteOptions say what the site covers.
+type SiteOptions struct {
+	Options
+	// Ranks is the stage table's data-parallel ranks (0: 4).
+	Ranks int
+	// NewDevice opens the measured device; nil measures nothing.
+	NewDevice func() (cuda.Device, error)
+}
+
+// BuildSite answers every question of the site for s (one rank).
+func BuildSite(ctx context.Context, s model.Setup, o SiteOptions) (*Site, error) {
+	site := &Site{Setup: s}
+	steps := []func() (Section, error){
+		func() (Section, error) { return siteValidate(ctx, s, o, site) },
+		func() (Section, error) { return siteCheckpoint(ctx, s, o) },
+		func() (Section, error) { return siteScan(s, "batch", o) },
+		func() (Section, error) { return siteScan(s, "seq", o) },
+		func() (Section, error) { return siteStages(s, o) },
+		func() (Section, error) { return sitePresets(s, o) },
+	}
+	for i, step := range steps {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		sec, err := step()
+		if err != nil {
+			return nil, err
+		}
+		site.Sections = append(site.Sections, sec)
+		o.progress("report: %d/%d: %s", i+1, len(steps), sec.Title)
+	}
+	return site, nil
+}
+
+func bytesCell(p *int64) any {
+	if p == nil {
+		return "-"
+	}
+	return *p
+}
+
+func siteValidate(ctx context.Context, s model.Setup, o SiteOptions, site *Site) (Section, error) {
+	var dev cuda.Device
+	if o.NewDevice != nil {
+		d, err := o.NewDevice()
+		if err != nil {
+			return Section{}, err
+		}
+		defer d.Close()
+		dev = d
+	}
+	tr := &MemoryTrace{}
+	vo := o.Options
+	vo.Trace = tr
+	r, err := Validate(ctx, s, dev, vo)
+	if err != nil {
+		return Section{}, err
+	}
+	site.Device = r.Device
+	t := SiteTable{ID: "validate", Caption: "Each memory category at the last step's peak: the formulas, the simulation (the real schedule on a shape-only device) and the measured run. Simulated equals measured byte for byte in every category the allocator tags; the formulas' gaps are explained below.",
+		Header: []string{"category"}}
+	for _, f := range r.Formulas {
+		t.Header = append(t.Header, f.String())
+	}
+	t.Header = append(t.Header, "simulated", "measured")
+	for _, row := range r.Rows {
+		cells := []any{row.Category}
+		for _, f := range r.Formulas {
+			cells = append(cells, bytesCell(row.Estimate[f]))
+		}
+		cells = append(cells, bytesCell(row.Simulated), bytesCell(row.Measured))
+		t.Rows = append(t.Rows, cells)
+	}
+	sec := Section{ID: "validate", Title: "Where the memory goes: formulas, simulation, measurement",
+		Intro: "trainmem validate for this setup, in bytes.", Tables: []SiteTable{t}, Notes: r.Explanations}
+	f, err := timelineFigure([]TimelinePanel{{Title: "the last step, " + tr.Device, Trace: tr}})
+	if err != nil {
+		return Section{}, err
+	}
+	svg, err := renderSVG(f)
+	if err != nil {
+		return Section{}, err
+	}
+	sec.Figures = append(sec.Figures, SiteFigure{ID: "validate-timeline", SVG: svg,
+		Caption: "The step over its allocator events, stacked by category: look at where the peak falls (the end of the forward pass, when every activation is held) and what it holds; the phases are shaded."})
+	return sec, nil
+}
+
+func siteCheckpoint(ctx context.Context, s model.Setup, o SiteOptions) (Section, error) {
+	so := o.Options
+	so.Timelines = true
+	so.Steps = 0 // the sweep's own default
+	r, err := Sweep(ctx, s, o.NewDevice, so)
+	if err != nil {
+		return Section{}, err
+	}
+	t := SiteTable{ID: "checkpoint", Caption: "Activation memory at its peak and step time for every checkpoint policy: recomputation buys memory with time.",
+		Header: []string{"policy", "zero_paper", "korthikanti", "simulated", "measured", "simulated peak", "step ms", "overhead", "recompute FLOP fraction"}}
+	for _, row := range r.Rows {
+		ms, over := any("-"), any("-")
+		if row.StepMs != nil {
+			ms = *row.StepMs
+		}
+		if row.Overhead != nil {
+			over = *row.Overhead
+		}
+		t.Rows = append(t.Rows, []any{row.Policy, row.Estimate[model.ZeROPaper], row.Estimate[model.Korthikanti], row.Simulated, bytesCell(row.Measured), row.SimulatedPeak, ms, over, row.RecomputeFraction})
+	}
+	sec := Section{ID: "checkpoint", Title: "The checkpointing trade-off", Intro: "trainmem validate --sweep checkpoint.", Tables: []SiteTable{t}}
+	bars, err := r.figure()
+	if err != nil {
+		return Section{}, err
+	}
+	tl, err := timelineFigure(r.Timelines)
+	if err != nil {
+		return Section{}, err
+	}
+	for _, f := range []struct {
+		id, caption string
+		fig         figure
+	}{
+		{"checkpoint-bars", "Activation memory per policy by each formula and as simulated (left), and step time against what the recompute FLOPs predict (right, when measured): full checkpointing keeps the least and costs the most.", bars},
+		{"checkpoint-timelines", "Each policy's simulated step on one byte axis: the ramp of no checkpointing, which holds every activation to the end of the forward pass, against the sawtooth of recomputation, which rebuilds one segment at a time during the backward pass.", tl},
+	} {
+		svg, err := renderSVG(f.fig)
+		if err != nil {
+			return Section{}, err
+		}
+		sec.Figures = append(sec.Figures, SiteFigure{ID: f.id, Caption: f.caption, SVG: svg})
+	}
+	return sec, nil
+}
+
+// scanValues are the batch sizes or sequence lengths a scan simulates:
+// powers of two up to 8 times the setup's (batch) or to the context (seq).
+func scanValues(s model.Setup, what string) []int {
+	var out []int
+	limit := 8 * s.Batch
+	if what == "seq" {
+		limit = s.Model.Context
+	}
+	for v := 1; v <= limit; v *= 2 {
+		if what == "seq" && v < 8 {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// siteScan simulates the setup over batch sizes or sequence lengths,
+// each formula's activations beside the simulation's.
+func siteScan(s model.Setup, what string, o SiteOptions) (Section, error) {
+	name := map[string]string{"batch": "micro-batch b", "seq": "sequence s"}[what]
+	t := SiteTable{ID: what, Header: []string{name}}
+	for _, f := range model.Formulas() {
+		t.Header = append(t.Header, f.String())
+	}
+	t.Header = append(t.Header, "simulated")
+	series := make([]plotter.XYs, len(model.Formulas())+1)
+	for _, v := range scanValues(s, what) {
+		u := s
+		if what == "batch" {
+			u.Batch = v
+		} else {
+			u.Seq = v
+		}
+		e, st, err := estimateAndSimulate(u, o.simSteps())
+		if err != nil {
+			return Section{}, fmt.Errorf("bench: %s %d: %w", what, v, err)
+		}
+		row := []any{int64(v)}
+		for i, f := range model.Formulas() {
+			b := e.ActivationBytes(f)
+			row = append(row, b)
+			series[i] = append(series[i], plotter.XY{X: float64(v), Y: float64(b)})
+		}
+		sim := st.CategoryRequested[cuda.Activations].Peak
+		row = append(row, sim)
+		series[len(series)-1] = append(series[len(series)-1], plotter.XY{X: float64(v), Y: float64(sim)})
+		t.Rows = append(t.Rows, row)
+	}
+	sec := Section{ID: what, Tables: []SiteTable{t}}
+	if what == "batch" {
+		sec.Title = "Activations against the micro-batch"
+		t.Caption = "Activation bytes at their peak for each micro-batch size: every formula and the simulation are linear in b, one micro-batch's activations times b."
+		sec.Intro = "The setup simulated at each micro-batch size."
+	} else {
+		sec.Title = "Activations against the sequence length"
+		t.Caption = "Activation bytes at their peak for each sequence length: linear in s but for the attention scores' term, which grows as s² (Korthikanti et al.'s 5·a·s/h per layer value; the ZeRO paper's 12·h·b·s·L has none and falls behind at long sequences)."
+		sec.Intro = "The setup simulated at each sequence length up to the context."
+	}
+	sec.Tables[0] = t
+	p := plot.New()
+	p.Title.Text = sec.Title
+	p.X.Label.Text = name
+	p.Y.Label.Text = "activation bytes"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.Legend.Top, p.Legend.Left = true, true
+	names := append(formulaNames(), "simulated")
+	for i, xy := range series {
+		l, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return Section{}, err
+		}
+		c := palette[i%len(palette)]
+		l.Color, pts.Color = c, c
+		if i < len(series)-1 {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		p.Add(l, pts)
+		p.Legend.Add(names[i], l, pts)
+	}
+	svg, err := renderSVG(figure{plots: [][]*plot.Plot{{p}}, tiles: draw.Tiles{Rows: 1, Cols: 1}, width: 7 * vg.Inch, height: 4 * vg.Inch})
+	if err != nil {
+		return Section{}, err
+	}
+	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: "Both axes logarithmic: a straight line of slope 1 is linear growth; look for the lines that bend upward (the s² term) and for which formula meets the simulated points."}}
+	return sec, nil
+}
+
+// estimateAndSimulate is u's estimate and its simulation's statistics.
+func estimateAndSimulate(u model.Setup, steps int) (model.Estimate, cuda.Stats, error) {
+	if err := u.Validate(); err != nil {
+		return model.Estimate{}, cuda.Stats{}, err
+	}
+	e, err := u.Estimate()
+	if err != nil {
+		return e, cuda.Stats{}, err
+	}
+	dev := shape.New(0)
+	defer dev.Close()
+	_, st, err := train.Simulate(dev, u, steps, nil)
+	return e, st, err
+}
+
+func formulaNames() []string {
+	var out []string
+	for _, f := range model.Formulas() {
+		out = append(out, f.String())
+	}
+	return out
+}
+
+func (o SiteOptions) simSteps() int {
+	if o.Steps > 0 {
+		return o.Steps
+	}
+	return 2
+}
+
+func siteStages(s model.Setup, o SiteOptions) (Section, error) {
+	n := o.Ranks
+	if n <= 0 {
+		n = 4
+	}
+	u := s
+	u.Ranks = n
+	r, err := SweepStages(0, u, o.simSteps(), 0)
+	if err != nil {
+		return Section{}, err
+	}
+	t := SiteTable{ID: "zero", Caption: fmt.Sprintf("Every data-parallel setting over %d ranks, simulated: the largest rank's model states beside the ZeRO paper's, its activations, gathered weights and staging, its peak, and the bytes it sends a step beside the paper's ring volume. Each ZeRO stage shards one more model state.", n),
+		Header: []string{"setting", "model states", "zero_paper model states", "activations", "gathered", "comm", "peak allocated", "peak reserved", "sent a step", "zero_paper ring bytes"}}
+	for _, row := range r.Rows {
+		t.Rows = append(t.Rows, []any{row.Setting, row.ModelStates, bytesCell(row.PaperStates), row.Peaks[cuda.Activations], row.Peaks[cuda.Gathered], row.Peaks[cuda.Comm],
+			row.PeakAllocated, row.PeakReserved, row.SentBytes, bytesCell(row.PaperRingBytes)})
+	}
+	return Section{ID: "zero", Title: fmt.Sprintf("ZeRO stages over %d ranks", n), Intro: fmt.Sprintf("trainmem simulate --ranks %d --sweep zero.", n), Tables: []SiteTable{t}}, nil
+}
+
+func sitePresets(s model.Setup, o SiteOptions) (Section, error) {
+	t := SiteTable{ID: "presets", Caption: "Every preset at this setup's micro-batch, sequence (at most each preset's context), precision and checkpoint policy, one rank: model states and activations by each formula, beside the simulated peak. The formulas' totals leave out temporaries, workspace and the allocator's rounding, which the simulation counts.",
+		Header: []string{"preset", "parameters", "seq", "model states"}}
+	for _, f := range model.Formulas() {
+		t.Header = append(t.Header, f.String()+" activations")
+	}
+	t.Header = append(t.Header, "simulated activations", "simulated peak allocated")
+	for _, name := range model.PresetNames() {
+		c, err := model.Preset(name)
+		if err != nil {
+			return Section{}, err
+		}
+		u := s
+		u.Model, u.Seq = c, min(s.Seq, c.Context)
+		e, st, err := estimateAndSimulate(u, o.simSteps())
+		if err != nil {
+			return Section{}, fmt.Errorf("bench: preset %s: %w", name, err)
+		}
+		row := []any{name, c.NumParams(), int64(u.Seq), e.States.Total()}
+		for _, f := range model.Formulas() {
+			row = append(row, e.ActivationBytes(f))
+		}
+		row = append(row, st.CategoryRequested[cuda.Activations].Peak, st.AllocatedBytes.Peak)
+		t.Rows = append(t.Rows, row)
+		o.progress("report: preset %s simulated", name)
+	}
+	return Section{ID: "presets", Title: "Scaling up over the presets", Intro: "From tiny to 6B parameters, simulated without running.", Tables: []SiteTable{t}}, nil
+}
+
+func renderSVG(f figure) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := f.render(&buf, true); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	if i := bytes.Index(b, []byte("<svg")); i > 0 {
+		b = b[i:] // inline: no XML declaration
+	}
+	return b, nil
+}
+
+// cellText is a cell for people: bytes with their binary unit.
+func cellText(v any, header string) string {
+	switch x := v.(type) {
+	case int64:
+		if isBytesColumn(header) {
+			return model.GiB(x)
+		}
+		return model.Comma(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', 4, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// isBytesColumn says whether a column holds bytes (the counts' columns
+// are named for what they count).
+func isBytesColumn(h string) bool {
+	switch h {
+	case "parameters", "seq", "micro-batch b", "sequence s":
+		return false
+	}
+	return true
+}
+
+// CheckSiteDir refuses a directory that holds anything: the report is
+// written into a new or empty directory, so that nothing of the user's is
+// replaced.
+func CheckSiteDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+		parent := filepath.Dir(dir)
+		if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+			return &files.PathError{Path: dir, Problem: fmt.Sprintf("its parent %s is not a directory", parent)}
+		}
+		return nil
+	case err != nil:
+		return &files.PathError{Path: dir, Problem: fmt.Sprintf("not a directory trainmem can read (%v)", err)}
+	case len(entries) > 0:
+		return &files.PathError{Path: dir, Problem: fmt.Sprintf("holds %d entries: give a new or empty directory (the report replaces nothing)", len(entries))}
+	}
+	return nil
+}
+
+// Write writes the site into dir (new or empty: CheckSiteDir): index.html,
+// and each table as ID.csv and ID.json, each file atomically.
+func (site *Site) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, sec := range site.Sections {
+		for _, t := range sec.Tables {
+			if err := files.WriteAtomic(filepath.Join(dir, t.ID+".csv"), t.writeCSV); err != nil {
+				return err
+			}
+			if err := files.WriteAtomic(filepath.Join(dir, t.ID+".json"), t.writeJSON); err != nil {
+				return err
+			}
+		}
+	}
+	return files.WriteAtomic(filepath.Join(dir, "index.html"), site.writeHTML)
+}
+
+func (t SiteTable) writeCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write(t.Header)
+	for _, row := range t.Rows {
+		rec := make([]string, len(row))
+		for i, v := range row {
+			rec[i] = fmt.Sprint(v)
+		}
+		cw.Write(rec)
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func (t SiteTable) writeJSON(w io.Writer) error {
+	var rows []map[string]any
+	for _, row := range t.Rows {
+		m := map[string]any{}
+		for i, v := range row {
+			if s, ok := v.(string); ok && s == "-" {
+				v = nil
+			}
+			m[t.Header[i]] = v
+		}
+		rows = append(rows, m)
+	}
+	return writeJSON(w, map[string]any{"table": t.ID, "caption": t.Caption, "columns": t.Header, "rows": rows})
+}
+
+// writeHTML writes index.html: self-contained (inline CSS and SVG, no
+// network), every table with links to its CSV and JSON, every figure with
+// its caption. A script on load checks that every figure drew, and puts
+// the count in the page's data-figures attribute (the tests read it).
+func (site *Site) writeHTML(w io.Writer) error {
+	var b strings.Builder
+	esc := html.EscapeString
+	s := site.Setup
+	b.WriteString(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>trainmem report: ` + esc(s.Model.Name) + `</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.45}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+figure{margin:1.5em 0}figcaption,.caption{color:#555;font-size:.92em;max-width:60em}
+svg{max-width:100%;height:auto}nav a{margin-right:1em}.notes li{margin:.2em 0}
+</style></head><body data-figures="pending">
+`)
+	fmt.Fprintf(&b, "<h1>trainmem report: %s</h1>\n<p>%s; micro-batch %d, sequence %d, %s, %s, checkpoint %s. %s</p>\n<nav>",
+		esc(s.Model.Name), esc(s.Model.String()), s.Batch, s.Seq, esc(s.Precision.String()), esc(s.Optimizer.String()), esc(s.Checkpoint.String()),
+		esc(map[bool]string{true: "Measured on " + site.Device + ".", false: "Nothing measured (simulated and estimated only)."}[site.Device != ""]))
+	for _, sec := range site.Sections {
+		fmt.Fprintf(&b, `<a href="#%s">%s</a>`, sec.ID, esc(sec.Title))
+	}
+	b.WriteString("</nav>\n")
+	for _, sec := range site.Sections {
+		fmt.Fprintf(&b, "<section id=\"%s\"><h2>%s</h2>\n<p>%s</p>\n", sec.ID, esc(sec.Title), esc(sec.Intro))
+		for _, t := range sec.Tables {
+			fmt.Fprintf(&b, "<p class=\"caption\">%s (<a href=\"%s.csv\">CSV</a>, <a href=\"%s.json\">JSON</a>)</p>\n<table><tr>", esc(t.Caption), t.ID, t.ID)
+			for _, h := range t.Header {
+				fmt.Fprintf(&b, "<th>%s</th>", esc(h))
+			}
+			b.WriteString("</tr>\n")
+			for _, row := range t.Rows {
+				b.WriteString("<tr>")
+				for i, v := range row {
+					fmt.Fprintf(&b, "<td>%s</td>", esc(cellText(v, t.Header[i])))
+				}
+				b.WriteString("</tr>\n")
+			}
+			b.WriteString("</table>\n")
+		}
+		if len(sec.Notes) > 0 {
+			b.WriteString("<ul class=\"notes\">")
+			for _, n := range sec.Notes {
+				fmt.Fprintf(&b, "<li>%s</li>", esc(n))
+			}
+			b.WriteString("</ul>\n")
+		}
+		for _, f := range sec.Figures {
+			fmt.Fprintf(&b, "<figure id=\"%s\">\n%s\n<figcaption>%s</figcaption></figure>\n", f.ID, f.SVG, esc(f.Caption))
+		}
+		b.WriteString("</section>\n")
+	}
+	b.WriteString(`<script>
+window.addEventListener("load", function () {
+  var figs = document.querySelectorAll("figure svg"), drawn = 0;
+  figs.forEach(function (svg) { var r = svg.getBoundingClientRect(); if (r.width > 0 && r.height > 0) drawn++; });
+  var imgs = document.querySelectorAll("img"), broken = 0;
+  imgs.forEach(function (im) { if (!im.complete || im.naturalWidth === 0) broken++; });
+  document.body.setAttribute("data-figures", broken === 0 && drawn === figs.length ? "ok " + drawn : "broken " + (figs.length - drawn + broken));
+});
+</script>
+</body></html>
+`)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
