@@ -306,3 +306,48 @@ func categoryNames() []string {
 	}
 	return out
 }
+
+// RankTraces are the memory traces of a run's ranks, one a rank, by rank.
+type RankTraces map[int]*MemoryTrace
+
+// Tracer is rank's tracer, made on first use (zero.Group.TraceRanks).
+func (rt RankTraces) Tracer(rank int) cuda.Tracer {
+	t, ok := rt[rank]
+	if !ok {
+		t = &MemoryTrace{}
+		rt[rank] = t
+	}
+	return t
+}
+
+// RankBase is the base of rank r's trace files: base.rank<r>.
+func RankBase(base string, rank int) string { return fmt.Sprintf("%s.rank%d", base, rank) }
+
+// Ranks are the traced ranks, in order.
+func (rt RankTraces) Ranks() []int {
+	var out []int
+	for r := range rt {
+		out = append(out, r)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Write writes each rank's trace at RankBase(base, rank).
+func (rt RankTraces) Write(base string) error {
+	for _, r := range rt.Ranks() {
+		if err := rt[r].Write(RankBase(base, r)); err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// Panels are the ranks' timeline panels, one a rank.
+func (rt RankTraces) Panels() []TimelinePanel {
+	var out []TimelinePanel
+	for _, r := range rt.Ranks() {
+		out = append(out, TimelinePanel{Title: fmt.Sprintf("rank %d, step %d", r, rt[r].Step), Trace: rt[r]})
+	}
+	return out
+}

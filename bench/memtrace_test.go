@@ -17,6 +17,7 @@ import (
 	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
+	"trainmem/zero"
 )
 
 // snapshotDoc is a decoded snapshot, read back by gopickle, an
@@ -347,5 +348,29 @@ func TestTimelinePlot(t *testing.T) {
 	}
 	if err := PlotTimeline(filepath.Join(dir, "t.gif"), panels); err == nil {
 		t.Error("a .gif was written")
+	}
+}
+
+// Each simulated rank's trace replays to that rank's peaks.
+func TestRankTracesReplay(t *testing.T) {
+	s := setup(t, "tiny", 2, 32, model.BF16, model.AdamW, "none")
+	s.Ranks, s.ZeRO = 3, 3
+	traces := RankTraces{}
+	rep, err := SimulateRanks(0, s, zero.Setting{Stage: 3}, 2, traces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(traces) != 3 {
+		t.Fatalf("%d traces, want 3", len(traces))
+	}
+	for _, res := range rep.Ranks {
+		var snap bytes.Buffer
+		if err := traces[res.Rank].WriteSnapshot(&snap); err != nil {
+			t.Fatal(err)
+		}
+		pa, pr, at := replay(t, decodeSnapshot(t, snap.Bytes()))
+		if pa != res.Stats.AllocatedBytes.Peak || pr != res.Stats.ReservedBytes.Peak || at["gathered"] != res.Stats.AtPeak[cuda.Gathered] {
+			t.Errorf("rank %d: replayed %d/%d (gathered %d), the rank's peaks %d/%d (%d)", res.Rank, pa, pr, at["gathered"], res.Stats.AllocatedBytes.Peak, res.Stats.ReservedBytes.Peak, res.Stats.AtPeak[cuda.Gathered])
+		}
 	}
 }

@@ -33,13 +33,17 @@ type RanksReport struct {
 
 // SimulateRanks simulates steps of s under set, each simulated rank
 // (zero.SimulatedRanks) on a shape-only device of capacity bytes (0:
-// unlimited).
-func SimulateRanks(capacity int64, s model.Setup, set zero.Setting, steps int) (*RanksReport, error) {
+// unlimited); traces, when set, records each simulated rank's last step.
+func SimulateRanks(capacity int64, s model.Setup, set zero.Setting, steps int, traces RankTraces) (*RanksReport, error) {
 	if steps <= 0 {
 		steps = 2
 	}
 	start := time.Now()
-	res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, s, set, steps)
+	var trace func(int) cuda.Tracer
+	if traces != nil {
+		trace = traces.Tracer
+	}
+	res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, s, set, steps, trace)
 	if err != nil {
 		return nil, fmt.Errorf("%s, %s over %d ranks: %w", s.Model.Name, set, s.Ranks, err)
 	}

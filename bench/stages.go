@@ -51,7 +51,7 @@ func SweepStages(capacity int64, s model.Setup, steps int, bucketBytes int64) (*
 		if set.Stage == 0 && !set.PS || set.Stage == 2 {
 			set.BucketBytes = bucketBytes
 		}
-		res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, t, set, steps)
+		res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, t, set, steps, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", set, err)
 		}

@@ -63,7 +63,7 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *
 	v := &RanksValidation{Setup: s, Setting: set, Estimate: e, Steps: steps}
 	simulate := func() error {
 		o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
-		v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, steps)
+		v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, steps, nil)
 		return err
 	}
 	if where == nil {

@@ -481,7 +481,7 @@ func TestFitSimulatedIsSimulates(t *testing.T) {
 				if ranks == 1 {
 					_, _, err = train.Simulate(shape.New(memory), u, 2, nil)
 				} else {
-					_, err = zero.Simulate(func() cuda.Device { return shape.New(memory) }, u, zero.Setting{Stage: c.zero}, 2)
+					_, err = zero.Simulate(func() cuda.Device { return shape.New(memory) }, u, zero.Setting{Stage: c.zero}, 2, nil)
 				}
 				var oom *cuda.OutOfMemoryError
 				if fits := err == nil; fits != (b == c.simulated) || (err != nil && !errors.As(err, &oom)) {

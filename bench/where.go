@@ -25,6 +25,9 @@ type Where struct {
 	// devices New opened: in one process (link nil) every rank's, else
 	// this process's rank's over link. Nil: the ring moves the data.
 	Native func(devs []cuda.Device, link zero.Link) (*zero.Group, error)
+	// Traces, when set, records the last step of each of this process's
+	// ranks.
+	Traces RankTraces
 }
 
 // Root says whether this process reports: every in-process run, rank 0 of
@@ -67,6 +70,9 @@ func (w Where) open(n int) (g *zero.Group, devs []cuda.Device, close func(), err
 	}
 	if err != nil {
 		return nil, devs, close, err
+	}
+	if w.Traces != nil {
+		g.TraceRanks(w.Traces.Tracer)
 	}
 	closeDevs := close
 	close = func() {

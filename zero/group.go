@@ -25,7 +25,9 @@ type Group struct {
 	// unstaged: the ring's staging is not taken (a native engine stages in
 	// its own buffers; Simulate of a native setting counts without it).
 	unstaged bool
-	comms    []*Comm // one per member, for the group's life (its traffic accumulates)
+	// tracers, when set, gives each member rank's tracer (TraceRanks).
+	tracers func(rank int) cuda.Tracer
+	comms   []*Comm // one per member, for the group's life (its traffic accumulates)
 }
 
 // NewGroup makes a group of len(devs) ranks, rank r on devs[r].
@@ -81,6 +83,10 @@ func newGroup(devs []cuda.Device, ranks []int, n int) (*Group, error) {
 
 // Size is the number of ranks.
 func (g *Group) Size() int { return g.size }
+
+// TraceRanks makes the trainers that Run builds on g send their allocator
+// events to tracer(rank) (nil for a rank: none), as train.Trainer.Trace.
+func (g *Group) TraceRanks(tracer func(rank int) cuda.Tracer) { g.tracers = tracer }
 
 // Members is the number of ranks that take part: Size, but in a sparse
 // group.

@@ -269,7 +269,7 @@ func TestSimulateRanks(t *testing.T) {
 		for _, pol := range []model.CheckpointKind{model.CheckpointNone, model.CheckpointFull} {
 			s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
 			s.Checkpoint = model.Checkpoint{Kind: pol}
-			res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+			res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +289,7 @@ func TestSimulateRanks(t *testing.T) {
 		}
 	}
 	s := setupOf(tinyCfg, 2, 16, N, 1, model.BF16, model.AdamW)
-	if _, err := Simulate(func() cuda.Device { return shape.New(1 << 20) }, s, Setting{Stage: 1}, 2); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
+	if _, err := Simulate(func() cuda.Device { return shape.New(1 << 20) }, s, Setting{Stage: 1}, 2, nil); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
 		t.Errorf("1 MiB ranks: %v, want rank 0's out-of-memory error", err)
 	}
 }
@@ -306,7 +306,7 @@ func TestSparseSimulationIsExact(t *testing.T) {
 	}
 	for _, set := range []Setting{{Stage: 0, BucketBytes: 40 << 10}, {Stage: 1}, {Stage: 2, BucketBytes: 40 << 10}, {Stage: 3}, {PS: true}} {
 		s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
-		sparse, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+		sparse, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +392,7 @@ func BenchmarkSimulateScale(b *testing.B) {
 			s := setupOf(cfg, tc.B, tc.T, tc.N, 3, model.FP16, model.Adam)
 			s.Checkpoint = model.Checkpoint{Kind: model.CheckpointFull}
 			for b.Loop() {
-				if _, err := Simulate(func() cuda.Device { return shape.New(0) }, s, Setting{Stage: 3}, 2); err != nil {
+				if _, err := Simulate(func() cuda.Device { return shape.New(0) }, s, Setting{Stage: 3}, 2, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -407,7 +407,7 @@ func TestPrefetchGathersAhead(t *testing.T) {
 	const N = 2
 	s := setupOf(tinyCfg, 2, 16, N, 3, model.FP32, model.AdamW)
 	peak := func(set Setting) int64 {
-		res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+		res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -498,12 +498,12 @@ func TestNativeSimulationStagesNothing(t *testing.T) {
 	const N = 4
 	set := Setting{Stage: 1}
 	s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
-	ring, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+	ring, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	set.Native = true
-	native, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2)
+	native, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,8 +46,9 @@ func SimulatedRanks(n int) []int {
 // allocations, nothing computed. It returns the last step's result per
 // simulated rank (the first step fills the caches; two are run by
 // default). A rank that runs out of its device's memory fails the run with
-// the allocator's *cuda.OutOfMemoryError, naming the rank.
-func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps int) ([]RankResult, error) {
+// the allocator's *cuda.OutOfMemoryError, naming the rank. trace, when set,
+// gives each simulated rank's tracer (Group.TraceRanks).
+func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps int, trace func(rank int) cuda.Tracer) ([]RankResult, error) {
 	if steps <= 0 {
 		steps = 2
 	}
@@ -66,6 +67,7 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 	if err != nil {
 		return nil, err
 	}
+	g.TraceRanks(trace)
 	tokens := make([]int32, s.Batch*s.Seq) // never read
 	return Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil }, nil, nil)
 }
@@ -100,6 +102,16 @@ func Run(g *Group, s model.Setup, set Setting, opts train.Options, init []float3
 	defer rk.Close()
 	if end != nil {
 		defer end(rk)
+	}
+	if g.tracers != nil {
+		for i, t := range rk.tr {
+			if tr := g.tracers(g.ranks[i]); tr != nil {
+				if err := t.Trace(tr); err != nil {
+					return nil, err
+				}
+				defer t.Trace(nil) // before end reads the weights and the trainers close
+			}
+		}
 	}
 	if init != nil {
 		if err := rk.SetParams(init); err != nil {

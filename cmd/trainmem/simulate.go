@@ -12,6 +12,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
 	"trainmem/cuda/shape"
+	"trainmem/zero"
 )
 
 func init() {
@@ -65,11 +66,18 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if format.v == "summary" && (*sweep != "" || s.Ranks > 1 || set.PS) {
 		return usagef("--format summary is one device's memory summary: give it without --sweep, --ranks and --data-parallel")
 	}
-	if trace.given() && (*sweep != "" || s.Ranks > 1 || set.PS) {
-		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --sweep, --ranks and --data-parallel")
-	}
-	if err := trace.check(); err != nil {
-		return err
+	ranked := s.Ranks > 1 || set.PS
+	switch {
+	case trace.given() && *sweep != "":
+		return usagef("--memory-trace and --plot-timeline record one setting's step: give them without --sweep")
+	case ranked:
+		if err := trace.check(zero.SimulatedRanks(s.Ranks)); err != nil {
+			return err
+		}
+	default:
+		if err := trace.check(nil); err != nil {
+			return err
+		}
 	}
 	switch {
 	case *sweep == "zero" && s.Ranks < 2:
@@ -86,11 +94,15 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--sweep %q: unknown sweep (valid: zero)", *sweep)
 	}
 	if s.Ranks > 1 || set.PS {
-		rep, err := bench.SimulateRanks(capacity, s, set, steps)
+		traces := trace.rankRecorder()
+		rep, err := bench.SimulateRanks(capacity, s, set, steps, traces)
 		if err != nil {
+			return trace.writeRanks(stdout, traces, format.v, err)
+		}
+		if err := writeReport(stdout, format.v, rep); err != nil {
 			return err
 		}
-		return writeReport(stdout, format.v, rep)
+		return trace.writeRanks(stdout, traces, format.v, nil)
 	}
 	dev := shape.New(capacity)
 	defer dev.Close()

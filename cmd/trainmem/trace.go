@@ -12,6 +12,7 @@ import (
 
 	"trainmem/bench"
 	"trainmem/model/files"
+	"trainmem/zero"
 )
 
 // traceFlag is --memory-trace FILE and --plot-timeline FILE.
@@ -24,13 +25,23 @@ func addTraceFlag(fs *flag.FlagSet) *traceFlag {
 	return t
 }
 
-// paths are the files the flags write, for files.Check; a plot of another
-// format is a usage error.
-func (t *traceFlag) paths() ([]files.Path, error) {
+// paths are the files the flags write, for files.Check: the trace of one
+// device at FILE, or with ranks (not nil) each rank's at bench.RankBase,
+// and the plot. A plot of another format is a usage error.
+func (t *traceFlag) paths(ranks []int) ([]files.Path, error) {
 	var out []files.Path
 	if t.base != "" {
-		snap, chrome := bench.TraceFiles(t.base)
-		out = append(out, files.Path{Flag: "--memory-trace", Name: snap}, files.Path{Flag: "--memory-trace", Name: chrome})
+		bases := []string{t.base}
+		if ranks != nil {
+			bases = bases[:0]
+			for _, r := range ranks {
+				bases = append(bases, bench.RankBase(t.base, r))
+			}
+		}
+		for _, b := range bases {
+			snap, chrome := bench.TraceFiles(b)
+			out = append(out, files.Path{Flag: "--memory-trace", Name: snap}, files.Path{Flag: "--memory-trace", Name: chrome})
+		}
 	}
 	if t.plot != "" {
 		if err := bench.CheckPlotPath(t.plot); err != nil {
@@ -41,9 +52,9 @@ func (t *traceFlag) paths() ([]files.Path, error) {
 	return out, nil
 }
 
-// check checks the flags' files before any work.
-func (t *traceFlag) check() error {
-	paths, err := t.paths()
+// check checks the flags' files before any work (ranks: as paths).
+func (t *traceFlag) check(ranks []int) error {
+	paths, err := t.paths(ranks)
 	if err != nil {
 		return err
 	}
@@ -102,4 +113,56 @@ func (t *traceFlag) report(w io.Writer, msgs []string, format string, runErr err
 		fmt.Fprintf(w, "\n%s\n", msg)
 	}
 	return nil
+}
+
+// rankRecorder is the ranks' traces to record into, nil without either
+// flag.
+func (t *traceFlag) rankRecorder() bench.RankTraces {
+	if !t.given() {
+		return nil
+	}
+	return bench.RankTraces{}
+}
+
+// writeRanks writes the ranks' traces (each rank's files) and their
+// timeline (one panel a rank), and says where.
+func (t *traceFlag) writeRanks(w io.Writer, rt bench.RankTraces, format string, runErr error) error {
+	if rt == nil || len(rt) == 0 {
+		return runErr
+	}
+	var msgs []string
+	if t.plot != "" {
+		if err := bench.PlotTimeline(t.plot, rt.Panels()); err != nil {
+			if runErr != nil {
+				return runErr
+			}
+			return fmt.Errorf("the timeline plot was not written: %w", err)
+		}
+		msgs = append(msgs, "timeline plot (one panel a rank) written to "+t.plot)
+	}
+	if t.base != "" {
+		if err := rt.Write(t.base); err != nil {
+			if runErr != nil {
+				return runErr
+			}
+			return fmt.Errorf("the memory traces were not written: %w", err)
+		}
+		ranks := rt.Ranks()
+		first, _ := bench.TraceFiles(bench.RankBase(t.base, ranks[0]))
+		msgs = append(msgs, fmt.Sprintf("memory traces of %d ranks written to %s and the like (one .pickle and one .json a rank: pytorch.org/memory_viz, ui.perfetto.dev)", len(ranks), first))
+	}
+	return t.report(w, msgs, format, runErr)
+}
+
+// ownRanks are the ranks this process runs: every rank in one process, or
+// the launcher's one.
+func ownRanks(l zero.Launch, n int) []int {
+	if l.Processes() {
+		return []int{l.Rank}
+	}
+	out := make([]int, n)
+	for r := range out {
+		out[r] = r
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,9 +53,9 @@ func TestMemoryTraceFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"simulate", "--preset", "tiny", "--ranks", "2", "--memory-trace", filepath.Join(dir, "r")}, "--memory-trace and --plot-timeline record one device's step"},
+		{[]string{"simulate", "--preset", "tiny", "--ranks", "2", "--sweep", "zero", "--memory-trace", filepath.Join(dir, "r")}, "--memory-trace and --plot-timeline record one setting's step"},
 		{[]string{"validate", "--sweep", "checkpoint", "--memory-trace", filepath.Join(dir, "s")}, "--memory-trace records one step: give it without --sweep"},
-		{[]string{"train", "--ranks", "2", "--plot-timeline", filepath.Join(dir, "t.svg")}, "--memory-trace and --plot-timeline record one device's step"},
+		{[]string{"validate", "--ranks", "2", "--no-measure", "--plot-timeline", filepath.Join(dir, "t.svg")}, "'trainmem simulate --ranks N --memory-trace FILE' records the simulated ones"},
 		{[]string{"simulate", "--preset", "tiny", "--plot-timeline", filepath.Join(dir, "t.gif")}, "--plot-timeline: bench: plot file"},
 		{[]string{"simulate", "--preset", "tiny", "--memory-trace", filepath.Join(dir, "missing", "x")}, "--memory-trace " + filepath.Join(dir, "missing", "x") + ".pickle"},
 	} {
@@ -94,6 +95,38 @@ func TestPlotTimelineFlag(t *testing.T) {
 	for _, want := range []string{"checkpoint none", "checkpoint full", "recompute"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the sweep's timeline lacks %q", want)
+		}
+	}
+}
+
+// With ranks, each rank's trace goes to FILE.rank<r>, and the timeline has
+// a panel a rank: the simulated ranks of simulate, the measured ranks of
+// validate and train.
+func TestMemoryTraceRanks(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args  []string
+		ranks int
+	}{
+		{[]string{"simulate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--ranks", "3", "--zero", "3"}, 3},
+		{[]string{"validate", "--batch", "2", "--seq", "16", "--ranks", "2", "--zero", "2", "--steps", "2"}, 2},
+		{[]string{"train", "--batch", "2", "--seq", "16", "--ranks", "2", "--zero", "1", "--steps", "2"}, 2},
+	} {
+		base, plot := filepath.Join(dir, c.args[0]), filepath.Join(dir, c.args[0]+".svg")
+		out, _ := mustRun(t, append(c.args, "--memory-trace", base, "--plot-timeline", plot)...)
+		if !strings.Contains(out, "memory traces of "+fmt.Sprint(c.ranks)+" ranks written to "+base+".rank0.pickle") {
+			t.Errorf("%s: %s", c.args[0], out)
+		}
+		for r := range c.ranks {
+			for _, ext := range []string{".pickle", ".json"} {
+				if _, err := os.Stat(fmt.Sprintf("%s.rank%d%s", base, r, ext)); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		b, err := os.ReadFile(plot)
+		if err != nil || !strings.Contains(string(b), fmt.Sprintf("rank %d, step", c.ranks-1)) {
+			t.Errorf("%s: the plot has no panel of rank %d: %v", c.args[0], c.ranks-1, err)
 		}
 	}
 }

@@ -175,19 +175,22 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if format.v == "summary" && (launch.Processes() || s.Ranks > 1) {
 		return usagef("--format summary is one device's memory summary: give it without --ranks")
 	}
-	if trace.given() && (launch.Processes() || s.Ranks > 1) {
-		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --ranks")
-	}
-	if err := trace.check(); err != nil {
-		return err
-	}
-	rec := trace.recorder()
-	if rec != nil {
-		opts.Trace = rec
-	}
 	set, err := tf.setup.setting()
 	if err != nil {
 		return err
+	}
+	ranked := launch.Processes() || s.Ranks > 1 || set.PS
+	if ranked {
+		err = trace.check(ownRanks(launch, s.Ranks))
+	} else {
+		err = trace.check(nil)
+	}
+	if err != nil {
+		return err
+	}
+	rec := trace.recorder()
+	if rec != nil && !ranked {
+		opts.Trace = rec
 	}
 	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
 	if launch.Processes() {
@@ -198,13 +201,24 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !proc.root() {
 			stdout = io.Discard
 		}
-		return proc.end(trainRanks(ctx, proc.where(tf.newDevice), opts, set, stdout))
+		where := proc.where(tf.newDevice)
+		where.Traces = trace.rankRecorder()
+		err = trainRanks(ctx, where, opts, set, stdout)
+		if err == nil {
+			err = trace.writeRanks(stdout, where.Traces, "text", nil) // each process its own rank's
+		}
+		return proc.end(err)
 	}
 	if s.Ranks > 1 || set.PS {
 		if s.Ranks > bench.MostMeasuredRanks {
 			return usagef("--ranks %d: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number; one process a rank trains any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
 		}
-		return trainRanks(ctx, inProcess(backend, tf.newDevice), opts, set, stdout)
+		where := inProcess(backend, tf.newDevice)
+		where.Traces = trace.rankRecorder()
+		if err := trainRanks(ctx, where, opts, set, stdout); err != nil {
+			return err
+		}
+		return trace.writeRanks(stdout, where.Traces, "text", nil)
 	}
 	dev, err := tf.newDevice()
 	if err != nil {

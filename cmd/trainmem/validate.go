@@ -117,11 +117,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if steps > 0 && *sweep != "" && steps < 2 && !*noMeasure {
 		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", steps)
 	}
-	tracePaths, err := trace.paths()
-	if err != nil {
-		return err
-	}
-	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, append([]files.Path{{Flag: "--plot", Name: *plotPath}}, tracePaths...)); err != nil {
+	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}); err != nil {
 		return err
 	}
 
@@ -136,11 +132,20 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
+	ranked := launch.Processes() || s.Ranks > 1 || set.PS
 	switch {
-	case trace.given() && (launch.Processes() || s.Ranks > 1 || set.PS):
-		return usagef("--memory-trace and --plot-timeline record one device's step: give them without --ranks and --data-parallel")
 	case trace.base != "" && *sweep != "":
 		return usagef("--memory-trace records one step: give it without --sweep (--plot-timeline draws every policy's)")
+	case ranked && trace.given() && *noMeasure:
+		return usagef("--memory-trace and --plot-timeline with ranks record the measured ranks; without measuring, 'trainmem simulate --ranks N --memory-trace FILE' records the simulated ones")
+	case ranked:
+		if err := trace.check(ownRanks(launch, s.Ranks)); err != nil {
+			return err
+		}
+	default:
+		if err := trace.check(nil); err != nil {
+			return err
+		}
 	}
 	if launch.Processes() {
 		proc, err := lf.open(launch, backend, setupFields("validate", s, set, tf))
@@ -151,9 +156,13 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			opts.Progress = nil
 		}
 		where := proc.where(tf.newDevice)
+		where.Traces = trace.rankRecorder()
 		rep, err := bench.ValidateRanks(ctx, s, set, &where, opts)
 		if err == nil && proc.root() {
 			err = writeReport(stdout, format.v, rep)
+		}
+		if err == nil {
+			err = trace.writeRanks(stdout, where.Traces, format.v, nil) // each process its own rank's
 		}
 		return proc.end(measureErr(err))
 	}
@@ -167,13 +176,17 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
 			}
 			w := inProcess(backend, tf.newDevice)
+			w.Traces = trace.rankRecorder()
 			where = &w
 		}
 		rep, err := bench.ValidateRanks(ctx, s, set, where, opts)
 		if err != nil {
 			return measureErr(err)
 		}
-		return writeReport(stdout, format.v, rep)
+		if err := writeReport(stdout, format.v, rep); err != nil || where == nil {
+			return err
+		}
+		return trace.writeRanks(stdout, where.Traces, format.v, nil)
 	}
 
 	if *sweep != "" {
