@@ -74,8 +74,8 @@ func BuildSite(ctx context.Context, s model.Setup, o SiteOptions) (*Site, error)
 	steps := []func() (Section, error){
 		func() (Section, error) { return siteValidate(ctx, s, o, site) },
 		func() (Section, error) { return siteCheckpoint(ctx, s, o) },
-		func() (Section, error) { return siteScan(s, "batch", o) },
-		func() (Section, error) { return siteScan(s, "seq", o) },
+		func() (Section, error) { return siteScan(ctx, s, "batch", o) },
+		func() (Section, error) { return siteScan(ctx, s, "seq", o) },
 		func() (Section, error) { return siteStages(s, o) },
 		func() (Section, error) { return sitePresets(s, o) },
 	}
@@ -211,13 +211,13 @@ func scanValues(s model.Setup, what string) []int {
 
 // siteScan simulates the setup over batch sizes or sequence lengths,
 // each formula's activations beside the simulation's.
-func siteScan(s model.Setup, what string, o SiteOptions) (Section, error) {
+func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (Section, error) {
 	name := map[string]string{"batch": "micro-batch b", "seq": "sequence s"}[what]
 	t := SiteTable{ID: what, Header: []string{name}}
 	for _, f := range model.Formulas() {
 		t.Header = append(t.Header, f.String())
 	}
-	t.Header = append(t.Header, "simulated")
+	t.Header = append(t.Header, "simulated", "measured")
 	series := make([]plotter.XYs, len(model.Formulas())+1)
 	for _, v := range scanValues(s, what) {
 		u := s
@@ -226,7 +226,7 @@ func siteScan(s model.Setup, what string, o SiteOptions) (Section, error) {
 		} else {
 			u.Seq = v
 		}
-		e, st, err := estimateAndSimulate(u, o.simSteps())
+		e, st, measured, err := scanPoint(ctx, u, o)
 		if err != nil {
 			return Section{}, fmt.Errorf("bench: %s %d: %w", what, v, err)
 		}
@@ -237,19 +237,19 @@ func siteScan(s model.Setup, what string, o SiteOptions) (Section, error) {
 			series[i] = append(series[i], plotter.XY{X: float64(v), Y: float64(b)})
 		}
 		sim := st.CategoryRequested[cuda.Activations].Peak
-		row = append(row, sim)
+		row = append(row, sim, bytesCell(measured))
 		series[len(series)-1] = append(series[len(series)-1], plotter.XY{X: float64(v), Y: float64(sim)})
 		t.Rows = append(t.Rows, row)
 	}
 	sec := Section{ID: what, Tables: []SiteTable{t}}
 	if what == "batch" {
 		sec.Title = "Activations against the micro-batch"
-		t.Caption = "Activation bytes at their peak for each micro-batch size: every formula and the simulation are linear in b, one micro-batch's activations times b."
-		sec.Intro = "The setup simulated at each micro-batch size."
+		t.Caption = "Activation bytes at their peak for each micro-batch size: every formula, the simulation and the measurement are linear in b, one micro-batch's activations times b; measured equals simulated to the byte."
+		sec.Intro = "The setup simulated (and, when measuring, measured) at each micro-batch size."
 	} else {
 		sec.Title = "Activations against the sequence length"
-		t.Caption = "Activation bytes at their peak for each sequence length: linear in s but for the attention scores' term, which grows as s² (Korthikanti et al.'s 5·a·s/h per layer value; the ZeRO paper's 12·h·b·s·L has none and falls behind at long sequences)."
-		sec.Intro = "The setup simulated at each sequence length up to the context."
+		t.Caption = "Activation bytes at their peak for each sequence length: linear in s but for the attention scores' term, which grows as s² (Korthikanti et al.'s 5·a·s/h per layer value; the ZeRO paper's 12·h·b·s·L has none and falls behind at long sequences); measured equals simulated to the byte."
+		sec.Intro = "The setup simulated (and, when measuring, measured) at each sequence length up to the context."
 	}
 	sec.Tables[0] = t
 	p := plot.New()
@@ -279,6 +279,29 @@ func siteScan(s model.Setup, what string, o SiteOptions) (Section, error) {
 	}
 	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: "Both axes logarithmic: a straight line of slope 1 is linear growth; look for the lines that bend upward (the s² term) and for which formula meets the simulated points."}}
 	return sec, nil
+}
+
+// scanPoint is u's estimate, its simulation's statistics and, when the
+// site measures, its measured activation peak (a fresh device, validate's
+// measured run); nil otherwise.
+func scanPoint(ctx context.Context, u model.Setup, o SiteOptions) (model.Estimate, cuda.Stats, *int64, error) {
+	if o.NewDevice == nil {
+		e, st, err := estimateAndSimulate(u, o.simSteps())
+		return e, st, nil, err
+	}
+	dev, err := o.NewDevice()
+	if err != nil {
+		return model.Estimate{}, cuda.Stats{}, nil, err
+	}
+	defer dev.Close()
+	vo := o.Options
+	vo.Steps, vo.Progress = o.simSteps(), nil
+	r, err := Validate(ctx, u, dev, vo)
+	if err != nil {
+		return model.Estimate{}, cuda.Stats{}, nil, err
+	}
+	m := r.MeasuredStats.CategoryRequested[cuda.Activations].Peak
+	return r.Estimate, r.SimulatedStats, &m, nil
 }
 
 // estimateAndSimulate is u's estimate and its simulation's statistics.

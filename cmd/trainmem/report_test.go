@@ -51,6 +51,13 @@ func TestReport(t *testing.T) {
 		if err != nil || len(doc.Rows) != len(recs)-1 || len(doc.Columns) != len(recs[0]) {
 			t.Errorf("%s.json: %v, %d rows against the CSV's %d", id, err, len(doc.Rows), len(recs)-1)
 		}
+		if id == "batch" || id == "seq" { // measured and simulated activations agree at every point
+			for _, row := range doc.Rows {
+				if row["measured"] == nil || row["measured"] != row["simulated"] {
+					t.Errorf("%s: measured %v, simulated %v", id, row["measured"], row["simulated"])
+				}
+			}
+		}
 	}
 	if n := bytes.Count(page, []byte("<figure")); n != 5 || bytes.Count(page, []byte("<svg")) != 5 {
 		t.Errorf("index.html has %d figures, want 5 inline SVGs", n)
