@@ -56,6 +56,10 @@ type trainFlags struct {
 	// gpu is the next GPU newDevice opens: the process's local rank, then
 	// one more for each rank of this process.
 	gpu int
+	// resolved is the setup resolve gave, and notes where newDevice says
+	// that the host is slow (noteSlowHost).
+	resolved *model.Setup
+	notes    io.Writer
 }
 
 // runSetupOptions are the setup flags of the subcommands that run a step
@@ -112,6 +116,7 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 	if err != nil {
 		return s, err
 	}
+	f.resolved = &s
 	if f.load != "" {
 		// The file against the model, before any work.
 		if err := model.CheckCheckpoint(f.load, s.Model); err != nil {
@@ -134,7 +139,11 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 func (f *trainFlags) newDevice() (cuda.Device, error) {
 	switch f.device {
 	case "host":
-		return host.New(host.Options{Threads: f.threads})
+		h, err := host.New(host.Options{Threads: f.threads})
+		if err == nil && f.resolved != nil {
+			noteSlowHost(f.notes, h, *f.resolved)
+		}
+		return h, err
 	case "cuda":
 		f.gpu++
 		return openCUDA(f.gpu - 1)
@@ -145,6 +154,7 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
+	tf.notes = stderr
 	trace := addTraceFlag(fs)
 	format := newFormatFlag(fs, "text", "summary")
 	lf := addLaunchFlags(fs)

@@ -62,7 +62,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	withRanks := runSetupOptions
 	withRanks.ranks = true
-	tf := &trainFlags{setup: addSetupFlags(fs, withRanks), lr: 1e-3}
+	tf := &trainFlags{setup: addSetupFlags(fs, withRanks), lr: 1e-3, notes: stderr}
 	var steps int
 	intVar(fs, &steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
 	noMeasure := addMeasureFlags(fs, tf)

@@ -36,22 +36,26 @@ const (
 // chooseBLAS returns the backend for a host device of the given thread
 // count. choice is Options.BLAS; when empty, TRAINMEM_BLAS decides, and
 // when that is empty too, OpenBLAS if it loads, else gonum.
-func chooseBLAS(choice string, threads int) (gemmBackend, error) {
+// fallback is why an automatic choice fell back to gonum (nil when it did
+// not, or when gonum was chosen).
+func chooseBLAS(choice string, threads int) (be gemmBackend, fallback error, err error) {
 	if choice == BLASAuto {
 		choice = os.Getenv("TRAINMEM_BLAS")
 	}
 	switch choice {
 	case BLASGo:
-		return gonumBLAS{}, nil
+		return gonumBLAS{}, nil, nil
 	case BLASOpenBLAS:
-		return loadOpenBLAS(threads)
+		be, err := loadOpenBLAS(threads)
+		return be, nil, err
 	case BLASAuto:
-		if be, err := loadOpenBLAS(threads); err == nil {
-			return be, nil
+		be, err := loadOpenBLAS(threads)
+		if err == nil {
+			return be, nil, nil
 		}
-		return gonumBLAS{}, nil
+		return gonumBLAS{}, err, nil
 	}
-	return nil, fmt.Errorf("cuda: unknown BLAS %q (valid: %q, %q, or empty for automatic)", choice, BLASOpenBLAS, BLASGo)
+	return nil, nil, fmt.Errorf("cuda: unknown BLAS %q (valid: %q, %q, or empty for automatic)", choice, BLASOpenBLAS, BLASGo)
 }
 
 // OpenBLASAvailable reports whether OpenBLAS can be loaded, and why not.

@@ -46,6 +46,7 @@ type Device struct {
 	alloc.Pool
 	threads int
 	blas    gemmBackend
+	blasWhy error // why OpenBLAS was not loaded when it was looked for
 	mem     *memory
 	closed  bool
 }
@@ -65,11 +66,11 @@ func New(opts Options) (*Device, error) {
 	if threads == 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	be, err := chooseBLAS(opts.BLAS, threads)
+	be, why, err := chooseBLAS(opts.BLAS, threads)
 	if err != nil {
 		return nil, err
 	}
-	h := &Device{threads: threads, blas: be, mem: &memory{capacity: opts.Capacity}}
+	h := &Device{threads: threads, blas: be, blasWhy: why, mem: &memory{capacity: opts.Capacity}}
 	h.Pool = alloc.NewPool(h.Name(), h.mem)
 	return h, nil
 }
@@ -83,6 +84,11 @@ func (h *Device) Name() string {
 	}
 	return fmt.Sprintf("host (%d thread%s, %s)", h.threads, s, h.blas.name())
 }
+
+// PureGoFallback is why the device multiplies in pure Go when it looked for
+// OpenBLAS and did not find it; nil when it uses OpenBLAS or was asked for
+// pure Go (Options.BLAS, TRAINMEM_BLAS=go).
+func (h *Device) PureGoFallback() error { return h.blasWhy }
 
 // Threads is the number of cores the device computes on.
 func (h *Device) Threads() int { return h.threads }

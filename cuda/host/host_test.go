@@ -40,7 +40,7 @@ func newTestHost(t testing.TB, opts Options) *Device {
 func TestGemmBackends(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, name := range backends(t) {
-		be, err := chooseBLAS(name, 2)
+		be, _, err := chooseBLAS(name, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,5 +475,26 @@ flags		: fpu fma avx avx2 avx512f
 	t.Setenv("TRAINMEM_PEAK_GFLOPS", "123.5")
 	if g, how := PeakGFLOPS(); g != 123.5 || !strings.Contains(how, "TRAINMEM_PEAK_GFLOPS") {
 		t.Errorf("override: %g, %q", g, how)
+	}
+}
+
+// Asked for pure Go, the device has no fallback to report; found or not,
+// OpenBLAS's absence is reported only when it was looked for.
+func TestPureGoFallback(t *testing.T) {
+	d, err := New(Options{BLAS: BLASGo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.PureGoFallback(); err != nil {
+		t.Errorf("asked for pure Go: fallback %v", err)
+	}
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if (OpenBLASAvailable() == nil) != (a.PureGoFallback() == nil) {
+		t.Errorf("OpenBLAS available: %v, the automatic device's fallback: %v", OpenBLASAvailable(), a.PureGoFallback())
 	}
 }
