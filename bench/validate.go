@@ -74,6 +74,8 @@ type Options struct {
 	// Timelines makes Sweep trace each policy's simulated step, for the
 	// timeline plot (SweepReport.Timelines).
 	Timelines bool
+	// Profile, when set, times the measured run's instructions.
+	Profile *train.Profile
 	// Policies are Sweep's checkpoint policies; nil means SweepPolicies.
 	Policies []model.Checkpoint
 }
@@ -219,6 +221,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 			}
 			defer run.tr.Trace(nil) // before the trainer closes: the snapshot is the last step's end
 		}
+		run.tr.Profile(o.Profile)
 		r.Data = run.data
 		for i := range steps {
 			if err := ctx.Err(); err != nil {

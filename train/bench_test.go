@@ -148,3 +148,38 @@ func BenchmarkSimulateLayers(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProfileCost runs tiny's step with the profile off and on,
+// interleaved in one run, and reports the ratio: off costs nothing (one nil
+// check an instruction), on costs a mark and an elapsed time each.
+func BenchmarkProfileCost(b *testing.B) {
+	cfg, _ := model.Preset("tiny")
+	dev := reference.NewHost(b)
+	tr := newTrainer(b, dev, oneRank(cfg, 8, 64), Options{})
+	if err := tr.SetParams(model.InitParams(cfg, 1)); err != nil {
+		b.Fatal(err)
+	}
+	tokens, targets := batch(b, cfg, 8, 64, 1)
+	if _, err := tr.Step(tokens, targets); err != nil {
+		b.Fatal(err)
+	}
+	var off, on time.Duration
+	for b.Loop() {
+		for _, p := range []*Profile{nil, {}} {
+			tr.Profile(p)
+			start := time.Now()
+			if _, err := tr.Step(tokens, targets); err != nil {
+				b.Fatal(err)
+			}
+			if p == nil {
+				off += time.Since(start)
+			} else {
+				on += time.Since(start)
+			}
+		}
+	}
+	tr.Profile(nil)
+	b.ReportMetric(float64(off.Microseconds())/1000/float64(b.N), "ms/step-off")
+	b.ReportMetric(float64(on.Microseconds())/1000/float64(b.N), "ms/step-on")
+	b.ReportMetric(float64(on)/float64(off), "on/off")
+}

@@ -59,6 +59,8 @@ type Trainer struct {
 	tracer cuda.Tracer
 	traced cuda.Traceable
 	sites  []cuda.Site
+	// profile, when set, times every instruction and the update (profile.go).
+	profile *Profile
 }
 
 // New builds the GPT-2 graph of setup s (model, batch, sequence,
@@ -265,7 +267,13 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 		return rec, err
 	}
 	t.site(t.optimizerSite())
-	skipped, diverged, err := t.update(rec.Loss)
+	var skipped bool
+	var diverged string
+	err = t.profiled(t.opts.Optimizer.Kind.String(), "optimizer", 0, t.updateBytes(), func() error {
+		var err error
+		skipped, diverged, err = t.update(rec.Loss)
+		return err
+	})
 	if err != nil {
 		return rec, err
 	}
@@ -299,6 +307,7 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 	if t.tracer != nil {
 		t.tracer.Event(cuda.TraceEvent{Action: cuda.TraceStep, Step: t.steps + 1})
 	}
+	t.profileStep()
 	t.dev.ResetPeakStats()
 	t.inputs[t.sched.Tokens] = tokens
 	t.inputs[t.sched.Targets] = targets
@@ -336,7 +345,14 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 		if t.tracer != nil {
 			t.traced.SetSite(t.sites[i])
 		}
-		if err := t.exec(in); err != nil {
+		var err error
+		if t.profile == nil {
+			err = t.exec(in)
+		} else {
+			op, flops, bytes := t.instrCost(in)
+			err = t.profiled(op, in.Phase.String(), flops, bytes, func() error { return t.exec(in) })
+		}
+		if err != nil {
 			return rec, fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)
 		}
 		if in.Out == t.sched.Loss {

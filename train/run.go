@@ -34,6 +34,8 @@ type RunOptions struct {
 	// Trace, when set, receives the steps' allocator events
 	// (Trainer.Trace), and is told when they end (cuda.TraceEnder).
 	Trace cuda.Tracer
+	// Profile, when set, times every instruction (Trainer.Profile).
+	Profile *Profile
 }
 
 // Paths are the run's files, for files.Check.
@@ -149,6 +151,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		}
 		defer tr.Trace(nil)
 	}
+	tr.Profile(o.Profile)
 
 	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens)), Schedule: tr.Schedule().Summary()}
 	bar := NewProgress(o.Progress, o.Steps)

@@ -3,6 +3,7 @@ package train
 import (
 	"math"
 	"testing"
+	"time"
 
 	"gorgonia.org/tensor"
 
@@ -325,5 +326,49 @@ func TestDeterministic(t *testing.T) {
 		if a[i] != b[i] {
 			t.Fatalf("step %d: loss %v then %v", i+1, a[i], b[i])
 		}
+	}
+}
+
+// The profile's forward arithmetic is the estimate's forward FLOPs, F =
+// L·(24·b·s·h² + 4·b·s²·h) + 2·b·s·h·V (model.Recompute.Forward), exactly;
+// the backward's is twice it; its rows' times add up to the profiled time,
+// and every instruction of the profiled steps is a call.
+func TestProfile(t *testing.T) {
+	cfg, _ := model.Preset("tiny")
+	s := oneRank(cfg, 2, 32)
+	tr := newTrainer(t, reference.NewHost(t), s, Options{})
+	p := &Profile{}
+	tr.Profile(p)
+	tokens, targets := batch(t, cfg, 2, 32, 1)
+	for range 3 {
+		if _, err := tr.Step(tokens, targets); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := s.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fwd, bwd float64
+	var sum time.Duration
+	calls := 0
+	for _, r := range p.Rows() {
+		switch r.Phase {
+		case "forward":
+			fwd += r.FLOPs
+		case "backward":
+			bwd += r.FLOPs
+		}
+		sum += r.Time
+		calls += r.Calls
+	}
+	if p.Steps() != 2 {
+		t.Errorf("%d steps profiled, want the 2 after the first", p.Steps())
+	}
+	if fwd != 2*e.Recompute.Forward || bwd != 4*e.Recompute.Forward {
+		t.Errorf("profiled forward %g and backward %g FLOPs over 2 steps; the estimate's F = %g", fwd, bwd, e.Recompute.Forward)
+	}
+	if sum != p.StepTime() || calls != 2*(len(tr.sched.Instrs)+1) {
+		t.Errorf("rows sum to %v of %v, %d calls for %d instructions a step", sum, p.StepTime(), calls, len(tr.sched.Instrs))
 	}
 }

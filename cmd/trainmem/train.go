@@ -14,6 +14,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
+	"trainmem/train"
 	"trainmem/zero"
 )
 
@@ -156,7 +157,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tf := addTrainFlags(fs)
 	tf.notes = stderr
 	trace := addTraceFlag(fs)
-	format := newFormatFlag(fs, "text", "summary")
+	format := newFormatFlag(fs, "text", "summary", "json")
+	profile := fs.Bool("profile", false, "time every op of the steps after the first and print, per op family and phase, calls, time, share, GFLOP/s against the device's peak and GB/s (with --format json, the profile as JSON)")
 	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
 		return err
@@ -182,6 +184,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := opts.Check(); err != nil && (!launch.Processes() || launch.Rank == 0) {
 		return err
 	}
+	if format.v == "json" && !*profile {
+		return usagef("--format json is the profile's: give --profile (a run's records are --out's JSON Lines)")
+	}
+	if *profile && (launch.Processes() || s.Ranks > 1) {
+		return usagef("--profile times one device's steps: give it without --ranks")
+	}
 	if format.v == "summary" && (launch.Processes() || s.Ranks > 1) {
 		return usagef("--format summary is one device's memory summary: give it without --ranks")
 	}
@@ -201,6 +209,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rec := trace.recorder()
 	if rec != nil && !ranked {
 		opts.Trace = rec
+	}
+	if *profile {
+		opts.Profile = &train.Profile{}
 	}
 	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
 	if launch.Processes() {
@@ -236,15 +247,26 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer dev.Close()
 
-	bench.WriteHeader(stdout, s, dev.Name())
+	if format.v != "json" {
+		bench.WriteHeader(stdout, s, dev.Name())
+	}
 	rep, err := bench.Train(ctx, dev, opts)
 	if rep != nil && rep.Result.Steps > 0 {
-		write := rep.WriteText
-		if format.v == "summary" {
+		var write func(io.Writer) error
+		switch format.v {
+		case "summary":
 			write = rep.WriteSummary
+		case "json":
+			write = bench.ProfileReport{P: opts.Profile}.WriteJSON
+		default:
+			write = rep.WriteText
 		}
 		if werr := write(stdout); werr != nil && err == nil {
 			err = werr
+		}
+		if *profile && format.v != "json" && err == nil {
+			fmt.Fprintln(stdout)
+			err = bench.ProfileReport{P: opts.Profile}.WriteText(stdout)
 		}
 	}
 	if err != nil {

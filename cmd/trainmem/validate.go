@@ -15,6 +15,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/model/files"
+	"trainmem/train"
 )
 
 func init() {
@@ -70,6 +71,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
 	format := newFormatFlag(fs, "text", "json")
 	trace := addTraceFlag(fs)
+	profile := fs.Bool("profile", false, "time every op of the measured run's steps after the first and print, per op family and phase, calls, time, share, GFLOP/s against the device's peak and GB/s")
 	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
 		return err
@@ -134,6 +136,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
 	ranked := launch.Processes() || s.Ranks > 1 || set.PS
 	switch {
+	case *profile && (ranked || *sweep != "" || *noMeasure || format.v == "json"):
+		return usagef("--profile times one device's measured run, in text: give it without --ranks, --sweep, --no-measure and --format json")
 	case trace.base != "" && *sweep != "":
 		return usagef("--memory-trace records one step: give it without --sweep (--plot-timeline draws every policy's)")
 	case ranked && trace.given() && *noMeasure:
@@ -217,12 +221,21 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		defer dev.Close()
 	}
+	if *profile {
+		opts.Profile = &train.Profile{}
+	}
 	rep, err := bench.Validate(ctx, s, dev, opts)
 	if err != nil {
 		return measureErr(err)
 	}
 	if err := writeReport(stdout, format.v, rep); err != nil {
 		return err
+	}
+	if *profile {
+		fmt.Fprintln(stdout)
+		if err := (bench.ProfileReport{P: opts.Profile}).WriteText(stdout); err != nil {
+			return err
+		}
 	}
 	return trace.write(stdout, opts.Trace, format.v, nil)
 }
