@@ -162,8 +162,9 @@ func (l *MPILink) post(ops []op, pin *runtime.Pinner, peer int, b []byte, recv b
 		} else {
 			code = C.tm_isend(p, C.int(n), C.int(peer), &o.req)
 		}
+		err := mpiError(map[bool]string{true: "MPI_Irecv", false: "MPI_Isend"}[recv], code)
 		l.mu.Unlock()
-		if err := mpiError(map[bool]string{true: "MPI_Irecv", false: "MPI_Isend"}[recv], code); err != nil {
+		if err != nil {
 			return ops[:len(ops)-1], err
 		}
 		if len(b) == 0 {
@@ -229,7 +230,10 @@ func (l *MPILink) wait(ops []op) error {
 }
 
 func (l *MPILink) check(peer int) error {
-	if l.done {
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
+	if done {
 		return fmt.Errorf("zero: the MPI link of rank %d is closed", l.rank)
 	}
 	if peer < 0 || peer >= l.size || peer == l.rank {
@@ -263,6 +267,13 @@ func (l *MPILink) Exchange(to int, out []byte, from int, in []byte) error {
 	if werr := l.wait(ops); err == nil {
 		err = werr
 	}
+	if err != nil && len(ops) > 0 {
+		// MPI may still read or write a buffer of a request that did not
+		// complete, which the caller is about to get back: the rank cannot
+		// go on. Its error is printed and the job ended (mpirun ends every
+		// rank, naming this one).
+		l.Abort(err)
+	}
 	return err
 }
 
@@ -272,7 +283,10 @@ func (l *MPILink) Exchange(to int, out []byte, from int, in []byte) error {
 func (l *MPILink) Abort(err error) {
 	fmt.Fprintf(os.Stderr, "trainmem: rank %d: %v\n", l.rank, err)
 	l.mu.Lock()
-	C.tm_abort(1)
+	if !l.done { // after MPI_Finalize, MPI_Abort is not allowed
+		C.tm_abort(1)
+	}
+	os.Exit(1) // MPI_Abort should not return
 }
 
 // Close implements Link: MPI_Finalize, from the main goroutine.

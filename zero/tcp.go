@@ -45,6 +45,7 @@ type TCPLink struct {
 	mu     sync.Mutex
 	err    error         // the first failure; every wait returns it after
 	done   chan struct{} // closed on failure
+	quit   chan struct{} // closed by Close: the readers stop
 	closed bool          // Close or Abort was called
 	ending sync.WaitGroup
 }
@@ -75,7 +76,7 @@ func DialTCP(addr string, rank, size int, timeout time.Duration) (*TCPLink, erro
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("zero: rendezvous address %q: want host:port (%v)", addr, err)
 	}
-	l := &TCPLink{rank: rank, size: size, timeout: timeout, peers: map[int]*peer{}, done: make(chan struct{})}
+	l := &TCPLink{rank: rank, size: size, timeout: timeout, peers: map[int]*peer{}, done: make(chan struct{}), quit: make(chan struct{})}
 	var err error
 	if rank == 0 {
 		err = l.host(addr)
@@ -172,7 +173,11 @@ func (l *TCPLink) host(addr string) error {
 			problems = append(problems, fmt.Sprintf("rank %s did not join within %v", strings.Join(missing, ", "), l.timeout))
 			break
 		}
-		conn.SetDeadline(deadline)
+		hd := time.Now().Add(10 * time.Second) // a silent stranger does not hold the ranks up
+		if deadline.Before(hd) {
+			hd = deadline
+		}
+		conn.SetDeadline(hd)
 		typ, b, err := readFrame(conn, 1<<10)
 		conn.SetDeadline(time.Time{})
 		var h hello
@@ -215,7 +220,12 @@ func (l *TCPLink) host(addr string) error {
 			next = byRank[q+1].h.listen
 		}
 		if err := writeFrame(j.conn, frameHello, []byte(next)); err != nil {
-			return fmt.Errorf("zero: rank 0 answering rank %d: %w", q, err)
+			msg := fmt.Sprintf("zero: rank 0 could not answer rank %d: %v", q, err)
+			for _, o := range byRank {
+				writeFrame(o.conn, frameAbort, []byte(msg))
+				o.conn.Close()
+			}
+			return errors.New(msg)
 		}
 		l.addPeer(q, j.conn)
 	}
@@ -272,7 +282,9 @@ func (l *TCPLink) join(addr string) error {
 	if next := l.rank + 1; next < l.size {
 		c, err := net.DialTimeout("tcp", string(b), time.Until(deadline)+l.timeout)
 		if err == nil {
-			err = writeFrame(c, frameHello, hello{l.rank, l.size, ""}.encode())
+			if err = writeFrame(c, frameHello, hello{l.rank, l.size, ""}.encode()); err != nil {
+				c.Close()
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("zero: rank %d: connecting to rank %d at %s: %w", l.rank, next, b, err)
@@ -347,6 +359,8 @@ func (l *TCPLink) read(p *peer) {
 			var dst []byte
 			select {
 			case dst = <-p.dsts:
+			case <-l.quit:
+				return // closed with data no Recv asked for
 			case <-l.done: // the link failed: drop the data, read on to the peer's EOF
 				if _, err := io.CopyN(io.Discard, p.conn, int64(n)); err != nil {
 					return
@@ -357,7 +371,10 @@ func (l *TCPLink) read(p *peer) {
 				err := fmt.Errorf("zero: rank %d sent %d bytes where rank %d expected %d (the ranks' schedules differ)", p.rank, n, l.rank, len(dst))
 				l.fail(err, -1)
 				p.got <- err
-				return
+				if _, err := io.CopyN(io.Discard, p.conn, int64(n)); err != nil { // read on, so the close is no reset
+					return
+				}
+				continue
 			}
 			_, err := io.ReadFull(p.conn, dst)
 			if err != nil {
@@ -415,11 +432,11 @@ func (l *TCPLink) fail(err error, from int) error {
 		return err
 	}
 	l.err = err
+	l.ending.Add(len(l.peers)) // before anyone can see the failure and wait for the ending
 	close(l.done)
 	l.mu.Unlock()
 	msg := []byte(err.Error())
 	for q, p := range l.peers {
-		l.ending.Add(1)
 		go func() {
 			defer l.ending.Done()
 			if q != from && lockWithin(&p.wmu, time.Second) {
@@ -595,6 +612,7 @@ func (l *TCPLink) Close() error {
 			tc.CloseWrite()
 		}
 	}
+	close(l.quit)
 	wait := time.After(min(l.timeout, 10*time.Second))
 	for _, q := range ranks {
 		select {
