@@ -269,7 +269,11 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	t.site(t.optimizerSite())
 	var skipped bool
 	var diverged string
-	err = t.profiled(t.opts.Optimizer.Kind.String(), "optimizer", 0, t.updateBytes(), func() error {
+	var moved int64
+	if t.profile != nil {
+		moved = t.updateBytes()
+	}
+	err = t.profiled(t.opts.Optimizer.Kind.String(), "optimizer", 0, moved, func() error {
 		var err error
 		skipped, diverged, err = t.update(rec.Loss)
 		return err

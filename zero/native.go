@@ -62,6 +62,15 @@ func (c *Comm) native() Native {
 	return c.g.natives[c.idx]
 }
 
+// natively runs an unstaged call: on this rank's native engine, or, in a
+// simulation of one (no engine), nothing: the call was counted in begin.
+func (c *Comm) natively(call func(Native) error) error {
+	if e := c.native(); e != nil {
+		return call(e)
+	}
+	return nil
+}
+
 // Engine is member i's native engine, nil for the ring.
 func (g *Group) Engine(i int) Native {
 	if g.natives == nil {

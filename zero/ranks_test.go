@@ -529,3 +529,15 @@ func TestNativeSimulationStagesNothing(t *testing.T) {
 		t.Errorf("a native setting on the ring's group: %v", err)
 	}
 }
+
+// Measure (for the tests) runs steps of s under set on devs, one computing device per
+// rank (devs[r] is rank r's), from the weights init, each rank's batch of
+// each step from batch(step, rank), with opts (the optimizer); it returns
+// every rank's last step.
+func Measure(devs []cuda.Device, s model.Setup, set Setting, opts train.Options, init []float32, steps int, batch func(step, rank int) (tokens, targets []int32, err error)) ([]RankResult, error) {
+	g, err := NewGroup(devs)
+	if err != nil {
+		return nil, err
+	}
+	return Run(g, s, set, opts, init, max(steps, 1), batch, nil, nil)
+}

@@ -30,10 +30,7 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 	}
 	defer c.end()
 	if c.g.unstaged {
-		if e := c.native(); e != nil {
-			return e.Broadcast(send, recv, root)
-		}
-		return nil // a simulation of the engine: counted in begin, nothing moved
+		return c.natively(func(e Native) error { return e.Broadcast(send, recv, root) })
 	}
 	if c.rank == root {
 		c.copyLocal(recv, send)
@@ -74,10 +71,7 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 	}
 	defer c.end()
 	if c.g.unstaged {
-		if e := c.native(); e != nil {
-			return e.Reduce(send, recv, op, root)
-		}
-		return nil // a simulation of the engine: counted in begin, nothing moved
+		return c.natively(func(e Native) error { return e.Reduce(send, recv, op, root) })
 	}
 	size := int64(k.dtype.Size())
 	for s := range n - 1 {
@@ -129,10 +123,7 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 	}
 	defer c.end()
 	if c.g.unstaged {
-		if e := c.native(); e != nil {
-			return e.AllReduce(send, recv, op)
-		}
-		return nil // a simulation of the engine: counted in begin, nothing moved
+		return c.natively(func(e Native) error { return e.AllReduce(send, recv, op) })
 	}
 	block := func(b *cuda.Buffer, i int) *cuda.Buffer {
 		lo, hi := blockRange(count, n, i)
@@ -159,10 +150,7 @@ func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 	}
 	defer c.end()
 	if c.g.unstaged {
-		if e := c.native(); e != nil {
-			return e.ReduceScatter(send, recv, op)
-		}
-		return nil // a simulation of the engine: counted in begin, nothing moved
+		return c.natively(func(e Native) error { return e.ReduceScatter(send, recv, op) })
 	}
 	kk := recv.Len
 	return c.reduceScatterRing(ReduceScatter, op, func(i int) *cuda.Buffer { return send.View(i*kk, kk) }, recv)
@@ -183,10 +171,7 @@ func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
 	}
 	defer c.end()
 	if c.g.unstaged {
-		if e := c.native(); e != nil {
-			return e.AllGather(send, recv)
-		}
-		return nil // a simulation of the engine: counted in begin, nothing moved
+		return c.natively(func(e Native) error { return e.AllGather(send, recv) })
 	}
 	kk := send.Len
 	c.copyLocal(recv.View(c.rank*kk, kk), send)

@@ -72,18 +72,6 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 	return Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil }, nil, nil)
 }
 
-// Measure runs steps of s under set on devs, one computing device per
-// rank (devs[r] is rank r's), from the weights init, each rank's batch of
-// each step from batch(step, rank), with opts (the optimizer); it returns
-// every rank's last step.
-func Measure(devs []cuda.Device, s model.Setup, set Setting, opts train.Options, init []float32, steps int, batch func(step, rank int) (tokens, targets []int32, err error)) ([]RankResult, error) {
-	g, err := NewGroup(devs)
-	if err != nil {
-		return nil, err
-	}
-	return Run(g, s, set, opts, init, max(steps, 1), batch, nil, nil)
-}
-
 // Run is a run of every member of g: a trainer each under set, from the
 // weights init (nil: zero), steps steps, each member's batch of each step
 // from batch(step, rank). After each step onStep (when set) gets every
