@@ -22,13 +22,47 @@ func (h *Device) CrossEntropy(loss, logits, targets, scratch *cuda.Buffer, N, V 
 	return nil
 }
 
-// rowMax is the largest value of a row.
+// rowMax is the largest value of a row, for the softmax's shift. Four
+// running maxima, compared with > (the builtin max's NaN and signed-zero
+// handling costs branches per element), let the comparisons overlap. A
+// NaN is skipped unless it is the first value, which is harmless: the
+// row's exponentials then hold a NaN, and so does everything computed
+// from their sum, as with a NaN shift.
 func rowMax[F float](row []F) F {
-	mx := row[0]
-	for _, v := range row[1:] {
-		mx = max(mx, v)
+	m0, m1, m2, m3 := row[0], row[0], row[0], row[0]
+	j := 0
+	for ; j+4 <= len(row); j += 4 {
+		r := row[j : j+4 : j+4]
+		if r[0] > m0 {
+			m0 = r[0]
+		}
+		if r[1] > m1 {
+			m1 = r[1]
+		}
+		if r[2] > m2 {
+			m2 = r[2]
+		}
+		if r[3] > m3 {
+			m3 = r[3]
+		}
 	}
-	return mx
+	for _, v := range row[j:] {
+		if v > m0 {
+			m0 = v
+		}
+	}
+	return max(m0, m1, m2, m3)
+}
+
+// expShifted sets e[j] = exp(row[j] - shift) in float64 for every element
+// of row and returns those len(row) exponentials.
+func expShifted[F float](e []float64, row []F, shift float64) []float64 {
+	e = e[:len(row)]
+	for j, v := range row {
+		e[j] = float64(v) - shift
+	}
+	expInPlace(e)
+	return e
 }
 
 func crossEntropyKernel[F float](h *Device, loss, logits, targets, scratch *cuda.Buffer, N, V int) {
@@ -47,8 +81,11 @@ func crossEntropyKernel[F float](h *Device, loss, logits, targets, scratch *cuda
 			row := vl.get(i*V, (i+1)*V, tmp)
 			mx := float64(rowMax(row))
 			var sum float64
-			for _, v := range row {
-				sum += math.Exp(float64(v) - mx)
+			var e [expChunk]float64
+			for c0 := 0; c0 < V; c0 += expChunk {
+				for _, x := range expShifted(e[:], row[c0:min(c0+expChunk, V)], mx) {
+					sum += x
+				}
 			}
 			losses[i] = F(math.Log(sum) + mx - float64(row[tg[i]]))
 		}
@@ -91,15 +128,21 @@ func crossEntropyBackwardKernel[F float](h *Device, dlogits, dloss, logits, targ
 		for i := lo; i < hi; i++ {
 			row := vl.get(i*V, (i+1)*V, tin)
 			mx := float64(rowMax(row))
-			et := math.Exp(float64(row[tg[i]]) - mx)
+			t := int(tg[i])
 			out := vd.out(i*V, (i+1)*V, tout)
 			// out may be row itself: each element is read before it is
 			// written.
-			var sum float64
-			for j, v := range row {
-				e := math.Exp(float64(v) - mx)
-				sum += e
-				out[j] = F(e)
+			var sum, et float64
+			var e [expChunk]float64
+			for c0 := 0; c0 < V; c0 += expChunk {
+				es := expShifted(e[:], row[c0:min(c0+expChunk, V)], mx)
+				for j, x := range es {
+					sum += x
+					out[c0+j] = F(x)
+				}
+				if t >= c0 && t < c0+len(es) {
+					et = es[t-c0]
+				}
 			}
 			scale := g / sum
 			for j, e := range out {

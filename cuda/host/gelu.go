@@ -10,11 +10,16 @@ import (
 // geluK is sqrt(2/π).
 var geluK = math.Sqrt(2 / math.Pi)
 
-// geluSigmoid returns σ(2u) = (1 + tanh u)/2 for GELU's u = sqrt(2/π)·(x +
-// 0.044715·x³): one exponential instead of a tanh (several times slower in
-// Go), with no cancellation for any x (exp overflowing to +Inf gives 0).
-func geluSigmoid(x float64) float64 {
-	return 1 / (1 + math.Exp(-2*geluK*(x+0.044715*x*x*x)))
+// geluExp sets e[i] = exp(-2u) for GELU's u = sqrt(2/π)·(x + 0.044715·x³)
+// at x = float64(xs[i]), so that σ(2u) = (1 + tanh u)/2 = 1/(1 + e[i]): one
+// exponential instead of a tanh (several times slower in Go), with no
+// cancellation for any x (e overflowing to +Inf gives σ = 0).
+func geluExp[F float](e []float64, xs []F) {
+	for i, v := range xs {
+		x := float64(v)
+		e[i] = -2 * geluK * (x + 0.044715*x*x*x)
+	}
+	expInPlace(e[:len(xs)])
 }
 
 // GELU: y = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) elementwise,
@@ -29,9 +34,13 @@ func (h *Device) GELU(y, x *cuda.Buffer) error {
 
 func geluKernel[F float](h *Device, y, x *cuda.Buffer) {
 	mapElems(h, y, []*cuda.Buffer{x}, func(out []F, in [][]F) {
-		for i, v := range in[0][:len(out)] {
-			xv := float64(v)
-			out[i] = F(xv * geluSigmoid(xv))
+		var e [expChunk]float64
+		for c0 := 0; c0 < len(out); c0 += expChunk {
+			xs := in[0][c0:min(c0+expChunk, len(out))]
+			geluExp(e[:], xs)
+			for i, v := range xs {
+				out[c0+i] = F(float64(v) * (1 / (1 + e[i])))
+			}
 		}
 	})
 }
@@ -49,12 +58,17 @@ func (h *Device) GELUBackward(dx, dy, x *cuda.Buffer) error {
 
 func geluBackwardKernel[F float](h *Device, dx, dy, x *cuda.Buffer) {
 	mapElems(h, dx, []*cuda.Buffer{dy, x}, func(out []F, in [][]F) {
-		ds, xs := in[0][:len(out)], in[1][:len(out)]
-		for i := range out {
-			xv := float64(xs[i])
-			s := geluSigmoid(xv)
-			d := s + 2*xv*s*(1-s)*geluK*(1+3*0.044715*xv*xv)
-			out[i] = F(float64(ds[i]) * d)
+		var e [expChunk]float64
+		for c0 := 0; c0 < len(out); c0 += expChunk {
+			c1 := min(c0+expChunk, len(out))
+			ds, xs := in[0][c0:c1], in[1][c0:c1]
+			geluExp(e[:], xs)
+			for i, v := range xs {
+				xv := float64(v)
+				s := 1 / (1 + e[i])
+				d := s + 2*xv*s*(1-s)*geluK*(1+3*0.044715*xv*xv)
+				out[c0+i] = F(float64(ds[i]) * d)
+			}
 		}
 	})
 }
