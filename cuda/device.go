@@ -27,6 +27,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -174,6 +175,15 @@ type AdamArgs struct {
 	Decoupled                          bool
 	Step                               int
 	GradScale                          float32
+}
+
+// Corrections are Adam's bias corrections in the form the kernels apply
+// them: c1 = 1/(1-β1^t), which multiplies m, and c2 = 1/sqrt(1-β2^t), which
+// multiplies sqrt(v), since m̂/(sqrt(v̂)+ε) = m·c1/(sqrt(v)·c2 + ε): one
+// division an element instead of three. The kernels round both to their
+// compute type.
+func (a AdamArgs) Corrections() (c1, c2 float64) {
+	return 1 / (1 - math.Pow(float64(a.Beta1), float64(a.Step))), 1 / math.Sqrt(1-math.Pow(float64(a.Beta2), float64(a.Step)))
 }
 
 // SGDArgs are the hyperparameters of one SGD update, with momentum when

@@ -242,10 +242,9 @@ func crossEntropyBackwardCall(dlogits, dloss, logits, targets *cuda.Buffer, N, V
 		buf(dlogits).buf(dloss).buf(logits).ids(targets).int(int64(N)).int(int64(V)).ptr(status)
 }
 
-// biasCorrection is Adam's 1 - β^t in the compute type, as the host
-// computes it.
-func biasCorrection(beta float32, step int, f64 bool) float64 {
-	v := 1 - math.Pow(float64(beta), float64(step))
+// inCompute is v rounded to the compute type (fp64 when f64, else fp32),
+// as the host rounds its constants.
+func inCompute(v float64, f64 bool) float64 {
 	if f64 {
 		return v
 	}
@@ -258,11 +257,12 @@ func adamCall(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) *kcall {
 	if master != nil {
 		pb = master
 	}
+	c1, c2 := a.Corrections()
 	return newCall("adam", f64, gridStride(int64(param.Len), elemBlock)).
 		buf(param).buf(grad).buf(pb).buf(m).buf(v).int(int64(param.Len)).
 		f64(float64(a.LR)).f64(float64(a.Beta1)).f64(float64(a.Beta2)).f64(float64(a.Eps)).
 		f64(float64(a.WeightDecay)).f64(float64(a.GradScale)).
-		f64(biasCorrection(a.Beta1, a.Step, f64)).f64(biasCorrection(a.Beta2, a.Step, f64)).
+		f64(inCompute(c1, f64)).f64(inCompute(c2, f64)).
 		flag(a.Decoupled).flag(master != nil)
 }
 

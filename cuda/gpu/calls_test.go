@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"math"
 	"os"
 	"os/exec"
 	"regexp"
@@ -159,14 +158,14 @@ func TestKernelCalls(t *testing.T) {
 	}
 }
 
-func TestBiasCorrection(t *testing.T) {
-	// As cuda/host/optim.go: F(1 - β^t), rounded to fp32 for fp32 runs.
-	b1 := float32(0.9)
-	if got, want := biasCorrection(b1, 3, false), float64(float32(1-math.Pow(float64(b1), 3))); got != want {
-		t.Errorf("biasCorrection(0.9, 3) = %v, want %v", got, want)
+func TestInCompute(t *testing.T) {
+	// As cuda/host/optim.go: F(c), rounded to fp32 for fp32 runs.
+	c1, _ := cuda.AdamArgs{Beta1: 0.9, Beta2: 0.95, Step: 3}.Corrections()
+	if got, want := inCompute(c1, false), float64(float32(c1)); got != want || got == c1 {
+		t.Errorf("fp32 inCompute(%v) = %v, want %v", c1, got, want)
 	}
-	if got := biasCorrection(0.95, 1, true); got != 1-float64(float32(0.95)) {
-		t.Errorf("fp64 biasCorrection(0.95, 1) = %v", got)
+	if got := inCompute(c1, true); got != c1 {
+		t.Errorf("fp64 inCompute(%v) = %v", c1, got)
 	}
 }
 

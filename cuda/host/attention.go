@@ -66,15 +66,15 @@ func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH i
 // causalSoftmax turns row t of the scores into probabilities over columns
 // 0..t (max-subtracted, in float64) and zeroes the columns after t.
 func causalSoftmax[F float](row []F, t int) {
-	mx := row[0]
-	for _, v := range row[1 : t+1] {
-		mx = max(mx, v)
-	}
+	mx := float64(rowMax(row[:t+1]))
 	var sum float64
-	for j, v := range row[:t+1] {
-		e := math.Exp(float64(v) - float64(mx))
-		sum += e
-		row[j] = F(e)
+	var e [expChunk]float64
+	for c0 := 0; c0 <= t; c0 += expChunk {
+		out := row[c0:min(c0+expChunk, t+1)]
+		for j, x := range expShifted(e[:], out, mx) {
+			sum += x
+			out[j] = F(x)
+		}
 	}
 	inv := 1 / sum
 	for j, v := range row[:t+1] {

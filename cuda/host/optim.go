@@ -11,6 +11,8 @@ import (
 //	m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
 //	p -= LR·(m/(1-β1^t) / (sqrt(v/(1-β2^t)) + Eps) (+ WeightDecay·p if Decoupled))
 //
+// with the bias corrections applied as cuda.AdamArgs.Corrections says.
+//
 // p is master when given (then param = p rounded to param's DType), else
 // param itself.
 func (h *Device) Adam(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) error {
@@ -23,19 +25,20 @@ func (h *Device) Adam(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) e
 
 func adamKernel[F float](h *Device, param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) {
 	lr, b1, b2, eps, wd, gs := F(a.LR), F(a.Beta1), F(a.Beta2), F(a.Eps), F(a.WeightDecay), F(a.GradScale)
-	bc1 := F(1 - math.Pow(float64(a.Beta1), float64(a.Step)))
-	bc2 := F(1 - math.Pow(float64(a.Beta2), float64(a.Step)))
+	c1d, c2d := a.Corrections()
+	c1, c2 := F(c1d), F(c2d)
 	optimizerStep(h, param, grad, master, []*cuda.Buffer{m, v}, func(ps, gr []F, state [][]F) {
-		ms, vs := state[0], state[1]
-		for i := range ps {
-			p, g := ps[i], gr[i]*gs
+		gr, ms, vs := gr[:len(ps)], state[0][:len(ps)], state[1][:len(ps)]
+		for i, p := range ps {
+			g := gr[i] * gs
 			if !a.Decoupled {
 				g += wd * p
 			}
 			mi := b1*ms[i] + (1-b1)*g
 			vi := b2*vs[i] + (1-b2)*g*g
 			ms[i], vs[i] = mi, vi
-			upd := (mi / bc1) / (F(math.Sqrt(float64(vi/bc2))) + eps)
+			// float32(math.Sqrt(float64(x))) is one fp32 square root.
+			upd := (mi * c1) / (F(math.Sqrt(float64(vi)))*c2 + eps)
 			if a.Decoupled {
 				upd += wd * p
 			}

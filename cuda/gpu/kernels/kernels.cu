@@ -624,12 +624,13 @@ __device__ void cross_entropy_backward(void *dlogits, i64 ddt, const void *dloss
 // --------------------------------------------------------------- optimizers
 
 // adam: host_optim.go's adamKernel, element by element. pb is the master
-// copy when there is one (then param = pb rounded), else param itself.
+// copy when there is one (then param = pb rounded), else param itself. c1
+// and c2 are cuda.AdamArgs.Corrections, 1/(1-β1^t) and 1/sqrt(1-β2^t).
 template <typename T>
 __device__ void adam(void *param, i64 pdt, const void *grad, i64 gdt, void *pb, i64 pbdt, void *m, i64 mdt, void *v,
                      i64 vdt, i64 n, double lr_, double b1_, double b2_, double eps_, double wd_, double gs_,
-                     double bc1_, double bc2_, i64 decoupled, i64 has_master) {
-	T lr = (T)lr_, b1 = (T)b1_, b2 = (T)b2_, eps = (T)eps_, wd = (T)wd_, gs = (T)gs_, bc1 = (T)bc1_, bc2 = (T)bc2_;
+                     double c1_, double c2_, i64 decoupled, i64 has_master) {
+	T lr = (T)lr_, b1 = (T)b1_, b2 = (T)b2_, eps = (T)eps_, wd = (T)wd_, gs = (T)gs_, c1 = (T)c1_, c2 = (T)c2_;
 	GRID_STRIDE(i, n) {
 		T p = ld<T>(pb, pbdt, i), g = ld<T>(grad, gdt, i) * gs;
 		if (!decoupled) g += wd * p;
@@ -637,7 +638,7 @@ __device__ void adam(void *param, i64 pdt, const void *grad, i64 gdt, void *pb, 
 		T vi = b2 * ld<T>(v, vdt, i) + (1 - b2) * g * g;
 		st(m, mdt, i, mi);
 		st(v, vdt, i, vi);
-		T upd = (mi / bc1) / ((T)sqrt((double)(vi / bc2)) + eps);
+		T upd = (mi * c1) / ((T)sqrt((double)vi) * c2 + eps);
 		if (decoupled) upd += wd * p;
 		p = p - lr * upd;
 		st(pb, pbdt, i, p);
@@ -713,9 +714,9 @@ ENTRY2(cross_entropy_backward,
        (dlogits, ddt, dloss, lsdt, logits, gdt, targets, N, V, status))
 ENTRY2(adam,
        (void *param, i64 pdt, const void *grad, i64 gdt, void *pb, i64 pbdt, void *m, i64 mdt, void *v, i64 vdt, i64 n,
-        double lr, double b1, double b2, double eps, double wd, double gs, double bc1, double bc2, i64 decoupled,
+        double lr, double b1, double b2, double eps, double wd, double gs, double c1, double c2, i64 decoupled,
         i64 has_master),
-       (param, pdt, grad, gdt, pb, pbdt, m, mdt, v, vdt, n, lr, b1, b2, eps, wd, gs, bc1, bc2, decoupled, has_master))
+       (param, pdt, grad, gdt, pb, pbdt, m, mdt, v, vdt, n, lr, b1, b2, eps, wd, gs, c1, c2, decoupled, has_master))
 ENTRY2(sgd,
        (void *param, i64 pdt, const void *grad, i64 gdt, void *pb, i64 pbdt, void *mom, i64 mdt, i64 n, double lr,
         double mu, double wd, double gs, i64 has_mom, i64 has_master),
