@@ -55,8 +55,9 @@ func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH i
 			gemm(h.blas, false, true, T, T, hd, scale, q[hh*hd:], 3*C, q[C+hh*hd:], 3*C, 0, pp[hh*T*T:(hh+1)*T*T], T)
 		}
 		h.parallel(NH*T, max(1, elemGrain/T), func(lo, hi int) {
+			var e [expChunk]float64
 			for r := lo; r < hi; r++ {
-				causalSoftmax(pp[r*T:(r+1)*T], r%T)
+				causalSoftmax(pp[r*T:(r+1)*T], r%T, &e)
 			}
 		})
 		vp.put(b*sz, pp)
@@ -64,11 +65,12 @@ func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH i
 }
 
 // causalSoftmax turns row t of the scores into probabilities over columns
-// 0..t (max-subtracted, in float64) and zeroes the columns after t.
-func causalSoftmax[F float](row []F, t int) {
+// 0..t (max-subtracted, in float64) and zeroes the columns after t; e is
+// room for the exponentials, the caller's so that it is not cleared for
+// every row.
+func causalSoftmax[F float](row []F, t int, e *[expChunk]float64) {
 	mx := float64(rowMax(row[:t+1]))
 	var sum float64
-	var e [expChunk]float64
 	for c0 := 0; c0 <= t; c0 += expChunk {
 		out := row[c0:min(c0+expChunk, t+1)]
 		for j, x := range expShifted(e[:], out, mx) {
