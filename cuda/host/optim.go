@@ -27,19 +27,21 @@ func adamKernel[F float](h *Device, param, grad, master, m, v *cuda.Buffer, a cu
 	lr, b1, b2, eps, wd, gs := F(a.LR), F(a.Beta1), F(a.Beta2), F(a.Eps), F(a.WeightDecay), F(a.GradScale)
 	c1d, c2d := a.Corrections()
 	c1, c2 := F(c1d), F(c2d)
+	omb1, omb2, decoupled := 1-b1, 1-b2, a.Decoupled
 	optimizerStep(h, param, grad, master, []*cuda.Buffer{m, v}, func(ps, gr []F, state [][]F) {
 		gr, ms, vs := gr[:len(ps)], state[0][:len(ps)], state[1][:len(ps)]
+		dec := decoupled // a local the loop keeps in a register
 		for i, p := range ps {
 			g := gr[i] * gs
-			if !a.Decoupled {
+			if !dec {
 				g += wd * p
 			}
-			mi := b1*ms[i] + (1-b1)*g
-			vi := b2*vs[i] + (1-b2)*g*g
+			mi := b1*ms[i] + omb1*g
+			vi := b2*vs[i] + omb2*g*g
 			ms[i], vs[i] = mi, vi
 			// float32(math.Sqrt(float64(x))) is one fp32 square root.
 			upd := (mi * c1) / (F(math.Sqrt(float64(vi)))*c2 + eps)
-			if a.Decoupled {
+			if dec {
 				upd += wd * p
 			}
 			ps[i] = p - lr*upd
