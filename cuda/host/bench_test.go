@@ -123,7 +123,7 @@ func BenchmarkKernels(b *testing.B) {
 		}
 		x, y, dy, dx := buf(dt, N*C), buf(dt, N*C), buf(dt, N*C), buf(dt, N*C)
 		stats, w, bias, dw := buf(cuda.F32, 2*N), buf(dt, C), buf(dt, C), buf(dt, C)
-		h4, dh4 := buf(dt, N*4*C), buf(dt, N*4*C)
+		h4, dh4, db4 := buf(dt, N*4*C), buf(dt, N*4*C), buf(dt, 4*C)
 		qkv, dqkv, p := buf(dt, N*3*C), buf(dt, N*3*C), buf(dt, B*NH*T*T)
 		logits, targets := buf(dt, N*V), ids(N, V)
 		loss, dloss := buf(cuda.F32, 1), buf(cuda.F32, 1)
@@ -142,6 +142,8 @@ func BenchmarkKernels(b *testing.B) {
 			{"LayerNorm", func() error { return h.LayerNorm(y, x, stats, w, bias, N, C) }},
 			{"LayerNormBackwardX", func() error { return h.LayerNormBackwardX(dx, dy, x, stats, w, N, C) }},
 			{"LayerNormBackwardW", func() error { return h.LayerNormBackwardW(dw, dy, x, stats, N, C) }},
+			{"SumRows", func() error { return h.SumRows(dw, dy, N, C) }},
+			{"SumRows4C", func() error { return h.SumRows(db4, dh4, N, 4*C) }},
 			{"GELU", func() error { return h.GELU(dh4, h4) }},
 			{"GELUBackward", func() error { return h.GELUBackward(dh4, dh4, h4) }},
 			{"AttentionProbs", func() error { return h.AttentionProbs(p, qkv, B, T, C, NH) }},

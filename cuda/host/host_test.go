@@ -498,3 +498,39 @@ func TestPureGoFallback(t *testing.T) {
 		t.Errorf("OpenBLAS available: %v, the automatic device's fallback: %v", OpenBLASAvailable(), a.PureGoFallback())
 	}
 }
+
+// TestAnyExponentAllOnes checks the branch-free scan against the plain
+// predicate: every 16-bit pattern as F16 and BF16, and float32 and float64
+// words around the largest finite value, at every position of the unrolled
+// loop and of the tail.
+func TestAnyExponentAllOnes(t *testing.T) {
+	for _, exp := range []uint16{0x7c00, 0x7f80} {
+		for v := 0; v < 1<<16; v++ {
+			w := uint16(v)
+			want := w&exp == exp
+			for at := range 7 {
+				ws := make([]uint16, 7)
+				ws[at] = w
+				if got := anyExponentAllOnes(ws, exp); got != want {
+					t.Fatalf("exp %#x: word %#04x at %d of 7: got %t, want %t", exp, w, at, got, want)
+				}
+			}
+		}
+	}
+	for _, f := range []float32{0, -0.0, 1, math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+		w := math.Float32bits(f)
+		for at := range 6 {
+			ws := make([]uint32, 6)
+			ws[at] = w
+			if got, want := anyExponentAllOnes(ws, 0x7f800000), math.IsInf(float64(f), 0) || f != f; got != want {
+				t.Errorf("float32 %v at %d: got %t, want %t", f, at, got, want)
+			}
+		}
+	}
+	for _, f := range []float64{0, 1, math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, math.Inf(1), math.Inf(-1), math.NaN(), -math.NaN()} {
+		ws := []uint64{0, 0, 0, 0, math.Float64bits(f)}
+		if got, want := anyExponentAllOnes(ws, 0x7ff0000000000000), math.IsInf(f, 0) || f != f; got != want {
+			t.Errorf("float64 %v: got %t, want %t", f, got, want)
+		}
+	}
+}

@@ -7,7 +7,6 @@ package host
 // but a slice.
 
 import (
-	"math"
 	"math/bits"
 	"sync"
 	"trainmem/cuda"
@@ -20,7 +19,7 @@ type float interface{ ~float32 | ~float64 }
 
 // view is a buffer in host memory as a slice of its elements, E being the
 // Go type of its DType's bits.
-func view[E float32 | float64 | uint16 | int32](b *cuda.Buffer) []E {
+func view[E float32 | float64 | uint16 | uint32 | uint64 | int32](b *cuda.Buffer) []E {
 	if b.Len == 0 {
 		return nil
 	}
@@ -231,29 +230,36 @@ func putScratch[T float](s []T) {
 func nonFiniteRange(b *cuda.Buffer, lo, hi int) bool {
 	switch b.DType {
 	case cuda.F32:
-		for _, v := range view[float32](b)[lo:hi] {
-			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-				return true
-			}
-		}
+		return anyExponentAllOnes(view[uint32](b)[lo:hi], 0x7f800000)
 	case cuda.F64:
-		for _, v := range view[float64](b)[lo:hi] {
-			if math.Float64bits(v)&0x7ff0000000000000 == 0x7ff0000000000000 {
-				return true
-			}
-		}
+		return anyExponentAllOnes(view[uint64](b)[lo:hi], 0x7ff0000000000000)
 	case cuda.F16:
-		for _, v := range view[uint16](b)[lo:hi] {
-			if v&0x7c00 == 0x7c00 {
-				return true
-			}
-		}
+		return anyExponentAllOnes(view[uint16](b)[lo:hi], 0x7c00)
 	case cuda.BF16:
-		for _, v := range view[uint16](b)[lo:hi] {
-			if v&0x7f80 == 0x7f80 {
-				return true
-			}
-		}
+		return anyExponentAllOnes(view[uint16](b)[lo:hi], 0x7f80)
 	}
 	return false
+}
+
+// anyExponentAllOnes reports whether a word of ws, the bits of floats
+// whose exponent field is exp, has that field all ones (an Inf or a NaN).
+// Without a branch an element: w&exp + exp's lowest bit carries into the
+// sign bit exactly when the field is all ones, and never beyond it, so the
+// sign bit of the OR of those sums answers for every word at once (four
+// running ORs let the loads overlap).
+func anyExponentAllOnes[W uint16 | uint32 | uint64](ws []W, exp W) bool {
+	low := exp & -exp
+	var a0, a1, a2, a3 W
+	i := 0
+	for ; i+4 <= len(ws); i += 4 {
+		w := ws[i : i+4 : i+4]
+		a0 |= w[0]&exp + low
+		a1 |= w[1]&exp + low
+		a2 |= w[2]&exp + low
+		a3 |= w[3]&exp + low
+	}
+	for _, w := range ws[i:] {
+		a0 |= w&exp + low
+	}
+	return (a0|a1|a2|a3)&(exp+low) != 0
 }
