@@ -8,6 +8,7 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/cuda/host"
+	"trainmem/model"
 )
 
 // GPT-2 (124M) at B·T = 256 tokens: the linear layers' shapes as
@@ -106,6 +107,7 @@ func benchBuf(b *testing.B, d cuda.Device, dt cuda.DType, n int) *cuda.Buffer {
 func BenchmarkKernels(b *testing.B) {
 	B, T, C, NH, V := 4, 64, 768, 12, 50257
 	N := B * T
+	peak, _ := peakOnce()
 	for _, dt := range []cuda.DType{cuda.F32, cuda.BF16} {
 		h, err := host.New(host.Options{})
 		if err != nil {
@@ -128,38 +130,65 @@ func BenchmarkKernels(b *testing.B) {
 		logits, targets := buf(dt, N*V), ids(N, V)
 		loss, dloss := buf(cuda.F32, 1), buf(cuda.F32, 1)
 		ascratch, cscratch := buf(cuda.F32, cuda.AttentionScratchLen(T, NH)), buf(cuda.F32, cuda.CrossEntropyScratchLen(N))
-		tokens, wte, wpe := ids(N, V), buf(dt, V*C), buf(dt, 1024*C)
+		tokens, wte, wte2, wpe := ids(N, V), buf(dt, V*C), buf(dt, V*C), buf(dt, 1024*C)
 		nAdam := 1 << 22
 		param, grad, master, m, v := buf(dt, nAdam), buf(dt, nAdam), buf(cuda.F32, nAdam), buf(cuda.F32, nAdam), buf(cuda.F32, nAdam)
 		adam := cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true, Step: 1, GradScale: 1}
+		bufs := func(bs ...*cuda.Buffer) []*cuda.Buffer { return bs }
+		probs, out, back := model.AttentionProbsOp{B: B, T: T, C: C, NH: NH}, model.AttentionOutOp{B: B, T: T, C: C, NH: NH}, model.AttentionBackwardOp{B: B, T: T, C: C, NH: NH}
+		// moved: the buffers each call reads and writes, as train
+		// --profile counts them (inputs read, the output written; an
+		// output updated in place twice; none for the embeddings, which
+		// touch only the rows their tokens name), and the attention
+		// products' FLOPs, for GB/s and GFLOP/s against the peak. CopyWTE,
+		// a copy of the token embeddings (154 MB in fp32, beyond any
+		// cache), is the memory's pace the memory-bound kernels' GB/s
+		// compare with.
 		for _, k := range []struct {
-			name string
-			f    func() error
+			name  string
+			f     func() error
+			moved []*cuda.Buffer
+			flops float64
 		}{
-			{"Embedding", func() error { return h.Embedding(x, tokens, wte, wpe, B, T, C) }},
-			{"EmbeddingBackwardTokens", func() error { return h.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C) }},
-			{"LayerNormStats", func() error { return h.LayerNormStats(stats, x, N, C, 1e-5) }},
-			{"LayerNorm", func() error { return h.LayerNorm(y, x, stats, w, bias, N, C) }},
-			{"LayerNormBackwardX", func() error { return h.LayerNormBackwardX(dx, dy, x, stats, w, N, C) }},
-			{"LayerNormBackwardW", func() error { return h.LayerNormBackwardW(dw, dy, x, stats, N, C) }},
-			{"SumRows", func() error { return h.SumRows(dw, dy, N, C) }},
-			{"SumRows4C", func() error { return h.SumRows(db4, dh4, N, 4*C) }},
-			{"GELU", func() error { return h.GELU(dh4, h4) }},
-			{"GELUBackward", func() error { return h.GELUBackward(dh4, dh4, h4) }},
-			{"AttentionProbs", func() error { return h.AttentionProbs(p, qkv, B, T, C, NH) }},
-			{"AttentionOut", func() error { return h.AttentionOut(y, qkv, p, B, T, C, NH) }},
-			{"AttentionBackward", func() error { return h.AttentionBackward(dqkv, dy, qkv, p, ascratch, B, T, C, NH) }},
-			{"CrossEntropy", func() error { return h.CrossEntropy(loss, logits, targets, cscratch, N, V) }},
-			{"CrossEntropyBackward", func() error { return h.CrossEntropyBackward(logits, dloss, logits, targets, N, V) }},
-			{"Adam4M", func() error { return h.Adam(param, grad, master, m, v, adam) }},
+			{"Embedding", func() error { return h.Embedding(x, tokens, wte, wpe, B, T, C) }, nil, 0},
+			{"EmbeddingBackwardTokens", func() error { return h.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C) }, nil, 0},
+			{"LayerNormStats", func() error { return h.LayerNormStats(stats, x, N, C, 1e-5) }, bufs(stats, x), 0},
+			{"LayerNorm", func() error { return h.LayerNorm(y, x, stats, w, bias, N, C) }, bufs(y, x, stats, w, bias), 0},
+			{"LayerNormBackwardX", func() error { return h.LayerNormBackwardX(dx, dy, x, stats, w, N, C) }, bufs(dx, dy, x, stats, w), 0},
+			{"LayerNormBackwardW", func() error { return h.LayerNormBackwardW(dw, dy, x, stats, N, C) }, bufs(dw, dy, x, stats), 0},
+			{"SumRows", func() error { return h.SumRows(dw, dy, N, C) }, bufs(dw, dy), 0},
+			{"SumRows4C", func() error { return h.SumRows(db4, dh4, N, 4*C) }, bufs(db4, dh4), 0},
+			{"GELU", func() error { return h.GELU(dh4, h4) }, bufs(dh4, h4), 0},
+			{"GELUBackward", func() error { return h.GELUBackward(dh4, dh4, h4) }, bufs(dh4, dh4, h4), 0},
+			{"AttentionProbs", func() error { return h.AttentionProbs(p, qkv, B, T, C, NH) }, bufs(p, qkv), probs.FLOPs()},
+			{"AttentionOut", func() error { return h.AttentionOut(y, qkv, p, B, T, C, NH) }, bufs(y, qkv, p), out.FLOPs()},
+			{"AttentionBackward", func() error { return h.AttentionBackward(dqkv, dy, qkv, p, ascratch, B, T, C, NH) }, bufs(dqkv, dy, qkv, p), back.FLOPs()},
+			{"CrossEntropy", func() error { return h.CrossEntropy(loss, logits, targets, cscratch, N, V) }, bufs(loss, logits, targets), 0},
+			{"CrossEntropyBackward", func() error { return h.CrossEntropyBackward(logits, dloss, logits, targets, N, V) }, bufs(logits, dloss, logits, targets), 0},
+			{"Adam4M", func() error { return h.Adam(param, grad, master, m, v, adam) }, bufs(param, grad, master, master, m, m, v, v), 0},
 			// The divergence check train runs on the gradients every step,
 			// beside the update it guards.
-			{"NonFinite4M", func() error { _, err := h.NonFinite(grad); return err }},
+			{"NonFinite4M", func() error { _, err := h.NonFinite(grad); return err }, bufs(grad), 0},
+			{"CopyWTE", func() error { return h.Cast(wte2, wte) }, bufs(wte2, wte), 0},
 		} {
 			b.Run(dt.String()+"/"+k.name, func(b *testing.B) {
 				for b.Loop() {
 					if err := k.f(); err != nil {
 						b.Fatal(err)
+					}
+				}
+				per := b.Elapsed().Seconds() / float64(b.N)
+				var bytes int64
+				for _, m := range k.moved {
+					bytes += m.Bytes()
+				}
+				if bytes > 0 {
+					b.ReportMetric(float64(bytes)/per/1e9, "GB/s")
+				}
+				if k.flops > 0 {
+					b.ReportMetric(k.flops/per/1e9, "GFLOP/s")
+					if peak > 0 {
+						b.ReportMetric(k.flops/per/1e9/peak, "peak-frac")
 					}
 				}
 			})

@@ -3,6 +3,7 @@ package host
 import (
 	"math"
 	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
 )
 
 // Adam updates one parameter range, elementwise:
@@ -24,29 +25,65 @@ func (h *Device) Adam(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) e
 }
 
 func adamKernel[F float](h *Device, param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) {
-	lr, b1, b2, eps, wd, gs := F(a.LR), F(a.Beta1), F(a.Beta2), F(a.Eps), F(a.WeightDecay), F(a.GradScale)
-	c1d, c2d := a.Corrections()
-	c1, c2 := F(c1d), F(c2d)
-	omb1, omb2, decoupled := 1-b1, 1-b2, a.Decoupled
+	s := adamScalarsOf[F](a)
+	k := s.twin()
 	optimizerStep(h, param, grad, master, []*cuda.Buffer{m, v}, func(ps, gr []F, state [][]F) {
 		gr, ms, vs := gr[:len(ps)], state[0][:len(ps)], state[1][:len(ps)]
-		dec := decoupled // a local the loop keeps in a register
-		for i, p := range ps {
-			g := gr[i] * gs
-			if !dec {
-				g += wd * p
-			}
-			mi := b1*ms[i] + omb1*g
-			vi := b2*vs[i] + omb2*g*g
-			ms[i], vs[i] = mi, vi
-			// float32(math.Sqrt(float64(x))) is one fp32 square root.
-			upd := (mi * c1) / (F(math.Sqrt(float64(vi)))*c2 + eps)
-			if dec {
-				upd += wd * p
-			}
-			ps[i] = p - lr*upd
+		done := 0
+		if p32, ok := any(ps).([]float32); ok {
+			done = avx2.Adam(p32, any(gr).([]float32), any(ms).([]float32), any(vs).([]float32), &k)
 		}
+		s.loop(ps[done:], gr[done:], ms[done:], vs[done:])
 	})
+}
+
+// adamScalars are Adam's hyperparameters in the compute type F, with 1-β1,
+// 1-β2 and the corrections worked out once.
+type adamScalars[F float] struct {
+	lr, b1, omb1, b2, omb2, eps, wd, gs, c1, c2 F
+	decoupled                                   bool
+}
+
+func adamScalarsOf[F float](a cuda.AdamArgs) adamScalars[F] {
+	s := adamScalars[F]{lr: F(a.LR), b1: F(a.Beta1), b2: F(a.Beta2), eps: F(a.Eps), wd: F(a.WeightDecay), gs: F(a.GradScale), decoupled: a.Decoupled}
+	c1, c2 := a.Corrections()
+	s.c1, s.c2 = F(c1), F(c2)
+	s.omb1, s.omb2 = 1-s.b1, 1-s.b2
+	return s
+}
+
+// twin is s for avx2.Adam, which runs only when F is float32 (so that
+// these are the loop's own values).
+func (s adamScalars[F]) twin() avx2.AdamConsts {
+	k := avx2.AdamConsts{GS: float32(s.gs), WD: float32(s.wd), B1: float32(s.b1), OneMinusB1: float32(s.omb1), B2: float32(s.b2), OneMinusB2: float32(s.omb2),
+		C1: float32(s.c1), C2: float32(s.c2), Eps: float32(s.eps), LR: float32(s.lr)}
+	if s.decoupled {
+		k.Decoupled = 1
+	}
+	return k
+}
+
+// loop is Adam's update of ps, ms and vs from gr, element by element;
+// avx2.Adam is its fp32 twin.
+func (s adamScalars[F]) loop(ps, gr, ms, vs []F) {
+	lr, b1, omb1, b2, omb2, eps, wd, gs, c1, c2 := s.lr, s.b1, s.omb1, s.b2, s.omb2, s.eps, s.wd, s.gs, s.c1, s.c2
+	dec := s.decoupled // locals the loop keeps in registers
+	gr, ms, vs = gr[:len(ps)], ms[:len(ps)], vs[:len(ps)]
+	for i, p := range ps {
+		g := gr[i] * gs
+		if !dec {
+			g += wd * p
+		}
+		mi := b1*ms[i] + omb1*g
+		vi := b2*vs[i] + omb2*g*g
+		ms[i], vs[i] = mi, vi
+		// float32(math.Sqrt(float64(x))) is one fp32 square root.
+		upd := (mi * c1) / (F(math.Sqrt(float64(vi)))*c2 + eps)
+		if dec {
+			upd += wd * p
+		}
+		ps[i] = p - lr*upd
+	}
 }
 
 // SGD updates one parameter range, elementwise:

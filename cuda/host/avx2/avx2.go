@@ -1,0 +1,19 @@
+// Package avx2 holds the AVX2 twins of the host device's hottest loops
+// (avx2_amd64.s): the same operations in the same order as the Go loops of
+// package host they stand in for, eight fp32 or four fp64 elements at a
+// time, so that results are identical bit for bit. IEEE rounds each
+// lane's add, multiply, divide and square root as it rounds the scalar's,
+// Go does not fuse multiply-adds on amd64, and neither do the twins. Each
+// function does the longest prefix it can and returns its length, 0 where
+// the CPU lacks AVX2 (or off amd64); the caller's Go loop does the rest.
+// The twins are in a package of their own because Go assembly cannot sit
+// beside cgo (package host's OpenBLAS binding). host's TestAVX2Twins checks
+// them against the Go loops.
+package avx2
+
+// AdamConsts are the fp32 scalars of host's adamLoop, laid out for
+// adamAVX2 (offsets in avx2_amd64.s).
+type AdamConsts struct {
+	GS, WD, B1, OneMinusB1, B2, OneMinusB2, C1, C2, Eps, LR float32
+	Decoupled                                               uint32 // 1 for AdamW's decoupled weight decay
+}

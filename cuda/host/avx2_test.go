@@ -1,0 +1,76 @@
+package host
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
+)
+
+// sameFloat32 reports whether a and b are the same float32 bit for bit, or
+// both NaN (a NaN's payload depends on which operand an instruction names
+// first, which the compiler chooses).
+func sameFloat32(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+}
+
+// twinValues are n fp32 values: mostly normal ones at several scales, with
+// zeros of both signs, subnormals, the largest finite values, infinities and
+// NaNs among them.
+func twinValues(rng *rand.Rand, n int, scale float64) []float32 {
+	special := []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, -1e-40, math.MaxFloat32, -math.MaxFloat32,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-30, 1e30}
+	v := make([]float32, n)
+	for i := range v {
+		switch {
+		case i%97 == 13:
+			v[i] = special[rng.IntN(len(special))]
+		default:
+			v[i] = float32(rng.NormFloat64() * scale * math.Pow(10, float64(rng.IntN(7)-3)))
+		}
+	}
+	return v
+}
+
+// TestAVX2Twins: every AVX2 twin (package avx2) gives what its Go loop
+// gives, bit for bit, on lengths that are and are not multiples of its
+// width, for each variant of its constants.
+func TestAVX2Twins(t *testing.T) {
+	if !avx2.Available {
+		t.Skip("this CPU has no AVX2: the Go loops run alone")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{8, 9, 64, 1000, 4099} {
+		for _, dec := range []bool{false, true} {
+			for _, step := range []int{1, 10} {
+				p, g := twinValues(rng, n, 1), twinValues(rng, n, 1e-2)
+				m, v := twinValues(rng, n, 1e-3), twinValues(rng, n, 1e-6)
+				for i := range v {
+					if i%5 != 0 {
+						v[i] = float32(math.Abs(float64(v[i]))) // mostly valid second moments; some negative ones make NaNs
+					}
+				}
+				want := [][]float32{append([]float32(nil), p...), append([]float32(nil), m...), append([]float32(nil), v...)}
+				got := [][]float32{append([]float32(nil), p...), append([]float32(nil), m...), append([]float32(nil), v...)}
+				s := adamScalarsOf[float32](cuda.AdamArgs{LR: 3e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Decoupled: dec, Step: step, GradScale: 0.5})
+				k := s.twin()
+				s.loop(want[0], g, want[1], want[2])
+				done := avx2.Adam(got[0], g, got[1], got[2], &k)
+				if done != n&^7 {
+					t.Fatalf("n=%d: avx2.Adam did %d elements, want %d", n, done, n&^7)
+				}
+				s.loop(got[0][done:], g[done:], got[1][done:], got[2][done:])
+				for s, name := range []string{"p", "m", "v"} {
+					for i := range want[s] {
+						if !sameFloat32(got[s][i], want[s][i]) {
+							t.Fatalf("Adam n=%d decoupled=%t step=%d: %s[%d] = %v (%#08x), the Go loop gives %v (%#08x); inputs p %v g %v m %v v %v",
+								n, dec, step, name, i, got[s][i], math.Float32bits(got[s][i]), want[s][i], math.Float32bits(want[s][i]), p[i], g[i], m[i], v[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
