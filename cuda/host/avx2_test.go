@@ -42,6 +42,25 @@ func TestAVX2Twins(t *testing.T) {
 		t.Skip("this CPU has no AVX2: the Go loops run alone")
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
+	// Exp: arguments across the range, with ones outside the fast range
+	// (the ends, infinities, NaN) at every lane position.
+	for _, n := range []int{4, 7, 512, 1001} {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = (rng.Float64() - 0.7) * 100
+			if i%37 == 5 {
+				xs[i] = []float64{-708, 709, -708.0001, 708.9999, -745, 800, math.Inf(1), math.Inf(-1), math.NaN(), 0}[rng.IntN(10)]
+			}
+		}
+		want, got := append([]float64(nil), xs...), append([]float64(nil), xs...)
+		expLoop(want)
+		expInPlace(got)
+		for i := range want {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+				t.Fatalf("Exp n=%d: exp(%v) = %v (%#016x), the Go loop gives %v (%#016x)", n, xs[i], got[i], math.Float64bits(got[i]), want[i], math.Float64bits(want[i]))
+			}
+		}
+	}
 	for _, n := range []int{8, 9, 64, 1000, 4099} {
 		for _, dec := range []bool{false, true} {
 			for _, step := range []int{1, 10} {

@@ -3,7 +3,10 @@ package host
 // The host device's exponential: the one the kernels that exponentiate
 // every element (cross entropy, GELU) use, a slice at a time.
 
-import "math"
+import (
+	"math"
+	"trainmem/cuda/host/avx2"
+)
 
 // expTable holds 2^(j/256) for j in [0, 256).
 var expTable = func() (t [256]float64) {
@@ -24,6 +27,13 @@ const (
 	expRound = 0x1.8p52
 )
 
+// expTwin holds expInPlace's constants, as the Go loop's float64 values,
+// for its AVX2 twin.
+var expTwin = avx2.ExpConsts{
+	Low: -708, High: 709, Scale: expScale, Round: expRound, Ln2Hi: expLn2Hi, Ln2Lo: expLn2Lo,
+	C5: 1.0 / 120, C4: 1.0 / 24, C3: 1.0 / 6, C2: 0.5, One: 1, Table: &expTable,
+}
+
 // expChunk is how many exponentials a kernel computes at a time, in an
 // array on its goroutine's stack.
 const expChunk = 512
@@ -37,6 +47,22 @@ const expChunk = 512
 // outside [-708, 709] (where the result leaves the normal range), ±Inf and
 // NaN take math.Exp.
 func expInPlace(a []float64) {
+	if !avx2.Available {
+		expLoop(a)
+		return
+	}
+	// The twin stops before four elements that hold an argument outside
+	// the fast range; the Go loop does those four.
+	for len(a) > 0 {
+		a = a[avx2.Exp(a, &expTwin):]
+		k := min(4, len(a))
+		expLoop(a[:k])
+		a = a[k:]
+	}
+}
+
+// expLoop is expInPlace element by element; avx2.Exp is its twin.
+func expLoop(a []float64) {
 	for i, x := range a {
 		if !(x > -708 && x < 709) {
 			a[i] = math.Exp(x)

@@ -17,3 +17,12 @@ type AdamConsts struct {
 	GS, WD, B1, OneMinusB1, B2, OneMinusB2, C1, C2, Eps, LR float32
 	Decoupled                                               uint32 // 1 for AdamW's decoupled weight decay
 }
+
+// ExpConsts are host's expLoop's float64 constants and table, laid out
+// for expAVX2 (offsets in avx2_amd64.s): arguments outside (Low, High)
+// are left to the Go loop; C5..C2 and One are the Taylor coefficients of
+// e^r - 1 = r·(1 + r·(C2 + r·(C3 + r·(C4 + r·C5)))).
+type ExpConsts struct {
+	Low, High, Scale, Round, Ln2Hi, Ln2Lo, C5, C4, C3, C2, One float64
+	Table                                                      *[256]float64 // 2^(j/256)
+}

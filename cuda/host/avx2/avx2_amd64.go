@@ -20,3 +20,17 @@ func Adam(p, gr, m, v []float32, k *AdamConsts) int {
 	adamAVX2(&p[0], &gr[0], &m[0], &v[0], n, k)
 	return n
 }
+
+//go:noescape
+func expAVX2(a *float64, n int, k *ExpConsts) int
+
+// Exp runs host's expLoop four elements at a time over a, up to the first
+// four whose arguments are not all inside (k.Low, k.High) (NaNs
+// included) or fewer than four remain, and returns how many it did.
+func Exp(a []float64, k *ExpConsts) int {
+	n := len(a) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	return expAVX2(&a[0], n, k)
+}

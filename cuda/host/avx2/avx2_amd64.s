@@ -69,3 +69,74 @@ step:
 done:
 	VZEROUPPER
 	RET
+
+// func expAVX2(a *float64, n int, k *ExpConsts) int
+//
+// ExpConsts: Low 0, High 8, Scale 16, Round 24, Ln2Hi 32, Ln2Lo 40, C5 48,
+// C4 56, C3 64, C2 72, One 80, Table 88 (a pointer). Four lanes a step,
+// each line the Go expression of host.expLoop it computes; it returns the
+// index of the first step with a lane outside (Low, High), or n.
+TEXT ·expAVX2(SB), NOSPLIT, $0-32
+	MOVQ a+0(FP), DI
+	MOVQ n+8(FP), BX
+	MOVQ k+16(FP), R9
+	VBROADCASTSD 16(R9), Y6  // expScale
+	VBROADCASTSD 24(R9), Y7  // expRound
+	VBROADCASTSD 32(R9), Y8  // expLn2Hi
+	VBROADCASTSD 40(R9), Y9  // expLn2Lo
+	VBROADCASTSD 48(R9), Y10 // 1.0/120
+	VBROADCASTSD 56(R9), Y11 // 1.0/24
+	VBROADCASTSD 64(R9), Y12 // 1.0/6
+	VBROADCASTSD 72(R9), Y13 // 0.5
+	VBROADCASTSD 80(R9), Y14 // 1
+	MOVQ 88(R9), R8          // &expTable
+	MOVQ $255, R10
+	MOVQ R10, X15
+	VPBROADCASTQ X15, Y15    // 255
+	XORQ AX, AX
+
+exploop:
+	CMPQ AX, BX
+	JGE  expdone
+	VMOVUPD (DI)(AX*8), Y0      // x
+	VBROADCASTSD 0(R9), Y4      // -708
+	VBROADCASTSD 8(R9), Y5      // 709
+	VCMPPD    $0x1e, Y4, Y0, Y4 // x > -708 (ordered: false for NaN)
+	VCMPPD    $0x11, Y5, Y0, Y5 // x < 709 (ordered)
+	VANDPD    Y5, Y4, Y4
+	VMOVMSKPD Y4, CX
+	CMPL      CX, $15
+	JNE       expdone           // a lane for math.Exp: the Go loop takes these four
+	VMULPD  Y6, Y0, Y1          // x*expScale
+	VADDPD  Y7, Y1, Y1          // t := x*expScale + expRound (kb: its bits)
+	VSUBPD  Y7, Y1, Y2          // kf := t - expRound
+	VMULPD  Y8, Y2, Y3          // kf*expLn2Hi
+	VSUBPD  Y3, Y0, Y0          // x - kf*expLn2Hi
+	VMULPD  Y9, Y2, Y3          // kf*expLn2Lo
+	VSUBPD  Y3, Y0, Y0          // r := x - kf*expLn2Hi - kf*expLn2Lo
+	VMULPD  Y10, Y0, Y2         // r*(1.0/120)
+	VADDPD  Y11, Y2, Y2         // 1.0/24 + ...
+	VMULPD  Y2, Y0, Y2          // r*(...)
+	VADDPD  Y12, Y2, Y2         // 1.0/6 + ...
+	VMULPD  Y2, Y0, Y2          // r*(...)
+	VADDPD  Y13, Y2, Y2         // 0.5 + ...
+	VMULPD  Y2, Y0, Y2          // r*(...)
+	VADDPD  Y14, Y2, Y2         // 1 + ...
+	VMULPD  Y2, Y0, Y2          // q := r * (...)
+	VPAND   Y15, Y1, Y3         // kb&255
+	VPCMPEQQ Y4, Y4, Y4         // the gather's mask: every lane
+	VXORPD  Y5, Y5, Y5
+	VGATHERQPD Y4, (R8)(Y3*8), Y5 // tj := expTable[kb&255]
+	VMULPD  Y2, Y5, Y3          // tj*q
+	VADDPD  Y3, Y5, Y3          // tj + tj*q
+	VPSRLQ  $8, Y1, Y1          // kb>>8
+	VPSLLQ  $52, Y1, Y1         // (kb>>8)<<52
+	VPADDQ  Y1, Y3, Y3          // Float64bits(tj+tj*q) + (kb>>8)<<52
+	VMOVUPD Y3, (DI)(AX*8)
+	ADDQ    $4, AX
+	JMP     exploop
+
+expdone:
+	VZEROUPPER
+	MOVQ AX, ret+24(FP)
+	RET
