@@ -70,15 +70,14 @@ func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH i
 // every row.
 func causalSoftmax[F float](row []F, t int, e *[expChunk]float64) {
 	mx := float64(rowMax(row[:t+1]))
-	var sum float64
+	var sums [4]float64
 	for c0 := 0; c0 <= t; c0 += expChunk {
 		out := row[c0:min(c0+expChunk, t+1)]
-		for j, x := range expShifted(e[:], out, mx) {
-			sum += x
+		for j, x := range expShiftedSum(e[:], out, mx, &sums) {
 			out[j] = F(x)
 		}
 	}
-	inv := 1 / sum
+	inv := 1 / sum4(&sums)
 	for j, v := range row[:t+1] {
 		row[j] = F(float64(v) * inv)
 	}

@@ -61,6 +61,53 @@ func TestAVX2Twins(t *testing.T) {
 			}
 		}
 	}
+	// GELU and its backward: values at every scale, with arguments past
+	// the fast range (|x| > 21.5) and specials among them.
+	for _, n := range []int{4, 6, 512, 1003} {
+		xs, ds := twinValues(rng, n, 3), twinValues(rng, n, 1)
+		for i := range xs {
+			if i%41 == 7 {
+				xs[i] = []float32{-30, 25, 21.5, -21.5, 1e6, -1e6}[rng.IntN(6)]
+			}
+		}
+		want, got := make([]float32, n), make([]float32, n)
+		geluLoop(want, xs)
+		geluRun(got, xs)
+		checkTwin32(t, "GELU", n, got, want, xs)
+		geluBackwardLoop(want, ds, xs)
+		geluBackwardRun(got, ds, xs)
+		checkTwin32(t, "GELUBackward", n, got, want, xs)
+	}
+	// The shifted exponentials and their four running sums, over a row cut
+	// into chunks as cross entropy cuts it.
+	for _, n := range []int{3, 8, 1000, 1029} {
+		row := twinValues(rng, n, 4)
+		shift := 2.5
+		var wantSums, gotSums [4]float64
+		want := make([]float64, n)
+		for j, v := range row {
+			want[j] = float64(v) - shift
+		}
+		expLoop(want)
+		for j, x := range want {
+			wantSums[j%4] += x
+		}
+		got := make([]float64, n)
+		var e [expChunk]float64
+		for c0 := 0; c0 < n; c0 += expChunk {
+			copy(got[c0:], expShiftedSum(e[:], row[c0:min(c0+expChunk, n)], shift, &gotSums))
+		}
+		for j := range want {
+			if math.Float64bits(got[j]) != math.Float64bits(want[j]) && !(got[j] != got[j] && want[j] != want[j]) {
+				t.Fatalf("ExpShiftedSum n=%d: exp(%v - %v) = %v, the Go loop gives %v", n, row[j], shift, got[j], want[j])
+			}
+		}
+		for l := range wantSums {
+			if math.Float64bits(gotSums[l]) != math.Float64bits(wantSums[l]) && !(gotSums[l] != gotSums[l] && wantSums[l] != wantSums[l]) {
+				t.Fatalf("ExpShiftedSum n=%d: lane %d sums to %v, the Go loop to %v", n, l, gotSums[l], wantSums[l])
+			}
+		}
+	}
 	for _, n := range []int{8, 9, 64, 1000, 4099} {
 		for _, dec := range []bool{false, true} {
 			for _, step := range []int{1, 10} {
@@ -90,6 +137,17 @@ func TestAVX2Twins(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// checkTwin32 fails the test at the first element where a twin's fp32
+// result is not the Go loop's, bit for bit.
+func checkTwin32(t *testing.T, what string, n int, got, want, in []float32) {
+	t.Helper()
+	for i := range want {
+		if !sameFloat32(got[i], want[i]) {
+			t.Fatalf("%s n=%d: at x = %v the twin gives %v (%#08x), the Go loop %v (%#08x)", what, n, in[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
 		}
 	}
 }

@@ -5,6 +5,7 @@ package host
 import (
 	"math"
 	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
 )
 
 // CrossEntropy: loss = mean over rows of -log softmax(logits[i])[targets[i]].
@@ -54,16 +55,32 @@ func rowMax[F float](row []F) F {
 	return max(m0, m1, m2, m3)
 }
 
-// expShifted sets e[j] = exp(row[j] - shift) in float64 for every element
-// of row and returns those len(row) exponentials.
-func expShifted[F float](e []float64, row []F, shift float64) []float64 {
+// expShiftedSum sets e[j] = exp(row[j] - shift) in float64 for every
+// element of row, adds e[j] to sums[j%4], and returns those len(row)
+// exponentials; avx2.ExpShiftedSum is its fp32 twin. Four running sums
+// (added up as (s0+s1)+(s2+s3) by sum4) let the additions overlap and the
+// twin keep one a lane. row's length must be a multiple of 4 except in
+// the last call for a row.
+func expShiftedSum[F float](e []float64, row []F, shift float64, sums *[4]float64) []float64 {
 	e = e[:len(row)]
-	for j, v := range row {
-		e[j] = float64(v) - shift
+	twin := func(lo int) int { return lo }
+	if r32, ok := any(row).([]float32); ok {
+		twin = func(lo int) int { return lo + avx2.ExpShiftedSum(e[lo:], r32[lo:], shift, sums, &expTwin) }
 	}
-	expInPlace(e)
+	withTwin(len(row), twin, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			e[j] = float64(row[j]) - shift
+		}
+		expLoop(e[lo:hi])
+		for j := lo; j < hi; j++ {
+			sums[j%4] += e[j]
+		}
+	})
 	return e
 }
+
+// sum4 is the sum of expShiftedSum's four running sums.
+func sum4(s *[4]float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 
 func crossEntropyKernel[F float](h *Device, loss, logits, targets, scratch *cuda.Buffer, N, V int) {
 	tg := Int32s(targets)
@@ -80,14 +97,12 @@ func crossEntropyKernel[F float](h *Device, loss, logits, targets, scratch *cuda
 		for i := lo; i < hi; i++ {
 			row := vl.get(i*V, (i+1)*V, tmp)
 			mx := float64(rowMax(row))
-			var sum float64
+			var sums [4]float64
 			var e [expChunk]float64
 			for c0 := 0; c0 < V; c0 += expChunk {
-				for _, x := range expShifted(e[:], row[c0:min(c0+expChunk, V)], mx) {
-					sum += x
-				}
+				expShiftedSum(e[:], row[c0:min(c0+expChunk, V)], mx, &sums)
 			}
-			losses[i] = F(math.Log(sum) + mx - float64(row[tg[i]]))
+			losses[i] = F(math.Log(sum4(&sums)) + mx - float64(row[tg[i]]))
 		}
 	})
 	var total float64
@@ -132,18 +147,19 @@ func crossEntropyBackwardKernel[F float](h *Device, dlogits, dloss, logits, targ
 			out := vd.out(i*V, (i+1)*V, tout)
 			// out may be row itself: each element is read before it is
 			// written.
-			var sum, et float64
+			var sums [4]float64
+			var et float64
 			var e [expChunk]float64
 			for c0 := 0; c0 < V; c0 += expChunk {
-				es := expShifted(e[:], row[c0:min(c0+expChunk, V)], mx)
+				es := expShiftedSum(e[:], row[c0:min(c0+expChunk, V)], mx, &sums)
 				for j, x := range es {
-					sum += x
 					out[c0+j] = F(x)
 				}
 				if t >= c0 && t < c0+len(es) {
 					et = es[t-c0]
 				}
 			}
+			sum := sum4(&sums)
 			scale := g / sum
 			for j, e := range out {
 				out[j] = F(float64(e) * scale)

@@ -27,11 +27,31 @@ const (
 	expRound = 0x1.8p52
 )
 
-// expTwin holds expInPlace's constants, as the Go loop's float64 values,
-// for its AVX2 twin.
+// expTwin holds expLoop's constants, the Go loop's float64 values, for
+// its AVX2 twins.
 var expTwin = avx2.ExpConsts{
-	Low: -708, High: 709, Scale: expScale, Round: expRound, Ln2Hi: expLn2Hi, Ln2Lo: expLn2Lo,
-	C5: 1.0 / 120, C4: 1.0 / 24, C3: 1.0 / 6, C2: 0.5, One: 1, Table: &expTable,
+	Low: avx2.Lanes(-708), High: avx2.Lanes(709), Scale: avx2.Lanes(expScale), Round: avx2.Lanes(expRound),
+	Ln2Hi: avx2.Lanes(expLn2Hi), Ln2Lo: avx2.Lanes(expLn2Lo),
+	C5: avx2.Lanes(1.0 / 120), C4: avx2.Lanes(1.0 / 24), C3: avx2.Lanes(1.0 / 6), C2: avx2.Lanes(0.5), One: avx2.Lanes(1),
+	Mask: [4]uint64{255, 255, 255, 255}, Table: &expTable,
+}
+
+// withTwin runs a loop over [0, n) as twin, an AVX2 twin that does
+// elements from lo to the end it returns, then loop, the Go loop, for the
+// (up to) four elements the twin stopped before, and the twin again. The
+// twins stop only before four elements whose exponentials leave the fast
+// range, so the Go loop sees those and the tail.
+func withTwin(n int, twin func(lo int) int, loop func(lo, hi int)) {
+	if !avx2.Available {
+		loop(0, n)
+		return
+	}
+	for lo := 0; lo < n; {
+		lo = twin(lo)
+		hi := min(lo+4, n)
+		loop(lo, hi)
+		lo = hi
+	}
 }
 
 // expChunk is how many exponentials a kernel computes at a time, in an
@@ -47,18 +67,7 @@ const expChunk = 512
 // outside [-708, 709] (where the result leaves the normal range), ±Inf and
 // NaN take math.Exp.
 func expInPlace(a []float64) {
-	if !avx2.Available {
-		expLoop(a)
-		return
-	}
-	// The twin stops before four elements that hold an argument outside
-	// the fast range; the Go loop does those four.
-	for len(a) > 0 {
-		a = a[avx2.Exp(a, &expTwin):]
-		k := min(4, len(a))
-		expLoop(a[:k])
-		a = a[k:]
-	}
+	withTwin(len(a), func(lo int) int { return lo + avx2.Exp(a[lo:], &expTwin) }, func(lo, hi int) { expLoop(a[lo:hi]) })
 }
 
 // expLoop is expInPlace element by element; avx2.Exp is its twin.

@@ -5,10 +5,15 @@ package host
 import (
 	"math"
 	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
 )
 
 // geluK is sqrt(2/π).
 var geluK = math.Sqrt(2 / math.Pi)
+
+// geluTwin holds the GELU loops' constants, their float64 values, for the
+// AVX2 twins.
+var geluTwin = avx2.GELUConsts{M2K: avx2.Lanes(-2 * geluK), C: avx2.Lanes(0.044715), K: avx2.Lanes(geluK), C3: avx2.Lanes(3 * 0.044715), One: avx2.Lanes(1)}
 
 // geluExp sets e[i] = exp(-2u) for GELU's u = sqrt(2/π)·(x + 0.044715·x³)
 // at x = float64(xs[i]), so that σ(2u) = (1 + tanh u)/2 = 1/(1 + e[i]): one
@@ -19,7 +24,7 @@ func geluExp[F float](e []float64, xs []F) {
 		x := float64(v)
 		e[i] = -2 * geluK * (x + 0.044715*x*x*x)
 	}
-	expInPlace(e[:len(xs)])
+	expLoop(e[:len(xs)])
 }
 
 // GELU: y = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) elementwise,
@@ -33,16 +38,31 @@ func (h *Device) GELU(y, x *cuda.Buffer) error {
 }
 
 func geluKernel[F float](h *Device, y, x *cuda.Buffer) {
-	mapElems(h, y, []*cuda.Buffer{x}, func(out []F, in [][]F) {
-		var e [expChunk]float64
-		for c0 := 0; c0 < len(out); c0 += expChunk {
-			xs := in[0][c0:min(c0+expChunk, len(out))]
-			geluExp(e[:], xs)
-			for i, v := range xs {
-				out[c0+i] = F(float64(v) * (1 / (1 + e[i])))
-			}
+	mapElems(h, y, []*cuda.Buffer{x}, func(out []F, in [][]F) { geluRun(out, in[0][:len(out)]) })
+}
+
+// geluRun is GELU on xs into out: avx2.GELU where it runs, geluLoop for
+// the rest.
+func geluRun[F float](out, xs []F) {
+	twin := func(lo int) int { return lo }
+	if o32, ok := any(out).([]float32); ok {
+		x32 := any(xs).([]float32)
+		twin = func(lo int) int { return lo + avx2.GELU(o32[lo:], x32[lo:], &geluTwin, &expTwin) }
+	}
+	withTwin(len(out), twin, func(lo, hi int) { geluLoop(out[lo:hi], xs[lo:hi]) })
+}
+
+// geluLoop is GELU on xs into out, element by element (expChunk at a
+// time); avx2.GELU is its fp32 twin.
+func geluLoop[F float](out, xs []F) {
+	var e [expChunk]float64
+	for c0 := 0; c0 < len(xs); c0 += expChunk {
+		x := xs[c0:min(c0+expChunk, len(xs))]
+		geluExp(e[:], x)
+		for i, v := range x {
+			out[c0+i] = F(float64(v) * (1 / (1 + e[i])))
 		}
-	})
+	}
 }
 
 // GELUBackward: dx = dy·GELU'(x). With s = σ(2u) = (1 + tanh u)/2,
@@ -58,17 +78,33 @@ func (h *Device) GELUBackward(dx, dy, x *cuda.Buffer) error {
 
 func geluBackwardKernel[F float](h *Device, dx, dy, x *cuda.Buffer) {
 	mapElems(h, dx, []*cuda.Buffer{dy, x}, func(out []F, in [][]F) {
-		var e [expChunk]float64
-		for c0 := 0; c0 < len(out); c0 += expChunk {
-			c1 := min(c0+expChunk, len(out))
-			ds, xs := in[0][c0:c1], in[1][c0:c1]
-			geluExp(e[:], xs)
-			for i, v := range xs {
-				xv := float64(v)
-				s := 1 / (1 + e[i])
-				d := s + 2*xv*s*(1-s)*geluK*(1+3*0.044715*xv*xv)
-				out[c0+i] = F(float64(ds[i]) * d)
-			}
-		}
+		geluBackwardRun(out, in[0][:len(out)], in[1][:len(out)])
 	})
+}
+
+// geluBackwardRun is GELUBackward on ds and xs into out:
+// avx2.GELUBackward where it runs, geluBackwardLoop for the rest.
+func geluBackwardRun[F float](out, ds, xs []F) {
+	twin := func(lo int) int { return lo }
+	if o32, ok := any(out).([]float32); ok {
+		d32, x32 := any(ds).([]float32), any(xs).([]float32)
+		twin = func(lo int) int { return lo + avx2.GELUBackward(o32[lo:], d32[lo:], x32[lo:], &geluTwin, &expTwin) }
+	}
+	withTwin(len(out), twin, func(lo, hi int) { geluBackwardLoop(out[lo:hi], ds[lo:hi], xs[lo:hi]) })
+}
+
+// geluBackwardLoop is GELUBackward element by element (expChunk at a
+// time); avx2.GELUBackward is its fp32 twin.
+func geluBackwardLoop[F float](out, ds, xs []F) {
+	var e [expChunk]float64
+	for c0 := 0; c0 < len(xs); c0 += expChunk {
+		x := xs[c0:min(c0+expChunk, len(xs))]
+		geluExp(e[:], x)
+		for i, v := range x {
+			xv := float64(v)
+			s := 1 / (1 + e[i])
+			d := s + 2*xv*s*(1-s)*geluK*(1+3*0.044715*xv*xv)
+			out[c0+i] = F(float64(ds[c0+i]) * d)
+		}
+	}
 }

@@ -19,10 +19,22 @@ type AdamConsts struct {
 }
 
 // ExpConsts are host's expLoop's float64 constants and table, laid out
-// for expAVX2 (offsets in avx2_amd64.s): arguments outside (Low, High)
-// are left to the Go loop; C5..C2 and One are the Taylor coefficients of
-// e^r - 1 = r·(1 + r·(C2 + r·(C3 + r·(C4 + r·C5)))).
+// for the exponential of avx2_amd64.s (offsets there), each constant four
+// times over so that the instructions read it from memory: arguments
+// outside (Low, High) are left to the Go loop; C5..C2 and One are the
+// Taylor coefficients of e^r - 1 = r·(1 + r·(C2 + r·(C3 + r·(C4 + r·C5))));
+// Mask is 255, the table index's bits.
 type ExpConsts struct {
-	Low, High, Scale, Round, Ln2Hi, Ln2Lo, C5, C4, C3, C2, One float64
+	Low, High, Scale, Round, Ln2Hi, Ln2Lo, C5, C4, C3, C2, One [4]float64
+	Mask                                                       [4]uint64
 	Table                                                      *[256]float64 // 2^(j/256)
 }
+
+// GELUConsts are host's GELU loops' float64 constants, each four times
+// over: M2K is -2·sqrt(2/π), C 0.044715, K sqrt(2/π), C3 3·0.044715.
+type GELUConsts struct {
+	M2K, C, K, C3, One [4]float64
+}
+
+// Lanes is v four times over, for ExpConsts and GELUConsts.
+func Lanes(v float64) [4]float64 { return [4]float64{v, v, v, v} }

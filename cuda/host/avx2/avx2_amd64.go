@@ -24,13 +24,57 @@ func Adam(p, gr, m, v []float32, k *AdamConsts) int {
 //go:noescape
 func expAVX2(a *float64, n int, k *ExpConsts) int
 
-// Exp runs host's expLoop four elements at a time over a, up to the first
-// four whose arguments are not all inside (k.Low, k.High) (NaNs
-// included) or fewer than four remain, and returns how many it did.
+//go:noescape
+func expShiftedSumAVX2(e *float64, row *float32, n int, shift float64, sums *[4]float64, k *ExpConsts) int
+
+//go:noescape
+func geluAVX2(y, x *float32, n int, gc *GELUConsts, k *ExpConsts) int
+
+//go:noescape
+func geluBackwardAVX2(dx, dy, x *float32, n int, gc *GELUConsts, k *ExpConsts) int
+
+// Each of the next runs its Go loop four elements at a time from the start
+// of its slices, up to the first four whose exponentials' arguments are
+// not all inside (k.Low, k.High) (NaNs included) or fewer than four
+// remain, and returns how many elements it did.
+
+// Exp is host's expLoop on a.
 func Exp(a []float64, k *ExpConsts) int {
 	n := len(a) &^ 3
 	if !Available || n == 0 {
 		return 0
 	}
 	return expAVX2(&a[0], n, k)
+}
+
+// ExpShiftedSum is host's expShiftedSum: e[j] = exp(row[j] - shift) and
+// sums[j%4] += e[j] (e at least as long as row).
+func ExpShiftedSum(e []float64, row []float32, shift float64, sums *[4]float64, k *ExpConsts) int {
+	n := len(row) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	_ = e[n-1]
+	return expShiftedSumAVX2(&e[0], &row[0], n, shift, sums, k)
+}
+
+// GELU is host's geluLoop: y[i] = GELU(x[i]) (x at least as long as y).
+func GELU(y, x []float32, g *GELUConsts, k *ExpConsts) int {
+	n := len(y) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	_ = x[n-1]
+	return geluAVX2(&y[0], &x[0], n, g, k)
+}
+
+// GELUBackward is host's geluBackwardLoop: dx[i] = dy[i]·GELU'(x[i]) (dy
+// and x at least as long as dx).
+func GELUBackward(dx, dy, x []float32, g *GELUConsts, k *ExpConsts) int {
+	n := len(dx) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	_, _ = dy[n-1], x[n-1]
+	return geluBackwardAVX2(&dx[0], &dy[0], &x[0], n, g, k)
 }

@@ -70,73 +70,192 @@ done:
 	VZEROUPPER
 	RET
 
+// The exponential of host.expLoop on the four float64 lanes of Y0, in place,
+// with Y1 to Y5 for temporaries; R9 holds the *ExpConsts (each constant four
+// times over, so that it is an operand straight from memory: Low 0, High 32,
+// Scale 64, Round 96, Ln2Hi 128, Ln2Lo 160, C5 192, C4 224, C3 256, C2 288,
+// One 320, Mask 352, Table 384) and R8 its Table. A lane outside (Low, High),
+// NaN included, jumps to bail with nothing stored, for the Go loop to take
+// the four. Each line is the Go expression of expLoop it computes.
+#define EXP(bail) \
+	VCMPPD    $0x1e, 0(R9), Y0, Y4  /* x > -708 (ordered: false for NaN) */ \
+	VCMPPD    $0x11, 32(R9), Y0, Y5 /* x < 709 (ordered) */ \
+	VANDPD    Y5, Y4, Y4 \
+	VMOVMSKPD Y4, CX \
+	CMPL      CX, $15 \
+	JNE       bail \
+	VMULPD    64(R9), Y0, Y1        /* x*expScale */ \
+	VADDPD    96(R9), Y1, Y1        /* t := x*expScale + expRound (kb: its bits) */ \
+	VSUBPD    96(R9), Y1, Y2        /* kf := t - expRound */ \
+	VMULPD    128(R9), Y2, Y3       /* kf*expLn2Hi */ \
+	VSUBPD    Y3, Y0, Y0            /* x - kf*expLn2Hi */ \
+	VMULPD    160(R9), Y2, Y3       /* kf*expLn2Lo */ \
+	VSUBPD    Y3, Y0, Y0            /* r := x - kf*expLn2Hi - kf*expLn2Lo */ \
+	VMULPD    192(R9), Y0, Y2       /* r*(1.0/120) */ \
+	VADDPD    224(R9), Y2, Y2       /* 1.0/24 + ... */ \
+	VMULPD    Y2, Y0, Y2            /* r*(...) */ \
+	VADDPD    256(R9), Y2, Y2       /* 1.0/6 + ... */ \
+	VMULPD    Y2, Y0, Y2            /* r*(...) */ \
+	VADDPD    288(R9), Y2, Y2       /* 0.5 + ... */ \
+	VMULPD    Y2, Y0, Y2            /* r*(...) */ \
+	VADDPD    320(R9), Y2, Y2       /* 1 + ... */ \
+	VMULPD    Y2, Y0, Y2            /* q := r * (...) */ \
+	VPAND     352(R9), Y1, Y3       /* kb&255 */ \
+	VPCMPEQQ  Y4, Y4, Y4            /* the gather's mask: every lane */ \
+	VXORPD    Y5, Y5, Y5 \
+	VGATHERQPD Y4, (R8)(Y3*8), Y5   /* tj := expTable[kb&255] */ \
+	VMULPD    Y2, Y5, Y3            /* tj*q */ \
+	VADDPD    Y3, Y5, Y3            /* tj + tj*q */ \
+	VPSRLQ    $8, Y1, Y1            /* kb>>8 */ \
+	VPSLLQ    $52, Y1, Y1           /* (kb>>8)<<52 */ \
+	VPADDQ    Y1, Y3, Y0            /* Float64bits(tj+tj*q) + (kb>>8)<<52 */
+
 // func expAVX2(a *float64, n int, k *ExpConsts) int
 //
-// ExpConsts: Low 0, High 8, Scale 16, Round 24, Ln2Hi 32, Ln2Lo 40, C5 48,
-// C4 56, C3 64, C2 72, One 80, Table 88 (a pointer). Four lanes a step,
-// each line the Go expression of host.expLoop it computes; it returns the
-// index of the first step with a lane outside (Low, High), or n.
+// host.expLoop four lanes a step over a[0:n]; it returns the index of the
+// first step with a lane outside (Low, High), or n.
 TEXT ·expAVX2(SB), NOSPLIT, $0-32
 	MOVQ a+0(FP), DI
 	MOVQ n+8(FP), BX
 	MOVQ k+16(FP), R9
-	VBROADCASTSD 16(R9), Y6  // expScale
-	VBROADCASTSD 24(R9), Y7  // expRound
-	VBROADCASTSD 32(R9), Y8  // expLn2Hi
-	VBROADCASTSD 40(R9), Y9  // expLn2Lo
-	VBROADCASTSD 48(R9), Y10 // 1.0/120
-	VBROADCASTSD 56(R9), Y11 // 1.0/24
-	VBROADCASTSD 64(R9), Y12 // 1.0/6
-	VBROADCASTSD 72(R9), Y13 // 0.5
-	VBROADCASTSD 80(R9), Y14 // 1
-	MOVQ 88(R9), R8          // &expTable
-	MOVQ $255, R10
-	MOVQ R10, X15
-	VPBROADCASTQ X15, Y15    // 255
+	MOVQ 384(R9), R8
 	XORQ AX, AX
 
 exploop:
-	CMPQ AX, BX
-	JGE  expdone
-	VMOVUPD (DI)(AX*8), Y0      // x
-	VBROADCASTSD 0(R9), Y4      // -708
-	VBROADCASTSD 8(R9), Y5      // 709
-	VCMPPD    $0x1e, Y4, Y0, Y4 // x > -708 (ordered: false for NaN)
-	VCMPPD    $0x11, Y5, Y0, Y5 // x < 709 (ordered)
-	VANDPD    Y5, Y4, Y4
-	VMOVMSKPD Y4, CX
-	CMPL      CX, $15
-	JNE       expdone           // a lane for math.Exp: the Go loop takes these four
-	VMULPD  Y6, Y0, Y1          // x*expScale
-	VADDPD  Y7, Y1, Y1          // t := x*expScale + expRound (kb: its bits)
-	VSUBPD  Y7, Y1, Y2          // kf := t - expRound
-	VMULPD  Y8, Y2, Y3          // kf*expLn2Hi
-	VSUBPD  Y3, Y0, Y0          // x - kf*expLn2Hi
-	VMULPD  Y9, Y2, Y3          // kf*expLn2Lo
-	VSUBPD  Y3, Y0, Y0          // r := x - kf*expLn2Hi - kf*expLn2Lo
-	VMULPD  Y10, Y0, Y2         // r*(1.0/120)
-	VADDPD  Y11, Y2, Y2         // 1.0/24 + ...
-	VMULPD  Y2, Y0, Y2          // r*(...)
-	VADDPD  Y12, Y2, Y2         // 1.0/6 + ...
-	VMULPD  Y2, Y0, Y2          // r*(...)
-	VADDPD  Y13, Y2, Y2         // 0.5 + ...
-	VMULPD  Y2, Y0, Y2          // r*(...)
-	VADDPD  Y14, Y2, Y2         // 1 + ...
-	VMULPD  Y2, Y0, Y2          // q := r * (...)
-	VPAND   Y15, Y1, Y3         // kb&255
-	VPCMPEQQ Y4, Y4, Y4         // the gather's mask: every lane
-	VXORPD  Y5, Y5, Y5
-	VGATHERQPD Y4, (R8)(Y3*8), Y5 // tj := expTable[kb&255]
-	VMULPD  Y2, Y5, Y3          // tj*q
-	VADDPD  Y3, Y5, Y3          // tj + tj*q
-	VPSRLQ  $8, Y1, Y1          // kb>>8
-	VPSLLQ  $52, Y1, Y1         // (kb>>8)<<52
-	VPADDQ  Y1, Y3, Y3          // Float64bits(tj+tj*q) + (kb>>8)<<52
-	VMOVUPD Y3, (DI)(AX*8)
+	CMPQ    AX, BX
+	JGE     expdone
+	VMOVUPD (DI)(AX*8), Y0 // x
+	EXP(expdone)
+	VMOVUPD Y0, (DI)(AX*8)
 	ADDQ    $4, AX
 	JMP     exploop
 
 expdone:
 	VZEROUPPER
 	MOVQ AX, ret+24(FP)
+	RET
+
+// func expShiftedSumAVX2(e *float64, row *float32, n int, shift float64, sums *[4]float64, k *ExpConsts) int
+//
+// host.expShiftedSum four lanes a step: e[j] = exp(float64(row[j]) - shift)
+// and sums[j%4] += e[j]; it returns where it stopped, as expAVX2.
+TEXT ·expShiftedSumAVX2(SB), NOSPLIT, $0-56
+	MOVQ e+0(FP), DI
+	MOVQ row+8(FP), SI
+	MOVQ n+16(FP), BX
+	VBROADCASTSD shift+24(FP), Y6
+	MOVQ sums+32(FP), DX
+	MOVQ k+40(FP), R9
+	MOVQ 384(R9), R8
+	VMOVUPD (DX), Y7 // the four lanes' sums
+	XORQ AX, AX
+
+shiftloop:
+	CMPQ      AX, BX
+	JGE       shiftdone
+	VCVTPS2PD (SI)(AX*4), Y0 // float64(v)
+	VSUBPD    Y6, Y0, Y0     // float64(v) - shift
+	EXP(shiftdone)
+	VMOVUPD   Y0, (DI)(AX*8) // e[j]
+	VADDPD    Y0, Y7, Y7     // sums[j%4] += e[j]
+	ADDQ      $4, AX
+	JMP       shiftloop
+
+shiftdone:
+	VMOVUPD Y7, (DX)
+	VZEROUPPER
+	MOVQ AX, ret+48(FP)
+	RET
+
+// GELUConsts: M2K 0 (-2·sqrt(2/π)), C 32 (0.044715), K 64 (sqrt(2/π)), C3
+// 96 (3·0.044715), One 128, each four times over.
+
+// func geluAVX2(y, x *float32, n int, gc *GELUConsts, k *ExpConsts) int
+//
+// host.geluLoop four lanes a step: u := float64(x[i]); e := exp(-2·K·(u +
+// C·u·u·u)); y[i] = float32(u * (1 / (1 + e))); it returns where it stopped,
+// as expAVX2.
+TEXT ·geluAVX2(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), BX
+	MOVQ gc+24(FP), DX
+	MOVQ k+32(FP), R9
+	MOVQ 384(R9), R8
+	XORQ AX, AX
+
+geluloop:
+	CMPQ       AX, BX
+	JGE        geludone
+	VCVTPS2PD  (SI)(AX*4), Y6 // x := float64(v)
+	VMULPD     32(DX), Y6, Y0 // 0.044715*x
+	VMULPD     Y6, Y0, Y0     // 0.044715*x*x
+	VMULPD     Y6, Y0, Y0     // 0.044715*x*x*x
+	VADDPD     Y0, Y6, Y0     // x + 0.044715*x*x*x
+	VMULPD     0(DX), Y0, Y0  // -2 * geluK * (...)
+	EXP(geludone)             // e
+	VADDPD     128(DX), Y0, Y0 // 1 + e
+	VMOVUPD    128(DX), Y1
+	VDIVPD     Y0, Y1, Y0     // 1 / (1 + e)
+	VMULPD     Y0, Y6, Y0     // float64(v) * (...)
+	VCVTPD2PSY Y0, X0         // F(...)
+	VMOVUPS    X0, (DI)(AX*4)
+	ADDQ       $4, AX
+	JMP        geluloop
+
+geludone:
+	VZEROUPPER
+	MOVQ AX, ret+40(FP)
+	RET
+
+// func geluBackwardAVX2(dx, dy, x *float32, n int, gc *GELUConsts, k *ExpConsts) int
+//
+// host.geluBackwardLoop four lanes a step: with u := float64(x[i]), e as
+// for geluAVX2 and s := 1 / (1 + e), d := s + 2*u*s*(1-s)*K*(1+C3*u*u) and
+// dx[i] = float32(float64(dy[i]) * d); it returns where it stopped, as
+// expAVX2.
+TEXT ·geluBackwardAVX2(SB), NOSPLIT, $0-56
+	MOVQ dx+0(FP), DI
+	MOVQ dy+8(FP), R10
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), BX
+	MOVQ gc+32(FP), DX
+	MOVQ k+40(FP), R9
+	MOVQ 384(R9), R8
+	XORQ AX, AX
+
+gelubloop:
+	CMPQ       AX, BX
+	JGE        gelubdone
+	VCVTPS2PD  (SI)(AX*4), Y6 // xv := float64(xs[i])
+	VMULPD     32(DX), Y6, Y0 // 0.044715*x
+	VMULPD     Y6, Y0, Y0     // 0.044715*x*x
+	VMULPD     Y6, Y0, Y0     // 0.044715*x*x*x
+	VADDPD     Y0, Y6, Y0     // x + 0.044715*x*x*x
+	VMULPD     0(DX), Y0, Y0  // -2 * geluK * (...)
+	EXP(gelubdone)            // e
+	VADDPD     128(DX), Y0, Y0 // 1 + e
+	VMOVUPD    128(DX), Y7
+	VDIVPD     Y0, Y7, Y7     // s := 1 / (1 + e)
+	VADDPD     Y6, Y6, Y1     // 2*xv
+	VMULPD     Y7, Y1, Y1     // 2*xv*s
+	VMOVUPD    128(DX), Y2
+	VSUBPD     Y7, Y2, Y2     // 1-s
+	VMULPD     Y2, Y1, Y1     // 2*xv*s*(1-s)
+	VMULPD     64(DX), Y1, Y1 // ...*geluK
+	VMULPD     96(DX), Y6, Y2 // 3*0.044715*xv
+	VMULPD     Y6, Y2, Y2     // 3*0.044715*xv*xv
+	VADDPD     128(DX), Y2, Y2 // 1+3*0.044715*xv*xv
+	VMULPD     Y2, Y1, Y1     // 2*xv*s*(1-s)*geluK*(1+3*0.044715*xv*xv)
+	VADDPD     Y1, Y7, Y1     // d := s + ...
+	VCVTPS2PD  (R10)(AX*4), Y2 // float64(ds[i])
+	VMULPD     Y1, Y2, Y1     // float64(ds[i]) * d
+	VCVTPD2PSY Y1, X1         // F(...)
+	VMOVUPS    X1, (DI)(AX*4)
+	ADDQ       $4, AX
+	JMP        gelubloop
+
+gelubdone:
+	VZEROUPPER
+	MOVQ AX, ret+48(FP)
 	RET
