@@ -167,6 +167,19 @@ shiftdone:
 	MOVQ AX, ret+48(FP)
 	RET
 
+// GELU's 1 + e, e = exp(-2u), of host.geluExp for the four float32 at
+// (SI)(AX*4): Y6 is x, Y0 is 1 + e, through EXP (which may jump to bail);
+// DX holds the *GELUConsts.
+#define GELUDENOM(bail) \
+	VCVTPS2PD  (SI)(AX*4), Y6  /* x := float64(v) */ \
+	VMULPD     32(DX), Y6, Y0  /* 0.044715*x */ \
+	VMULPD     Y6, Y0, Y0      /* 0.044715*x*x */ \
+	VMULPD     Y6, Y0, Y0      /* 0.044715*x*x*x */ \
+	VADDPD     Y0, Y6, Y0      /* x + 0.044715*x*x*x */ \
+	VMULPD     0(DX), Y0, Y0   /* -2 * geluK * (...) */ \
+	EXP(bail)                  /* e */ \
+	VADDPD     128(DX), Y0, Y0 /* 1 + e */
+
 // GELUConsts: M2K 0 (-2·sqrt(2/π)), C 32 (0.044715), K 64 (sqrt(2/π)), C3
 // 96 (3·0.044715), One 128, each four times over.
 
@@ -187,14 +200,7 @@ TEXT ·geluAVX2(SB), NOSPLIT, $0-48
 geluloop:
 	CMPQ       AX, BX
 	JGE        geludone
-	VCVTPS2PD  (SI)(AX*4), Y6 // x := float64(v)
-	VMULPD     32(DX), Y6, Y0 // 0.044715*x
-	VMULPD     Y6, Y0, Y0     // 0.044715*x*x
-	VMULPD     Y6, Y0, Y0     // 0.044715*x*x*x
-	VADDPD     Y0, Y6, Y0     // x + 0.044715*x*x*x
-	VMULPD     0(DX), Y0, Y0  // -2 * geluK * (...)
-	EXP(geludone)             // e
-	VADDPD     128(DX), Y0, Y0 // 1 + e
+	GELUDENOM(geludone)       // Y6 = x, Y0 = 1 + e
 	VMOVUPD    128(DX), Y1
 	VDIVPD     Y0, Y1, Y0     // 1 / (1 + e)
 	VMULPD     Y0, Y6, Y0     // float64(v) * (...)
@@ -227,14 +233,7 @@ TEXT ·geluBackwardAVX2(SB), NOSPLIT, $0-56
 gelubloop:
 	CMPQ       AX, BX
 	JGE        gelubdone
-	VCVTPS2PD  (SI)(AX*4), Y6 // xv := float64(xs[i])
-	VMULPD     32(DX), Y6, Y0 // 0.044715*x
-	VMULPD     Y6, Y0, Y0     // 0.044715*x*x
-	VMULPD     Y6, Y0, Y0     // 0.044715*x*x*x
-	VADDPD     Y0, Y6, Y0     // x + 0.044715*x*x*x
-	VMULPD     0(DX), Y0, Y0  // -2 * geluK * (...)
-	EXP(gelubdone)            // e
-	VADDPD     128(DX), Y0, Y0 // 1 + e
+	GELUDENOM(gelubdone)      // Y6 = xv, Y0 = 1 + e
 	VMOVUPD    128(DX), Y7
 	VDIVPD     Y0, Y7, Y7     // s := 1 / (1 + e)
 	VADDPD     Y6, Y6, Y1     // 2*xv
