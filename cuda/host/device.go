@@ -33,8 +33,9 @@ type Options struct {
 
 // Device is the CPU as a device: segments are anonymous memory mappings,
 // kernels are Go, parallel over Threads cores with a fixed partition of the
-// work (results are bit-identical run after run), and matrix multiplies go
-// to OpenBLAS or gonum (blas.go).
+// work (results are bit-identical run after run), the hottest loops with
+// AVX2 twins that give the same bits (cuda/host/avx2), and matrix
+// multiplies go to OpenBLAS or gonum (blas.go).
 //
 // Buffers of F32 and F64 are computed in place; F16 and BF16 values are
 // converted to fp32 row by row or block by block in host-private scratch
