@@ -73,14 +73,9 @@ func causalSoftmax[F float](row []F, t int, e *[expChunk]float64) {
 	var sums [4]float64
 	for c0 := 0; c0 <= t; c0 += expChunk {
 		out := row[c0:min(c0+expChunk, t+1)]
-		for j, x := range expShiftedSum(e[:], out, mx, &sums) {
-			out[j] = F(x)
-		}
+		roundInto(out, expShiftedSum(e[:], out, mx, &sums))
 	}
-	inv := 1 / sum4(&sums)
-	for j, v := range row[:t+1] {
-		row[j] = F(float64(v) * inv)
-	}
+	scaleBy(row[:t+1], 1/sum4(&sums))
 	clear(row[t+1:])
 }
 

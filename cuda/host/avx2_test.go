@@ -108,6 +108,60 @@ func TestAVX2Twins(t *testing.T) {
 			}
 		}
 	}
+	// The elementwise twins, against the Go expressions of their loops,
+	// on lengths off their widths.
+	for _, n := range []int{1, 8, 13, 768, 1027} {
+		a, b, w := twinValues(rng, n, 1), twinValues(rng, n, 1), twinValues(rng, n, 1)
+		want, got := make([]float32, n), make([]float32, n)
+		for i := range want {
+			want[i] = a[i] + b[i]
+		}
+		i := avx2.Add(got, a, b)
+		for ; i < n; i++ {
+			got[i] = a[i] + b[i]
+		}
+		checkTwin32(t, "Add", n, got, want, a)
+		mean, rstd := float32(0.3), float32(1.7)
+		for c := range want {
+			want[c] = (a[c]-mean)*rstd*w[c] + b[c]
+		}
+		c := avx2.LayerNormRow(got, a, w, b, mean, rstd)
+		for ; c < n; c++ {
+			got[c] = (a[c]-mean)*rstd*w[c] + b[c]
+		}
+		checkTwin32(t, "LayerNormRow", n, got, want, a)
+		e := make([]float64, n)
+		for i := range e {
+			e[i] = float64(a[i]) * (1 + 1e-9*float64(i)) // not exactly a float32
+		}
+		for i := range want {
+			want[i] = float32(e[i])
+		}
+		roundInto(got, e)
+		checkTwin32(t, "Round", n, got, want, a)
+		copy(got, a)
+		for i := range want {
+			want[i] = float32(float64(a[i]) * 0.3)
+		}
+		scaleBy(got, 0.3)
+		checkTwin32(t, "Scale", n, got, want, a)
+		acc, accWant := make([]float64, n), make([]float64, n)
+		for r := range 3 {
+			row := twinValues(rng, n, float64(r+1))
+			for c := range accWant {
+				accWant[c] += float64(row[c])
+			}
+			c := avx2.Accumulate(acc, row)
+			for ; c < n; c++ {
+				acc[c] += float64(row[c])
+			}
+		}
+		for c := range acc {
+			if math.Float64bits(acc[c]) != math.Float64bits(accWant[c]) && !(acc[c] != acc[c] && accWant[c] != accWant[c]) {
+				t.Fatalf("Accumulate n=%d: column %d sums to %v, the Go loop to %v", n, c, acc[c], accWant[c])
+			}
+		}
+	}
 	for _, n := range []int{8, 9, 64, 1000, 4099} {
 		for _, dec := range []bool{false, true} {
 			for _, step := range []int{1, 10} {

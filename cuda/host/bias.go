@@ -1,6 +1,9 @@
 package host
 
-import "trainmem/cuda"
+import (
+	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
+)
 
 // The host device's kernels: the bias family (AddBias, and SumRows, the bias gradient; the column sums the layer norm's gain gradient shares).
 
@@ -35,8 +38,13 @@ func (h *Device) SumRows(dst, src *cuda.Buffer, N, C int) error {
 func sumRowsKernel[F float](h *Device, dst, src *cuda.Buffer, N, C int) {
 	vs := mkvec[F](src)
 	columnSums(h, dst, N, C, func(i, c0, c1 int, acc []float64, tmp []F) {
-		for c, v := range vs.get(i*C+c0, i*C+c1, tmp[:c1-c0]) {
-			acc[c] += float64(v)
+		row := vs.get(i*C+c0, i*C+c1, tmp[:c1-c0])
+		c := 0
+		if r, ok := f32(row); ok {
+			c = avx2.Accumulate(acc, r)
+		}
+		for ; c < len(row); c++ {
+			acc[c] += float64(row[c])
 		}
 	})
 }
@@ -60,7 +68,12 @@ func addBiasKernel[F float](h *Device, y, b *cuda.Buffer, N, C int) {
 		defer putScratch(tmp)
 		for i := lo; i < hi; i++ {
 			row := vy.get(i*C, i*C+C, tmp)
-			for c := range row {
+			c := 0
+			if r, ok := f32(row); ok {
+				b32, _ := f32(bs)
+				c = avx2.Add(r, r, b32)
+			}
+			for ; c < len(row); c++ {
 				row[c] += bs[c]
 			}
 			vy.put(i*C, row)

@@ -79,6 +79,29 @@ func expShiftedSum[F float](e []float64, row []F, shift float64, sums *[4]float6
 	return e
 }
 
+// roundInto sets out[j] = F(e[j]); avx2.Round is its fp32 twin.
+func roundInto[F float](out []F, e []float64) {
+	j := 0
+	if o, ok := f32(out); ok {
+		j = avx2.Round(o, e)
+	}
+	for ; j < len(out); j++ {
+		out[j] = F(e[j])
+	}
+}
+
+// scaleBy sets out[j] = F(float64(out[j]) * s); avx2.Scale is its fp32
+// twin.
+func scaleBy[F float](out []F, s float64) {
+	j := 0
+	if o, ok := f32(out); ok {
+		j = avx2.Scale(o, s)
+	}
+	for ; j < len(out); j++ {
+		out[j] = F(float64(out[j]) * s)
+	}
+}
+
 // sum4 is the sum of expShiftedSum's four running sums.
 func sum4(s *[4]float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 
@@ -152,18 +175,13 @@ func crossEntropyBackwardKernel[F float](h *Device, dlogits, dloss, logits, targ
 			var e [expChunk]float64
 			for c0 := 0; c0 < V; c0 += expChunk {
 				es := expShiftedSum(e[:], row[c0:min(c0+expChunk, V)], mx, &sums)
-				for j, x := range es {
-					out[c0+j] = F(x)
-				}
+				roundInto(out[c0:c0+len(es)], es)
 				if t >= c0 && t < c0+len(es) {
 					et = es[t-c0]
 				}
 			}
 			sum := sum4(&sums)
-			scale := g / sum
-			for j, e := range out {
-				out[j] = F(float64(e) * scale)
-			}
+			scaleBy(out, g/sum)
 			out[tg[i]] = F((et/sum - 1) * g)
 			vd.put(i*V, out)
 		}

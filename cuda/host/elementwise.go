@@ -5,6 +5,7 @@ package host
 import (
 	"sync/atomic"
 	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
 )
 
 const (
@@ -103,7 +104,13 @@ func (h *Device) Add(y, a, b *cuda.Buffer) error {
 func addKernel[F float](h *Device, y, a, b *cuda.Buffer) {
 	mapElems(h, y, []*cuda.Buffer{a, b}, func(out []F, in [][]F) {
 		x, z := in[0][:len(out)], in[1][:len(out)]
-		for i := range out {
+		i := 0
+		if o, ok := f32(out); ok {
+			x32, _ := f32(x)
+			z32, _ := f32(z)
+			i = avx2.Add(o, x32, z32)
+		}
+		for ; i < len(out); i++ {
 			out[i] = x[i] + z[i]
 		}
 	})

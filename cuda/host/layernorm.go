@@ -5,6 +5,7 @@ package host
 import (
 	"math"
 	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
 )
 
 // LayerNormStats writes per row the mean and 1/sqrt(var+eps), var the
@@ -65,7 +66,14 @@ func layerNormKernel[F float](h *Device, y, x, stats, w, b *cuda.Buffer, N, C in
 			mean, rstd := st[0], st[1]
 			xs := vx.get(i*C, i*C+C, tmp[:C])
 			o := vy.out(i*C, i*C+C, tmp[C:2*C])
-			for c := range o {
+			c := 0
+			if o32, ok := f32(o); ok {
+				x32, _ := f32(xs)
+				w32, _ := f32(ws)
+				b32, _ := f32(bs)
+				c = avx2.LayerNormRow(o32, x32, w32, b32, float32(mean), float32(rstd))
+			}
+			for ; c < len(o); c++ {
 				o[c] = (xs[c]-mean)*rstd*ws[c] + bs[c]
 			}
 			vy.put(i*C, o)

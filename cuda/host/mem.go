@@ -108,6 +108,13 @@ func Encode[T float](b *cuda.Buffer, lo int, src []T) {
 	}
 }
 
+// f32 is s as []float32 when F is float32, for the AVX2 twins
+// (cuda/host/avx2), which take fp32 slices.
+func f32[F float](s []F) ([]float32, bool) {
+	r, ok := any(s).([]float32)
+	return r, ok
+}
+
 // vec is a buffer seen as a vector of the compute type T: its own memory
 // when it is stored as T, else decoded and encoded piece by piece.
 type vec[T float] struct {

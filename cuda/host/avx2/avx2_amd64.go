@@ -78,3 +78,77 @@ func GELUBackward(dx, dy, x []float32, g *GELUConsts, k *ExpConsts) int {
 	_, _ = dy[n-1], x[n-1]
 	return geluBackwardAVX2(&dx[0], &dy[0], &x[0], n, g, k)
 }
+
+//go:noescape
+func addAVX2(y, a, b *float32, n int)
+
+//go:noescape
+func accumulateAVX2(acc *float64, x *float32, n int)
+
+//go:noescape
+func roundAVX2(y *float32, x *float64, n int)
+
+//go:noescape
+func scaleAVX2(y *float32, n int, s float64)
+
+//go:noescape
+func layerNormRowAVX2(y, x, w, b *float32, n int, mean, rstd float32)
+
+// The elementwise twins: each does the longest prefix of its first slice
+// whose length is a multiple of its width (the other slices at least as
+// long) and returns that length.
+
+// Add is y[i] = a[i] + b[i] (host's addKernel and addBiasKernel).
+func Add(y, a, b []float32) int {
+	n := len(y) &^ 7
+	if !Available || n == 0 {
+		return 0
+	}
+	_, _ = a[n-1], b[n-1]
+	addAVX2(&y[0], &a[0], &b[0], n)
+	return n
+}
+
+// Accumulate is acc[i] += float64(x[i]) (host's column sums).
+func Accumulate(acc []float64, x []float32) int {
+	n := len(acc) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	_ = x[n-1]
+	accumulateAVX2(&acc[0], &x[0], n)
+	return n
+}
+
+// Round is y[i] = float32(x[i]).
+func Round(y []float32, x []float64) int {
+	n := len(y) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	_ = x[n-1]
+	roundAVX2(&y[0], &x[0], n)
+	return n
+}
+
+// Scale is y[i] = float32(float64(y[i]) * s).
+func Scale(y []float32, s float64) int {
+	n := len(y) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	scaleAVX2(&y[0], n, s)
+	return n
+}
+
+// LayerNormRow is host's layerNormKernel on one row: y[c] =
+// (x[c]-mean)*rstd*w[c] + b[c].
+func LayerNormRow(y, x, w, b []float32, mean, rstd float32) int {
+	n := len(y) &^ 7
+	if !Available || n == 0 {
+		return 0
+	}
+	_, _, _ = x[n-1], w[n-1], b[n-1]
+	layerNormRowAVX2(&y[0], &x[0], &w[0], &b[0], n, mean, rstd)
+	return n
+}

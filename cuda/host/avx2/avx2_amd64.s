@@ -258,3 +258,124 @@ gelubdone:
 	VZEROUPPER
 	MOVQ AX, ret+48(FP)
 	RET
+
+// func addAVX2(y, a, b *float32, n int)
+//
+// y[i] = a[i] + b[i] for i in [0, n), n a multiple of 8 (host's addKernel
+// and addBiasKernel).
+TEXT ·addAVX2(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ AX, AX
+
+addloop:
+	CMPQ    AX, BX
+	JGE     adddone
+	VMOVUPS (SI)(AX*4), Y0
+	VADDPS  (DX)(AX*4), Y0, Y0 // a[i] + b[i]
+	VMOVUPS Y0, (DI)(AX*4)
+	ADDQ    $8, AX
+	JMP     addloop
+
+adddone:
+	VZEROUPPER
+	RET
+
+// func accumulateAVX2(acc *float64, x *float32, n int)
+//
+// acc[i] += float64(x[i]) for i in [0, n), n a multiple of 4 (host's
+// column sums).
+TEXT ·accumulateAVX2(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), BX
+	XORQ AX, AX
+
+accloop:
+	CMPQ      AX, BX
+	JGE       accdone
+	VCVTPS2PD (SI)(AX*4), Y0 // float64(x[i])
+	VADDPD    (DI)(AX*8), Y0, Y0 // acc[i] + ...
+	VMOVUPD   Y0, (DI)(AX*8)
+	ADDQ      $4, AX
+	JMP       accloop
+
+accdone:
+	VZEROUPPER
+	RET
+
+// func roundAVX2(y *float32, x *float64, n int)
+//
+// y[i] = float32(x[i]) for i in [0, n), n a multiple of 4.
+TEXT ·roundAVX2(SB), NOSPLIT, $0-24
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), BX
+	XORQ AX, AX
+
+roundloop:
+	CMPQ       AX, BX
+	JGE        rounddone
+	VCVTPD2PSY (SI)(AX*8), X0
+	VMOVUPS    X0, (DI)(AX*4)
+	ADDQ       $4, AX
+	JMP        roundloop
+
+rounddone:
+	VZEROUPPER
+	RET
+
+// func scaleAVX2(y *float32, n int, s float64)
+//
+// y[i] = float32(float64(y[i]) * s) for i in [0, n), n a multiple of 4.
+TEXT ·scaleAVX2(SB), NOSPLIT, $0-24
+	MOVQ y+0(FP), DI
+	MOVQ n+8(FP), BX
+	VBROADCASTSD s+16(FP), Y1
+	XORQ AX, AX
+
+scaleloop:
+	CMPQ       AX, BX
+	JGE        scaledone
+	VCVTPS2PD  (DI)(AX*4), Y0 // float64(y[i])
+	VMULPD     Y1, Y0, Y0     // ... * s
+	VCVTPD2PSY Y0, X0         // float32(...)
+	VMOVUPS    X0, (DI)(AX*4)
+	ADDQ       $4, AX
+	JMP        scaleloop
+
+scaledone:
+	VZEROUPPER
+	RET
+
+// func layerNormRowAVX2(y, x, w, b *float32, n int, mean, rstd float32)
+//
+// host's layerNormKernel on one row: y[c] = (x[c]-mean)*rstd*w[c] + b[c]
+// for c in [0, n), n a multiple of 8.
+TEXT ·layerNormRowAVX2(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ b+24(FP), CX
+	MOVQ n+32(FP), BX
+	VBROADCASTSS mean+40(FP), Y4
+	VBROADCASTSS rstd+44(FP), Y5
+	XORQ AX, AX
+
+lnloop:
+	CMPQ    AX, BX
+	JGE     lndone
+	VMOVUPS (SI)(AX*4), Y0
+	VSUBPS  Y4, Y0, Y0         // x[c]-mean
+	VMULPS  Y5, Y0, Y0         // (x[c]-mean)*rstd
+	VMULPS  (DX)(AX*4), Y0, Y0 // ...*w[c]
+	VADDPS  (CX)(AX*4), Y0, Y0 // ... + b[c]
+	VMOVUPS Y0, (DI)(AX*4)
+	ADDQ    $8, AX
+	JMP     lnloop
+
+lndone:
+	VZEROUPPER
+	RET
