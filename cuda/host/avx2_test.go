@@ -39,9 +39,41 @@ func twinValues(rng *rand.Rand, n int, scale float64) []float32 {
 // width, for each variant of its constants.
 func TestAVX2Twins(t *testing.T) {
 	if !avx2.Available {
-		t.Skip("this CPU has no AVX2: the Go loops run alone")
+		t.Skip("the twins do not run here (no AVX2, or GOAMD64=v3 fuses the Go loops' multiply-adds): the Go loops run alone")
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
+	// On arguments inside the fast range every twin does every whole
+	// group of its width: none of the checks below passes by leaving the
+	// work to the Go loop.
+	{
+		const n = 1027
+		e, x, y, z := make([]float64, n), make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+			e[i] = float64(x[i])
+		}
+		var sums [4]float64
+		k := adamScalarsOf[float32](cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Step: 1, GradScale: 1}).twin()
+		for _, c := range []struct {
+			name       string
+			done, want int
+		}{
+			{"Exp", avx2.Exp(append([]float64(nil), e...), &expTwin), n &^ 3},
+			{"ExpShiftedSum", avx2.ExpShiftedSum(make([]float64, n), x, 0.5, &sums, &expTwin), n &^ 3},
+			{"GELU", avx2.GELU(y, x, &geluTwin, &expTwin), n &^ 3},
+			{"GELUBackward", avx2.GELUBackward(y, x, x, &geluTwin, &expTwin), n &^ 3},
+			{"Add", avx2.Add(y, x, x), n &^ 7},
+			{"LayerNormRow", avx2.LayerNormRow(y, x, x, x, 0.1, 2), n &^ 7},
+			{"Accumulate", avx2.Accumulate(make([]float64, n), x), n &^ 3},
+			{"Round", avx2.Round(y, e), n &^ 3},
+			{"Scale", avx2.Scale(y, 0.5), n &^ 3},
+			{"Adam", avx2.Adam(y, x, z, append([]float32(nil), z...), &k), n &^ 7},
+		} {
+			if c.done != c.want {
+				t.Errorf("%s did %d of %d elements in range, want %d", c.name, c.done, n, c.want)
+			}
+		}
+	}
 	// Exp: arguments across the range, with ones outside the fast range
 	// (the ends, infinities, NaN) at every lane position.
 	for _, n := range []int{4, 7, 512, 1001} {
@@ -78,10 +110,37 @@ func TestAVX2Twins(t *testing.T) {
 		geluBackwardRun(got, ds, xs)
 		checkTwin32(t, "GELUBackward", n, got, want, xs)
 	}
+	// In place, as the kernels call them: GELUBackward with dx = dy, Add
+	// as AddBias calls it (row += b).
+	{
+		const n = 515
+		xs, ds := twinValues(rng, n, 3), twinValues(rng, n, 1)
+		want, got := append([]float32(nil), ds...), append([]float32(nil), ds...)
+		geluBackwardLoop(want, want, xs)
+		geluBackwardRun(got, got, xs)
+		checkTwin32(t, "GELUBackward in place", n, got, want, xs)
+		copy(want, ds)
+		copy(got, ds)
+		for i := range want {
+			want[i] += xs[i]
+		}
+		i := avx2.Add(got, got, xs)
+		for ; i < n; i++ {
+			got[i] += xs[i]
+		}
+		checkTwin32(t, "Add in place", n, got, want, xs)
+	}
 	// The shifted exponentials and their four running sums, over a row cut
-	// into chunks as cross entropy cuts it.
-	for _, n := range []int{3, 8, 1000, 1029} {
+	// into chunks as cross entropy cuts it: moderate values (every lane's
+	// sum finite, so that a twin that skipped a sum would be seen) and
+	// values at every scale with specials.
+	for k, n := range []int{3, 8, 1000, 1029, 1029} {
 		row := twinValues(rng, n, 4)
+		if k == 3 {
+			for j := range row {
+				row[j] = float32(rng.NormFloat64() * 3)
+			}
+		}
 		shift := 2.5
 		var wantSums, gotSums [4]float64
 		want := make([]float64, n)

@@ -63,7 +63,7 @@ func rowMax[F float](row []F) F {
 // the last call for a row.
 func expShiftedSum[F float](e []float64, row []F, shift float64, sums *[4]float64) []float64 {
 	e = e[:len(row)]
-	twin := func(lo int) int { return lo }
+	var twin func(lo int) int
 	if r32, ok := any(row).([]float32); ok {
 		twin = func(lo int) int { return lo + avx2.ExpShiftedSum(e[lo:], r32[lo:], shift, sums, &expTwin) }
 	}

@@ -40,9 +40,10 @@ var expTwin = avx2.ExpConsts{
 // elements from lo to the end it returns, then loop, the Go loop, for the
 // (up to) four elements the twin stopped before, and the twin again. The
 // twins stop only before four elements whose exponentials leave the fast
-// range, so the Go loop sees those and the tail.
+// range, so the Go loop sees those and the tail. A nil twin (none for the
+// compute type) leaves all of it to loop.
 func withTwin(n int, twin func(lo int) int, loop func(lo, hi int)) {
-	if !avx2.Available {
+	if !avx2.Available || twin == nil {
 		loop(0, n)
 		return
 	}

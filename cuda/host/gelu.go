@@ -44,7 +44,7 @@ func geluKernel[F float](h *Device, y, x *cuda.Buffer) {
 // geluRun is GELU on xs into out: avx2.GELU where it runs, geluLoop for
 // the rest.
 func geluRun[F float](out, xs []F) {
-	twin := func(lo int) int { return lo }
+	var twin func(lo int) int
 	if o32, ok := any(out).([]float32); ok {
 		x32 := any(xs).([]float32)
 		twin = func(lo int) int { return lo + avx2.GELU(o32[lo:], x32[lo:], &geluTwin, &expTwin) }
@@ -85,7 +85,7 @@ func geluBackwardKernel[F float](h *Device, dx, dy, x *cuda.Buffer) {
 // geluBackwardRun is GELUBackward on ds and xs into out:
 // avx2.GELUBackward where it runs, geluBackwardLoop for the rest.
 func geluBackwardRun[F float](out, ds, xs []F) {
-	twin := func(lo int) int { return lo }
+	var twin func(lo int) int
 	if o32, ok := any(out).([]float32); ok {
 		d32, x32 := any(ds).([]float32), any(xs).([]float32)
 		twin = func(lo int) int { return lo + avx2.GELUBackward(o32[lo:], d32[lo:], x32[lo:], &geluTwin, &expTwin) }

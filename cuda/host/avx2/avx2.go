@@ -3,7 +3,8 @@
 // package host they stand in for, eight fp32 or four fp64 elements at a
 // time, so that results are identical bit for bit. IEEE rounds each
 // lane's add, multiply, divide and square root as it rounds the scalar's,
-// Go does not fuse multiply-adds on amd64, and neither do the twins. Each
+// Go does not fuse multiply-adds on amd64 below GOAMD64=v3, and neither do
+// the twins (built with GOAMD64=v3 the twins stand aside: Available). Each
 // function does the longest prefix it can and returns its length, 0 where
 // the CPU lacks AVX2 (or off amd64); the caller's Go loop does the rest.
 // The twins are in a package of their own because Go assembly cannot sit

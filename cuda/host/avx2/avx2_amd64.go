@@ -2,9 +2,11 @@ package avx2
 
 import "golang.org/x/sys/cpu"
 
-// Available is whether the twins run here: the CPU has AVX2 and the OS
-// saves the YMM registers.
-var Available = cpu.X86.HasAVX2
+// Available is whether the twins run here: the CPU has AVX2, the OS saves
+// the YMM registers, and Go does not fuse the Go loops' multiply-adds
+// (it does when built with GOAMD64=v3 or above, and then the loops' results
+// are no longer the twins'; the Go loops run alone).
+var Available = cpu.X86.HasAVX2 && !goFusesMultiplyAdds
 
 //go:noescape
 func adamAVX2(p, gr, m, v *float32, n int, k *AdamConsts)
