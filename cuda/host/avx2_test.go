@@ -68,6 +68,12 @@ func TestAVX2Twins(t *testing.T) {
 			{"Round", avx2.Round(y, e), n &^ 3},
 			{"Scale", avx2.Scale(y, 0.5), n &^ 3},
 			{"Adam", avx2.Adam(y, x, z, append([]float32(nil), z...), &k), n &^ 7},
+			{"LayerNormGain", avx2.LayerNormGain(make([]float64, n), x, x, 0.1, 2), n &^ 3},
+			{"SumLanes", avx2.SumLanes(x, &sums), n &^ 3},
+			{"SquaredDevLanes", avx2.SquaredDevLanes(x, 0.1, &sums), n &^ 3},
+			{"LayerNormBackwardSums", avx2.LayerNormBackwardSums(x, x, x, 0.1, 2, &sums, &sums), n &^ 3},
+			{"LayerNormBackwardRow", avx2.LayerNormBackwardRow(y, x, x, x, 0.1, 2, 0.3, 0.4), n &^ 7},
+			{"RowMax", avx2.RowMax(x, new([8]float32)), n &^ 7},
 		} {
 			if c.done != c.want {
 				t.Errorf("%s did %d of %d elements in range, want %d", c.name, c.done, n, c.want)
@@ -218,6 +224,118 @@ func TestAVX2Twins(t *testing.T) {
 		for c := range acc {
 			if math.Float64bits(acc[c]) != math.Float64bits(accWant[c]) && !(acc[c] != acc[c] && accWant[c] != accWant[c]) {
 				t.Fatalf("Accumulate n=%d: column %d sums to %v, the Go loop to %v", n, c, acc[c], accWant[c])
+			}
+		}
+	}
+	// The layer norm's sums and rows, the column-sum term of its gain,
+	// the row maximum and the non-finite scan.
+	for _, n := range []int{5, 16, 768, 1031} {
+		ds, ws, xs := twinValues(rng, n, 1), twinValues(rng, n, 1), twinValues(rng, n, 1)
+		mean, rstd, mg, mgx := float32(0.25), float32(1.5), float32(-0.125), float32(0.0625)
+		checkSums := func(what string, got, want *[4]float64) {
+			t.Helper()
+			for l := range want {
+				if math.Float64bits(got[l]) != math.Float64bits(want[l]) && !(got[l] != got[l] && want[l] != want[l]) {
+					t.Fatalf("%s n=%d: lane %d sums to %v, the Go loop to %v", what, n, l, got[l], want[l])
+				}
+			}
+		}
+		moderate := make([]float32, n)
+		for j := range moderate {
+			moderate[j] = float32(rng.NormFloat64())
+		}
+		for _, in := range [][]float32{xs, moderate} {
+			var got, want [4]float64
+			sumLanes(in, &got)
+			for j, v := range in {
+				want[j%4] += float64(v)
+			}
+			checkSums("SumLanes", &got, &want)
+			got, want = [4]float64{}, [4]float64{}
+			squaredDevLanes(in, 0.3, &got)
+			for j, v := range in {
+				d := float64(v) - 0.3
+				want[j%4] += d * d
+			}
+			checkSums("SquaredDevLanes", &got, &want)
+			var gotG, wantG [4]float64
+			got, want = [4]float64{}, [4]float64{}
+			layerNormBackwardSums(ds, ws, in, mean, rstd, &got, &gotG)
+			for c := range ds {
+				g := ds[c] * ws[c]
+				want[c%4] += float64(g)
+				wantG[c%4] += float64(g * (in[c] - mean) * rstd)
+			}
+			checkSums("LayerNormBackwardSums sg", &got, &want)
+			checkSums("LayerNormBackwardSums sgx", &gotG, &wantG)
+		}
+		want, got := make([]float32, n), make([]float32, n)
+		for c := range want {
+			xhat := (xs[c] - mean) * rstd
+			want[c] = rstd * (ds[c]*ws[c] - mg - xhat*mgx)
+		}
+		c := avx2.LayerNormBackwardRow(got, ds, ws, xs, mean, rstd, mg, mgx)
+		for ; c < n; c++ {
+			xhat := (xs[c] - mean) * rstd
+			got[c] = rstd * (ds[c]*ws[c] - mg - xhat*mgx)
+		}
+		checkTwin32(t, "LayerNormBackwardRow", n, got, want, xs)
+		acc, accWant := make([]float64, n), make([]float64, n)
+		for c := range accWant {
+			accWant[c] += float64(ds[c] * ((xs[c] - mean) * rstd))
+		}
+		c = avx2.LayerNormGain(acc, ds, xs, mean, rstd)
+		for ; c < n; c++ {
+			acc[c] += float64(ds[c] * ((xs[c] - mean) * rstd))
+		}
+		for c := range acc {
+			if math.Float64bits(acc[c]) != math.Float64bits(accWant[c]) && !(acc[c] != acc[c] && accWant[c] != accWant[c]) {
+				t.Fatalf("LayerNormGain n=%d: column %d is %v, the Go loop gives %v", n, c, acc[c], accWant[c])
+			}
+		}
+		// rowMax: the Go loop's eight maxima against the twin's, on rows
+		// with NaNs, infinities and zeros of both signs (twinValues), and
+		// on rows of zeros of mixed signs, where only the order picks the
+		// sign.
+		zeros := make([]float32, n)
+		for j := range zeros {
+			if rng.IntN(2) == 0 {
+				zeros[j] = float32(math.Copysign(0, -1))
+			}
+		}
+		for _, row := range [][]float32{xs, moderate, zeros} {
+			var m [8]float32
+			for k := range m {
+				m[k] = row[0]
+			}
+			for j, v := range row {
+				if v > m[j%8] {
+					m[j%8] = v
+				}
+			}
+			want := max(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7])
+			if got := rowMax(row); math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+				t.Fatalf("RowMax n=%d: %v (%#08x), the Go loop %v (%#08x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
+		}
+		// The non-finite scan: an Inf or a NaN at every position of a
+		// sixteen-word group and of the tail, and none.
+		words := make([]uint32, n)
+		for j := range words {
+			words[j] = math.Float32bits(moderate[j])
+		}
+		if done, found := avx2.NonFinite32(words); found || done != n&^15 {
+			t.Fatalf("NonFinite32 n=%d on finite values: found %t after %d words", n, found, done)
+		}
+		for at := range min(n, 40) {
+			for _, bad := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+				w := append([]uint32(nil), words...)
+				w[at] = math.Float32bits(bad)
+				done, found := avx2.NonFinite32(w)
+				found = found || anyExponentAllOnes(w[done:], 0x7f800000)
+				if !found {
+					t.Fatalf("NonFinite32 n=%d: %v at %d not found", n, bad, at)
+				}
 			}
 		}
 	}

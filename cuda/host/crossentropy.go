@@ -23,36 +23,29 @@ func (h *Device) CrossEntropy(loss, logits, targets, scratch *cuda.Buffer, N, V 
 	return nil
 }
 
-// rowMax is the largest value of a row, for the softmax's shift. Four
-// running maxima, compared with > (the builtin max's NaN and signed-zero
-// handling costs branches per element), let the comparisons overlap. A
-// NaN is skipped unless it is the first value, which is harmless: the
-// row's exponentials then hold a NaN, and so does everything computed
-// from their sum, as with a NaN shift.
+// rowMax is the largest value of a row, for the softmax's shift. Eight
+// running maxima (element j in m[j%8]), compared with > (the builtin max's
+// NaN and signed-zero handling costs branches per element), let the
+// comparisons overlap and avx2.RowMax, its fp32 twin, keep one a lane;
+// they are combined with the builtin max. A NaN is skipped unless it is
+// the first value, which is harmless: the row's exponentials then hold a
+// NaN, and so does everything computed from their sum, as with a NaN
+// shift.
 func rowMax[F float](row []F) F {
-	m0, m1, m2, m3 := row[0], row[0], row[0], row[0]
+	var m [8]F
+	for k := range m {
+		m[k] = row[0]
+	}
 	j := 0
-	for ; j+4 <= len(row); j += 4 {
-		r := row[j : j+4 : j+4]
-		if r[0] > m0 {
-			m0 = r[0]
-		}
-		if r[1] > m1 {
-			m1 = r[1]
-		}
-		if r[2] > m2 {
-			m2 = r[2]
-		}
-		if r[3] > m3 {
-			m3 = r[3]
+	if r, ok := f32(row); ok {
+		j = avx2.RowMax(r, any(&m).(*[8]float32))
+	}
+	for ; j < len(row); j++ {
+		if row[j] > m[j%8] {
+			m[j%8] = row[j]
 		}
 	}
-	for _, v := range row[j:] {
-		if v > m0 {
-			m0 = v
-		}
-	}
-	return max(m0, m1, m2, m3)
+	return max(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7])
 }
 
 // expShiftedSum sets e[j] = exp(row[j] - shift) in float64 for every
@@ -101,9 +94,6 @@ func scaleBy[F float](out []F, s float64) {
 		out[j] = F(float64(out[j]) * s)
 	}
 }
-
-// sum4 is the sum of expShiftedSum's four running sums.
-func sum4(s *[4]float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 
 func crossEntropyKernel[F float](h *Device, loss, logits, targets, scratch *cuda.Buffer, N, V int) {
 	tg := Int32s(targets)

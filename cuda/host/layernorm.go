@@ -25,22 +25,41 @@ func layerNormStatsKernel[F float](h *Device, stats, x *cuda.Buffer, N, C int, e
 		defer putScratch(tmp)
 		for i := lo; i < hi; i++ {
 			xs := vx.get(i*C, i*C+C, tmp[:C])
-			var sum float64
-			for _, v := range xs {
-				sum += float64(v)
-			}
-			mean := sum / float64(C)
-			var ss float64
-			for _, v := range xs {
-				d := float64(v) - mean
-				ss += d * d
-			}
+			var sum, ss [4]float64
+			sumLanes(xs, &sum)
+			mean := sum4(&sum) / float64(C)
+			squaredDevLanes(xs, mean, &ss)
 			st := vs.out(2*i, 2*i+2, tmp[C:])
 			st[0] = F(mean)
-			st[1] = F(1 / math.Sqrt(ss/float64(C)+float64(eps)))
+			st[1] = F(1 / math.Sqrt(sum4(&ss)/float64(C)+float64(eps)))
 			vs.put(2*i, st)
 		}
 	})
+}
+
+// sumLanes adds float64(x[j]) to sums[j%4]; avx2.SumLanes is its fp32
+// twin. Four running sums, added up by sum4, let the additions overlap.
+func sumLanes[F float](x []F, sums *[4]float64) {
+	j := 0
+	if x32, ok := f32(x); ok {
+		j = avx2.SumLanes(x32, sums)
+	}
+	for ; j < len(x); j++ {
+		sums[j%4] += float64(x[j])
+	}
+}
+
+// squaredDevLanes adds (float64(x[j]) - mean)² to sums[j%4];
+// avx2.SquaredDevLanes is its fp32 twin.
+func squaredDevLanes[F float](x []F, mean float64, sums *[4]float64) {
+	j := 0
+	if x32, ok := f32(x); ok {
+		j = avx2.SquaredDevLanes(x32, mean, sums)
+	}
+	for ; j < len(x); j++ {
+		d := float64(x[j]) - mean
+		sums[j%4] += d * d
+	}
 }
 
 // LayerNorm: y = (x - mean)·rstd·w + b.
@@ -104,21 +123,41 @@ func layerNormBackwardXKernel[F float](h *Device, dx, dy, x, stats, w *cuda.Buff
 			mean, rstd := st[0], st[1]
 			xs := vx.get(i*C, i*C+C, tmp[:C])
 			ds := vdy.get(i*C, i*C+C, tmp[C:2*C])
-			var sg, sgx float64
-			for c := range xs {
-				g := ds[c] * ws[c]
-				sg += float64(g)
-				sgx += float64(g * (xs[c] - mean) * rstd)
-			}
-			mg, mgx := F(sg/float64(C)), F(sgx/float64(C))
+			var sg, sgx [4]float64
+			layerNormBackwardSums(ds, ws, xs, mean, rstd, &sg, &sgx)
+			mg, mgx := F(sum4(&sg)/float64(C)), F(sum4(&sgx)/float64(C))
 			o := vdx.out(i*C, i*C+C, tmp[2*C:3*C])
-			for c := range o {
+			c := 0
+			if o32, ok := f32(o); ok {
+				d32, _ := f32(ds)
+				w32, _ := f32(ws)
+				x32, _ := f32(xs)
+				c = avx2.LayerNormBackwardRow(o32, d32, w32, x32, float32(mean), float32(rstd), float32(mg), float32(mgx))
+			}
+			for ; c < len(o); c++ {
 				xhat := (xs[c] - mean) * rstd
 				o[c] = rstd * (ds[c]*ws[c] - mg - xhat*mgx)
 			}
 			vdx.put(i*C, o)
 		}
 	})
+}
+
+// layerNormBackwardSums adds, for g = dy[c]·w[c], float64(g) to
+// sg[c%4] and float64(g·(x[c]-mean)·rstd) to sgx[c%4];
+// avx2.LayerNormBackwardSums is its fp32 twin.
+func layerNormBackwardSums[F float](ds, ws, xs []F, mean, rstd F, sg, sgx *[4]float64) {
+	c := 0
+	if d32, ok := f32(ds); ok {
+		w32, _ := f32(ws)
+		x32, _ := f32(xs)
+		c = avx2.LayerNormBackwardSums(d32, w32, x32, float32(mean), float32(rstd), sg, sgx)
+	}
+	for ; c < len(ds); c++ {
+		g := ds[c] * ws[c]
+		sg[c%4] += float64(g)
+		sgx[c%4] += float64(g * (xs[c] - mean) * rstd)
+	}
 }
 
 // LayerNormBackwardW: dw[c] = Σ_i dy[i, c]·xhat[i, c], summed in row order
@@ -140,7 +179,12 @@ func layerNormBackwardWKernel[F float](h *Device, dw, dy, x, stats *cuda.Buffer,
 		n := c1 - c0
 		xs := vx.get(i*C+c0, i*C+c1, tmp[:n])
 		ds := vdy.get(i*C+c0, i*C+c1, tmp[n:2*n])
-		for c := range acc {
+		c := 0
+		if d32, ok := f32(ds); ok {
+			x32, _ := f32(xs)
+			c = avx2.LayerNormGain(acc, d32, x32, float32(mean), float32(rstd))
+		}
+		for ; c < len(acc); c++ {
 			acc[c] += float64(ds[c] * ((xs[c] - mean) * rstd))
 		}
 	})

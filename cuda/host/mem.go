@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"sync"
 	"trainmem/cuda"
+	"trainmem/cuda/host/avx2"
 	"unsafe"
 )
 
@@ -114,6 +115,11 @@ func f32[F float](s []F) ([]float32, bool) {
 	r, ok := any(s).([]float32)
 	return r, ok
 }
+
+// sum4 is the sum of four running sums (element j in sums[j%4]: the
+// kernels' reductions and their AVX2 twins keep one a lane), in the one
+// order (s0+s1)+(s2+s3).
+func sum4(s *[4]float64) float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
 
 // vec is a buffer seen as a vector of the compute type T: its own memory
 // when it is stored as T, else decoded and encoded piece by piece.
@@ -237,7 +243,9 @@ func putScratch[T float](s []T) {
 func nonFiniteRange(b *cuda.Buffer, lo, hi int) bool {
 	switch b.DType {
 	case cuda.F32:
-		return anyExponentAllOnes(view[uint32](b)[lo:hi], 0x7f800000)
+		ws := view[uint32](b)[lo:hi]
+		n, found := avx2.NonFinite32(ws)
+		return found || anyExponentAllOnes(ws[n:], 0x7f800000)
 	case cuda.F64:
 		return anyExponentAllOnes(view[uint64](b)[lo:hi], 0x7ff0000000000000)
 	case cuda.F16:

@@ -154,3 +154,104 @@ func LayerNormRow(y, x, w, b []float32, mean, rstd float32) int {
 	layerNormRowAVX2(&y[0], &x[0], &w[0], &b[0], n, mean, rstd)
 	return n
 }
+
+//go:noescape
+func nonFinite32AVX2(w *uint32, n int) bool
+
+//go:noescape
+func layerNormGainAVX2(acc *float64, dy, x *float32, n int, mean, rstd float32)
+
+//go:noescape
+func sumLanesAVX2(x *float32, n int, sums *[4]float64)
+
+//go:noescape
+func squaredDevLanesAVX2(x *float32, n int, mean float64, sums *[4]float64)
+
+//go:noescape
+func layerNormBackwardSumsAVX2(dy, w, x *float32, n int, mean, rstd float32, sg, sgx *[4]float64)
+
+//go:noescape
+func layerNormBackwardRowAVX2(o, dy, w, x *float32, n int, mean, rstd, mg, mgx float32)
+
+//go:noescape
+func rowMaxAVX2(row *float32, n int, m *[8]float32)
+
+// NonFinite32 is host's anyExponentAllOnes on the bits of float32 values:
+// whether any of the longest prefix of w whose length is a multiple of 16
+// is an Inf or a NaN, and that length.
+func NonFinite32(w []uint32) (n int, found bool) {
+	n = len(w) &^ 15
+	if !Available || n == 0 {
+		return 0, false
+	}
+	return n, nonFinite32AVX2(&w[0], n)
+}
+
+// LayerNormGain is host's layerNormBackwardWKernel term: acc[c] +=
+// float64(dy[c] * ((x[c] - mean) * rstd)).
+func LayerNormGain(acc []float64, dy, x []float32, mean, rstd float32) int {
+	n := len(acc) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	_, _ = dy[n-1], x[n-1]
+	layerNormGainAVX2(&acc[0], &dy[0], &x[0], n, mean, rstd)
+	return n
+}
+
+// SumLanes is host's sumLanes: sums[j%4] += float64(x[j]).
+func SumLanes(x []float32, sums *[4]float64) int {
+	n := len(x) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	sumLanesAVX2(&x[0], n, sums)
+	return n
+}
+
+// SquaredDevLanes is host's squaredDevLanes: d := float64(x[j]) - mean;
+// sums[j%4] += d*d.
+func SquaredDevLanes(x []float32, mean float64, sums *[4]float64) int {
+	n := len(x) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	squaredDevLanesAVX2(&x[0], n, mean, sums)
+	return n
+}
+
+// LayerNormBackwardSums is host's layerNormBackwardSums: g :=
+// dy[c]*w[c]; sg[c%4] += float64(g); sgx[c%4] += float64(g * (x[c] -
+// mean) * rstd).
+func LayerNormBackwardSums(dy, w, x []float32, mean, rstd float32, sg, sgx *[4]float64) int {
+	n := len(dy) &^ 3
+	if !Available || n == 0 {
+		return 0
+	}
+	_, _ = w[n-1], x[n-1]
+	layerNormBackwardSumsAVX2(&dy[0], &w[0], &x[0], n, mean, rstd, sg, sgx)
+	return n
+}
+
+// LayerNormBackwardRow is host's layerNormBackwardXKernel output row:
+// o[c] = rstd * (dy[c]*w[c] - mg - ((x[c]-mean)*rstd)*mgx).
+func LayerNormBackwardRow(o, dy, w, x []float32, mean, rstd, mg, mgx float32) int {
+	n := len(o) &^ 7
+	if !Available || n == 0 {
+		return 0
+	}
+	_, _, _ = dy[n-1], w[n-1], x[n-1]
+	layerNormBackwardRowAVX2(&o[0], &dy[0], &w[0], &x[0], n, mean, rstd, mg, mgx)
+	return n
+}
+
+// RowMax is host's rowMax over the longest prefix of row whose length is
+// a multiple of 8, into m, its eight running maxima (lane j%8).
+func RowMax(row []float32, m *[8]float32) int {
+	n := len(row) &^ 7
+	if !Available || n == 0 {
+		return 0
+	}
+	rowMaxAVX2(&row[0], n, m)
+	return n
+}

@@ -379,3 +379,226 @@ lnloop:
 lndone:
 	VZEROUPPER
 	RET
+
+// func nonFinite32AVX2(w *uint32, n int) bool
+//
+// host's anyExponentAllOnes for float32 words (exp 0x7f800000): whether
+// any of w[0:n], n a multiple of 16, has its exponent all ones; the same
+// carry into the sign bit, sixteen words a step in two running ORs.
+TEXT ·nonFinite32AVX2(SB), NOSPLIT, $0-17
+	MOVQ w+0(FP), SI
+	MOVQ n+8(FP), BX
+	MOVL $0x7f800000, CX
+	MOVQ CX, X6
+	VPBROADCASTD X6, Y6 // exp
+	MOVL $0x00800000, CX
+	MOVQ CX, X7
+	VPBROADCASTD X7, Y7 // exp's lowest bit
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	XORQ AX, AX
+
+nfloop:
+	CMPQ    AX, BX
+	JGE     nfdone
+	VPAND   (SI)(AX*4), Y6, Y0   // w&exp
+	VPADDD  Y7, Y0, Y0           // w&exp + low
+	VPOR    Y0, Y4, Y4
+	VPAND   32(SI)(AX*4), Y6, Y1
+	VPADDD  Y7, Y1, Y1
+	VPOR    Y1, Y5, Y5
+	ADDQ    $16, AX
+	JMP     nfloop
+
+nfdone:
+	VPOR      Y5, Y4, Y4
+	VMOVMSKPS Y4, CX // the sign bits
+	TESTL     CX, CX
+	SETNE     ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func layerNormGainAVX2(acc *float64, dy, x *float32, n int, mean, rstd float32)
+//
+// host's layerNormBackwardWKernel term on one row: acc[c] +=
+// float64(dy[c] * ((x[c] - mean) * rstd)) for c in [0, n), n a multiple
+// of 4.
+TEXT ·layerNormGainAVX2(SB), NOSPLIT, $0-40
+	MOVQ acc+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), BX
+	VBROADCASTSS mean+32(FP), X4
+	VBROADCASTSS rstd+36(FP), X5
+	XORQ AX, AX
+
+lngloop:
+	CMPQ      AX, BX
+	JGE       lngdone
+	VMOVUPS   (SI)(AX*4), X0
+	VSUBPS    X4, X0, X0          // x[c] - mean
+	VMULPS    X5, X0, X0          // (x[c] - mean) * rstd
+	VMULPS    (DX)(AX*4), X0, X0  // dy[c] * (...)
+	VCVTPS2PD X0, Y0              // float64(...)
+	VADDPD    (DI)(AX*8), Y0, Y0  // acc[c] + ...
+	VMOVUPD   Y0, (DI)(AX*8)
+	ADDQ      $4, AX
+	JMP       lngloop
+
+lngdone:
+	VZEROUPPER
+	RET
+
+// func sumLanesAVX2(x *float32, n int, sums *[4]float64)
+//
+// host's sumLanes: sums[j%4] += float64(x[j]) for j in [0, n), n a
+// multiple of 4.
+TEXT ·sumLanesAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), BX
+	MOVQ sums+16(FP), DX
+	VMOVUPD (DX), Y1
+	XORQ AX, AX
+
+sumloop:
+	CMPQ      AX, BX
+	JGE       sumdone
+	VCVTPS2PD (SI)(AX*4), Y0 // float64(x[j])
+	VADDPD    Y0, Y1, Y1     // sums[j%4] += ...
+	ADDQ      $4, AX
+	JMP       sumloop
+
+sumdone:
+	VMOVUPD Y1, (DX)
+	VZEROUPPER
+	RET
+
+// func squaredDevLanesAVX2(x *float32, n int, mean float64, sums *[4]float64)
+//
+// host's squaredDevLanes: d := float64(x[j]) - mean; sums[j%4] += d*d for
+// j in [0, n), n a multiple of 4.
+TEXT ·squaredDevLanesAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), BX
+	VBROADCASTSD mean+16(FP), Y2
+	MOVQ sums+24(FP), DX
+	VMOVUPD (DX), Y1
+	XORQ AX, AX
+
+sqloop:
+	CMPQ      AX, BX
+	JGE       sqdone
+	VCVTPS2PD (SI)(AX*4), Y0 // float64(x[j])
+	VSUBPD    Y2, Y0, Y0     // d := ... - mean
+	VMULPD    Y0, Y0, Y0     // d*d
+	VADDPD    Y0, Y1, Y1     // sums[j%4] += d*d
+	ADDQ      $4, AX
+	JMP       sqloop
+
+sqdone:
+	VMOVUPD Y1, (DX)
+	VZEROUPPER
+	RET
+
+// func layerNormBackwardSumsAVX2(dy, w, x *float32, n int, mean, rstd float32, sg, sgx *[4]float64)
+//
+// host's layerNormBackwardSums: g := dy[c]*w[c]; sg[c%4] += float64(g);
+// sgx[c%4] += float64(g * (x[c] - mean) * rstd) for c in [0, n), n a
+// multiple of 4.
+TEXT ·layerNormBackwardSumsAVX2(SB), NOSPLIT, $0-56
+	MOVQ dy+0(FP), DX
+	MOVQ w+8(FP), CX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), BX
+	VBROADCASTSS mean+32(FP), X4
+	VBROADCASTSS rstd+36(FP), X5
+	MOVQ sg+40(FP), DI
+	MOVQ sgx+48(FP), R8
+	VMOVUPD (DI), Y6
+	VMOVUPD (R8), Y7
+	XORQ AX, AX
+
+lnbsloop:
+	CMPQ      AX, BX
+	JGE       lnbsdone
+	VMOVUPS   (DX)(AX*4), X0
+	VMULPS    (CX)(AX*4), X0, X0 // g := dy[c] * w[c]
+	VCVTPS2PD X0, Y1             // float64(g)
+	VADDPD    Y1, Y6, Y6         // sg[c%4] += ...
+	VMOVUPS   (SI)(AX*4), X1
+	VSUBPS    X4, X1, X1         // x[c] - mean
+	VMULPS    X1, X0, X0         // g * (x[c] - mean)
+	VMULPS    X5, X0, X0         // ... * rstd
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y7, Y7         // sgx[c%4] += ...
+	ADDQ      $4, AX
+	JMP       lnbsloop
+
+lnbsdone:
+	VMOVUPD Y6, (DI)
+	VMOVUPD Y7, (R8)
+	VZEROUPPER
+	RET
+
+// func layerNormBackwardRowAVX2(o, dy, w, x *float32, n int, mean, rstd, mg, mgx float32)
+//
+// host's layerNormBackwardXKernel output on one row: xhat := (x[c] -
+// mean) * rstd; o[c] = rstd * (dy[c]*w[c] - mg - xhat*mgx) for c in [0, n),
+// n a multiple of 8.
+TEXT ·layerNormBackwardRowAVX2(SB), NOSPLIT, $0-56
+	MOVQ o+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ w+16(FP), CX
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), BX
+	VBROADCASTSS mean+40(FP), Y4
+	VBROADCASTSS rstd+44(FP), Y5
+	VBROADCASTSS mg+48(FP), Y6
+	VBROADCASTSS mgx+52(FP), Y7
+	XORQ AX, AX
+
+lnbrloop:
+	CMPQ    AX, BX
+	JGE     lnbrdone
+	VMOVUPS (SI)(AX*4), Y0
+	VSUBPS  Y4, Y0, Y0         // x[c] - mean
+	VMULPS  Y5, Y0, Y0         // xhat := (...) * rstd
+	VMOVUPS (DX)(AX*4), Y1
+	VMULPS  (CX)(AX*4), Y1, Y1 // dy[c]*w[c]
+	VSUBPS  Y6, Y1, Y1         // ... - mg
+	VMULPS  Y7, Y0, Y0         // xhat*mgx
+	VSUBPS  Y0, Y1, Y1         // dy[c]*w[c] - mg - xhat*mgx
+	VMULPS  Y1, Y5, Y1         // rstd * (...)
+	VMOVUPS Y1, (DI)(AX*4)
+	ADDQ    $8, AX
+	JMP     lnbrloop
+
+lnbrdone:
+	VZEROUPPER
+	RET
+
+// func rowMaxAVX2(row *float32, n int, m *[8]float32)
+//
+// host's rowMax over row[0:n], n a multiple of 8, into its eight running
+// maxima: if row[j] > m[j%8] { m[j%8] = row[j] } is VMAXPS with the row as
+// the first source (the result is the second source unless the first is
+// greater, NaN and equal zeros included).
+TEXT ·rowMaxAVX2(SB), NOSPLIT, $0-24
+	MOVQ row+0(FP), SI
+	MOVQ n+8(FP), BX
+	MOVQ m+16(FP), DX
+	VMOVUPS (DX), Y1
+	XORQ AX, AX
+
+maxloop:
+	CMPQ    AX, BX
+	JGE     maxdone
+	VMOVUPS (SI)(AX*4), Y0
+	VMAXPS  Y1, Y0, Y1 // row[j] > m ? row[j] : m
+	ADDQ    $8, AX
+	JMP     maxloop
+
+maxdone:
+	VMOVUPS Y1, (DX)
+	VZEROUPPER
+	RET

@@ -36,3 +36,26 @@ func Scale(y []float32, s float64) int { return 0 }
 
 // LayerNormRow does nothing off amd64.
 func LayerNormRow(y, x, w, b []float32, mean, rstd float32) int { return 0 }
+
+// NonFinite32 does nothing off amd64.
+func NonFinite32(w []uint32) (n int, found bool) { return 0, false }
+
+// LayerNormGain does nothing off amd64.
+func LayerNormGain(acc []float64, dy, x []float32, mean, rstd float32) int { return 0 }
+
+// SumLanes does nothing off amd64.
+func SumLanes(x []float32, sums *[4]float64) int { return 0 }
+
+// SquaredDevLanes does nothing off amd64.
+func SquaredDevLanes(x []float32, mean float64, sums *[4]float64) int { return 0 }
+
+// LayerNormBackwardSums does nothing off amd64.
+func LayerNormBackwardSums(dy, w, x []float32, mean, rstd float32, sg, sgx *[4]float64) int {
+	return 0
+}
+
+// LayerNormBackwardRow does nothing off amd64.
+func LayerNormBackwardRow(o, dy, w, x []float32, mean, rstd, mg, mgx float32) int { return 0 }
+
+// RowMax does nothing off amd64.
+func RowMax(row []float32, m *[8]float32) int { return 0 }
