@@ -7,9 +7,11 @@
 # times each (before, after, before, after, ...), so that a noisy
 # neighbour or a clock change on a shared machine falls on both alike.
 # It prints every run's lines, then one row per benchmark and metric: the
-# median before, the median after, and after/before. For ns/op and the
-# other time metrics (ms/step, ns/elem) a ratio below 1 is faster; for
-# rates (GFLOP/s, GB/s, tokens/s) above 1 is.
+# median before, the median after, after/before, and paired: the median of
+# each round's own after/before, with their range, which a drift of the
+# machine's pace over the run moves less. For ns/op and the other time
+# metrics (ms/step, ns/elem) a ratio below 1 is faster; for rates
+# (GFLOP/s, GB/s, tokens/s) above 1 is.
 #
 #   scripts/bench-compare.sh -b 'BenchmarkStep' -p ./train a2ae036
 #   scripts/bench-compare.sh -b 'BenchmarkKernels/f32' -p ./cuda/host -n 3 HEAD~2
@@ -19,7 +21,7 @@
 set -euo pipefail
 
 rounds=5 bench=. benchtime=1x pkg=./train
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while getopts n:b:t:p:h opt; do
 	case $opt in
 	n) rounds=$OPTARG ;;
@@ -59,12 +61,17 @@ for r in $(seq "$rounds"); do
 			echo "bench-compare: the $side binary failed in round $r" >&2
 			exit 1
 		}
+		if ! grep -q '^Benchmark' "$tmp/out"; then
+			echo "bench-compare: the $side binary ran no benchmark matching -b $bench (round $r)" >&2
+			continue
+		fi
 		grep '^Benchmark' "$tmp/out" | sed "s/^/$side /" | tee -a "$tmp/runs"
 	done
 done
 
 echo
-echo "medians of $rounds interleaved rounds; after/before < 1 is faster for times, > 1 for rates"
+echo "medians of $rounds interleaved rounds; after/before < 1 is faster for times, > 1 for rates;"
+echo "paired: the median of each round's after/before (its range in brackets)"
 awk '
 {
 	side = $1; name = $2
@@ -76,19 +83,33 @@ awk '
 		vals[side, key, ++cnt[side, key]] = $i
 	}
 }
-function median(side, key,    m, a, i, j, t) {
-	m = cnt[side, key]
-	if (m == 0) return ""
-	for (i = 1; i <= m; i++) a[i] = vals[side, key, i] + 0
+function median(a, m,    i, j, t) {
 	for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }
+function sideMedian(side, key,    m, a, i) {
+	m = cnt[side, key]
+	if (m == 0) return ""
+	for (i = 1; i <= m; i++) a[i] = vals[side, key, i] + 0
+	return median(a, m)
+}
 END {
-	printf "%-60s %-10s %14s %14s %12s\n", "benchmark", "metric", "before", "after", "after/before"
+	printf "%-58s %-9s %12s %12s %12s %22s\n", "benchmark", "metric", "before", "after", "after/before", "paired"
 	for (k = 1; k <= n; k++) {
-		split(order[k], p, SUBSEP)
-		b = median("before", order[k]); a = median("after", order[k])
-		if (b == "" || a == "") { printf "%-60s %-10s %14s %14s %12s\n", p[1], p[2], b == "" ? "-" : b, a == "" ? "-" : a, "-"; continue }
-		printf "%-60s %-10s %14.4g %14.4g %12s\n", p[1], p[2], b, a, b == 0 ? "-" : sprintf("%.3f", a / b)
+		key = order[k]
+		split(key, p, SUBSEP)
+		b = sideMedian("before", key); a = sideMedian("after", key)
+		if (b == "" || a == "") { printf "%-58s %-9s %12s %12s %12s %22s\n", p[1], p[2], b == "" ? "-" : b, a == "" ? "-" : a, "-", "-"; continue }
+		paired = "-"
+		m = cnt["before", key] < cnt["after", key] ? cnt["before", key] : cnt["after", key]
+		np = 0
+		delete r
+		for (i = 1; i <= m; i++) if (vals["before", key, i] + 0 != 0) r[++np] = vals["after", key, i] / vals["before", key, i]
+		if (np > 0) {
+			lo = r[1]; hi = r[1]
+			for (i = 1; i <= np; i++) { if (r[i] < lo) lo = r[i]; if (r[i] > hi) hi = r[i] }
+			paired = sprintf("%.3f [%.3f-%.3f]", median(r, np), lo, hi)
+		}
+		printf "%-58s %-9s %12.4g %12.4g %12s %22s\n", p[1], p[2], b, a, b == 0 ? "-" : sprintf("%.3f", a / b), paired
 	}
 }' "$tmp/runs"
