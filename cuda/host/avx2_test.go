@@ -382,3 +382,49 @@ func checkTwin32(t *testing.T, what string, n int, got, want, in []float32) {
 		}
 	}
 }
+
+// TestBF16Twins: the bfloat16 conversions' twins against cuda's, bit for
+// bit: every bfloat16 to float32, and to bfloat16 every float32 whose high
+// half is any of the 65,536 and whose low half is one that decides the
+// rounding (0, 1, just below, at and above the tie 0x8000, 0xffff) or a
+// random one, NaNs with and without mantissa bits above the low half
+// included.
+func TestBF16Twins(t *testing.T) {
+	if !avx2.Available {
+		t.Skip("the twins do not run here (no AVX2, or GOAMD64=v3): the Go loops run alone")
+	}
+	hs := make([]uint16, 1<<16+5) // 5 more: a tail for the Go loop
+	for i := range hs {
+		hs[i] = uint16(i)
+	}
+	fs := make([]float32, len(hs))
+	done := avx2.BF16ToF32(fs, hs)
+	if done != len(hs)&^7 {
+		t.Fatalf("BF16ToF32 did %d of %d", done, len(hs))
+	}
+	for i, h := range hs[:done] {
+		if math.Float32bits(fs[i]) != math.Float32bits(cuda.BF16ToF32(h)) {
+			t.Fatalf("BF16ToF32(%#04x) = %#08x, cuda gives %#08x", h, math.Float32bits(fs[i]), math.Float32bits(cuda.BF16ToF32(h)))
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	lows := []uint32{0, 1, 0x7fff, 0x8000, 0x8001, 0xffff, 0x4000}
+	src := make([]float32, 0, len(lows)*(1<<16)+3)
+	for hi := range uint32(1 << 16) {
+		for _, lo := range lows {
+			src = append(src, math.Float32frombits(hi<<16|lo))
+		}
+		src = append(src, math.Float32frombits(hi<<16|uint32(rng.IntN(1<<16))))
+	}
+	src = append(src, 1, 2, 3)
+	dst := make([]uint16, len(src))
+	done = avx2.F32ToBF16(dst, src)
+	if done != len(src)&^7 {
+		t.Fatalf("F32ToBF16 did %d of %d", done, len(src))
+	}
+	for i, f := range src[:done] {
+		if want := cuda.F32ToBF16(f); dst[i] != want {
+			t.Fatalf("F32ToBF16(%#08x) = %#04x, cuda gives %#04x", math.Float32bits(f), dst[i], want)
+		}
+	}
+}

@@ -49,8 +49,13 @@ func Decode[T float](b *cuda.Buffer, lo int, dst []T) {
 			dst[i] = T(cuda.F16ToF32(v))
 		}
 	case cuda.BF16:
-		for i, v := range view[uint16](b)[lo:hi] {
-			dst[i] = T(cuda.BF16ToF32(v))
+		src := view[uint16](b)[lo:hi]
+		i := 0
+		if d, ok := f32(dst); ok {
+			i = avx2.BF16ToF32(d, src)
+		}
+		for ; i < len(src); i++ {
+			dst[i] = T(cuda.BF16ToF32(src[i]))
 		}
 	default:
 		panic("cuda: decode of " + b.DType.String())
@@ -78,8 +83,8 @@ func Encode[T float](b *cuda.Buffer, lo int, src []T) {
 			}
 		case cuda.BF16:
 			d := view[uint16](b)[lo:hi]
-			for i, v := range s {
-				d[i] = cuda.F32ToBF16(v)
+			for i := avx2.F32ToBF16(d, s); i < len(s); i++ {
+				d[i] = cuda.F32ToBF16(s[i])
 			}
 		default:
 			panic("cuda: encode into " + b.DType.String())

@@ -255,3 +255,31 @@ func RowMax(row []float32, m *[8]float32) int {
 	rowMaxAVX2(&row[0], n, m)
 	return n
 }
+
+//go:noescape
+func bf16ToF32AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f32ToBF16AVX2(dst *uint16, src *float32, n int)
+
+// BF16ToF32 is cuda.BF16ToF32 on src into dst (src at least as long).
+func BF16ToF32(dst []float32, src []uint16) int {
+	n := len(dst) &^ 7
+	if !Available || n == 0 {
+		return 0
+	}
+	_ = src[n-1]
+	bf16ToF32AVX2(&dst[0], &src[0], n)
+	return n
+}
+
+// F32ToBF16 is cuda.F32ToBF16 on src into dst (src at least as long).
+func F32ToBF16(dst []uint16, src []float32) int {
+	n := len(dst) &^ 7
+	if !Available || n == 0 {
+		return 0
+	}
+	_ = src[n-1]
+	f32ToBF16AVX2(&dst[0], &src[0], n)
+	return n
+}

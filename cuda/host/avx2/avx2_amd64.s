@@ -602,3 +602,83 @@ maxdone:
 	VMOVUPS Y1, (DX)
 	VZEROUPPER
 	RET
+
+// func bf16ToF32AVX2(dst *float32, src *uint16, n int)
+//
+// cuda.BF16ToF32 on src[0:n], n a multiple of 8: the bits shifted into the
+// high half of a float32.
+TEXT ·bf16ToF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), BX
+	XORQ AX, AX
+
+bfdloop:
+	CMPQ      AX, BX
+	JGE       bfddone
+	VPMOVZXWD (SI)(AX*2), Y0 // uint32(h)
+	VPSLLD    $16, Y0, Y0    // << 16
+	VMOVUPS   Y0, (DI)(AX*4)
+	ADDQ      $8, AX
+	JMP       bfdloop
+
+bfddone:
+	VZEROUPPER
+	RET
+
+// func f32ToBF16AVX2(dst *uint16, src *float32, n int)
+//
+// cuda.F32ToBF16 on src[0:n], n a multiple of 8: a NaN (b&0x7fffffff >
+// 0x7f800000) keeps its top 16 bits, with 0x40 set when their mantissa
+// bits are all zero; any other value is (b + 0x7fff + (b>>16)&1) >> 16,
+// round to nearest even.
+TEXT ·f32ToBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), BX
+	MOVL $0x7fffffff, CX
+	MOVQ CX, X8
+	VPBROADCASTD X8, Y8 // 0x7fffffff
+	MOVL $0x7f800000, CX
+	MOVQ CX, X9
+	VPBROADCASTD X9, Y9 // 0x7f800000
+	MOVL $0x7fff, CX
+	MOVQ CX, X10
+	VPBROADCASTD X10, Y10 // 0x7fff
+	MOVL $1, CX
+	MOVQ CX, X11
+	VPBROADCASTD X11, Y11 // 1
+	MOVL $0x7f, CX
+	MOVQ CX, X12
+	VPBROADCASTD X12, Y12 // 0x7f
+	MOVL $0x40, CX
+	MOVQ CX, X13
+	VPBROADCASTD X13, Y13 // 0x40
+	VPXOR Y14, Y14, Y14   // 0
+	XORQ AX, AX
+
+bfeloop:
+	CMPQ     AX, BX
+	JGE      bfedone
+	VMOVDQU  (SI)(AX*4), Y0 // b
+	VPSRLD   $16, Y0, Y1    // b>>16 (a NaN's p)
+	VPAND    Y11, Y1, Y2    // (b>>16)&1
+	VPADDD   Y10, Y0, Y3    // b + 0x7fff
+	VPADDD   Y2, Y3, Y3     // ... + (b>>16)&1
+	VPSRLD   $16, Y3, Y3    // (...) >> 16: the rounded value
+	VPAND    Y12, Y1, Y4    // p&0x7f
+	VPCMPEQD Y14, Y4, Y4    // p&0x7f == 0
+	VPAND    Y13, Y4, Y4    // 0x40 there
+	VPOR     Y4, Y1, Y1     // p |= 0x40
+	VPAND    Y8, Y0, Y5     // b&0x7fffffff
+	VPCMPGTD Y9, Y5, Y5     // ... > 0x7f800000: NaN
+	VPBLENDVB Y5, Y1, Y3, Y3 // NaN ? p : rounded
+	VEXTRACTI128 $1, Y3, X4
+	VPACKUSDW X4, X3, X3    // the eight low halves, in order
+	VMOVDQU  X3, (DI)(AX*2)
+	ADDQ     $8, AX
+	JMP      bfeloop
+
+bfedone:
+	VZEROUPPER
+	RET

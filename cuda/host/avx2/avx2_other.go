@@ -59,3 +59,9 @@ func LayerNormBackwardRow(o, dy, w, x []float32, mean, rstd, mg, mgx float32) in
 
 // RowMax does nothing off amd64.
 func RowMax(row []float32, m *[8]float32) int { return 0 }
+
+// BF16ToF32 does nothing off amd64.
+func BF16ToF32(dst []float32, src []uint16) int { return 0 }
+
+// F32ToBF16 does nothing off amd64.
+func F32ToBF16(dst []uint16, src []float32) int { return 0 }
