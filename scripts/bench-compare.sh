@@ -43,7 +43,7 @@ cd "$root"
 rev=$(git rev-parse --verify --quiet "$base^{commit}") || { echo "bench-compare: $base: not a commit here (want a hash, a branch or HEAD~N)" >&2; exit 2; }
 
 tmp=$(mktemp -d)
-trap 'git -C "$root" worktree remove --force "$tmp/before" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+trap 'git -C "$root" worktree remove --force "$tmp/before" >/dev/null 2>&1 || true; rm -rf "$tmp"; git -C "$root" worktree prune' EXIT
 git worktree add --detach --quiet "$tmp/before" "$rev"
 
 echo "building $pkg's benchmarks at ${rev:0:12} (before) and from the working tree (after)" >&2
@@ -65,23 +65,28 @@ for r in $(seq "$rounds"); do
 			echo "bench-compare: the $side binary ran no benchmark matching -b $bench (round $r)" >&2
 			continue
 		fi
-		grep '^Benchmark' "$tmp/out" | sed "s/^/$side /" | tee -a "$tmp/runs"
+		grep '^Benchmark' "$tmp/out" | sed "s/^/$side $r /" | tee -a "$tmp/runs"
 	done
 done
+
+[ -s "$tmp/runs" ] || { echo "bench-compare: no benchmark matching -b $bench ran on either side" >&2; exit 1; }
 
 echo
 echo "medians of $rounds interleaved rounds; after/before < 1 is faster for times, > 1 for rates;"
 echo "paired: the median of each round's after/before (its range in brackets)"
 awk '
 {
-	side = $1; name = $2
+	side = $1; round = $2; name = $3
 	sub(/-[0-9]+$/, "", name)
-	# fields: side name iterations value unit value unit ...
-	for (i = 4; i + 1 <= NF; i += 2) {
+	# fields: side round name iterations value unit value unit ...
+	for (i = 5; i + 1 <= NF; i += 2) {
 		key = name SUBSEP $(i + 1)
 		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 		vals[side, key, ++cnt[side, key]] = $i
+		# the pairs: the first value of a key in a round, on each side
+		if (!((side, key, round) in byRound)) byRound[side, key, round] = $i
 	}
+	if (round > rounds) rounds = round
 }
 function median(a, m,    i, j, t) {
 	for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
@@ -101,10 +106,11 @@ END {
 		b = sideMedian("before", key); a = sideMedian("after", key)
 		if (b == "" || a == "") { printf "%-58s %-9s %12s %12s %12s %22s\n", p[1], p[2], b == "" ? "-" : b, a == "" ? "-" : a, "-", "-"; continue }
 		paired = "-"
-		m = cnt["before", key] < cnt["after", key] ? cnt["before", key] : cnt["after", key]
 		np = 0
 		delete r
-		for (i = 1; i <= m; i++) if (vals["before", key, i] + 0 != 0) r[++np] = vals["after", key, i] / vals["before", key, i]
+		for (i = 1; i <= rounds; i++)
+			if (("before", key, i) in byRound && ("after", key, i) in byRound && byRound["before", key, i] + 0 != 0)
+				r[++np] = byRound["after", key, i] / byRound["before", key, i]
 		if (np > 0) {
 			lo = r[1]; hi = r[1]
 			for (i = 1; i <= np; i++) { if (r[i] < lo) lo = r[i]; if (r[i] > hi) hi = r[i] }
