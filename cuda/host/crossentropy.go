@@ -57,7 +57,7 @@ func rowMax[F float](row []F) F {
 func expShiftedSum[F float](e []float64, row []F, shift float64, sums *[4]float64) []float64 {
 	e = e[:len(row)]
 	var twin func(lo int) int
-	if r32, ok := any(row).([]float32); ok {
+	if r32, ok := f32(row); ok {
 		twin = func(lo int) int { return lo + avx2.ExpShiftedSum(e[lo:], r32[lo:], shift, sums, &expTwin) }
 	}
 	withTwin(len(row), twin, func(lo, hi int) {
@@ -172,7 +172,7 @@ func crossEntropyBackwardKernel[F float](h *Device, dlogits, dloss, logits, targ
 			}
 			sum := sum4(&sums)
 			scaleBy(out, g/sum)
-			out[tg[i]] = F((et/sum - 1) * g)
+			out[t] = F((et/sum - 1) * g)
 			vd.put(i*V, out)
 		}
 	})

@@ -1,7 +1,8 @@
 package host
 
 // The host device's exponential: the one the kernels that exponentiate
-// every element (cross entropy, GELU) use, a slice at a time.
+// every element (cross entropy, the attention softmax, GELU) use, a slice
+// at a time.
 
 import (
 	"math"
@@ -59,19 +60,15 @@ func withTwin(n int, twin func(lo int) int, loop func(lo, hi int)) {
 // array on its goroutine's stack.
 const expChunk = 512
 
-// expInPlace sets a[i] = e^a[i] for every element, in float64, within 2
-// ulp of math.Exp (TestExpInPlace), about three times as fast (BenchmarkExp):
+// expLoop sets a[i] = e^a[i] for every element, in float64, within 2 ulp
+// of math.Exp (TestExpLoop), about three times as fast (BenchmarkExp):
 // e^x = 2^(k/256)·e^r with k = round(x·256/ln 2) and |r| ≤ ln 2/512, 2^(k/256)
 // from expTable and the exponent bits, e^r by its Taylor polynomial of
 // degree 5 (error below r⁶/720 < 2e-20). Go inlines no function this
 // large, so the kernels call it on a slice, not an element. Arguments
 // outside [-708, 709] (where the result leaves the normal range), ±Inf and
-// NaN take math.Exp.
-func expInPlace(a []float64) {
-	withTwin(len(a), func(lo int) int { return lo + avx2.Exp(a[lo:], &expTwin) }, func(lo, hi int) { expLoop(a[lo:hi]) })
-}
-
-// expLoop is expInPlace element by element; avx2.Exp is its twin.
+// NaN take math.Exp. The EXP macro of avx2_amd64.s is its twin, inside
+// the twins of the kernels that exponentiate.
 func expLoop(a []float64) {
 	for i, x := range a {
 		if !(x > -708 && x < 709) {

@@ -45,8 +45,8 @@ func geluKernel[F float](h *Device, y, x *cuda.Buffer) {
 // the rest.
 func geluRun[F float](out, xs []F) {
 	var twin func(lo int) int
-	if o32, ok := any(out).([]float32); ok {
-		x32 := any(xs).([]float32)
+	if o32, ok := f32(out); ok {
+		x32, _ := f32(xs)
 		twin = func(lo int) int { return lo + avx2.GELU(o32[lo:], x32[lo:], &geluTwin, &expTwin) }
 	}
 	withTwin(len(out), twin, func(lo, hi int) { geluLoop(out[lo:hi], xs[lo:hi]) })
@@ -86,8 +86,9 @@ func geluBackwardKernel[F float](h *Device, dx, dy, x *cuda.Buffer) {
 // avx2.GELUBackward where it runs, geluBackwardLoop for the rest.
 func geluBackwardRun[F float](out, ds, xs []F) {
 	var twin func(lo int) int
-	if o32, ok := any(out).([]float32); ok {
-		d32, x32 := any(ds).([]float32), any(xs).([]float32)
+	if o32, ok := f32(out); ok {
+		d32, _ := f32(ds)
+		x32, _ := f32(xs)
 		twin = func(lo int) int { return lo + avx2.GELUBackward(o32[lo:], d32[lo:], x32[lo:], &geluTwin, &expTwin) }
 	}
 	withTwin(len(out), twin, func(lo, hi int) { geluBackwardLoop(out[lo:hi], ds[lo:hi], xs[lo:hi]) })

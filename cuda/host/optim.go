@@ -28,10 +28,13 @@ func adamKernel[F float](h *Device, param, grad, master, m, v *cuda.Buffer, a cu
 	s := adamScalarsOf[F](a)
 	k := s.twin()
 	optimizerStep(h, param, grad, master, []*cuda.Buffer{m, v}, func(ps, gr []F, state [][]F) {
-		gr, ms, vs := gr[:len(ps)], state[0][:len(ps)], state[1][:len(ps)]
+		ms, vs := state[0], state[1]
 		done := 0
-		if p32, ok := any(ps).([]float32); ok {
-			done = avx2.Adam(p32, any(gr).([]float32), any(ms).([]float32), any(vs).([]float32), &k)
+		if p32, ok := f32(ps); ok {
+			g32, _ := f32(gr)
+			m32, _ := f32(ms)
+			v32, _ := f32(vs)
+			done = avx2.Adam(p32, g32, m32, v32, &k)
 		}
 		s.loop(ps[done:], gr[done:], ms[done:], vs[done:])
 	})

@@ -8,23 +8,29 @@ import "golang.org/x/sys/cpu"
 // are no longer the twins'; the Go loops run alone).
 var Available = cpu.X86.HasAVX2 && !goFusesMultiplyAdds
 
+// whole is how many of n elements a twin of the given width (a power of
+// two) does: the whole groups, none where the twins do not run.
+func whole(n, width int) int {
+	if !Available {
+		return 0
+	}
+	return n &^ (width - 1)
+}
+
 //go:noescape
 func adamAVX2(p, gr, m, v *float32, n int, k *AdamConsts)
 
 // Adam runs host's adamLoop over the longest prefix of p whose length is a
 // multiple of 8 (gr, m and v at least as long), and returns that length.
 func Adam(p, gr, m, v []float32, k *AdamConsts) int {
-	n := len(p) &^ 7
-	if !Available || n == 0 {
+	n := whole(len(p), 8)
+	if n == 0 {
 		return 0
 	}
 	_, _, _ = gr[n-1], m[n-1], v[n-1]
 	adamAVX2(&p[0], &gr[0], &m[0], &v[0], n, k)
 	return n
 }
-
-//go:noescape
-func expAVX2(a *float64, n int, k *ExpConsts) int
 
 //go:noescape
 func expShiftedSumAVX2(e *float64, row *float32, n int, shift float64, sums *[4]float64, k *ExpConsts) int
@@ -40,20 +46,11 @@ func geluBackwardAVX2(dx, dy, x *float32, n int, gc *GELUConsts, k *ExpConsts) i
 // not all inside (k.Low, k.High) (NaNs included) or fewer than four
 // remain, and returns how many elements it did.
 
-// Exp is host's expLoop on a.
-func Exp(a []float64, k *ExpConsts) int {
-	n := len(a) &^ 3
-	if !Available || n == 0 {
-		return 0
-	}
-	return expAVX2(&a[0], n, k)
-}
-
 // ExpShiftedSum is host's expShiftedSum: e[j] = exp(row[j] - shift) and
 // sums[j%4] += e[j] (e at least as long as row).
 func ExpShiftedSum(e []float64, row []float32, shift float64, sums *[4]float64, k *ExpConsts) int {
-	n := len(row) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(row), 4)
+	if n == 0 {
 		return 0
 	}
 	_ = e[n-1]
@@ -62,8 +59,8 @@ func ExpShiftedSum(e []float64, row []float32, shift float64, sums *[4]float64, 
 
 // GELU is host's geluLoop: y[i] = GELU(x[i]) (x at least as long as y).
 func GELU(y, x []float32, g *GELUConsts, k *ExpConsts) int {
-	n := len(y) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(y), 4)
+	if n == 0 {
 		return 0
 	}
 	_ = x[n-1]
@@ -73,8 +70,8 @@ func GELU(y, x []float32, g *GELUConsts, k *ExpConsts) int {
 // GELUBackward is host's geluBackwardLoop: dx[i] = dy[i]·GELU'(x[i]) (dy
 // and x at least as long as dx).
 func GELUBackward(dx, dy, x []float32, g *GELUConsts, k *ExpConsts) int {
-	n := len(dx) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(dx), 4)
+	if n == 0 {
 		return 0
 	}
 	_, _ = dy[n-1], x[n-1]
@@ -102,8 +99,8 @@ func layerNormRowAVX2(y, x, w, b *float32, n int, mean, rstd float32)
 
 // Add is y[i] = a[i] + b[i] (host's addKernel and addBiasKernel).
 func Add(y, a, b []float32) int {
-	n := len(y) &^ 7
-	if !Available || n == 0 {
+	n := whole(len(y), 8)
+	if n == 0 {
 		return 0
 	}
 	_, _ = a[n-1], b[n-1]
@@ -113,8 +110,8 @@ func Add(y, a, b []float32) int {
 
 // Accumulate is acc[i] += float64(x[i]) (host's column sums).
 func Accumulate(acc []float64, x []float32) int {
-	n := len(acc) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(acc), 4)
+	if n == 0 {
 		return 0
 	}
 	_ = x[n-1]
@@ -124,8 +121,8 @@ func Accumulate(acc []float64, x []float32) int {
 
 // Round is y[i] = float32(x[i]).
 func Round(y []float32, x []float64) int {
-	n := len(y) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(y), 4)
+	if n == 0 {
 		return 0
 	}
 	_ = x[n-1]
@@ -135,8 +132,8 @@ func Round(y []float32, x []float64) int {
 
 // Scale is y[i] = float32(float64(y[i]) * s).
 func Scale(y []float32, s float64) int {
-	n := len(y) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(y), 4)
+	if n == 0 {
 		return 0
 	}
 	scaleAVX2(&y[0], n, s)
@@ -146,8 +143,8 @@ func Scale(y []float32, s float64) int {
 // LayerNormRow is host's layerNormKernel on one row: y[c] =
 // (x[c]-mean)*rstd*w[c] + b[c].
 func LayerNormRow(y, x, w, b []float32, mean, rstd float32) int {
-	n := len(y) &^ 7
-	if !Available || n == 0 {
+	n := whole(len(y), 8)
+	if n == 0 {
 		return 0
 	}
 	_, _, _ = x[n-1], w[n-1], b[n-1]
@@ -180,8 +177,8 @@ func rowMaxAVX2(row *float32, n int, m *[8]float32)
 // whether any of the longest prefix of w whose length is a multiple of 16
 // is an Inf or a NaN, and that length.
 func NonFinite32(w []uint32) (n int, found bool) {
-	n = len(w) &^ 15
-	if !Available || n == 0 {
+	n = whole(len(w), 16)
+	if n == 0 {
 		return 0, false
 	}
 	return n, nonFinite32AVX2(&w[0], n)
@@ -190,8 +187,8 @@ func NonFinite32(w []uint32) (n int, found bool) {
 // LayerNormGain is host's layerNormBackwardWKernel term: acc[c] +=
 // float64(dy[c] * ((x[c] - mean) * rstd)).
 func LayerNormGain(acc []float64, dy, x []float32, mean, rstd float32) int {
-	n := len(acc) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(acc), 4)
+	if n == 0 {
 		return 0
 	}
 	_, _ = dy[n-1], x[n-1]
@@ -201,8 +198,8 @@ func LayerNormGain(acc []float64, dy, x []float32, mean, rstd float32) int {
 
 // SumLanes is host's sumLanes: sums[j%4] += float64(x[j]).
 func SumLanes(x []float32, sums *[4]float64) int {
-	n := len(x) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(x), 4)
+	if n == 0 {
 		return 0
 	}
 	sumLanesAVX2(&x[0], n, sums)
@@ -212,8 +209,8 @@ func SumLanes(x []float32, sums *[4]float64) int {
 // SquaredDevLanes is host's squaredDevLanes: d := float64(x[j]) - mean;
 // sums[j%4] += d*d.
 func SquaredDevLanes(x []float32, mean float64, sums *[4]float64) int {
-	n := len(x) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(x), 4)
+	if n == 0 {
 		return 0
 	}
 	squaredDevLanesAVX2(&x[0], n, mean, sums)
@@ -224,8 +221,8 @@ func SquaredDevLanes(x []float32, mean float64, sums *[4]float64) int {
 // dy[c]*w[c]; sg[c%4] += float64(g); sgx[c%4] += float64(g * (x[c] -
 // mean) * rstd).
 func LayerNormBackwardSums(dy, w, x []float32, mean, rstd float32, sg, sgx *[4]float64) int {
-	n := len(dy) &^ 3
-	if !Available || n == 0 {
+	n := whole(len(dy), 4)
+	if n == 0 {
 		return 0
 	}
 	_, _ = w[n-1], x[n-1]
@@ -236,8 +233,8 @@ func LayerNormBackwardSums(dy, w, x []float32, mean, rstd float32, sg, sgx *[4]f
 // LayerNormBackwardRow is host's layerNormBackwardXKernel output row:
 // o[c] = rstd * (dy[c]*w[c] - mg - ((x[c]-mean)*rstd)*mgx).
 func LayerNormBackwardRow(o, dy, w, x []float32, mean, rstd, mg, mgx float32) int {
-	n := len(o) &^ 7
-	if !Available || n == 0 {
+	n := whole(len(o), 8)
+	if n == 0 {
 		return 0
 	}
 	_, _, _ = dy[n-1], w[n-1], x[n-1]
@@ -248,8 +245,8 @@ func LayerNormBackwardRow(o, dy, w, x []float32, mean, rstd, mg, mgx float32) in
 // RowMax is host's rowMax over the longest prefix of row whose length is
 // a multiple of 8, into m, its eight running maxima (lane j%8).
 func RowMax(row []float32, m *[8]float32) int {
-	n := len(row) &^ 7
-	if !Available || n == 0 {
+	n := whole(len(row), 8)
+	if n == 0 {
 		return 0
 	}
 	rowMaxAVX2(&row[0], n, m)
@@ -264,8 +261,8 @@ func f32ToBF16AVX2(dst *uint16, src *float32, n int)
 
 // BF16ToF32 is cuda.BF16ToF32 on src into dst (src at least as long).
 func BF16ToF32(dst []float32, src []uint16) int {
-	n := len(dst) &^ 7
-	if !Available || n == 0 {
+	n := whole(len(dst), 8)
+	if n == 0 {
 		return 0
 	}
 	_ = src[n-1]
@@ -275,8 +272,8 @@ func BF16ToF32(dst []float32, src []uint16) int {
 
 // F32ToBF16 is cuda.F32ToBF16 on src into dst (src at least as long).
 func F32ToBF16(dst []uint16, src []float32) int {
-	n := len(dst) &^ 7
-	if !Available || n == 0 {
+	n := whole(len(dst), 8)
+	if n == 0 {
 		return 0
 	}
 	_ = src[n-1]

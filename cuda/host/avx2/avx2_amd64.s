@@ -110,35 +110,11 @@ done:
 	VPSLLQ    $52, Y1, Y1           /* (kb>>8)<<52 */ \
 	VPADDQ    Y1, Y3, Y0            /* Float64bits(tj+tj*q) + (kb>>8)<<52 */
 
-// func expAVX2(a *float64, n int, k *ExpConsts) int
-//
-// host.expLoop four lanes a step over a[0:n]; it returns the index of the
-// first step with a lane outside (Low, High), or n.
-TEXT ·expAVX2(SB), NOSPLIT, $0-32
-	MOVQ a+0(FP), DI
-	MOVQ n+8(FP), BX
-	MOVQ k+16(FP), R9
-	MOVQ 384(R9), R8
-	XORQ AX, AX
-
-exploop:
-	CMPQ    AX, BX
-	JGE     expdone
-	VMOVUPD (DI)(AX*8), Y0 // x
-	EXP(expdone)
-	VMOVUPD Y0, (DI)(AX*8)
-	ADDQ    $4, AX
-	JMP     exploop
-
-expdone:
-	VZEROUPPER
-	MOVQ AX, ret+24(FP)
-	RET
-
 // func expShiftedSumAVX2(e *float64, row *float32, n int, shift float64, sums *[4]float64, k *ExpConsts) int
 //
 // host.expShiftedSum four lanes a step: e[j] = exp(float64(row[j]) - shift)
-// and sums[j%4] += e[j]; it returns where it stopped, as expAVX2.
+// and sums[j%4] += e[j]; it returns the index of the first step with a
+// lane outside (Low, High), or n.
 TEXT ·expShiftedSumAVX2(SB), NOSPLIT, $0-56
 	MOVQ e+0(FP), DI
 	MOVQ row+8(FP), SI
@@ -187,7 +163,7 @@ shiftdone:
 //
 // host.geluLoop four lanes a step: u := float64(x[i]); e := exp(-2·K·(u +
 // C·u·u·u)); y[i] = float32(u * (1 / (1 + e))); it returns where it stopped,
-// as expAVX2.
+// as expShiftedSumAVX2.
 TEXT ·geluAVX2(SB), NOSPLIT, $0-48
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -219,7 +195,7 @@ geludone:
 // host.geluBackwardLoop four lanes a step: with u := float64(x[i]), e as
 // for geluAVX2 and s := 1 / (1 + e), d := s + 2*u*s*(1-s)*K*(1+C3*u*u) and
 // dx[i] = float32(float64(dy[i]) * d); it returns where it stopped, as
-// expAVX2.
+// expShiftedSumAVX2.
 TEXT ·geluBackwardAVX2(SB), NOSPLIT, $0-56
 	MOVQ dx+0(FP), DI
 	MOVQ dy+8(FP), R10

@@ -8,9 +8,6 @@ const Available = false
 // Adam does nothing off amd64.
 func Adam(p, gr, m, v []float32, k *AdamConsts) int { return 0 }
 
-// Exp does nothing off amd64.
-func Exp(a []float64, k *ExpConsts) int { return 0 }
-
 // ExpShiftedSum does nothing off amd64.
 func ExpShiftedSum(e []float64, row []float32, shift float64, sums *[4]float64, k *ExpConsts) int {
 	return 0
