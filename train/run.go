@@ -36,12 +36,17 @@ type RunOptions struct {
 	Trace cuda.Tracer
 	// Profile, when set, times every instruction (Trainer.Profile).
 	Profile *Profile
+	// Written are the files the caller writes after the run besides Out
+	// and Save (memory traces, plots, each derived name), checked with the
+	// run's own so that no output replaces an input or another output.
+	Written []files.Path
 }
 
-// Paths are the run's files, for files.Check.
+// Paths are the run's files, for files.Check: its inputs, and every file
+// it or its caller writes.
 func (o RunOptions) Paths() (inputs, outputs []files.Path) {
 	return []files.Path{{Flag: "--data", Name: o.Data}, {Flag: "--load", Name: o.Load}},
-		[]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}
+		append([]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}, o.Written...)
 }
 
 // Check is what a run checks before any work: every path (files.Check),

@@ -71,11 +71,11 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	case trace.given() && *sweep != "":
 		return usagef("--memory-trace and --plot-timeline record one setting's step: give them without --sweep")
 	case ranked:
-		if err := trace.check(zero.SimulatedRanks(s.Ranks)); err != nil {
+		if err := trace.check(zero.SimulatedRanks(s.Ranks), nil, nil); err != nil {
 			return err
 		}
 	default:
-		if err := trace.check(nil); err != nil {
+		if err := trace.check(nil, nil, nil); err != nil {
 			return err
 		}
 	}

@@ -52,13 +52,16 @@ func (t *traceFlag) paths(ranks []int) ([]files.Path, error) {
 	return out, nil
 }
 
-// check checks the flags' files before any work (ranks: as paths).
-func (t *traceFlag) check(ranks []int) error {
+// check checks every file of a command before any work, in one
+// files.Check: its inputs, its other outputs and the flags' files (ranks:
+// as paths), so that no output, derived names included, replaces an input
+// or another output.
+func (t *traceFlag) check(ranks []int, inputs, outputs []files.Path) error {
 	paths, err := t.paths(ranks)
 	if err != nil {
 		return err
 	}
-	return files.Check(nil, paths)
+	return files.Check(inputs, append(append([]files.Path(nil), outputs...), paths...))
 }
 
 // given says whether either flag was given.

@@ -14,6 +14,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/host"
 	"trainmem/model"
+	"trainmem/model/files"
 	"trainmem/train"
 	"trainmem/zero"
 )
@@ -179,11 +180,6 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Setup: s, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
 		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
 	}
-	// Every path is checked before the device opens and the work starts
-	// (over processes, rank 0's, which writes them).
-	if err := opts.Check(); err != nil && (!launch.Processes() || launch.Rank == 0) {
-		return err
-	}
 	if format.v == "json" && !*profile {
 		return usagef("--format json is the profile's: give --profile (a run's records are --out's JSON Lines)")
 	}
@@ -198,10 +194,24 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	ranked := launch.Processes() || s.Ranks > 1 || set.PS
+	var traced []int
 	if ranked {
-		err = trace.check(ownRanks(launch, s.Ranks))
+		traced = ownRanks(launch, s.Ranks)
+	}
+	// Every path is checked before the device opens and the work starts, in
+	// one check (the records, the weights, the traces and the plot against
+	// the inputs and each other); over processes a rank other than 0
+	// writes its own trace only.
+	written, err := trace.paths(traced)
+	if err != nil {
+		return err
+	}
+	if launch.Processes() && launch.Rank != 0 {
+		inputs, _ := opts.Paths()
+		err = files.Check(inputs, written)
 	} else {
-		err = trace.check(nil)
+		opts.Written = written
+		err = opts.Check()
 	}
 	if err != nil {
 		return err

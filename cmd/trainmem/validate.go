@@ -119,9 +119,9 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if steps > 0 && *sweep != "" && steps < 2 && !*noMeasure {
 		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", steps)
 	}
-	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}); err != nil {
-		return err
-	}
+	// Every path, the traces' and the timeline's with the others, in one
+	// check below.
+	inputs, outputs := []files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}
 
 	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
 	if *sweep == "" {
@@ -143,11 +143,11 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case ranked && trace.given() && *noMeasure:
 		return usagef("--memory-trace and --plot-timeline with ranks record the measured ranks; without measuring, 'trainmem simulate --ranks N --memory-trace FILE' records the simulated ones")
 	case ranked:
-		if err := trace.check(ownRanks(launch, s.Ranks)); err != nil {
+		if err := trace.check(ownRanks(launch, s.Ranks), inputs, outputs); err != nil {
 			return err
 		}
 	default:
-		if err := trace.check(nil); err != nil {
+		if err := trace.check(nil, inputs, outputs); err != nil {
 			return err
 		}
 	}
