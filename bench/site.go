@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -430,12 +431,24 @@ func CheckSiteDir(dir string) error {
 		if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 			return &files.PathError{Path: dir, Problem: fmt.Sprintf("its parent %s is not a directory", parent)}
 		}
+		// The report makes dir at the end: its parent must take one now.
+		probe, err := os.MkdirTemp(parent, ".trainmem-check-*")
+		if err != nil {
+			return &files.PathError{Path: dir, Problem: fmt.Sprintf("cannot be made: its parent %s takes no new directory (%v)", parent, errors.Unwrap(err))}
+		}
+		os.Remove(probe)
 		return nil
 	case err != nil:
 		return &files.PathError{Path: dir, Problem: fmt.Sprintf("not a directory trainmem can read (%v)", err)}
 	case len(entries) > 0:
 		return &files.PathError{Path: dir, Problem: fmt.Sprintf("holds %d entries: give a new or empty directory (the report replaces nothing)", len(entries))}
 	}
+	probe, err := os.CreateTemp(dir, ".trainmem-check-*")
+	if err != nil {
+		return &files.PathError{Path: dir, Problem: fmt.Sprintf("cannot be written (%v)", errors.Unwrap(err))}
+	}
+	probe.Close()
+	os.Remove(probe.Name())
 	return nil
 }
 

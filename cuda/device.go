@@ -28,6 +28,9 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -344,6 +347,25 @@ type Device interface {
 // number comes from.
 type PeakReporter interface {
 	PeakFLOPS(dt DType) (flops float64, how string)
+}
+
+// PeakEnv is the environment variable that overrides every device's peak,
+// in GFLOP/s.
+const PeakEnv = "TRAINMEM_PEAK_GFLOPS"
+
+// PeakOverride reads PeakEnv: its value in GFLOP/s when set, ok false when
+// unset, and an error naming the value when it is not a positive finite
+// number (a typo is refused, not ignored).
+func PeakOverride() (gflops float64, ok bool, err error) {
+	s := os.Getenv(PeakEnv)
+	if s == "" {
+		return 0, false, nil
+	}
+	v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if perr != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, false, fmt.Errorf("%s=%q: not a positive number of GFLOP/s (valid: a positive number, e.g. 989000 for an H100's bf16 peak, or unset)", PeakEnv, s)
+	}
+	return v, true, nil
 }
 
 // LibraryWorkspacer is implemented by devices whose libraries hold scratch

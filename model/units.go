@@ -41,8 +41,8 @@ func multipleOf(units []multiplier, name string) int64 {
 // byteUnits are the units ParseBytes accepts, matched case-insensitively.
 var byteUnits = []multiplier{
 	{"B", 1},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15},
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"PiB", 1 << 50},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15}, {"EB", 1e18},
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"PiB", 1 << 50}, {"EiB", 1 << 60},
 }
 
 // countUnits are the suffixes ParseCount accepts, matched case-insensitively
@@ -51,7 +51,7 @@ var countUnits = []multiplier{
 	{"K", 1e3}, {"M", 1e6}, {"B", 1e9}, {"G", 1e9}, {"T", 1e12},
 }
 
-const validByteUnits = "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB"
+const validByteUnits = "B, KB, MB, GB, TB, PB, EB, KiB, MiB, GiB, TiB, PiB, EiB"
 
 // maxExponent bounds the decimal exponent a size may carry: 10^30 bytes is
 // already far beyond int64, and a bound keeps "1e999999999" from costing
@@ -60,10 +60,12 @@ const maxExponent = 30
 
 // ParseBytes reads a byte size: a non-negative decimal number (digits, an
 // optional fraction, an optional exponent: "80", "1.5e9", "0.5") followed by
-// an optional unit: B, KB, MB, GB, TB, PB (powers of 10) or KiB, MiB, GiB,
-// TiB, PiB (powers of 2), in any letter case, with or without a space. A
-// fraction of a byte is dropped ("0.1GiB" is 107,374,182 bytes). Sizes
-// beyond 2^63-1 bytes are an error.
+// an optional unit: B, KB, MB, GB, TB, PB, EB (powers of 10) or KiB, MiB,
+// GiB, TiB, PiB, EiB (powers of 2), in any letter case, with or without a
+// space. A fraction of a byte left by a larger unit is dropped ("0.1GiB" is
+// 107,374,182 bytes); a fraction of a number of bytes ("1.5", "2.5B") is an
+// error, since it is more likely a missing unit than a wish for one byte.
+// Sizes beyond 2^63-1 bytes are an error.
 func ParseBytes(s string) (int64, error) {
 	r, unit, err := splitNumber(s)
 	if err != nil {
@@ -73,10 +75,14 @@ func ParseBytes(s string) (int64, error) {
 	if mult == 0 {
 		return 0, fmt.Errorf("model: bad size %q: unknown unit %q (valid units: %s)", s, unit, validByteUnits)
 	}
+	if mult == 1 && !r.IsInt() {
+		num := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), unit))
+		return 0, fmt.Errorf("model: bad size %q: %s bytes is not a whole number of bytes (valid: whole bytes, or a unit: %sGiB, %sGB)", s, num, num, num)
+	}
 	r.Mul(r, new(big.Rat).SetInt64(mult))
 	n := new(big.Int).Quo(r.Num(), r.Denom()) // floor: r is non-negative
 	if !n.IsInt64() {
-		return 0, fmt.Errorf("model: bad size %q: more than 2^63-1 bytes (valid: up to 8 EiB)", s)
+		return 0, fmt.Errorf("model: bad size %q: more than 2^63-1 bytes (valid: up to 9223372036854775807 bytes, just under 8EiB)", s)
 	}
 	return n.Int64(), nil
 }

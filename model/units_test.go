@@ -28,6 +28,9 @@ func TestParseBytes(t *testing.T) {
 		{"1TB", 1e12},
 		{"0", 0},
 		{"9223372036854775807", 1<<63 - 1},
+		{"1EiB", 1 << 60}, // the unit the limit's message names is accepted
+		{"2EB", 2e18},
+		{"7.5e2", 750}, // a whole number written with a fraction
 	} {
 		got, err := ParseBytes(tc.in)
 		if err != nil || got != tc.want {
@@ -50,6 +53,9 @@ func TestParseBytesErrors(t *testing.T) {
 		{"nan", "no number"},
 		{"inf", "no number"},
 		{"0x10", `unknown unit "x10"`},
+		{"1.5", "1.5 bytes is not a whole number"}, // was 1 byte, silently
+		{"2.5B", "not a whole number"},
+		{"8EiB", "2^63"},
 	} {
 		_, err := ParseBytes(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

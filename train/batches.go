@@ -2,8 +2,10 @@ package train
 
 import (
 	"fmt"
+
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/model/files"
 	"trainmem/train/data"
 )
 
@@ -37,7 +39,7 @@ func OpenBatches(dev cuda.Device, path string, s model.Setup, seed uint64) (*Bat
 	var err error
 	if path == "" {
 		if b.ds, err = data.DefaultDataset(s.Model.Vocab); err != nil {
-			return nil, fmt.Errorf("train: the built-in corpus is text, one token per byte, and a vocabulary of %d cannot hold its bytes (%v): give --data a file whose token ids are below %d", s.Model.Vocab, err, s.Model.Vocab)
+			return nil, &files.InputError{Path: "the built-in corpus", Err: fmt.Errorf("train: the built-in corpus is text, one token per byte, and a vocabulary of %d cannot hold its bytes (%v): give --data a file whose token ids are below %d", s.Model.Vocab, err, s.Model.Vocab)}
 		}
 	} else {
 		b.ds, err = data.Load(path, s.Model.Vocab)

@@ -116,6 +116,13 @@ func (f *formatFlag) Set(s string) error {
 }
 
 // parseMemory reads --memory, a device's capacity: a positive size.
+// given reports whether the named flag was given on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	seen := false
+	fs.Visit(func(fl *flag.Flag) { seen = seen || fl.Name == name })
+	return seen
+}
+
 func parseMemory(s string) (int64, error) {
 	n, err := model.ParseBytes(s)
 	if err == nil && n <= 0 {

@@ -61,3 +61,34 @@ func TestDerivedOutputsChecked(t *testing.T) {
 		t.Errorf("validate wrote same.svg after refusing it")
 	}
 }
+
+// Bad input of every kind is exit status 2 with one line naming the value
+// and what is valid, as README promises. Before: a vocabulary under 256
+// with the built-in corpus was exit 1 (its message said "train: train:"),
+// an unwritable report directory was found after the whole report was
+// computed, TRAINMEM_BLAS=fortran was exit 1, --memory 1.5 silently meant
+// 1 byte, --memory 1e30's error offered "8 EiB", a unit it refused,
+// validate --steps 0 silently ran 3 steps and a bad TRAINMEM_PEAK_GFLOPS
+// was ignored.
+func TestBadInputIsExit2(t *testing.T) {
+	wantUsage(t, []string{"train", "--vocab", "100", "--steps", "1"}, "built-in corpus", "vocabulary of 100", "--data")
+	if _, errOut, _ := runArgs(t, "train", "--vocab", "100", "--steps", "1"); strings.Contains(errOut, "train: train:") {
+		t.Errorf("the message stutters: %q", lastLine(errOut))
+	}
+	wantUsage(t, []string{"report", "--no-measure", "/proc/trainmem-report"}, "/proc/trainmem-report", "cannot be made")
+	wantUsage(t, []string{"report", "--no-measure", "--steps", "0", t.TempDir()}, "--steps 0", "positive integer")
+	wantUsage(t, []string{"validate", "--no-measure", "--steps", "0"}, "--steps 0", "positive integer")
+	wantUsage(t, []string{"simulate", "--preset", "tiny", "--memory", "1.5"}, `"1.5"`, "not a whole number of bytes", "1.5GiB")
+	wantUsage(t, []string{"simulate", "--preset", "tiny", "--memory", "1e30"}, `"1e30"`, "2^63-1 bytes")
+	if _, errOut, code := runArgs(t, "simulate", "--preset", "tiny", "--memory", "1EiB"); code != 0 { // the unit its limit names
+		t.Errorf("simulate --memory 1EiB: exit %d (%s)", code, lastLine(errOut))
+	}
+	for _, env := range []string{"TRAINMEM_BLAS=fortran", "TRAINMEM_PEAK_GFLOPS=fast", "TRAINMEM_PEAK_GFLOPS=-5"} {
+		k, v, _ := strings.Cut(env, "=")
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(k, v)
+			wantUsage(t, []string{"train", "--steps", "1", "--batch", "1", "--seq", "8"}, k, v, "valid")
+			wantUsage(t, []string{"validate", "--steps", "1", "--batch", "1", "--seq", "8"}, k, v)
+		})
+	}
+}

@@ -49,11 +49,7 @@ func addLaunchFlags(fs *flag.FlagSet) *launchFlags {
 	return f
 }
 
-func (f *launchFlags) given(name string) bool {
-	given := false
-	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
-	return given
-}
+func (f *launchFlags) given(name string) bool { return given(f.fs, name) }
 
 // launch resolves the launcher's environment and the flags, for ranks on
 // device (host or cuda).

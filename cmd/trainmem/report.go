@@ -53,8 +53,8 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("report writes into a directory: give DIR, new or empty (e.g. trainmem report out)")
 	}
 	dir := filepath.Clean(arg)
-	if steps < 0 {
-		return usagef("--steps %d: must be a positive integer (or 0 for the default)", steps)
+	if steps <= 0 && given(fs, "steps") {
+		return usagef("--steps %d: must be a positive integer (default 3; the checkpoint sweep runs 7 a policy)", steps)
 	}
 	if ranks < 2 || ranks > 1<<20 {
 		return usagef("--ranks %d: out of range (valid: 2 to %d)", ranks, 1<<20)

@@ -113,6 +113,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usagef("unknown subcommand %q (valid: %s)", name, strings.Join(commandNames(), ", "))
 	}
 	if err := c.run(ctx, rest, stdout, stderr); err != nil {
+		if strings.HasPrefix(err.Error(), name+": ") {
+			return err // a package named as the subcommand (train) said it already
+		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil

@@ -174,11 +174,7 @@ var elsewhere = map[string]string{
 }
 
 // set reports whether the named flag was given.
-func (f *setupFlags) set(name string) bool {
-	given := false
-	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
-	return given
-}
+func (f *setupFlags) set(name string) bool { return given(f.fs, name) }
 
 // setup builds and validates the model.Setup; its errors are usage errors.
 func (f *setupFlags) setup() (model.Setup, error) {

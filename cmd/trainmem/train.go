@@ -81,7 +81,7 @@ func addTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&f.save, "save", "", "write the trained weights to this llm.c checkpoint file (atomically)")
 	fs.StringVar(&f.load, "load", "", "start from this llm.c GPT-2 checkpoint")
 	fs.StringVar(&f.device, "device", "host", "where to run: host (the CPU); cuda needs a CUDA build")
-	intVar(fs, &f.threads, "threads", 0, fmt.Sprintf("host `threads`, 1 to %d (default: every core)", maxThreads))
+	intVar(fs, &f.threads, "threads", 0, fmt.Sprintf("host `threads`: 1 to %d, or 0 for every core (default 0: every core)", maxThreads))
 	return f
 }
 
@@ -133,6 +133,11 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 	}
 	if f.threads < 0 || f.threads > maxThreads {
 		return s, usagef("--threads %d: out of range (valid: 0 for every core, or 1 to %d)", f.threads, maxThreads)
+	}
+	if f.device == "host" {
+		if err := host.CheckEnv(); err != nil {
+			return s, usageError{err}
+		}
 	}
 	return s, nil
 }

@@ -92,8 +92,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	if steps < 0 {
-		return usagef("--steps %d: must be a positive integer (or 0 for the default)", steps)
+	if steps <= 0 && given(fs, "steps") {
+		return usagef("--steps %d: must be a positive integer (default 3; with --sweep, 7 a policy)", steps)
 	}
 	tf.steps = max(steps, 1)
 	switch *sweep {

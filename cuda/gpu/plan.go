@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"trainmem/cuda"
 )
@@ -307,10 +306,11 @@ func cublasWorkspaceBytes(major int) int64 {
 // cuBLAS is not allowed) for fp32. Datasheet numbers, without sparsity.
 // TRAINMEM_PEAK_GFLOPS overrides them. how says which entry was used.
 func gpuPeak(name string, major, minor int, dt cuda.DType) (flops float64, how string) {
-	if s := os.Getenv("TRAINMEM_PEAK_GFLOPS"); s != "" {
-		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
-			return v * 1e9, "TRAINMEM_PEAK_GFLOPS=" + s
-		}
+	switch v, ok, err := cuda.PeakOverride(); {
+	case err != nil:
+		return 0, err.Error()
+	case ok:
+		return v * 1e9, cuda.PeakEnv + "=" + os.Getenv(cuda.PeakEnv)
 	}
 	type entry struct {
 		match       func(string) bool

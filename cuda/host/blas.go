@@ -15,6 +15,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"trainmem/cuda"
 )
 
 // gemmBackend is a row-major BLAS level-3 GEMM: C = alpha·op(A)·op(B) +
@@ -40,7 +42,7 @@ const (
 // not, or when gonum was chosen).
 func chooseBLAS(choice string, threads int) (be gemmBackend, fallback error, err error) {
 	if choice == BLASAuto {
-		choice = os.Getenv("TRAINMEM_BLAS")
+		choice = os.Getenv(BLASEnv)
 	}
 	switch choice {
 	case BLASGo:
@@ -56,6 +58,22 @@ func chooseBLAS(choice string, threads int) (be gemmBackend, fallback error, err
 		return gonumBLAS{}, err, nil
 	}
 	return nil, nil, fmt.Errorf("cuda: unknown BLAS %q (valid: %q, %q, or empty for automatic)", choice, BLASOpenBLAS, BLASGo)
+}
+
+// BLASEnv is the environment variable that chooses the host's BLAS.
+const BLASEnv = "TRAINMEM_BLAS"
+
+// CheckEnv checks the environment variables the host device reads
+// (TRAINMEM_BLAS, TRAINMEM_PEAK_GFLOPS), so that a command refuses a typo
+// before any work, naming the variable and what is valid.
+func CheckEnv() error {
+	switch v := os.Getenv(BLASEnv); v {
+	case BLASAuto, BLASOpenBLAS, BLASGo:
+	default:
+		return fmt.Errorf("%s=%q: unknown BLAS (valid: %s, %s, or unset for OpenBLAS when installed, else Go)", BLASEnv, v, BLASOpenBLAS, BLASGo)
+	}
+	_, _, err := cuda.PeakOverride()
+	return err
 }
 
 // OpenBLASAvailable reports whether OpenBLAS can be loaded, and why not.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"trainmem/cuda"
 )
 
 // PeakGFLOPS is the fp32 peak of the machine's cores, for reporting
@@ -22,10 +24,11 @@ import (
 // says how the number was found, in words. TRAINMEM_PEAK_GFLOPS overrides
 // it. gflops is 0 when nothing is known. The first call takes about 30 ms.
 func PeakGFLOPS() (gflops float64, how string) {
-	if s := os.Getenv("TRAINMEM_PEAK_GFLOPS"); s != "" {
-		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
-			return v, fmt.Sprintf("TRAINMEM_PEAK_GFLOPS=%s", s)
-		}
+	switch v, ok, err := cuda.PeakOverride(); {
+	case err != nil:
+		return 0, err.Error()
+	case ok:
+		return v, fmt.Sprintf("%s=%s", cuda.PeakEnv, os.Getenv(cuda.PeakEnv))
 	}
 	data, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
