@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"trainmem/model"
 	"trainmem/model/files"
@@ -26,10 +27,36 @@ type TrainRanksReport struct {
 	FirstLoss, LastLoss float64 // the ranks' mean
 	MeanStepMs          float64 // over the steps after the first (the first alone for one step) and the ranks
 	Ranks               []zero.RankResult
-	Interrupted         bool
-	// Engine is what moved the data between processes ("tcp", "mpi"); ""
-	// in one process.
+	// Interrupted is set when the ranks stopped before the last step; Stop
+	// says which rank asked first and why (this process's own when the
+	// signal came here).
+	Interrupted bool
+	Stop        *zero.StopError
+	// Engine is what moved the data: "inproc" (every rank in this
+	// process), "tcp", "mpi" or "nccl".
 	Engine string
+}
+
+// Signalled is a stop cause that a signal made (the command line's): its
+// number travels to the other ranks with the stop.
+type Signalled interface{ SignalNumber() int }
+
+// stopOf is this rank's reason to stop after step (of steps): a failed
+// write, or ctx ended before the last step; nil to go on.
+func stopOf(ctx context.Context, rank, step, steps int, failed error) *zero.StopError {
+	switch {
+	case failed != nil:
+		return &zero.StopError{Rank: rank, Reason: failed.Error()}
+	case ctx.Err() != nil && step+1 < steps:
+		cause := context.Cause(ctx)
+		st := &zero.StopError{Rank: rank, Reason: cause.Error()}
+		var sig Signalled
+		if errors.As(cause, &sig) {
+			st.Signal = sig.SignalNumber()
+		}
+		return st
+	}
+	return nil
 }
 
 // rankRecord is one rank's record of a step as --out holds it: a "rank"
@@ -80,9 +107,10 @@ func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setti
 	case devs[0].Computes():
 		init = model.InitParams(s.Model, o.Seed)
 	}
-	rep := &TrainRanksReport{Setup: s, Setting: set, Device: devs[0].Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens))}
+	rep := &TrainRanksReport{Setup: s, Setting: set, Device: devs[0].Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens)), Engine: where.Engine()}
+	rank := 0
 	if where.Link != nil {
-		rep.Engine = where.Link.Name()
+		rank = where.Link.Rank()
 	}
 	var out *files.Lines
 	if o.Out != "" {
@@ -103,7 +131,7 @@ func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setti
 			}
 			rep.Steps++
 			if !root {
-				return stopping(g, ctx.Err() != nil && step+1 < o.Steps, nil, errStopped)
+				return rep.stopping(g, stopOf(ctx, rank, step, o.Steps, nil), nil, errStopped)
 			}
 			mean, ms := 0.0, 0.0
 			for r, rec := range recs {
@@ -124,9 +152,7 @@ func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setti
 			}
 			rep.LastLoss = mean
 			bar.Update(recs[0])
-			err = stopping(g, ctx.Err() != nil && step+1 < o.Steps, outErr, errStopped)
-			rep.Interrupted = err == errStopped
-			return err
+			return rep.stopping(g, stopOf(ctx, rank, step, o.Steps, outErr), outErr, errStopped)
 		}, func(rk *zero.Ranks) {
 			if save && devs[0].Computes() {
 				saved, saveErr = rk.Params() // on every rank: over processes they gather on rank 0
@@ -160,17 +186,19 @@ func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setti
 }
 
 // stopping says whether the run stops after this step, on every rank at
-// once: it stops when any rank was interrupted (then it returns stopped)
-// or failed to write (failed, returned as it is on the rank it happened
-// on); the ranks agree over zero.AnyOf.
-func stopping(g *zero.Group, interrupted bool, failed, stopped error) error {
-	any, err := zero.AnyOf(g, interrupted || failed != nil)
+// once (zero.Stopping): it stops when any rank was interrupted or failed
+// to write (mine, this rank's reason). A rank's own failure is returned as
+// it is; a stop, this rank's or a peer's, is stopped, with r.Stop saying
+// whose and why.
+func (r *TrainRanksReport) stopping(g *zero.Group, mine *zero.StopError, failed, stopped error) error {
+	st, err := zero.Stopping(g, mine)
 	switch {
 	case err != nil:
 		return err
 	case failed != nil:
 		return failed
-	case any:
+	case st != nil:
+		r.Interrupted, r.Stop = true, st
 		return stopped
 	}
 	return nil
@@ -179,9 +207,14 @@ func stopping(g *zero.Group, interrupted bool, failed, stopped error) error {
 // WriteText writes the loss and speed over the ranks, then every rank's
 // memory and traffic in the last step.
 func (r *TrainRanksReport) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "data    %s\nsetting %s over %s, each on %s\n", r.Dataset, r.Setting, plural(r.Setup.Ranks, "rank"), r.Device)
+	fmt.Fprintf(w, "data    %s\nsetting %s over %s, each on %s\nengine  %s\n", r.Dataset, r.Setting, plural(r.Setup.Ranks, "rank"), r.Device, engineText(r.Engine))
 	fmt.Fprintf(w, "loss    %.4f at step 1, %.4f at step %d (the mean over the ranks)\n", r.FirstLoss, r.LastLoss, r.Steps)
 	fmt.Fprintf(w, "speed   %.1f ms/step (mean over the ranks and the steps after the first)\n\n", r.MeanStepMs)
+	if len(r.Ranks) == 0 {
+		// The run failed before the ranks could gather their results: no
+		// table (the error follows).
+		return nil
+	}
 	fmt.Fprintln(w, "each rank's peak per category in the last step (requested bytes):")
 	var states *model.States
 	if !r.Setting.PS {
@@ -189,5 +222,23 @@ func (r *TrainRanksReport) WriteText(w io.Writer) error {
 			states = &st
 		}
 	}
+	if len(r.Ranks) == 0 {
+		// The run failed before the ranks could gather their results.
+		fmt.Fprintln(w, "  none: the run failed before the ranks gathered their results (the error follows)")
+		return nil
+	}
 	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, states)
+}
+
+// engineText says in words what moved the ranks' data.
+func engineText(engine string) string {
+	switch engine {
+	case "inproc":
+		return "inproc (every rank in this process, the ring over shared memory)"
+	case "tcp", "mpi":
+		return engine + " (one process a rank, the ring over " + strings.ToUpper(engine) + ")"
+	case "nccl":
+		return "nccl (NCCL's collectives between the GPUs)"
+	}
+	return engine
 }

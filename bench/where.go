@@ -105,6 +105,18 @@ func (w Where) stream(b *train.Batches, n int) func(step, rank int) ([]int32, []
 }
 
 // over says, for progress lines, how the ranks meet.
+// Engine names what moves the ranks' data: nccl (a native engine), the
+// link's transport (tcp, mpi) over processes, else inproc.
+func (w Where) Engine() string {
+	switch {
+	case w.Native != nil:
+		return "nccl"
+	case w.Link != nil:
+		return w.Link.Name()
+	}
+	return "inproc"
+}
+
 func (w Where) over() string {
 	if w.Link == nil {
 		return ""

@@ -20,6 +20,20 @@ type Launch struct {
 	Launcher               string // "torchrun", "mpirun", "srun", or "flags"; "" for one process started alone
 	Rank, World, LocalRank int
 	Init                   string
+	// Store is the launcher's key-value store (host:port) when the ranks
+	// meet through it instead of at Init: torchrun's agent listens on
+	// MASTER_ADDR:MASTER_PORT itself (TORCHELASTIC_USE_AGENT_STORE=True),
+	// so rank 0 listens elsewhere and leaves its address under StoreKey
+	// (DialTCPStore).
+	Store, StoreKey string
+}
+
+// Rendezvous says where the ranks meet, for messages.
+func (l Launch) Rendezvous() string {
+	if l.Store != "" {
+		return fmt.Sprintf("%s's store at %s", l.Launcher, l.Store)
+	}
+	return l.Init
 }
 
 // Processes says whether the ranks are processes of their own.
@@ -34,7 +48,9 @@ var launchers = []struct{ name, rank, world, local string }{
 }
 
 // DetectLaunch reads the launcher's environment through getenv: torchrun
-// (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Open MPI's
+// (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and
+// TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RUN_ID and
+// TORCHELASTIC_RESTART_COUNT when its agent's store is there), Open MPI's
 // mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) or Slurm's srun
 // (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the rendezvous from
 // MASTER_ADDR and MASTER_PORT). A launcher of one process is no launcher.
@@ -66,6 +82,14 @@ func DetectLaunch(getenv func(string) string) (Launch, error) {
 		}
 		if a, p := getenv("MASTER_ADDR"), getenv("MASTER_PORT"); a != "" && p != "" {
 			l.Init = "tcp://" + net.JoinHostPort(a, p)
+			// torchrun's agent holds MASTER_PORT itself (its c10d
+			// TCPStore) when it says so; with --standalone it does not,
+			// and rank 0 listens there.
+			if v.name == "torchrun" && getenv("TORCHELASTIC_USE_AGENT_STORE") == "True" {
+				l.Init, l.Store = "", net.JoinHostPort(a, p)
+				run, restart := getenv("TORCHELASTIC_RUN_ID"), getenv("TORCHELASTIC_RESTART_COUNT")
+				l.StoreKey = fmt.Sprintf("/trainmem/%s/%s/rank0", run, restart)
+			}
 		}
 		return l, nil
 	}

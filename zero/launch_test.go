@@ -22,11 +22,17 @@ func TestDetectLaunch(t *testing.T) {
 		want Launch
 	}{
 		{nil, Launch{}},
-		{[]string{"RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "3", "MASTER_ADDR", "node1", "MASTER_PORT", "29500"}, Launch{"torchrun", 3, 8, 3, "tcp://node1:29500"}},
-		{[]string{"OMPI_COMM_WORLD_RANK", "5", "OMPI_COMM_WORLD_SIZE", "6", "OMPI_COMM_WORLD_LOCAL_RANK", "1"}, Launch{"mpirun", 5, 6, 1, ""}},
-		{[]string{"SLURM_PROCID", "2", "SLURM_NTASKS", "4", "SLURM_LOCALID", "0", "MASTER_ADDR", "::1", "MASTER_PORT", "7"}, Launch{"srun", 2, 4, 0, "tcp://[::1]:7"}},
+		{[]string{"RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "3", "MASTER_ADDR", "node1", "MASTER_PORT", "29500"}, Launch{Launcher: "torchrun", Rank: 3, World: 8, LocalRank: 3, Init: "tcp://node1:29500"}},
+		// torchrun's agent holds MASTER_PORT (its TCPStore): the ranks meet through it.
+		{[]string{"RANK", "1", "WORLD_SIZE", "2", "LOCAL_RANK", "1", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "29500", "TORCHELASTIC_USE_AGENT_STORE", "True", "TORCHELASTIC_RUN_ID", "none", "TORCHELASTIC_RESTART_COUNT", "0"},
+			Launch{Launcher: "torchrun", Rank: 1, World: 2, LocalRank: 1, Store: "127.0.0.1:29500", StoreKey: "/trainmem/none/0/rank0"}},
+		// --standalone: nothing listens on MASTER_PORT, rank 0 does.
+		{[]string{"RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "localhost", "MASTER_PORT", "41234", "TORCHELASTIC_USE_AGENT_STORE", "False", "TORCHELASTIC_RUN_ID", "x"},
+			Launch{Launcher: "torchrun", Rank: 0, World: 2, Init: "tcp://localhost:41234"}},
+		{[]string{"OMPI_COMM_WORLD_RANK", "5", "OMPI_COMM_WORLD_SIZE", "6", "OMPI_COMM_WORLD_LOCAL_RANK", "1"}, Launch{Launcher: "mpirun", Rank: 5, World: 6, LocalRank: 1}},
+		{[]string{"SLURM_PROCID", "2", "SLURM_NTASKS", "4", "SLURM_LOCALID", "0", "MASTER_ADDR", "::1", "MASTER_PORT", "7"}, Launch{Launcher: "srun", Rank: 2, World: 4, Init: "tcp://[::1]:7"}},
 		{[]string{"RANK", "0", "WORLD_SIZE", "1"}, Launch{}},
-		{[]string{"OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "SLURM_PROCID", "0", "SLURM_NTASKS", "8"}, Launch{"mpirun", 1, 2, 0, ""}},
+		{[]string{"OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "SLURM_PROCID", "0", "SLURM_NTASKS", "8"}, Launch{Launcher: "mpirun", Rank: 1, World: 2}},
 	} {
 		got, err := DetectLaunch(envOf(c.env...))
 		if err != nil || got != c.want {

@@ -11,6 +11,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -304,25 +305,54 @@ func differences(ours, theirs []Field) []string {
 	return d
 }
 
-// AnyOf is true on every rank when mine is true on any: in one process the
-// members share what they decide on (mine), over processes rank 0 hears
-// every rank's and answers all.
-func AnyOf(g *Group, mine bool) (bool, error) {
+// StopError is why a run over ranks stopped before its last step: the
+// lowest rank that asked to stop, why, and the number of the signal that
+// stopped it (0 when no signal did: a failed write, say), so that every
+// rank can name the peer and the signal and exit alike.
+type StopError struct {
+	Rank   int
+	Signal int
+	Reason string
+}
+
+func (e *StopError) Error() string { return fmt.Sprintf("rank %d: %s", e.Rank, e.Reason) }
+
+// Stopping is whether the run stops after this step, agreed on by every
+// rank: mine is this rank's reason to stop (nil to go on), and every rank
+// returns the lowest rank's reason, or nil when none asked. In one process
+// the members share what they decide on (mine); over processes rank 0
+// hears every rank's and answers all.
+func Stopping(g *Group, mine *StopError) (*StopError, error) {
 	l := g.Link()
 	if l == nil {
 		return mine, nil
 	}
-	b := []byte{0}
-	if mine {
-		b[0] = 1
+	var b []byte
+	if mine != nil {
+		b = []byte(fmt.Sprintf("%d %d %s", mine.Rank, mine.Signal, mine.Reason))
 	}
 	verdict, err := judge(l, b, func(msgs [][]byte) (string, error) {
 		for _, m := range msgs {
-			if len(m) == 1 && m[0] == 1 {
-				return "yes", nil
+			if len(m) > 0 {
+				return string(m), nil
 			}
 		}
 		return "", nil
 	})
-	return verdict != "", err
+	if err != nil || verdict == "" {
+		return nil, err
+	}
+	var st StopError
+	f := strings.SplitN(verdict, " ", 3)
+	if len(f) != 3 {
+		return nil, fmt.Errorf("zero: a stop that does not parse: %q", verdict)
+	}
+	var err1, err2 error
+	st.Rank, err1 = strconv.Atoi(f[0])
+	st.Signal, err2 = strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("zero: a stop that does not parse: %q", verdict)
+	}
+	st.Reason = f[2]
+	return &st, nil
 }

@@ -76,13 +76,70 @@ func DialTCP(addr string, rank, size int, timeout time.Duration) (*TCPLink, erro
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("zero: rendezvous address %q: want host:port (%v)", addr, err)
 	}
-	l := &TCPLink{rank: rank, size: size, timeout: timeout, peers: map[int]*peer{}, done: make(chan struct{}), quit: make(chan struct{})}
+	l := newTCPLink(rank, size, timeout)
 	var err error
 	if rank == 0 {
-		err = l.host(addr)
+		_, port, _ := net.SplitHostPort(addr)
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", net.JoinHostPort("", port)); err != nil {
+			return nil, fmt.Errorf("zero: rank 0 cannot listen at %s: %w", addr, err)
+		}
+		err = l.host(ln, addr)
 	} else {
-		err = l.join(addr)
+		err = l.join(addr, time.Now().Add(timeout))
 	}
+	return l.start(err)
+}
+
+// DialTCPStore joins the group of size ranks as rank through the
+// launcher's key-value store at store (host:port; torchrun's TCPStore, see
+// store.go): rank 0 listens on a port of its own and sets key to its
+// address; every other rank waits for the key and connects there. The rest
+// is DialTCP's.
+func DialTCPStore(store, key string, rank, size int, timeout time.Duration) (*TCPLink, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if size < 1 || rank < 0 || rank >= size {
+		return nil, fmt.Errorf("zero: rank %d of %d ranks: out of range (valid: 0 to %d)", rank, size, size-1)
+	}
+	deadline := time.Now().Add(timeout)
+	sc, err := dialStore(store, deadline)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.close()
+	l := newTCPLink(rank, size, timeout)
+	if rank != 0 {
+		addr, err := sc.waitGet(key, 1<<10, deadline)
+		if err != nil {
+			return nil, fmt.Errorf("zero: rank %d: rank 0's address: %w", rank, err)
+		}
+		return l.start(l.join(string(addr), deadline))
+	}
+	// Listen on every interface, and tell the others the address this
+	// host reaches the store from: the one they reach it from too.
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return nil, fmt.Errorf("zero: rank 0 cannot listen: %w", err)
+	}
+	host, _, _ := net.SplitHostPort(sc.conn.LocalAddr().String())
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr := net.JoinHostPort(host, port)
+	if err := sc.set(key, []byte(addr), deadline); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return l.start(l.host(ln, fmt.Sprintf("%s (through the store at %s)", addr, store)))
+}
+
+func newTCPLink(rank, size int, timeout time.Duration) *TCPLink {
+	return &TCPLink{rank: rank, size: size, timeout: timeout, peers: map[int]*peer{}, done: make(chan struct{}), quit: make(chan struct{})}
+}
+
+// start finishes a rendezvous that ended with err: the readers, and every
+// connection up on every rank before any rank goes on.
+func (l *TCPLink) start(err error) (*TCPLink, error) {
 	if err != nil {
 		l.closeConns()
 		return nil, err
@@ -90,15 +147,14 @@ func DialTCP(addr string, rank, size int, timeout time.Duration) (*TCPLink, erro
 	for _, p := range l.peers {
 		go l.read(p)
 	}
-	// Every connection is up on every rank before any rank goes on.
-	if rank == 0 {
-		for q := 1; q < size; q++ {
+	if l.rank == 0 {
+		for q := 1; q < l.size; q++ {
 			var b [1]byte
 			if err = l.Recv(q, b[:]); err != nil {
 				break
 			}
 		}
-		for q := 1; q < size && err == nil; q++ {
+		for q := 1; q < l.size && err == nil; q++ {
 			err = l.Send(q, []byte{1})
 		}
 	} else if err = l.Send(0, []byte{1}); err == nil {
@@ -145,13 +201,8 @@ func decodeHello(b []byte) (hello, error) {
 	return h, nil
 }
 
-// host is rank 0's side of the rendezvous.
-func (l *TCPLink) host(addr string) error {
-	_, port, _ := net.SplitHostPort(addr)
-	ln, err := net.Listen("tcp", net.JoinHostPort("", port))
-	if err != nil {
-		return fmt.Errorf("zero: rank 0 cannot listen at %s: %w", addr, err)
-	}
+// host is rank 0's side of the rendezvous, at ln (addr in messages).
+func (l *TCPLink) host(ln net.Listener, addr string) error {
 	defer ln.Close()
 	deadline := time.Now().Add(l.timeout)
 	ln.(*net.TCPListener).SetDeadline(deadline)
@@ -236,9 +287,9 @@ func rendezvousError(addr string, problems []string) string {
 	return fmt.Sprintf("zero: the rendezvous at %s failed: %s", addr, strings.Join(problems, "; "))
 }
 
-// join is a rank's side of the rendezvous other than rank 0's.
-func (l *TCPLink) join(addr string) error {
-	deadline := time.Now().Add(l.timeout)
+// join is a rank's side of the rendezvous other than rank 0's: rank 0 is
+// at addr, and deadline bounds the wait for it.
+func (l *TCPLink) join(addr string, deadline time.Time) error {
 	var conn net.Conn
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		var err error

@@ -35,7 +35,7 @@ MASTER_PORT), Open MPI's mpirun (OMPI_COMM_WORLD_*) or Slurm's srun
 (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, with MASTER_ADDR and MASTER_PORT
 or --init), or by hand with --rank, --world and --init. Every rank runs the
 same command; rank 0 prints the report, with every rank's memory and traffic:
-  torchrun --no-python --nproc-per-node 4 --master-port 29500 trainmem validate --zero 2
+  torchrun --nproc_per_node 4 --no_python trainmem validate --zero 2
   mpirun -np 4 trainmem-mpi validate --zero 2
   srun -n 4 trainmem validate --zero 2 --init tcp://$(hostname):29500`
 
@@ -78,7 +78,7 @@ func (f *launchFlags) launch(device string) (zero.Launch, string, error) {
 		if _, err := zero.ParseInit(f.init); err != nil {
 			return zero.Launch{}, "", usagef("--init %w", err)
 		}
-		l.Init = f.init
+		l.Init, l.Store, l.StoreKey = f.init, "", "" // rank 0 listens there, whatever the launcher runs
 	}
 	if f.timeout <= 0 {
 		return zero.Launch{}, "", usagef("--timeout %v: want a positive duration (e.g. 5m)", f.timeout)
@@ -101,7 +101,7 @@ func (f *launchFlags) launch(device string) (zero.Launch, string, error) {
 		if !l.Processes() {
 			return zero.Launch{}, "", usagef("--backend tcp runs one process a rank: start them with a launcher (torchrun, srun) or give --rank, --world and --init")
 		}
-		if l.Init == "" {
+		if l.Init == "" && l.Store == "" {
 			return zero.Launch{}, "", usagef("--backend tcp: no rendezvous: give --init tcp://HOST:PORT (where rank 0 listens) or set MASTER_ADDR and MASTER_PORT")
 		}
 	case "mpi":
@@ -114,7 +114,7 @@ func (f *launchFlags) launch(device string) (zero.Launch, string, error) {
 			return zero.Launch{}, "", usagef("--backend nccl: this trainmem was built without CUDA: build it with 'make build-cuda' and run it on NVIDIA GPUs")
 		case device != "cuda":
 			return zero.Launch{}, "", usagef("--backend nccl moves data between GPUs: give --device cuda")
-		case l.Processes() && l.Init == "" && !(l.Launcher == "mpirun" && zero.HaveMPI):
+		case l.Processes() && l.Init == "" && l.Store == "" && !(l.Launcher == "mpirun" && zero.HaveMPI):
 			return zero.Launch{}, "", usagef("--backend nccl over processes: the ranks meet to share NCCL's id: give --init tcp://HOST:PORT or set MASTER_ADDR and MASTER_PORT (or run the MPI build under mpirun)")
 		}
 	default:
@@ -145,6 +145,13 @@ func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (
 	case "inproc":
 		return nil, nil
 	case "tcp":
+		if l.Store != "" {
+			var err error
+			if link, err = zero.DialTCPStore(l.Store, l.StoreKey, l.Rank, l.World, f.timeout); err != nil {
+				return nil, err
+			}
+			break
+		}
 		addr, err := zero.ParseInit(l.Init)
 		if err != nil {
 			return nil, usageError{err}
@@ -208,11 +215,15 @@ func (p *process) end(err error) error {
 		return err
 	}
 	if err != nil {
+		// Bad input and a stop that every rank agreed on end every rank
+		// alike: a goodbye. A failure here is the others' to hear.
 		var u usageError
-		if !errors.As(err, &u) {
-			p.link.Abort(err)
-		} else {
+		var sig *signalError
+		var stop *zero.StopError
+		if errors.As(err, &u) || errors.As(err, &sig) || errors.As(err, &stop) {
 			p.link.Close()
+		} else {
+			p.link.Abort(err)
 		}
 		return fmt.Errorf("rank %d: %w", p.link.Rank(), err)
 	}

@@ -86,6 +86,10 @@ func (e *signalError) name() string {
 	return e.sig.String()
 }
 
+// SignalNumber is the signal's number, which travels with a stop to the
+// other ranks of a run over processes (bench.Signalled).
+func (e *signalError) SignalNumber() int { return e.number() }
+
 func (e *signalError) number() int {
 	if s, ok := e.sig.(syscall.Signal); ok {
 		return int(s)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -330,5 +331,107 @@ func TestLaunchFlagErrors(t *testing.T) {
 		if _, errOut, code := runArgs(t, "validate", "--backend", "mpi"); code != 2 || !strings.Contains(errOut, "make build-mpi") {
 			t.Errorf("--backend mpi without the MPI build: exit %d: %s", code, errOut)
 		}
+	}
+}
+
+// A real torchrun starts the ranks, as README says, both ways: with its
+// agent's TCPStore on MASTER_PORT (the default static rendezvous: rank 0
+// cannot listen there, and meets the others through the store instead)
+// and with --standalone (MASTER_PORT free: rank 0 listens there). Each
+// rank measures what the in-process ranks do. Debian's torchrun (torch
+// 1.13) on Python 3.11 needs --redirects 1 --tee 1 (its default of 0
+// fails before any worker starts); rank 0's stdout comes prefixed with
+// [default0]:.
+func TestTorchrun(t *testing.T) {
+	torchrun, err := exec.LookPath("torchrun")
+	if err != nil {
+		t.Skip("no torchrun here (Debian: apt-get install python3-torch); .ci/run installs it")
+	}
+	set := []string{"--zero", "2", "--bucket-mb", "0.1"}
+	out, _ := mustRun(t, append(ranksArgs(set), "--ranks", "2")...)
+	inproc := parseRankReport(t, "in one process", out)
+	for _, how := range [][]string{{"--master_port", freePort(t)}, {"--standalone"}} {
+		args := append(append([]string{"--nproc_per_node", "2"}, how...), "--redirects", "1", "--tee", "1", "--no_python", os.Args[0])
+		cmd := exec.Command(torchrun, append(args, ranksArgs(set)...)...)
+		cmd.Env = append(os.Environ(), "TRAINMEM_TEST_MAIN=1")
+		cmd.Dir = t.TempDir() // torchrun's logs
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("torchrun %v: still running after 2 minutes:\n%s", how, stderr.String())
+		}
+		if err != nil {
+			t.Fatalf("torchrun %v: %v:\n%s\n%s", how, err, stdout.String(), stderr.String())
+		}
+		var json strings.Builder
+		for _, line := range strings.SplitAfter(stdout.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "[default0]:"); ok {
+				json.WriteString(rest)
+			} else if strings.HasPrefix(line, "[default") {
+				t.Errorf("torchrun %v: a rank other than 0 printed %q", how, line)
+			}
+		}
+		procs := parseRankReport(t, fmt.Sprintf("torchrun %v", how), json.String())
+		if procs.Engine != "tcp" {
+			t.Errorf("torchrun %v: engine %q, want tcp", how, procs.Engine)
+		}
+		sameRanks(t, fmt.Sprintf("torchrun %v", how), inproc, procs, 2)
+	}
+}
+
+// SIGTERM to one rank that is not rank 0 stops every rank at the same
+// step, and every rank follows one rule: a run stopped by a signal on any
+// rank exits 128 + the signal's number (143) on every rank. The signalled
+// rank says the signal; the others name the rank and the signal. Before,
+// the signalled rank exited 0 and rank 0 exited 1 with "%!w(<nil>)".
+func TestRankSignalled(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run.jsonl")
+	args := []string{"train", "--preset", "tiny", "--batch", "1", "--seq", "16", "--zero", "1", "--steps", "100000", "--threads", "1", "--out", out}
+	ps := startRanks(t, 3, args, nil)
+	waitLines(t, out, 6) // two steps of 3 ranks' records
+	if err := ps[2].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	codes := waitRanks(t, ps, time.Minute)
+	for r, code := range codes {
+		msg := lastLine(ps[r].stderr.String())
+		want := "rank 2: stopped by SIGTERM"
+		if r == 2 {
+			want = "stopped by SIGTERM"
+		}
+		if code != 143 || !strings.Contains(msg, want) || strings.Contains(msg, "%!") {
+			t.Errorf("rank %d: exit %d, want 143 and %q in %q", r, code, want, msg)
+		}
+	}
+	if n := countLines(t, out); n%3 != 0 {
+		t.Errorf("%d records: the ranks did not stop at the same step", n)
+	}
+	if !strings.Contains(ps[0].stdout.String(), "engine  tcp") {
+		t.Errorf("rank 0's report does not name the engine:\n%s", ps[0].stdout.String())
+	}
+}
+
+// A rank lost mid-run: rank 0 prints no empty memory table before the
+// error (the ranks never gathered their results).
+func TestRankLostNoEmptyTable(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run.jsonl")
+	args := []string{"train", "--preset", "tiny", "--batch", "1", "--seq", "16", "--zero", "1", "--steps", "100000", "--threads", "1", "--out", out}
+	ps := startRanks(t, 2, args, nil)
+	waitLines(t, out, 4)
+	ps[1].cmd.Process.Signal(syscall.SIGKILL)
+	codes := waitRanks(t, ps, time.Minute)
+	if codes[0] != 1 || !strings.Contains(ps[0].stderr.String(), "rank 1 is gone") {
+		t.Errorf("rank 0: exit %d: %s", codes[0], lastLine(ps[0].stderr.String()))
+	}
+	if o := ps[0].stdout.String(); strings.Contains(o, "each rank's peak per category") {
+		t.Errorf("rank 0 printed a memory table of no rank:\n%s", o)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"trainmem/model"
 	"trainmem/model/files"
+	"trainmem/zero"
 )
 
 // command is one subcommand.
@@ -85,6 +86,11 @@ func exitCode(err error) int {
 	var sig *signalError
 	if errors.As(err, &sig) {
 		return 128 + sig.number()
+	}
+	// A rank stopped by a peer's signal exits as the signalled rank does.
+	var stop *zero.StopError
+	if errors.As(err, &stop) && stop.Signal > 0 {
+		return 128 + stop.Signal
 	}
 	return 1
 }

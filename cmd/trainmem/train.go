@@ -312,7 +312,14 @@ func trainRanks(ctx context.Context, where bench.Where, opts bench.TrainOptions,
 		return err
 	}
 	if rep.Interrupted {
-		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Steps, opts.Steps, context.Cause(ctx))
+		// This process's own signal, or the peer's stop that every rank
+		// agreed on (zero.StopError: its rank, and its signal, whose
+		// number sets this exit status too).
+		var cause error = rep.Stop
+		if ctx.Err() != nil {
+			cause = context.Cause(ctx)
+		}
+		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Steps, opts.Steps, cause)
 	}
 	for _, p := range []struct{ what, path string }{{"records (one a rank a step)", opts.Out}, {"weights", opts.Save}} {
 		if p.path != "" {
