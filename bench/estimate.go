@@ -176,7 +176,11 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	if e.Gathered > 0 {
-		fmt.Fprintln(w, "  gathered: ZeRO-3's working copy of the largest unit gathered at once (embeddings, a block or the head); trainmem's term, not the paper's")
+		what := "the largest unit gathered at once (the embeddings, a block, or the final layer norm with the head)"
+		if !s.Model.Untied && s.PP == 1 {
+			what = "the units gathered at once at the peak: the tied embeddings, kept through the forward pass for the head, beside a block"
+		}
+		fmt.Fprintf(w, "  gathered: ZeRO-3's working copy of %s, as trainmem's schedule gathers them (a recomputed segment gathers its blocks at once; --prefetch one unit more); trainmem's term, not the paper's\n", what)
 	}
 	fmt.Fprintln(w)
 

@@ -179,7 +179,7 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "why they differ: grads peak at the shard the paper counts plus %s: the bucket in flight while the backward pass writes it (a ZeRO-%d rank holds a whole bucket, padded to N·ceil(L/N), until its reduce-scatter)\n", model.Bytes(g), v.Setting.Stage)
 	}
 	if g := r0.CategoryRequested[cuda.Gathered].Peak; g > 0 {
-		fmt.Fprintf(w, "why they differ: gathered, %s at its peak, is the units' weights all-gathered while the forward or backward pass reads them, which the paper's 16Φ/N leaves out\n", model.Bytes(g))
+		fmt.Fprintf(w, "why they differ: gathered, %s at its peak, is the units' weights all-gathered while the forward or backward pass reads them, which the paper's 16Φ/N leaves out; %s\n", model.Bytes(g), gatheredTerm(v.Setup, v.Setting, v.Estimate.Gathered, g))
 	}
 	if c := r0.CategoryRequested[cuda.Comm].Peak; c > 0 {
 		fmt.Fprintf(w, "why they differ: comm, %s at its peak, is the collectives' staging (two ring blocks a reduction, the padded shards of a gather), which no formula counts\n", model.Bytes(c))
@@ -294,4 +294,25 @@ func (v *RanksValidation) WriteJSON(w io.Writer) error {
 		doc.Ranks = append(doc.Ranks, d)
 	}
 	return writeJSON(w, doc)
+}
+
+// gatheredTerm says what trainmem's formula counts of ZeRO-3's gathered
+// units (model.Estimate.Gathered) against the simulation's peak.
+func gatheredTerm(s model.Setup, set zero.Setting, formula, simulated int64) string {
+	what := "the largest of the embeddings, a block and the final layer norm with the head"
+	if !s.Model.Untied {
+		what = "the tied embeddings, kept gathered through the forward pass for the head, beside a block"
+	}
+	if k := s.Checkpoint.Segment(s.Model.Layers); k > 1 {
+		what += fmt.Sprintf(", or the %d blocks of a recomputed segment", k)
+	}
+	msg := fmt.Sprintf("trainmem's formula counts %s: %s", what, model.Bytes(formula))
+	switch d := simulated - formula; {
+	case d == 0:
+		return msg + ", equal to the simulation"
+	case set.Prefetch:
+		return msg + fmt.Sprintf("; --prefetch gathers the next unit ahead, %s more", model.Bytes(d))
+	default:
+		return msg + fmt.Sprintf(", %s from the simulation", model.Bytes(d))
+	}
 }

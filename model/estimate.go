@@ -621,9 +621,10 @@ type Estimate struct {
 	Stage int
 	// States are the model states of the rank.
 	States States
-	// Gathered is the ZeRO-3 working copy of the largest unit the rank
-	// gathers at once (embeddings, one block, or the head), in the working
-	// dtype; 0 below stage 3 and for parameter-only setups.
+	// Gathered is the ZeRO-3 working copy of the units the rank holds
+	// gathered at once at its peak (gatheredPeak: with a tied head the
+	// embeddings beside a block), in the working dtype; 0 below stage 3
+	// and for parameter-only setups.
 	Gathered int64
 	// Activations has one entry per formula, in Formulas order; empty for a
 	// parameter-only setup.
@@ -723,7 +724,7 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 		return Estimate{}, err
 	}
 	if s.ZeRO == 3 && s.Ranks > 1 {
-		e.Gathered = c.mul(s.largestUnit(stage, &c), s.Precision.Size())
+		e.Gathered = c.mul(s.gatheredPeak(stage, &c), s.Precision.Size())
 	}
 	e.Activations = []Activations{s.zeroPaper(stage, &c), s.korthikanti(stage, &c)}
 	if ex, ok := s.exact(&c); ok {
@@ -770,22 +771,56 @@ func (s Setup) stageParams(stage int, c *calc) int64 {
 	return n
 }
 
-// largestUnit is the largest set of parameters ZeRO-3 gathers at once on a
-// stage, as trainmem's schedule gathers them: the embeddings (wte and wpe),
-// one block, or the final layer norm with the head. This term is trainmem's,
-// not the ZeRO paper's (Table 1 counts model states only).
-func (s Setup) largestUnit(stage int, c *calc) int64 {
+// gatheredPeak is the most parameter elements ZeRO-3 holds gathered at
+// once on a stage, as trainmem's schedule gathers them (zero/policy.go:
+// a unit, the embeddings, a block or the final layer norm with an untied
+// head, is all-gathered at its first read of the forward pass and again
+// of the backward pass, and given back after that half's last read; a
+// gathered unit is N·ceil(u/N) elements, the padded shards of its ranks).
+// This term is trainmem's, not the ZeRO paper's (Table 1 counts model
+// states only):
+//
+//   - forward: the embeddings, then each block, then the final layer norm
+//     (and an untied head) one at a time; a tied head reads wte at the end
+//     of the pass, so the embeddings stay gathered beside every block:
+//     E + max(B, F) when tied on this stage, else max(E, B, F);
+//   - backward: the head's input gradient reads wte (tied) or lm_head
+//     (in F), then the final layer norm's reads F, one after another, and
+//     the untied embeddings are not read; a recomputed segment of K blocks
+//     (every:K, sqrt; full is K = 1) gathers its blocks as its recompute
+//     reads them and gives each back after its backward: K·B at once.
+//
+// --prefetch (zero.Setting, not a part of Setup) gathers the next unit
+// ahead, one more unit than this.
+func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 	m := s.Model
 	h, t := int64(m.Hidden), int64(s.TP)
-	unit := c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h))
+	n := int64(s.Ranks)
+	pad := func(u int64) int64 { return c.mul(n, ceilDiv(u, n)) }
+	first, last := stage == 0, stage == s.PP-1
 	vocabRows := c.mul(ceilDiv(int64(m.Vocab), t), h)
-	if stage == 0 {
-		unit = max(unit, c.add(vocabRows, c.mul(int64(m.Context), h)))
+	var emb, final int64
+	if first {
+		emb = pad(c.add(vocabRows, c.mul(int64(m.Context), h)))
 	}
-	if stage == s.PP-1 && (m.Untied || stage != 0) {
-		unit = max(unit, c.add(vocabRows, c.mul(2, h)))
+	if last {
+		f := c.mul(2, h)
+		if m.Untied || !first {
+			f = c.add(f, vocabRows)
+		}
+		final = pad(f)
 	}
-	return unit
+	block := pad(c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h)))
+	layers := m.Layers / s.PP
+	k := int64(max(s.Checkpoint.Segment(layers), 1))
+	tiedHere := first && last && !m.Untied
+	forward := max(emb, block, final)
+	backward := max(final, c.mul(k, block))
+	if tiedHere {
+		forward = c.add(emb, max(block, final))
+		backward = max(backward, emb)
+	}
+	return max(forward, backward)
 }
 
 // inFlight is the micro-batches whose activations a stage holds at once
