@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"trainmem/bench/pickle"
 	"trainmem/cuda"
@@ -117,6 +118,23 @@ func frames(s cuda.Site, c cuda.Category) pickle.List {
 // free_requested and free_completed, segment_alloc, segment_free and oom,
 // each with addr, size, stream, time_us, frames and a category to colour
 // by), ended by a snapshot event, as PyTorch's traces end.
+//
+// What PyTorch's allocator writes, trainmem writes: an alloc or free
+// entry's size is the bytes requested (CUDACachingAllocator.cpp records
+// the request, orig_size, where the block's size is rounded), a segment
+// entry's the segment's size, and a block's size rounded beside its
+// requested_size. So MemoryViz's views, which draw the blocks alive before
+// the trace at their requested size and the trace's at their entries'
+// size, sum one kind of byte: its Active Memory Timeline peaks at the
+// step's peak requested bytes, its segment timeline at the peak reserved,
+// and its Allocator State History agrees with the timeline at every event.
+//
+// The trace opens with what the allocator held when the recorded step
+// began (the segments, then the blocks: the model states first), as
+// allocations of their own with their categories, as PyTorch records them
+// when _record_memory_history is enabled before the model is built; so the
+// viewer colours the model states by category instead of drawing them as
+// blocks of no category ("unknown").
 func (m *MemoryTrace) WriteSnapshot(w io.Writer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -146,27 +164,38 @@ func (m *MemoryTrace) WriteSnapshot(w io.Writer) error {
 			"is_expandable", false, "frames", pickle.List{}, "blocks", blocks))
 	}
 	var trace pickle.List
-	entry := func(action string, e cuda.TraceEvent, cat string) pickle.Dict {
-		d := pickle.D("action", action, "addr", int64(e.Addr), "size", e.Size, "stream", int64(0),
+	entry := func(action string, e cuda.TraceEvent, size int64, cat string) pickle.Dict {
+		d := pickle.D("action", action, "addr", int64(e.Addr), "size", size, "stream", int64(0),
 			"time_us", e.Time.Microseconds(), "frames", frames(e.Site, e.Category), "category", cat)
 		if e.Action == cuda.TraceOOM {
 			d = append(d, pickle.Item{Key: "device_free", Value: e.DeviceFree})
 		}
 		return d
 	}
+	// A segment holds blocks of every category: "unknown", the viewer's
+	// own name for none.
+	before := m.before()
+	for _, e := range before {
+		switch e.Action {
+		case cuda.TraceSegmentAlloc:
+			trace = append(trace, entry("segment_alloc", e, e.Size, "unknown"))
+		case cuda.TraceAlloc:
+			trace = append(trace, entry("alloc", e, e.Requested, e.Category.String()))
+		}
+	}
 	for _, e := range m.Events {
 		cat := e.Category.String()
 		switch e.Action {
 		case cuda.TraceAlloc:
-			trace = append(trace, entry("alloc", e, cat))
+			trace = append(trace, entry("alloc", e, e.Requested, cat))
 		case cuda.TraceFree:
-			trace = append(trace, entry("free_requested", e, cat), entry("free_completed", e, cat))
+			trace = append(trace, entry("free_requested", e, e.Requested, cat), entry("free_completed", e, e.Requested, cat))
 		case cuda.TraceSegmentAlloc, cuda.TraceSegmentFree:
-			// A segment holds blocks of every category: "unknown", the
-			// viewer's own name for none.
-			trace = append(trace, entry(e.Action.String(), e, "unknown"))
+			trace = append(trace, entry(e.Action.String(), e, e.Size, "unknown"))
 		case cuda.TraceOOM:
-			trace = append(trace, entry("oom", e, cat))
+			// PyTorch's oom entry carries the rounded request (its
+			// params.size()) and the device's free bytes.
+			trace = append(trace, entry("oom", e, e.Size, cat))
 		}
 	}
 	// The browser viewer (MemoryViz.js, before PyTorch 2.6) throws when the
@@ -183,6 +212,87 @@ func (m *MemoryTrace) WriteSnapshot(w io.Writer) error {
 		"segments", segs,
 		"device_traces", pickle.List{trace},
 		"allocator_settings", pickle.D("trainmem_device", m.Device, "trainmem_step", int64(m.Step))))
+}
+
+// ViewerPeak is the peak MemoryViz's Active Memory Timeline shows for the
+// snapshot: the tensors' requested bytes (what PyTorch's allocator records
+// in its trace), from the state the events began in; and the peak of
+// allocated bytes (the allocator's 512-byte blocks) beside it.
+func (m *MemoryTrace) ViewerPeak() (requested, allocated int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var req, all int64
+	for _, e := range m.before() {
+		if e.Action == cuda.TraceAlloc {
+			req, all = req+e.Requested, all+e.Size
+		}
+	}
+	requested, allocated = req, all
+	for _, e := range m.Events {
+		switch e.Action {
+		case cuda.TraceAlloc:
+			req, all = req+e.Requested, all+e.Size
+		case cuda.TraceFree:
+			req, all = req-e.Requested, all-e.Size
+		}
+		requested, allocated = max(requested, req), max(allocated, all)
+	}
+	return requested, allocated
+}
+
+// before is what the allocator held when the recorded events began, as
+// the events that made it: a segment_alloc for each segment, in address
+// order, then an alloc for each live block, by category (the model states
+// first) and address, each at the first event's time. A block is live
+// then when the events free it without allocating it first, or when it is
+// allocated at their end without the events allocating it; a segment
+// likewise.
+func (m *MemoryTrace) before() []cuda.TraceEvent {
+	var t0 time.Duration
+	if len(m.Events) > 0 {
+		t0 = m.Events[0].Time
+	}
+	blocks, segs := map[uintptr]bool{}, map[uintptr]bool{} // made by the events, and live
+	var out []cuda.TraceEvent
+	for _, e := range m.Events {
+		switch e.Action {
+		case cuda.TraceAlloc:
+			blocks[e.Addr] = true
+		case cuda.TraceFree:
+			if !blocks[e.Addr] {
+				out = append(out, cuda.TraceEvent{Action: cuda.TraceAlloc, Time: t0, Addr: e.Addr, Size: e.Size, Requested: e.Requested, Category: e.Category})
+			}
+			delete(blocks, e.Addr)
+		case cuda.TraceSegmentAlloc:
+			segs[e.Addr] = true
+		case cuda.TraceSegmentFree:
+			if !segs[e.Addr] {
+				out = append(out, cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Time: t0, Addr: e.Addr, Size: e.Size})
+			}
+			delete(segs, e.Addr)
+		}
+	}
+	for _, s := range m.Segments {
+		if !segs[s.Base] {
+			out = append(out, cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Time: t0, Addr: s.Base, Size: s.Size})
+		}
+		for _, b := range s.Blocks {
+			if b.Allocated && !blocks[b.Addr] {
+				out = append(out, cuda.TraceEvent{Action: cuda.TraceAlloc, Time: t0, Addr: b.Addr, Size: b.Size, Requested: b.Requested, Category: b.Cat, Site: b.Site})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Action != b.Action {
+			return a.Action == cuda.TraceSegmentAlloc
+		}
+		if a.Category != b.Category {
+			return a.Category < b.Category
+		}
+		return a.Addr < b.Addr
+	})
+	return out
 }
 
 // start is what the allocator held when the recorded events began: the

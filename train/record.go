@@ -29,12 +29,16 @@ type Record struct {
 	Memory             Memory `json:"memory"`
 	AllocatedBytes     int64  `json:"allocated_bytes"`
 	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
-	ReservedBytes      int64  `json:"reserved_bytes"`
-	PeakReservedBytes  int64  `json:"peak_reserved_bytes"`
-	ActiveBytes        int64  `json:"active_bytes"`
-	InactiveSplitBytes int64  `json:"inactive_split_bytes"`
-	NumAllocs          int64  `json:"num_allocs"`
-	NumFrees           int64  `json:"num_frees"`
+	// PeakRequestedBytes is the peak of the bytes the tensors asked for
+	// (before the allocator's rounding): what PyTorch's memory viewer's
+	// Active Memory Timeline peaks at for the step's trace.
+	PeakRequestedBytes int64 `json:"peak_requested_bytes"`
+	ReservedBytes      int64 `json:"reserved_bytes"`
+	PeakReservedBytes  int64 `json:"peak_reserved_bytes"`
+	ActiveBytes        int64 `json:"active_bytes"`
+	InactiveSplitBytes int64 `json:"inactive_split_bytes"`
+	NumAllocs          int64 `json:"num_allocs"`
+	NumFrees           int64 `json:"num_frees"`
 }
 
 // MarshalJSON writes the record as one JSON object. JSON has no NaN or
@@ -92,6 +96,7 @@ func (r *Record) finish(t *Trainer) {
 	r.Memory = MemoryOf(s)
 	r.AllocatedBytes = s.AllocatedBytes.Current
 	r.PeakAllocatedBytes = s.AllocatedBytes.Peak
+	r.PeakRequestedBytes = s.RequestedBytes.Peak
 	r.ReservedBytes = s.ReservedBytes.Current
 	r.PeakReservedBytes = s.ReservedBytes.Peak
 	r.ActiveBytes = s.ActiveBytes.Current

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"trainmem/bench"
+	"trainmem/model"
 	"trainmem/model/files"
 	"trainmem/zero"
 )
@@ -102,7 +103,9 @@ func (t *traceFlag) write(w io.Writer, rec *bench.MemoryTrace, format string, ru
 		return fmt.Errorf("the memory trace was not written: %w", err)
 	}
 	snap, chrome := bench.TraceFiles(t.base)
-	msgs = append(msgs, fmt.Sprintf("memory trace of step %d written to %s (drop it on pytorch.org/memory_viz) and %s (open it at ui.perfetto.dev)", rec.Step, snap, chrome))
+	req, all := rec.ViewerPeak()
+	msgs = append(msgs, fmt.Sprintf("memory trace of step %d written to %s (drop it on pytorch.org/memory_viz: its Active Memory Timeline peaks at %s, the tensors' requested bytes as PyTorch records them; in the allocator's 512-byte blocks the peak is %s) and %s (open it at ui.perfetto.dev)",
+		rec.Step, snap, model.Bytes(req), model.Bytes(all), chrome))
 	return t.report(w, msgs, format, runErr)
 }
 
