@@ -327,7 +327,8 @@ func (m *MemoryTrace) start() (cats [cuda.NumCategories]int64, reserved int64) {
 // (allocated bytes, rounded) and one of reserved bytes, updated at every
 // event; slices for the phases (thread 1) and for each instruction's op
 // (thread 2), from its first event to the next one's. Times are the
-// allocator events' microseconds.
+// allocator events': the host's clock for a measured run, the modelled
+// one (a roofline, cuda.TimeModel) for a simulated one.
 func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -369,13 +370,16 @@ func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 			opened[tid] = nil
 		}
 	}
+	// Times in microseconds to the nanosecond, strictly increasing: events
+	// of one instant are a nanosecond apart, so that a viewer that keeps
+	// one counter value per timestamp shows every value, the peak's too.
 	var ts float64
 	if len(m.Events) > 0 {
-		ts = float64(m.Events[0].Time.Microseconds())
+		ts = float64(m.Events[0].Time.Nanoseconds())/1e3 - 1e-3
 	}
 	counters(ts)
 	for _, e := range m.Events {
-		ts = float64(e.Time.Microseconds())
+		ts = max(float64(e.Time.Nanoseconds())/1e3, ts+1e-3)
 		if s := e.Site; s.Phase != "" {
 			if o := opened[1]; o == nil || o.name != s.Phase {
 				slice(1, ts)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -541,4 +542,104 @@ func TestMemoryVizPeaksXL(t *testing.T) {
 	}
 	st := dev.Stats()
 	checkViews(t, "gpt2-xl out of memory", decodeSnapshot(t, snap.Bytes()), st.RequestedBytes.Peak, st.ReservedBytes.Peak)
+}
+
+// A simulated step on a modelled clock (an H100's roofline): the step has
+// a predicted time, its model FLOPs at the peak a lower bound of it and
+// its MFU their ratio; the Chrome trace's timestamps strictly increase and
+// every op slice lasts, so a viewer that keeps one counter value per
+// timestamp still shows the record's peak (before, on the host's clock, a
+// whole gpt2 step spanned under a millisecond, gpt2's peak showed as
+// 2,958,364,672 instead of 3,164,221,952, and 224 of 410 op slices had
+// zero duration).
+func TestModelledClock(t *testing.T) {
+	s := setup(t, "gpt2", 4, 1024, model.BF16, model.AdamW, "none")
+	h100, _ := cuda.GPUByKey("h100")
+	dev := shape.New(0)
+	if err := dev.Model(h100.Roofline); err != nil {
+		t.Fatal(err)
+	}
+	tr := &MemoryTrace{}
+	rep, err := Simulate(dev, 0, s, 2, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rep.Record
+	e, err := s.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	modelFLOPs := float64(e.Recompute.Step)
+	lower := modelFLOPs / h100.HalfFLOPS * 1e3 // ms
+	if rep.Roofline == nil || !(rec.StepMs >= lower) || rec.StepMs > 10*lower {
+		t.Errorf("predicted step %.3f ms; its model FLOPs at the peak take %.3f ms", rec.StepMs, lower)
+	}
+	if want := lower / rec.StepMs; math.Abs(rec.MFU-want) > 1e-9*want {
+		t.Errorf("MFU %.6f, want %.6f", rec.MFU, want)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "predicted step on H100 SXM") || !strings.Contains(text.String(), "roofline estimate") {
+		t.Errorf("the report does not state its roofline estimate (%v):\n%s", err, text.String())
+	}
+
+	var chrome bytes.Buffer
+	if err := tr.WriteChrome(&chrome); err != nil {
+		t.Fatal(err)
+	}
+	var ct struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Ts   float64        `json:"ts"`
+			Dur  *float64       `json:"dur"`
+			Cat  string         `json:"cat"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	dec := json.NewDecoder(&chrome)
+	dec.UseNumber()
+	if err := dec.Decode(&ct); err != nil {
+		t.Fatal(err)
+	}
+	last := math.Inf(-1)
+	perTs := map[float64]int64{} // a viewer that keeps one value per timestamp: the last
+	var span, first float64 = 0, math.NaN()
+	zero, ops := 0, 0
+	for _, ev := range ct.TraceEvents {
+		switch {
+		case ev.Ph == "C" && ev.Name == "allocated by category (bytes)":
+			if ev.Ts <= last {
+				t.Fatalf("counter at %v after one at %v", ev.Ts, last)
+			}
+			last = ev.Ts
+			var sum int64
+			for _, v := range ev.Args {
+				n, _ := v.(json.Number).Int64()
+				sum += n
+			}
+			perTs[ev.Ts] = sum
+			if math.IsNaN(first) {
+				first = ev.Ts
+			}
+			span = ev.Ts - first
+		case ev.Ph == "X" && ev.Cat == "op":
+			ops++
+			if *ev.Dur == 0 {
+				zero++
+			}
+		}
+	}
+	var peak int64
+	for _, v := range perTs {
+		peak = max(peak, v)
+	}
+	if peak != rec.PeakAllocatedBytes {
+		t.Errorf("one value per timestamp peaks at %d, the record at %d", peak, rec.PeakAllocatedBytes)
+	}
+	if zero > 0 || ops == 0 {
+		t.Errorf("%d of %d op slices last no time", zero, ops)
+	}
+	if stepUs := rec.StepMs * 1e3; span < 0.5*stepUs || span > stepUs {
+		t.Errorf("the trace spans %.1f µs of a %.1f µs step", span, stepUs)
+	}
 }

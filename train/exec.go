@@ -273,9 +273,17 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	if t.profile != nil {
 		moved = t.updateBytes()
 	}
+	tm := t.timeModel()
+	modelled := tm != nil
+	if modelled {
+		moved = t.updateBytes()
+	}
 	err = t.profiled(t.opts.Optimizer.Kind.String(), "optimizer", 0, moved, func() error {
 		var err error
 		skipped, diverged, err = t.update(rec.Loss)
+		if modelled {
+			tm.Spend(t.st.param, 0, moved) // the update is memory-bound
+		}
 		return err
 	})
 	if err != nil {
@@ -328,6 +336,7 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 
 	var spent [numPhases]time.Duration
 	phase := Phase(0)
+	tm := t.timeModel()
 	mark, err := t.dev.Mark()
 	if err != nil {
 		return rec, err
@@ -358,6 +367,12 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 		}
 		if err != nil {
 			return rec, fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)
+		}
+		if tm != nil {
+			// A modelled clock: the instruction's time at the roofline,
+			// after its allocations and before its frees.
+			_, flops, bytes := t.instrCost(in)
+			tm.Spend(t.st.param, flops, bytes)
 		}
 		if in.Out == t.sched.Loss {
 			loss, err := t.scalar(t.slots[in.Out])
@@ -635,3 +650,12 @@ func (t *Trainer) since(mark cuda.Mark) (time.Duration, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// timeModel is the device's modelled clock when it has one with a
+// roofline (cuda.TimeModel), else nil.
+func (t *Trainer) timeModel() cuda.TimeModel {
+	if tm, ok := t.dev.(cuda.TimeModel); ok && tm.Roofline().Bandwidth > 0 {
+		return tm
+	}
+	return nil
+}

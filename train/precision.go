@@ -16,6 +16,10 @@ type storage struct {
 	state cuda.DType // master weights, optimizer moments, layer-norm statistics, the loss
 }
 
+// WorkingDType is the storage type of a precision's working weights and
+// activations, the type its products are stored as.
+func WorkingDType(p model.Precision) cuda.DType { return storageOf(p, false).param }
+
 func storageOf(p model.Precision, float64Mode bool) storage {
 	switch {
 	case float64Mode:

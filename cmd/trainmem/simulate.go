@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 
 	"trainmem/bench"
 	"trainmem/cuda"
@@ -30,6 +31,11 @@ per-category peaks are exactly what 'trainmem train' measures for the same
 setup, at any size. --memory gives the device a capacity: a setup that does
 not fit fails with an out-of-memory report like a real card's.
 
+The step's time is predicted by a roofline (--gpu, an H100 SXM by default):
+each op takes the longer of its FLOPs at the card's peak and its bytes at its
+memory bandwidth, which also times the --memory-trace timeline. It is an
+estimate: no launches, overheads or overlap.
+
 example: trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --memory 80GiB`
 
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -49,7 +55,15 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	sweep := fs.String("sweep", "", "sweep: zero (with --ranks N: the parameter server and ZeRO-0 to 3 side by side)")
 	format := newFormatFlag(fs, "text", "json", "summary")
 	trace := addTraceFlag(fs)
+	gpu := fs.String("gpu", "h100", "the card whose roofline models the simulated clock: the step's predicted time and the trace's timeline ("+cuda.GPUKeys()+", or none), from its datasheet")
+	var peakTFLOPS, bandwidth float64
+	fs.Float64Var(&peakTFLOPS, "peak-tflops", 0, "a roofline of your own: the peak in TFLOP/s of the run's products (with --bandwidth; instead of --gpu)")
+	fs.Float64Var(&bandwidth, "bandwidth", 0, "a roofline of your own: the memory bandwidth in GB/s (with --peak-tflops)")
 	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
+		return err
+	}
+	roofline, err := rooflineOf(fs, *gpu, peakTFLOPS, bandwidth)
+	if err != nil {
 		return err
 	}
 	if steps <= 0 {
@@ -58,6 +72,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	s, err := sf.setup()
 	if err != nil {
 		return err
+	}
+	if (s.Ranks > 1 || sf.ps) && (given(fs, "gpu") || given(fs, "peak-tflops")) {
+		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks (the ranks' collectives are not modelled)")
 	}
 	set, err := sf.setting()
 	if err != nil {
@@ -106,6 +123,11 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	dev := shape.New(capacity)
 	defer dev.Close()
+	if roofline != nil {
+		if err := dev.Model(*roofline); err != nil {
+			return usageError{err}
+		}
+	}
 	rec := trace.recorder()
 	rep, err := bench.Simulate(dev, capacity, s, steps, rec)
 	if err != nil {
@@ -115,4 +137,28 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return trace.write(stdout, rec, format.v, nil)
+}
+
+// rooflineOf is the roofline the flags choose: --gpu's card, or
+// --peak-tflops with --bandwidth; nil for --gpu none.
+func rooflineOf(fs *flag.FlagSet, gpu string, peakTFLOPS, bandwidth float64) (*cuda.Roofline, error) {
+	own := given(fs, "peak-tflops") || given(fs, "bandwidth")
+	switch {
+	case own && given(fs, "gpu"):
+		return nil, usagef("--gpu %s and --peak-tflops/--bandwidth: give one roofline (a card, or your own numbers)", gpu)
+	case own:
+		r := cuda.Roofline{Name: fmt.Sprintf("%g TFLOP/s, %g GB/s", peakTFLOPS, bandwidth), HalfFLOPS: peakTFLOPS * 1e12, FP32FLOPS: peakTFLOPS * 1e12,
+			Bandwidth: bandwidth * 1e9, Source: "--peak-tflops and --bandwidth"}
+		if !(peakTFLOPS > 0) || math.IsInf(peakTFLOPS, 0) || !(bandwidth > 0) || math.IsInf(bandwidth, 0) {
+			return nil, usagef("--peak-tflops %g --bandwidth %g: give both, each a positive finite number (e.g. --peak-tflops 989 --bandwidth 3350, an H100 SXM)", peakTFLOPS, bandwidth)
+		}
+		return &r, nil
+	case gpu == "none":
+		return nil, nil
+	}
+	g, ok := cuda.GPUByKey(gpu)
+	if !ok {
+		return nil, usagef("--gpu %q: unknown card (valid: %s, none; or --peak-tflops and --bandwidth)", gpu, cuda.GPUKeys())
+	}
+	return &g.Roofline, nil
 }

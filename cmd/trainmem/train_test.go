@@ -189,3 +189,30 @@ func TestTrainRanks(t *testing.T) {
 	}
 	mustRun(t, "train", "--load", save, "--steps", "1", "--batch", "2", "--seq", "16")
 }
+
+// simulate predicts the step's time with a card's roofline (--gpu, H100 by
+// default, or --peak-tflops with --bandwidth) and says it is an estimate;
+// a roofline is one device's, and bad values are refused by name.
+func TestSimulateRoofline(t *testing.T) {
+	base := []string{"simulate", "--preset", "tiny", "--batch", "2", "--seq", "16"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "predicted step on H100 SXM"},
+		{[]string{"--gpu", "h200"}, "predicted step on H200 SXM"},
+		{[]string{"--peak-tflops", "100", "--bandwidth", "1000"}, "predicted step on 100 TFLOP/s, 1000 GB/s"},
+	} {
+		out, _ := mustRun(t, append(append([]string(nil), base...), tc.args...)...)
+		if !strings.Contains(out, tc.want) || !strings.Contains(out, "a roofline estimate, not a measurement") {
+			t.Errorf("%v: no %q in:\n%s", tc.args, tc.want, out)
+		}
+	}
+	if out, _ := mustRun(t, append(append([]string(nil), base...), "--gpu", "none")...); strings.Contains(out, "predicted") {
+		t.Errorf("--gpu none predicts:\n%s", out)
+	}
+	wantUsage(t, append(append([]string(nil), base...), "--gpu", "v100"), `--gpu "v100"`, "valid: h100-pcie")
+	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "100"), "--peak-tflops 100 --bandwidth 0", "give both")
+	wantUsage(t, append(append([]string(nil), base...), "--gpu", "a100", "--bandwidth", "5"), "give one roofline")
+	wantUsage(t, append(append([]string(nil), base...), "--ranks", "2", "--gpu", "a100"), "without --ranks")
+}

@@ -189,6 +189,22 @@ type Allocator struct {
 	tracer cuda.Tracer // receives every event while set
 	site   cuda.Site   // the site of the events that follow
 	t0     time.Time   // when the tracer was set
+	// clock, when set, is the device's modelled clock (cuda.TimeModel),
+	// which the events' times read instead of the host's; c0 is its
+	// reading when the tracer was set.
+	clock func() time.Duration
+	c0    time.Duration
+}
+
+// SetClock makes the events' times read clock, a device's modelled clock
+// (nil: the host's). clock must not call the allocator.
+func (a *Allocator) SetClock(clock func() time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.clock = clock
+	if clock != nil {
+		a.c0 = clock()
+	}
 }
 
 // SetTracer makes tr receive every event from now on (nil: none).
@@ -196,6 +212,9 @@ func (a *Allocator) SetTracer(tr cuda.Tracer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.tracer, a.t0 = tr, time.Now()
+	if a.clock != nil {
+		a.c0 = a.clock()
+	}
 }
 
 // SetSite is the site of the events that follow.
@@ -208,7 +227,11 @@ func (a *Allocator) SetSite(s cuda.Site) {
 // trace sends e to the tracer, if one is set; a.mu is held.
 func (a *Allocator) trace(e cuda.TraceEvent) {
 	if a.tracer != nil {
-		e.Time = time.Since(a.t0)
+		if a.clock != nil {
+			e.Time = a.clock() - a.c0
+		} else {
+			e.Time = time.Since(a.t0)
+		}
 		a.tracer.Event(e)
 	}
 }

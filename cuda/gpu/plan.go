@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strings"
 	"trainmem/cuda"
 )
 
@@ -312,43 +311,15 @@ func gpuPeak(name string, major, minor int, dt cuda.DType) (flops float64, how s
 	case ok:
 		return v * 1e9, cuda.PeakEnv + "=" + os.Getenv(cuda.PeakEnv)
 	}
-	type entry struct {
-		match       func(string) bool
-		what        string
-		half, fp32_ float64 // TFLOP/s
-	}
-	has := func(subs ...string) func(string) bool {
-		return func(n string) bool {
-			for _, s := range subs {
-				if !strings.Contains(n, s) {
-					return false
-				}
+	if g, ok := cuda.GPUByName(name); ok {
+		if f := g.PeakFLOPS(dt); f > 0 {
+			kind := "dense fp16/bf16 tensor-core peak"
+			if dt == cuda.F32 {
+				kind = "fp32 peak without TF32"
 			}
-			return true
+			return f, fmt.Sprintf("%s %s, %g TFLOP/s (%s)", g.Name, kind, f/1e12, g.Source)
 		}
-	}
-	table := []entry{
-		{has("H100", "PCIe"), "H100 PCIe", 756, 51},
-		{has("H100", "NVL"), "H100 NVL", 835, 60},
-		{has("H200"), "H200 SXM (as H100 SXM)", 989, 67},
-		{has("H100"), "H100 SXM", 989, 67},
-		{has("H800"), "H800 SXM", 989, 67},
-		{has("A100"), "A100", 312, 19.5},
-		{has("A800"), "A800", 312, 19.5},
-		{has("L40S"), "L40S", 362, 91.6},
-		{func(n string) bool { return strings.HasSuffix(n, " L4") }, "L4", 121, 30.3},
-	}
-	for _, e := range table {
-		if !e.match(name) {
-			continue
-		}
-		switch dt {
-		case cuda.F16, cuda.BF16:
-			return e.half * 1e12, fmt.Sprintf("%s dense fp16/bf16 tensor-core peak, %g TFLOP/s (datasheet)", e.what, e.half)
-		case cuda.F32:
-			return e.fp32_ * 1e12, fmt.Sprintf("%s fp32 peak without TF32, %g TFLOP/s (datasheet)", e.what, e.fp32_)
-		}
-		return 0, fmt.Sprintf("%s: no %s peak in the table", e.what, dt)
+		return 0, fmt.Sprintf("%s: no %s peak in the table", g.Name, dt)
 	}
 	return 0, fmt.Sprintf("unknown peak for %q (compute capability %d.%d); set TRAINMEM_PEAK_GFLOPS", name, major, minor)
 }

@@ -13,6 +13,7 @@ package shape
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"trainmem/cuda"
@@ -24,9 +25,18 @@ type Device struct {
 	alloc.Pool
 	cuda.Checks
 	space *alloc.VirtualSpace
+	// roofline, when set (Model), models the device's time: the clock
+	// (nanoseconds) advances by what each piece of work the trainer
+	// reports (Spend) takes at the roofline.
+	roofline *cuda.Roofline
+	clock    atomic.Int64
 }
 
-var _ cuda.Device = (*Device)(nil)
+var (
+	_ cuda.Device       = (*Device)(nil)
+	_ cuda.TimeModel    = (*Device)(nil)
+	_ cuda.PeakReporter = (*Device)(nil)
+)
 
 // New returns a shape-only device of capacity bytes; 0 means unlimited:
 // alloc.MaxVirtualSpace, the most any capacity can be.
@@ -34,6 +44,43 @@ func New(capacity int64) *Device {
 	s := &Device{space: alloc.NewVirtualSpace(capacity)}
 	s.Pool = alloc.NewPool(s.Name(), s.space)
 	return s
+}
+
+// Model gives the device a modelled clock at roofline r (cuda.TimeModel):
+// its marks, its step records' times and its allocator's trace read it.
+// Without one, no time passes on the device.
+func (s *Device) Model(r cuda.Roofline) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
+	s.roofline = &r
+	s.Allocator().SetClock(func() time.Duration { return time.Duration(s.clock.Load()) })
+	return nil
+}
+
+// Spend implements cuda.TimeModel: the clock advances by the work's time
+// at the roofline (nothing without one).
+func (s *Device) Spend(dt cuda.DType, flops float64, bytes int64) {
+	if s.roofline != nil {
+		s.clock.Add(int64(s.roofline.Time(dt, flops, bytes)))
+	}
+}
+
+// Roofline implements cuda.TimeModel: the device's, or the zero Roofline.
+func (s *Device) Roofline() cuda.Roofline {
+	if s.roofline == nil {
+		return cuda.Roofline{}
+	}
+	return *s.roofline
+}
+
+// PeakFLOPS implements cuda.PeakReporter with the roofline's peak, so a
+// modelled step has an MFU (0 without a roofline).
+func (s *Device) PeakFLOPS(dt cuda.DType) (float64, string) {
+	if s.roofline == nil {
+		return 0, "the shape-only device computes nothing"
+	}
+	return s.roofline.PeakFLOPS(dt), s.roofline.Name + " (" + s.roofline.Source + ")"
 }
 
 // Name says "shape" and the capacity.
@@ -61,20 +108,23 @@ func (s *Device) Download(dst any, src *cuda.Buffer) error {
 	return cuda.CheckHostValues("Download", "dst", dst, src)
 }
 
-type mark struct{}
+type mark struct{ t time.Duration }
 
-// Mark returns a mark that carries no time.
-func (s *Device) Mark() (cuda.Mark, error) { return mark{}, nil }
+// Mark returns a mark of the modelled clock (always 0 without a roofline).
+func (s *Device) Mark() (cuda.Mark, error) { return mark{time.Duration(s.clock.Load())}, nil }
 
-// Elapsed is always zero on the shape device.
+// Elapsed is the modelled time between two marks: zero without a
+// roofline.
 func (s *Device) Elapsed(from, to cuda.Mark) (time.Duration, error) {
-	if _, ok := from.(mark); !ok {
+	f, ok := from.(mark)
+	if !ok {
 		return 0, fmt.Errorf("cuda: Elapsed: from is %T, not a mark of this device", from)
 	}
-	if _, ok := to.(mark); !ok {
+	t, ok := to.(mark)
+	if !ok {
 		return 0, fmt.Errorf("cuda: Elapsed: to is %T, not a mark of this device", to)
 	}
-	return 0, nil
+	return t.t - f.t, nil
 }
 
 // Synchronize has nothing to wait for.
