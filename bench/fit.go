@@ -144,14 +144,38 @@ func simulateCells(s model.Setup, memory int64, cells []fitCell, byRanks bool, p
 
 // simPrefix is a cell's simulated answer before the formula's: "12 / ";
 // a rank count that never fits is "-".
-func simPrefix(c fitCell, byRanks bool) string {
+func simPrefix(s model.Setup, c fitCell, byRanks bool) string {
 	switch {
 	case c.simulated < 0:
 		return ""
 	case c.simulated == 0 && byRanks:
 		return "- / "
 	}
-	return model.Comma(int64(c.simulated)) + " / "
+	return batchText(s, c.simulated, byRanks) + " / "
+}
+
+// atLimit reports whether micro-batch n is the largest the setup can have
+// (model.MaxFitBatch, or a batch one larger is no valid setup: batch × seq
+// past the rows a tensor may have): then the memory did not decide it, and
+// it is a bound, not an answer.
+func atLimit(s model.Setup, n int) bool {
+	if n <= 0 {
+		return false
+	}
+	if n >= model.MaxFitBatch {
+		return true
+	}
+	s.Batch = n + 1
+	return s.Validate() != nil
+}
+
+// batchText is a micro-batch answer: at the setup's limit it is a bound,
+// "≥ N" (the memory holds more than the setup can ask for).
+func batchText(s model.Setup, n int, byRanks bool) string {
+	if !byRanks && atLimit(s, n) {
+		return "≥ " + model.Comma(int64(n))
+	}
+	return model.Comma(int64(n))
 }
 
 // simFits reports whether s's simulation fits a card of memory bytes: the
@@ -310,7 +334,10 @@ func (r *FitReport) WriteText(w io.Writer) error {
 				continue
 			}
 			rec = c.est.Recompute.Fraction
-			cellText := simPrefix(c, byRanks) + model.Comma(int64(c.answer))
+			cellText := simPrefix(s, c, byRanks) + batchText(s, c.answer, byRanks)
+			if !byRanks && (atLimit(s, c.answer) || atLimit(s, c.simulated)) {
+				note(fmt.Sprintf("≥ N: the memory holds more than the largest micro-batch this setup can have (at most %s, and batch × seq at most 2^31-1 rows): at least that many fit", model.Comma(model.MaxFitBatch)))
+			}
 			if c.answer > 0 {
 				r = append(r, cellText)
 				switch {
@@ -324,10 +351,10 @@ func (r *FitReport) WriteText(w io.Writer) error {
 			states := c.est.States.Total() + c.est.Gathered
 			switch {
 			case byRanks && c.zero == 0:
-				r = append(r, simPrefix(c, byRanks)+"-")
+				r = append(r, simPrefix(s, c, byRanks)+"-")
 				note(fmt.Sprintf("ZeRO-0: every rank holds all the model states, %s; more ranks do not help", model.Bytes(states)))
 			case byRanks:
-				r = append(r, simPrefix(c, byRanks)+"-")
+				r = append(r, simPrefix(s, c, byRanks)+"-")
 				note(fmt.Sprintf("%s: activations alone need %s a rank, and ranks do not shrink them (try checkpointing, a smaller micro-batch, --tp or --pp)",
 					policyName(p, s), model.Bytes(c.est.ActivationBytes(formula))))
 			case states > memory:
@@ -381,9 +408,13 @@ type fitRowDoc struct {
 	SimulatedMaxMicroBatch *int `json:"simulated_max_micro_batch,omitempty"`
 	// SimulatedMinRanks is the simulation's fewest ranks (0: none fits).
 	SimulatedMinRanks *int `json:"simulated_min_ranks,omitempty"`
-	MinRanks          *int `json:"min_ranks,omitempty"`
-	Ranks             *int `json:"ranks,omitempty"`
-	Fits              bool `json:"fits"`
+	// AtLeast says the micro-batch answers are the search's limit
+	// (model.MaxFitBatch), a lower bound: more would fit than a setup can
+	// ask for.
+	AtLeast  bool `json:"at_least,omitempty"`
+	MinRanks *int `json:"min_ranks,omitempty"`
+	Ranks    *int `json:"ranks,omitempty"`
+	Fits     bool `json:"fits"`
 	// TotalBytes is the total at the answer (at micro-batch 1, or at the
 	// largest rank count tried, when nothing fits).
 	TotalBytes       int64   `json:"total_bytes"`
@@ -391,7 +422,7 @@ type fitRowDoc struct {
 	RecomputeShare   float64 `json:"recompute_fraction"`
 }
 
-func fitRow(c fitCell, byRanks bool, formula model.Formula) fitRowDoc {
+func fitRow(s model.Setup, c fitCell, byRanks bool, formula model.Formula) fitRowDoc {
 	ans := c.answer
 	r := fitRowDoc{Checkpoint: c.policy.String(), ZeRO: c.zero, Fits: ans > 0, TotalBytes: c.est.Total(formula),
 		ModelStatesBytes: c.est.States.Total(), RecomputeShare: c.est.Recompute.Fraction}
@@ -399,6 +430,7 @@ func fitRow(c fitCell, byRanks bool, formula model.Formula) fitRowDoc {
 		r.MinRanks = &ans
 	} else {
 		r.MaxMicroBatch = &ans
+		r.AtLeast = atLimit(s, ans) || atLimit(s, c.simulated)
 	}
 	if c.simulated >= 0 {
 		sim := c.simulated
@@ -427,7 +459,7 @@ func (r *FitReport) WriteJSON(w io.Writer) error {
 		doc.Question = "min_ranks"
 	}
 	for i, c := range cells {
-		doc.Results = append(doc.Results, fitRow(c, byRanks, formula))
+		doc.Results = append(doc.Results, fitRow(s, c, byRanks, formula))
 		if byRanks && (i == len(cells)-1 || cells[i+1].policy != c.policy) {
 			l := lowest[c.policy]
 			ranks := s.Ranks

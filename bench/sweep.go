@@ -162,7 +162,8 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 			for _, row := range rep.Rows {
 				need += row.simReserved
 			}
-			if err := fits(dev, need); err != nil {
+			// every policy's runner initialises its parameters on the host
+			if err := train.CheckMachine(dev, need, int64(len(setups))*train.HostParamBytes(p.Model)); err != nil {
 				return nil, err
 			}
 		}

@@ -93,6 +93,11 @@ func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setti
 	if err != nil {
 		return nil, err
 	}
+	if devs[0].Computes() {
+		if err := where.checkFits(devs, s, set); err != nil {
+			return nil, err
+		}
+	}
 	batches, err := train.OpenBatches(devs[0], o.Data, s, o.Seed)
 	if err != nil {
 		return nil, err

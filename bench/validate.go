@@ -206,7 +206,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 	r.Simulated, r.SimulatedStats = rec, st
 
 	if dev != nil {
-		if err := fits(dev, st.ReservedBytes.Peak); err != nil {
+		if err := train.CheckMachine(dev, st.ReservedBytes.Peak, train.HostParamBytes(s.Model)); err != nil {
 			return nil, err
 		}
 		o.progress("validate: measuring %d steps on %s", steps, dev.Name())
@@ -248,25 +248,9 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 	return r, nil
 }
 
-// TooLargeError is a measured run that would not fit its device: the
-// simulation says how much the allocator would reserve.
-type TooLargeError struct {
-	Device     string
-	Need, Free int64
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("bench: the measured run would reserve %s (simulated) but %s has %s free", model.Bytes(e.Need), e.Device, model.Bytes(e.Free))
-}
-
-// fits checks that need bytes of segments fit dev's free memory.
-func fits(dev cuda.Device, need int64) error {
-	free, _, err := dev.MemInfo()
-	if err != nil || need <= free {
-		return nil // a device that cannot say is left to its allocator
-	}
-	return &TooLargeError{Device: dev.Name(), Need: need, Free: free}
-}
+// TooLargeError is a measured run that its machine cannot hold
+// (train.CheckMachine).
+type TooLargeError = train.TooLargeError
 
 // isGPU reports whether dev's MemInfo is a card's own memory, so that used
 // minus reserved is the CUDA context and libraries: not the host (whose

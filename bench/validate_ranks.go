@@ -82,6 +82,11 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *
 	if err != nil {
 		return nil, err
 	}
+	if devs[0].Computes() {
+		if err := where.checkFits(devs, s, set); err != nil {
+			return nil, err
+		}
+	}
 	batches, err := train.OpenBatches(devs[0], o.Data, s, o.seed())
 	if err != nil {
 		return nil, err

@@ -9,6 +9,9 @@ import (
 	"fmt"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
+	"trainmem/cuda/shape"
+	"trainmem/model"
 	"trainmem/train"
 	"trainmem/zero"
 )
@@ -122,4 +125,47 @@ func (w Where) over() string {
 		return ""
 	}
 	return fmt.Sprintf(", one a process over %s", w.Link.Name())
+}
+
+// checkFits refuses a run of this process's ranks that the machine cannot
+// hold, before anything is allocated: each rank's reserved bytes by the
+// simulation (every rank of an in-process group, or this process's rank),
+// and the float32 parameters the run initialises on the host once
+// (train.CheckMachine; host devices share the machine's memory).
+func (w Where) checkFits(devs []cuda.Device, s model.Setup, set zero.Setting) error {
+	var reserve []int64
+	if w.Link == nil {
+		res, err := zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
+		if err != nil {
+			return fmt.Errorf("bench: the simulation before the run: %w", err)
+		}
+		for _, r := range res {
+			reserve = append(reserve, r.Stats.ReservedBytes.Peak)
+		}
+	} else {
+		sim := shape.New(0)
+		defer sim.Close()
+		r, err := zero.SimulateRank(sim, s, set, w.Link.Rank(), 2)
+		if err != nil {
+			return fmt.Errorf("bench: the simulation before the run: %w", err)
+		}
+		reserve = []int64{r.Stats.ReservedBytes.Peak}
+	}
+	hostBytes := train.HostParamBytes(s.Model)
+	if _, ok := devs[0].(*host.Device); ok {
+		var sum int64
+		for _, r := range reserve {
+			sum += r
+		}
+		return train.CheckMachine(devs[0], sum, hostBytes)
+	}
+	for i, d := range devs {
+		if i < len(reserve) {
+			if err := train.CheckMachine(d, reserve[i], hostBytes); err != nil {
+				return err
+			}
+		}
+		hostBytes = 0 // once
+	}
+	return nil
 }

@@ -8,8 +8,11 @@ package model
 import "errors"
 
 // Search limits: the largest micro-batch and rank count the searches try.
+// The micro-batch goes as far as a setup allows (MaxBatch), so the formula
+// and the simulation search alike; an answer at the limit means "at least
+// this many" (the memory holds more than any setup can ask for).
 const (
-	MaxFitBatch = 1 << 20
+	MaxFitBatch = MaxBatch
 	MaxFitRanks = 1 << 20
 )
 

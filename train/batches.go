@@ -31,11 +31,14 @@ type Batches struct {
 // vocabulary cannot hold, or shorter than one batch, is an error that says
 // so.
 func OpenBatches(dev cuda.Device, path string, s model.Setup, seed uint64) (*Batches, error) {
-	n := s.Batch * s.Seq
-	b := &Batches{Source: "zero tokens", tokens: make([]int32, n), targets: make([]int32, n)}
+	b := &Batches{Source: "zero tokens"}
 	if !dev.Computes() {
+		// No buffer that grows with the batch: the device stores nothing,
+		// and a step on it takes nil tokens.
 		return b, nil
 	}
+	n := s.Batch * s.Seq
+	b.tokens, b.targets = make([]int32, n), make([]int32, n)
 	var err error
 	if path == "" {
 		if b.ds, err = data.DefaultDataset(s.Model.Vocab); err != nil {
@@ -56,7 +59,7 @@ func OpenBatches(dev cuda.Device, path string, s model.Setup, seed uint64) (*Bat
 }
 
 // Next returns the next batch's tokens and targets (B·T each, row-major),
-// valid until the following call.
+// valid until the following call; nil on a device that computes nothing.
 func (b *Batches) Next() (tokens, targets []int32, err error) {
 	if b.loader != nil {
 		if err := b.loader.Next(b.tokens, b.targets); err != nil {

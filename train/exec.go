@@ -313,7 +313,8 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			t.release()
 		}
 	}()
-	if len(tokens) != t.s.Batch*t.s.Seq || len(targets) != t.s.Batch*t.s.Seq {
+	shapeOnly := !t.dev.Computes() && tokens == nil && targets == nil // nothing to store: nothing given
+	if !shapeOnly && (len(tokens) != t.s.Batch*t.s.Seq || len(targets) != t.s.Batch*t.s.Seq) {
 		return rec, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", t.s.Batch*t.s.Seq, len(tokens), len(targets))
 	}
 	if t.tracer != nil {
@@ -432,6 +433,9 @@ func (t *Trainer) exec(in *Instr) error {
 			return err
 		}
 		t.slots[a] = b
+		if v := t.inputs[a]; !t.dev.Computes() && isNil(v) {
+			continue // a shape-only step's tokens: nothing to upload
+		}
 		if err := t.dev.Upload(b, t.inputs[a]); err != nil {
 			return err
 		}
@@ -658,4 +662,19 @@ func (t *Trainer) timeModel() cuda.TimeModel {
 		return tm
 	}
 	return nil
+}
+
+// isNil reports whether an input's host values are a nil slice.
+func isNil(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case []int32:
+		return x == nil
+	case []float32:
+		return x == nil
+	case []float64:
+		return x == nil
+	}
+	return false
 }

@@ -120,6 +120,18 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
+	if o.Load != "" {
+		if err := checkHostFits(o.Load, s.Model); err != nil {
+			return nil, err
+		}
+	}
+	if dev.Computes() {
+		// The machine must hold the run, before anything is allocated:
+		// else the kernel ends it, or Go's runtime does.
+		if err := CheckFits(dev, s); err != nil {
+			return nil, err
+		}
+	}
 	batches, err := OpenBatches(dev, o.Data, s, o.Seed)
 	if err != nil {
 		return nil, err
@@ -127,9 +139,6 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	defer batches.Close()
 	var params []float32
 	if o.Load != "" {
-		if err := checkHostFits(o.Load, s.Model); err != nil {
-			return nil, err
-		}
 		if params, err = model.LoadCheckpoint(o.Load, s.Model); err != nil {
 			return nil, err
 		}

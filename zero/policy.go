@@ -137,8 +137,13 @@ func (p *policy) Layout(s model.Setup) train.Layout {
 		return l
 	case p.set.Stage == 1:
 		k := ShardLen(n, N)
-		return train.Layout{Params: PaddedLen(n, N), Grads: PaddedLen(n, N), States: k,
-			Pieces: []train.Piece{{Lo: r * k, Hi: min((r+1)*k, n), Param: r * k, Grad: r * k}}, Ranks: N}
+		l := train.Layout{Params: PaddedLen(n, N), Grads: PaddedLen(n, N), States: k, Ranks: N}
+		// A rank past the parameters (more ranks than parameters) holds a
+		// shard of padding only, and updates nothing.
+		if lo, hi := r*k, min((r+1)*k, n); hi > lo {
+			l.Pieces = []train.Piece{{Lo: lo, Hi: hi, Param: lo, Grad: lo}}
+		}
+		return l
 	case p.set.Stage >= 2:
 		l := train.Layout{Params: n, LazyGrads: true, Ranks: N}
 		if p.set.Stage == 3 {

@@ -68,8 +68,8 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 		return nil, err
 	}
 	g.TraceRanks(trace)
-	tokens := make([]int32, s.Batch*s.Seq) // never read
-	return Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil }, nil, nil)
+	// Shape-only ranks take no tokens: nothing that grows with the batch.
+	return Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return nil, nil, nil }, nil, nil)
 }
 
 // Run is a run of every member of g: a trainer each under set, from the
@@ -119,7 +119,9 @@ func Run(g *Group, s model.Setup, set Setting, opts train.Options, init []float3
 			if tok, tgt, runErr = batch(step, g.ranks[i]); runErr != nil {
 				break
 			}
-			toks[i], tgts[i] = append([]int32(nil), tok...), append([]int32(nil), tgt...) // the next call may reuse them
+			if tok != nil { // the next call may reuse them; nil for shape-only ranks
+				toks[i], tgts[i] = append([]int32(nil), tok...), append([]int32(nil), tgt...)
+			}
 		}
 		if runErr != nil {
 			break
@@ -186,8 +188,7 @@ func SimulateRank(dev cuda.Device, s model.Setup, set Setting, rank, steps int) 
 	if err != nil {
 		return RankResult{}, err
 	}
-	tokens := make([]int32, s.Batch*s.Seq) // never read
-	res, err := Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return tokens, tokens, nil }, nil, nil)
+	res, err := Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return nil, nil, nil }, nil, nil)
 	if err != nil {
 		return RankResult{}, err
 	}

@@ -7,8 +7,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"trainmem/model"
 )
@@ -90,5 +93,114 @@ func TestBadInputIsExit2(t *testing.T) {
 			wantUsage(t, []string{"train", "--steps", "1", "--batch", "1", "--seq", "8"}, k, v, "valid")
 			wantUsage(t, []string{"validate", "--steps", "1", "--batch", "1", "--seq", "8"}, k, v)
 		})
+	}
+}
+
+// train refuses, before it allocates anything and with the sizes, a run
+// the machine cannot hold, whatever its model's source: a preset, a shape,
+// a checkpoint (TestSparseCheckpointRefused). Before, --preset 6b and
+// --preset gpt2 --layers 4000 ended in Go's "fatal error: runtime: out of
+// memory" and a 2^16-wide shape panicked in model.InitParams (makeslice).
+func TestTrainTooLargeForTheMachine(t *testing.T) {
+	for _, args := range [][]string{
+		{"train", "--steps", "1", "--preset", "6b"},
+		{"train", "--steps", "1", "--preset", "gpt2-xl", "--batch", "32", "--seq", "1000"},
+		{"train", "--steps", "1", "--hidden", "65536", "--heads", "64", "--layers", "64", "--vocab", "256"},
+		{"train", "--steps", "1", "--preset", "gpt2-xl", "--ranks", "2"},
+		{"validate", "--steps", "1", "--hidden", "65536", "--heads", "64", "--layers", "64", "--vocab", "256"},
+	} {
+		wantUsage(t, args, "the run needs", "reserved by the allocator, simulated", "float32 parameters", "free")
+	}
+}
+
+// A shape-only run allocates nothing that grows with the batch: fit's
+// search on a memory beyond any setup (8000 PiB) reaches the largest
+// micro-batch this setup can have (1,048,575 sequences of 2,048 tokens:
+// at most 2^31-1 rows) and answers "at least" instead of printing its
+// search limit as the answer (tiny at 1 PiB: ≥ 16,777,216, the largest
+// batch); the formula searches as far
+// (at 1 TB tiny fits 1,066,114 by the formula, not its old cap of
+// 1,048,576). Before, the simulation allocated real token buffers of
+// batch × seq and the kernel killed fit.
+func TestFitAllocatesNothingThatGrows(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	out, errOut, code := runArgs(t, "fit", "--preset", "6b", "--memory", "8000PiB")
+	runtime.ReadMemStats(&after)
+	if code != 0 {
+		t.Fatalf("fit: exit %d: %s", code, lastLine(errOut))
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<30 {
+		t.Errorf("fit allocated %d bytes on the host", grew)
+	}
+	if !strings.Contains(out, "≥ 1,048,575 / ≥ 1,048,575") || !strings.Contains(out, "at least that many fit") {
+		t.Errorf("fit at 8000 PiB does not say its answers are bounds:\n%s", out)
+	}
+	if out, _ := mustRun(t, "fit", "--preset", "tiny", "--memory", "1PiB"); !strings.Contains(out, "≥ 16,777,216 / ≥ 16,777,216") {
+		t.Errorf("fit at 1 PiB does not say its answers are bounds:\n%s", out)
+	}
+	out, _ = mustRun(t, "fit", "--preset", "tiny", "--memory", "1TB")
+	if !strings.Contains(out, "1,066,114") || strings.Contains(out, "1,048,576") {
+		t.Errorf("fit at 1 TB:\n%s", out)
+	}
+}
+
+// More ranks than parameters, and the report's largest --ranks: every
+// rank past the parameters holds a shard of padding and updates nothing
+// (before, ZeRO-1 failed an internal invariant: "the policy's piece ... is
+// outside the layout").
+func TestMoreRanksThanParameters(t *testing.T) {
+	for _, set := range [][]string{{"--zero", "0"}, {"--zero", "1"}, {"--zero", "2"}, {"--zero", "3"}, {"--data-parallel", "ps"}} {
+		mustRun(t, append([]string{"simulate", "--preset", "tiny", "--ranks", "200000"}, set...)...)
+	}
+}
+
+// A setup whose bytes pass int64 is refused at once by every subcommand,
+// as estimate refuses it: before, simulate built its 16384-layer graph for
+// 13 s and more before running out of the shape device's address space.
+func TestEstimateRefusalIsEveryones(t *testing.T) {
+	deep := []string{"--hidden", "1024", "--heads", "1", "--layers", "16384", "--context", "16777216", "--vocab", "16777216", "--seq", "16777216", "--batch", "16"}
+	for _, cmd := range []string{"simulate", "train", "validate"} {
+		wantUsage(t, append([]string{cmd}, deep...), "--layers 16384", "2^63-1 bytes")
+	}
+}
+
+// An output that is a FIFO waits for its reader as a plain open would, but
+// a signal ends the wait: the run stops within moments, naming the FIFO
+// (before, --out FIFO or --save FIFO with no reader blocked forever and
+// ignored the first SIGTERM). With a reader, the records go through it.
+func TestFIFOOutputs(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	for _, flag := range []string{"--out", "--save"} {
+		cmd, stderr := startTrainmem(t, "train", "--steps", "3", "--batch", "2", "--seq", "8", flag, fifo)
+		time.Sleep(1500 * time.Millisecond) // the run waits at the FIFO's open
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		code := exitOf(t, cmd)
+		if code == 0 || time.Since(start) > 10*time.Second || !strings.Contains(stderr.String(), "a FIFO that no process read") {
+			t.Errorf("%s FIFO without a reader: exit %d after %v:\n%s", flag, code, time.Since(start), stderr.String())
+		}
+	}
+	got := make(chan int, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo) // a reader: the open blocks until the run opens it
+		got <- strings.Count(string(b), "\n")
+	}()
+	if _, errOut, code := runArgs(t, "train", "--steps", "3", "--batch", "2", "--seq", "8", "--out", fifo); code != 0 {
+		t.Fatalf("--out FIFO with a reader: exit %d: %s", code, lastLine(errOut))
+	}
+	select {
+	case n := <-got:
+		if n != 3 {
+			t.Errorf("the FIFO's reader got %d records, want 3", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the FIFO's reader got nothing")
 	}
 }

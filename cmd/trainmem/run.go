@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"trainmem/bench"
 	"trainmem/model"
 	"trainmem/model/files"
 	"trainmem/zero"
@@ -81,6 +82,12 @@ func exitCode(err error) int {
 	case err == nil:
 		return 0
 	case errors.As(err, &u), errors.As(err, &in), errors.As(err, &path):
+		return 2
+	}
+	// A run its machine cannot hold is refused before it starts, as a
+	// shape too large is.
+	var tooBig *bench.TooLargeError
+	if errors.As(err, &tooBig) {
 		return 2
 	}
 	var sig *signalError

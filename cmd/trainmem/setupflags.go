@@ -266,9 +266,16 @@ func (f *setupFlags) setup() (model.Setup, error) {
 	return s, f.validate(s)
 }
 
-// validate runs the model's checks and turns their errors into usage errors.
+// validate runs the model's checks and turns their errors into usage
+// errors: the setup's limits, and the estimate's sizes, so that every
+// subcommand refuses at once a setup whose bytes pass int64 (simulate
+// would otherwise build its graph for seconds before running out of the
+// shape device's address space).
 func (f *setupFlags) validate(s model.Setup) error {
 	if err := s.Validate(); err != nil {
+		return badSetup(err)
+	}
+	if _, err := s.Estimate(); err != nil {
 		return badSetup(err)
 	}
 	return nil

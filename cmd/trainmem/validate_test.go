@@ -157,9 +157,10 @@ func TestValidateBadInput(t *testing.T) {
 		wantUsage(t, append([]string{"validate"}, tc.args...), tc.want...)
 	}
 	// A measured run that cannot fit the host (6b at b=64, s=2048
-	// reserves terabytes) says how to do without one.
+	// reserves terabytes) is refused as bad input for this machine, and
+	// says how to do without one.
 	_, errOut, code := runArgs(t, "validate", "--preset", "6b", "--batch", "64", "--seq", "2048")
-	if code != 1 || !strings.Contains(errOut, "--no-measure") || !strings.Contains(errOut, "free") {
+	if code != 2 || !strings.Contains(errOut, "--no-measure") || !strings.Contains(errOut, "free") {
 		t.Errorf("6b measured on the host: exit %d: %s", code, errOut)
 	}
 }

@@ -208,7 +208,7 @@ func checkOutput(p Path) error {
 		if fi != nil && fi.Mode()&fs.ModeSocket != 0 {
 			return &PathError{p.Flag, p.Name, kind(fi.Mode()) + ": give a file name"}
 		}
-		return nil // written straight into
+		return nil // written straight into (a FIFO waits for its reader: openFIFO)
 	}
 	if fi != nil && !fi.Mode().IsRegular() {
 		return &PathError{p.Flag, p.Name, kind(fi.Mode()) + ": give a file name"}
@@ -443,7 +443,21 @@ func modeOf(fi fs.FileInfo) fs.FileMode {
 // openDirect opens path to write straight into it (see target): appending,
 // so that a file behind a descriptor link (a shell's redirection) keeps what
 // was written before.
+// interrupted is closed by Interrupt: waits for a FIFO's reader end.
+var (
+	interruptOnce sync.Once
+	interrupted   = make(chan struct{})
+)
+
+// Interrupt ends every wait for a FIFO's reader (openFIFO), so that a run
+// asked to stop is not held by an output no process reads; the write
+// fails, naming the FIFO. The command line calls it on the first signal.
+func Interrupt() { interruptOnce.Do(func() { close(interrupted) }) }
+
 func openDirect(path string) (*os.File, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&fs.ModeNamedPipe != 0 {
+		return openFIFO(path)
+	}
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 }
 

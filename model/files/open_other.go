@@ -5,3 +5,5 @@ package files
 import "os"
 
 func openNonblocking(path string) (*os.File, error) { return os.Open(path) }
+
+func openFIFO(path string) (*os.File, error) { return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0) }
