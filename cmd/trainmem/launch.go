@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"trainmem/bench"
 	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/model"
 	"trainmem/zero"
 )
@@ -248,6 +250,7 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"--bucket-mb", strconv.FormatInt(set.BucketBytes, 10) + " bytes"},
 		{"--steps", strconv.Itoa(tf.steps)}, {"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64)}, {"--seed", strconv.FormatUint(tf.seed, 10)},
 		{"--data", tf.data}, {"--load", tf.load}, {"--device", tf.device},
+		{"the host's BLAS (TRAINMEM_BLAS; which library multiplies decides the losses' last digits)", hostBLAS(tf)},
 	} {
 		f = append(f, zero.Field{Name: kv[0], Value: kv[1]})
 	}
@@ -272,4 +275,23 @@ func gpuOf(l zero.Launch, tf *trainFlags) {
 	if l.Processes() {
 		tf.gpu = l.LocalRank
 	}
+}
+
+// hostBLAS is the library the host device multiplies with ("" off the
+// host): ranks whose processes load different ones (OpenBLAS installed on
+// one machine, not another) would train to different losses.
+func hostBLAS(tf *trainFlags) string {
+	if tf.device != "host" {
+		return ""
+	}
+	h, err := host.New(host.Options{Threads: 1})
+	if err != nil {
+		return err.Error()
+	}
+	defer h.Close()
+	name := h.Name()
+	if i := strings.Index(name, ", "); i >= 0 && strings.HasSuffix(name, ")") {
+		name = name[i+2 : len(name)-1] // "host (1 thread, OpenBLAS 0.3.21 Haswell)": the library
+	}
+	return name
 }

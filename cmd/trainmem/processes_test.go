@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"trainmem/cuda/host"
 	"trainmem/zero"
 )
 
@@ -433,5 +434,36 @@ func TestRankLostNoEmptyTable(t *testing.T) {
 	}
 	if o := ps[0].stdout.String(); strings.Contains(o, "each rank's peak per category") {
 		t.Errorf("rank 0 printed a memory table of no rank:\n%s", o)
+	}
+}
+
+// Ranks whose processes multiply with different libraries (OpenBLAS on
+// one machine, pure Go on another) would train to different losses: the
+// ranks' setup comparison names the difference and every rank refuses,
+// exit 2. Before, the run went on and the losses differed.
+func TestRanksBLASDiffer(t *testing.T) {
+	if err := host.OpenBLASAvailable(); err != nil {
+		t.Skipf("one BLAS here (%v): no difference to make", err)
+	}
+	init := "tcp://127.0.0.1:" + freePort(t)
+	ps := make([]*rankProc, 2)
+	for r := range ps {
+		p := &rankProc{cmd: exec.Command(os.Args[0], append(ranksArgs([]string{"--zero", "1"}), "--rank", strconv.Itoa(r), "--world", "2", "--init", init, "--timeout", "60s")...)}
+		p.cmd.Env = append(os.Environ(), "TRAINMEM_TEST_MAIN=1")
+		if r == 1 {
+			p.cmd.Env = append(p.cmd.Env, "TRAINMEM_BLAS=go")
+		}
+		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.cmd.Process.Kill() })
+		ps[r] = p
+	}
+	for r, code := range waitRanks(t, ps, time.Minute) {
+		msg := ps[r].stderr.String()
+		if code != 2 || !strings.Contains(msg, "the host's BLAS") || !strings.Contains(msg, "gonum") {
+			t.Errorf("rank %d: exit %d, want 2 naming the BLAS:\n%s", r, code, msg)
+		}
 	}
 }
