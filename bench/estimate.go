@@ -164,7 +164,13 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	for i, c := range e.States.Named() {
 		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)})...)
 	}
-	t.Add(row("  total", sizeCells(e.States.Total()), []string{fmt.Sprint(rate.Total())})...)
+	perParam := fmt.Sprint(rate.Total())
+	if s.ZeRO > 0 && s.Ranks > 1 && e.RankParams > 0 {
+		// What the rank holds a parameter, its shards included: not the
+		// 16 of an unsharded rank.
+		perParam = fmt.Sprintf("%.2f", float64(e.States.Total())/float64(e.RankParams))
+	}
+	t.Add(row("  total", sizeCells(e.States.Total()), []string{perParam})...)
 	if e.Gathered > 0 {
 		t.Add(row("  "+cuda.Gathered.String(), sizeCells(e.Gathered), []string{""})...)
 	}

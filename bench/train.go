@@ -50,7 +50,11 @@ func (r *TrainReport) WriteText(w io.Writer) error {
 	ms, tps := res.Mean()
 	fmt.Fprintf(w, "data    %s\nsched   %s\n", res.Dataset, res.Schedule)
 	fmt.Fprintf(w, "loss    %.4f at step 1, %.4f at step %d\n", first.Loss, last.Loss, last.Step)
-	fmt.Fprintf(w, "speed   %.1f ms/step, %.0f tokens/s (mean over steps 2..%d)\n\n", ms, tps, last.Step)
+	over := fmt.Sprintf("mean over steps 2..%d", last.Step)
+	if res.Steps <= 1 {
+		over = "step 1 alone, which fills the allocator's cache"
+	}
+	fmt.Fprintf(w, "speed   %.1f ms/step, %.0f tokens/s (%s)\n\n", ms, tps, over)
 	fmt.Fprintln(w, "where the memory went (allocator bytes, 512-byte blocks):")
 	if err := train.WriteMemoryTable(w, res.Stats); err != nil {
 		return err

@@ -36,7 +36,7 @@ example: trainmem fit --preset gpt2-xl --seq 1024 --precision bf16 --ranks 8 --m
 
 func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
-	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1})
+	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1, batchHelp: "micro-batch per rank, `b`: with it, fit finds the fewest ranks for it (default: fit searches the largest micro-batch)"})
 	memory := int64(-1)
 	fs.Func("memory", "memory a rank has, e.g. 80GiB, 24GB, 1.5e10 (required)", func(s string) error {
 		n, err := parseMemory(s)

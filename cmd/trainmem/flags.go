@@ -76,7 +76,7 @@ func uint64Var(fs *flag.FlagSet, p *uint64, name string, value uint64, usage str
 // ("to fit by").
 func formulaVar(fs *flag.FlagSet, p *model.Formula, purpose string) {
 	*p = model.Korthikanti
-	fs.Func("formula", "activation formula "+purpose+": zero_paper or korthikanti (default korthikanti)", func(s string) error {
+	fs.Func("formula", "activation formula "+purpose+": zero_paper, korthikanti or trainmem (the implementation-exact count, equal to the simulation) (default korthikanti)", func(s string) error {
 		f, err := model.ParseFormula(s)
 		*p = f
 		return err

@@ -204,3 +204,57 @@ func TestFIFOOutputs(t *testing.T) {
 		t.Fatal("the FIFO's reader got nothing")
 	}
 }
+
+// Help and reports as a newcomer reads them: --formula names trainmem's
+// formula; report -h offers no --load it does not have; --rank's help says
+// its default once; --threads says it takes 0; fit's --batch says that
+// without it fit searches the batch; one step's speed is not a "mean over
+// steps 2..1"; the ZeRO-1 estimate's total says what a rank holds a
+// parameter (4.19 for gpt2-xl over 64 ranks), not 16.
+func TestHelpAsANewcomerReadsIt(t *testing.T) {
+	help := func(cmd string) string {
+		_, errOut, code := runArgs(t, cmd, "-h")
+		if code != 0 {
+			t.Fatalf("%s -h: exit %d", cmd, code)
+		}
+		return errOut
+	}
+	flagHelp := func(h, name string) string {
+		i := strings.Index(h, "\n  -"+name+" ")
+		if i < 0 {
+			return ""
+		}
+		rest := h[i+1:]
+		if j := strings.Index(rest[1:], "\n  -"); j >= 0 {
+			rest = rest[:j+1]
+		}
+		return rest
+	}
+	for _, cmd := range []string{"estimate", "fit"} {
+		if l := flagHelp(help(cmd), "formula"); !strings.Contains(l, "trainmem") {
+			t.Errorf("%s -h --formula: %q", cmd, l)
+		}
+	}
+	if h := help("report"); strings.Contains(h, "--load") {
+		t.Errorf("report -h mentions --load")
+	}
+	train := help("train")
+	if l := flagHelp(train, "rank"); strings.Count(l, "(default") != 1 {
+		t.Errorf("train -h --rank: %q", l)
+	}
+	if l := flagHelp(train, "threads"); !strings.Contains(l, "0 for every core") {
+		t.Errorf("train -h --threads: %q", l)
+	}
+	if l := flagHelp(help("fit"), "batch"); strings.Contains(l, "(default 1)") || !strings.Contains(l, "searches") {
+		t.Errorf("fit -h --batch: %q", l)
+	}
+	if out, _ := mustRun(t, "train", "--steps", "1", "--batch", "2", "--seq", "8"); strings.Contains(out, "2..1") {
+		t.Errorf("one step's speed:\n%s", out)
+	}
+	out, _ := mustRun(t, "estimate", "--preset", "gpt2-xl", "--ranks", "64", "--zero", "1", "--precision", "fp16")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "  total ") && !strings.HasSuffix(strings.TrimSpace(line), "4.19") {
+			t.Errorf("ZeRO-1 total: %q, want 4.19 bytes a parameter", line)
+		}
+	}
+}

@@ -40,7 +40,9 @@ examples:
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	tf := &trainFlags{setup: addSetupFlags(fs, runSetupOptions), lr: 1e-3, notes: stderr}
+	opts := runSetupOptions
+	opts.preset = "tiny" // report reads no checkpoint
+	tf := &trainFlags{setup: addSetupFlags(fs, opts), lr: 1e-3, notes: stderr}
 	var steps, ranks int
 	intVar(fs, &steps, "steps", 0, "measured `steps` (default 3; the checkpoint sweep runs 7 a policy)")
 	intVar(fs, &ranks, "ranks", 4, "data-parallel ranks, `N`, of the ZeRO stage table")

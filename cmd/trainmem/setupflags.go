@@ -18,6 +18,9 @@ import (
 // setupFlags holds the parsed values; setup turns them into a model.Setup.
 type setupFlags struct {
 	fs *flag.FlagSet
+	// batchDefault is --batch's value when the flag is not given and its
+	// help prints no default (fit's).
+	batchDefault int
 
 	preset                                string
 	layers, hidden, heads, vocab, context int
@@ -56,6 +59,9 @@ type setupOptions struct {
 	batch  int    // default micro-batch
 	seq    int    // default sequence length; 0: the model's context
 	preset string // what the default model is, for --preset's help; "" for none
+	// batchHelp, when set, is --batch's help, whose default is then not
+	// printed (fit searches the batch without it).
+	batchHelp string
 }
 
 // addSetupFlags defines the model and setup flags on fs.
@@ -72,7 +78,12 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	intVar(fs, &f.vocab, "vocab", 50257, "vocabulary, `V`, for a custom shape")
 	intVar(fs, &f.context, "context", 1024, "learned positions, `ctx` (the longest sequence), for a custom shape")
 	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
-	intVar(fs, &f.batch, "batch", o.batch, "micro-batch per rank, `b`")
+	if o.batchHelp != "" {
+		intVar(fs, &f.batch, "batch", 0, o.batchHelp)
+		f.batchDefault = o.batch
+	} else {
+		intVar(fs, &f.batch, "batch", o.batch, "micro-batch per rank, `b`")
+	}
 	if o.seq > 0 {
 		intVar(fs, &f.seq, "seq", o.seq, "sequence length, `s` (at most the context)")
 	} else {
@@ -178,6 +189,9 @@ func (f *setupFlags) set(name string) bool { return given(f.fs, name) }
 
 // setup builds and validates the model.Setup; its errors are usage errors.
 func (f *setupFlags) setup() (model.Setup, error) {
+	if !f.set("batch") && f.batchDefault > 0 {
+		f.batch = f.batchDefault
+	}
 	for _, r := range []struct {
 		flag  string
 		v     int
