@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -256,5 +257,20 @@ func TestHelpAsANewcomerReadsIt(t *testing.T) {
 		if strings.HasPrefix(line, "  total ") && !strings.HasSuffix(strings.TrimSpace(line), "4.19") {
 			t.Errorf("ZeRO-1 total: %q, want 4.19 bytes a parameter", line)
 		}
+	}
+}
+
+// Two runs writing one file at once: the second is refused before it
+// starts, naming the first's pid (before, both exited 0 and one run's
+// records were lost).
+func TestOneWriterAnOutput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "same.jsonl")
+	first, _ := startTrainmem(t, "train", "--steps", "100000", "--batch", "1", "--seq", "8", "--threads", "1", "--out", out)
+	waitLines(t, out, 2)
+	_, errOut, code := runArgs(t, "train", "--steps", "2", "--batch", "1", "--seq", "8", "--out", out)
+	first.Process.Signal(syscall.SIGTERM)
+	exitOf(t, first)
+	if code != 2 || !strings.Contains(lastLine(errOut), "another trainmem run (pid "+strconv.Itoa(first.Process.Pid)+")") {
+		t.Errorf("a second writer of %s: exit %d: %s", out, code, lastLine(errOut))
 	}
 }

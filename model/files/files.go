@@ -210,6 +210,7 @@ func checkOutput(p Path) error {
 		}
 		return nil // written straight into (a FIFO waits for its reader: openFIFO)
 	}
+
 	if fi != nil && !fi.Mode().IsRegular() {
 		return &PathError{p.Flag, p.Name, kind(fi.Mode()) + ": give a file name"}
 	}
@@ -238,6 +239,10 @@ func checkOutput(p Path) error {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
+	// The output is this process's while it runs (claim).
+	if err := claim(t); err != nil {
+		return &PathError{p.Flag, p.Name, err.Error()}
+	}
 	return nil
 }
 

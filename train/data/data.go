@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"trainmem/model/files"
 )
@@ -62,6 +63,11 @@ type Dataset struct {
 	n     int64    // tokens in the file
 	width int64    // bytes a token: 1 (text) or 2 (uint16)
 	vocab int      // the vocabulary the file was checked against
+	// size and mod are the file's when it was opened: a file rewritten in
+	// place (same size, every byte a valid token) is caught by its
+	// modification time.
+	size int64
+	mod  time.Time
 
 	bytes []byte  // Default: one token a byte
 	ids   []int32 // Tokens
@@ -94,6 +100,9 @@ func (d *Dataset) ReadAt(dst []int32, start int64) error {
 			dst[i] = int32(c)
 		}
 		return nil
+	}
+	if fi, err := d.f.Stat(); err == nil && (!fi.ModTime().Equal(d.mod) || fi.Size() != d.size) {
+		return fmt.Errorf("data: %s changed while it was read: written at %s, after the run opened it (%s)", d.Source, fi.ModTime().Format(time.RFC3339Nano), d.mod.Format(time.RFC3339Nano))
 	}
 	buf := make([]byte, int64(len(dst))*d.width)
 	if n, err := d.f.ReadAt(buf, d.off+start*d.width); n < len(buf) {
@@ -168,7 +177,10 @@ func Load(path string, vocab int) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds := &Dataset{Source: path, f: f, vocab: vocab, Format: Text, n: size, width: 1}
+	ds := &Dataset{Source: path, f: f, vocab: vocab, Format: Text, n: size, width: 1, size: size}
+	if fi, err := f.Stat(); err == nil {
+		ds.mod, ds.size = fi.ModTime(), fi.Size()
+	}
 	fail := func(err error) (*Dataset, error) {
 		ds.Close()
 		return nil, files.BadInput(path, err)
