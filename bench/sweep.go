@@ -101,6 +101,11 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 	rep := &SweepReport{Setup: s, Formulas: model.Formulas(), Steps: steps, Timed: max(steps-1, 1)}
 	setups := make([]model.Setup, len(pols))
 	for i, pol := range pols {
+		// A signal stops the sweep between two policies' simulations, not
+		// only once they are all done.
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("bench: the sweep stopped after simulating %d of %d policies: %w", i, len(pols), context.Cause(ctx))
+		}
 		p := s
 		p.Checkpoint = pol
 		if err := p.Validate(); err != nil {

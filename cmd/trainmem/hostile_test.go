@@ -274,3 +274,20 @@ func TestOneWriterAnOutput(t *testing.T) {
 		t.Errorf("a second writer of %s: exit %d: %s", out, code, lastLine(errOut))
 	}
 }
+
+// validate --sweep checkpoint acts on SIGINT during its simulations (each
+// policy's in turn), not only once every policy is simulated: tiny with
+// 1024 layers simulates its eight policies in about 12 s here; the run
+// stops within moments of the signal, exit 130.
+func TestSweepStopsOnSignal(t *testing.T) {
+	cmd, stderr := startTrainmem(t, "validate", "--sweep", "checkpoint", "--no-measure", "--preset", "tiny", "--layers", "1024")
+	time.Sleep(1500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code := exitOf(t, cmd)
+	if code != 130 || time.Since(start) > 6*time.Second {
+		t.Errorf("exit %d %v after SIGINT:\n%s", code, time.Since(start), stderr.String())
+	}
+}
