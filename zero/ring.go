@@ -36,6 +36,19 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 		c.copyLocal(recv, send)
 	}
 	size := int64(k.dtype.Size())
+	if !c.g.computes {
+		// Shape-only ranks move nothing: the chain's bytes in closed form.
+		// Every rank but the root's predecessor sends once, every rank but
+		// the root receives once.
+		bytes := int64(recv.Len) * size
+		if n > 1 && c.rank != mod(root-1, n) {
+			c.count(Broadcast, bytes, 0)
+		}
+		if n > 1 && c.rank != root {
+			c.count(Broadcast, 0, bytes)
+		}
+		return nil
+	}
 	for s := range n - 1 {
 		from, to := (root+s)%n, (root+s+1)%n
 		var out, in *cuda.Buffer
@@ -74,6 +87,19 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 		return c.natively(func(e Native) error { return e.Reduce(send, recv, op, root) })
 	}
 	size := int64(k.dtype.Size())
+	if !c.g.computes {
+		// Shape-only ranks move nothing: the chain's bytes in closed form.
+		// Every rank but the root sends once, every rank but the root's
+		// successor receives once.
+		bytes := int64(send.Len) * size
+		if n > 1 && c.rank != root {
+			c.count(Reduce, bytes, 0)
+		}
+		if n > 1 && c.rank != (root+1)%n {
+			c.count(Reduce, 0, bytes)
+		}
+		return nil
+	}
 	for s := range n - 1 {
 		from, to := (root+1+s)%n, (root+2+s)%n
 		var out, in *cuda.Buffer
@@ -129,7 +155,7 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 		lo, hi := blockRange(count, n, i)
 		return b.View(lo, hi-lo)
 	}
-	if err := c.reduceScatterRing(AllReduce, op, func(i int) *cuda.Buffer { return block(send, i) }, block(recv, c.rank)); err != nil {
+	if err := c.reduceScatterRing(AllReduce, op, count, func(i int) *cuda.Buffer { return block(send, i) }, block(recv, c.rank)); err != nil {
 		return err
 	}
 	return c.allGatherRing(AllReduce, func(b *cuda.Buffer, i int) *cuda.Buffer { return block(b, i) }, recv)
@@ -153,7 +179,7 @@ func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 		return c.natively(func(e Native) error { return e.ReduceScatter(send, recv, op) })
 	}
 	kk := recv.Len
-	return c.reduceScatterRing(ReduceScatter, op, func(i int) *cuda.Buffer { return send.View(i*kk, kk) }, recv)
+	return c.reduceScatterRing(ReduceScatter, op, n*kk, func(i int) *cuda.Buffer { return send.View(i*kk, kk) }, recv)
 }
 
 // AllGather implements Communicator.AllGather.
@@ -183,7 +209,13 @@ func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
 // block r-s-1 and receives block r-s-2's, adding its own to it; after N-1
 // steps it holds block r summed over every rank, in the order r+1, r+2, ...,
 // r.
-func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.Buffer, out *cuda.Buffer) error {
+//
+// total is the elements of every block together. Shape-only ranks move
+// nothing, so their counts are the loop's in closed form (every block but
+// one each way), which makes a collective of N ranks cost the same at any
+// N: the blocks sent are every one but block r, those received every one
+// but block r-1.
+func (c *Comm) reduceScatterRing(kind Collective, op Op, total int, own func(i int) *cuda.Buffer, out *cuda.Buffer) error {
 	n, r := c.Size(), c.rank
 	if n == 1 {
 		c.copyLocal(out, own(0))
@@ -191,6 +223,10 @@ func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.B
 	}
 	size := int64(out.DType.Size())
 	next, prev := (r+1)%n, mod(r-1, n)
+	if !c.g.computes {
+		c.count(kind, int64(total-own(r).Len)*size, int64(total-own(prev).Len)*size)
+		return nil
+	}
 	for s := range n - 1 {
 		sb, rb := mod(r-s-1, n), mod(r-s-2, n)
 		outgoing := own(sb)
@@ -212,10 +248,19 @@ func (c *Comm) reduceScatterRing(kind Collective, op Op, own func(i int) *cuda.B
 // allGatherRing passes every rank's block (already in its recv, block
 // rank) around the ring into every rank's recv: at step s rank r sends
 // block r-s to rank r+1.
+//
+// Shape-only ranks count the loop's bytes in closed form: every block but
+// block r+1 sent, every one but block r received.
 func (c *Comm) allGatherRing(kind Collective, block func(b *cuda.Buffer, i int) *cuda.Buffer, recv *cuda.Buffer) error {
 	n, r := c.Size(), c.rank
 	size := int64(recv.DType.Size())
 	next, prev := (r+1)%n, mod(r-1, n)
+	if !c.g.computes {
+		if n > 1 {
+			c.count(kind, int64(recv.Len-block(recv, next).Len)*size, int64(recv.Len-block(recv, r).Len)*size)
+		}
+		return nil
+	}
 	for s := range n - 1 {
 		sb, rb := mod(r-s, n), mod(r-s-1, n)
 		out, in := block(recv, sb), block(recv, rb)
