@@ -93,6 +93,7 @@ func (r *SweepReport) figure() (figure, error) {
 	mp.Title.Text = "activation memory at its peak"
 	mp.Y.Label.Text = uname
 	mp.Legend.Top = true
+	mp.Legend.Padding = vg.Points(2.5)
 	w := vg.Points(12)
 	for i, sr := range memSeries {
 		var vs plotter.Values
@@ -118,6 +119,7 @@ func (r *SweepReport) figure() (figure, error) {
 		tp.Title.Text = "step time (median)"
 		tp.Y.Label.Text = "ms"
 		tp.Legend.Top = true
+		tp.Legend.Padding = vg.Points(2.5)
 		var got, want plotter.Values
 		var base float64
 		for _, row := range r.Rows {

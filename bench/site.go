@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -143,8 +145,7 @@ func siteValidate(ctx context.Context, s model.Setup, o SiteOptions, site *Site)
 	if err != nil {
 		return Section{}, err
 	}
-	sec.Figures = append(sec.Figures, SiteFigure{ID: "validate-timeline", SVG: svg,
-		Caption: "The step over its allocator events, stacked by category: look at where the peak falls (the end of the forward pass, when every activation is held) and what it holds; the phases are shaded."})
+	sec.Figures = append(sec.Figures, SiteFigure{ID: "validate-timeline", SVG: svg, Caption: timelineCaption(tr.Timeline())})
 	return sec, nil
 }
 
@@ -181,7 +182,7 @@ func siteCheckpoint(ctx context.Context, s model.Setup, o SiteOptions) (Section,
 		id, caption string
 		fig         figure
 	}{
-		{"checkpoint-bars", "Activation memory per policy by each formula and as simulated (left), and step time against what the recompute FLOPs predict (right, when measured): full checkpointing keeps the least and costs the most.", bars},
+		{"checkpoint-bars", checkpointCaption(r), bars},
 		{"checkpoint-timelines", "Each policy's simulated step on one byte axis: the ramp of no checkpointing, which holds every activation to the end of the forward pass, against the sawtooth of recomputation, which rebuilds one segment at a time during the backward pass.", tl},
 	} {
 		svg, err := renderSVG(f.fig)
@@ -253,33 +254,207 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 		sec.Intro = "The setup simulated (and, when measuring, measured) at each sequence length up to the context."
 	}
 	sec.Tables[0] = t
-	p := plot.New()
-	p.Title.Text = sec.Title
-	p.X.Label.Text = name
-	p.Y.Label.Text = "activation bytes"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = true, true
-	names := append(formulaNames(), "simulated")
-	for i, xy := range series {
-		l, pts, err := plotter.NewLinePoints(xy)
-		if err != nil {
-			return Section{}, err
-		}
-		c := palette[i%len(palette)]
-		l.Color, pts.Color = c, c
-		if i < len(series)-1 {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		}
-		p.Add(l, pts)
-		p.Legend.Add(names[i], l, pts)
+	p, err := scanPlot(sec.Title, name, series)
+	if err != nil {
+		return Section{}, err
 	}
 	svg, err := renderSVG(figure{plots: [][]*plot.Plot{{p}}, tiles: draw.Tiles{Rows: 1, Cols: 1}, width: 7 * vg.Inch, height: 4 * vg.Inch})
 	if err != nil {
 		return Section{}, err
 	}
-	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: "Both axes logarithmic: a straight line of slope 1 is linear growth; look for the lines that bend upward (the s² term) and for which formula meets the simulated points."}}
+	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: scanCaption(what, series)}}
 	return sec, nil
+}
+
+// scanPlot draws a scan on log-log axes: each formula a line (the
+// implementation-exact one solid, the published ones dashed) and the
+// simulation as points on top, so that a formula equal to it runs through
+// them instead of hiding under a line of its own; the x ticks at the
+// sample points, the y ticks in bytes with binary units. The legend stands
+// left of the data's top-left corner, which the lines, rising to the
+// right, leave free: the y axis is stretched to keep it clear.
+func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xname
+	p.Y.Label.Text = "activation bytes (log)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	var xs []float64
+	lo, hi := math.Inf(1), 0.0
+	for _, xy := range series {
+		for _, pt := range xy {
+			if pt.Y > 0 {
+				lo, hi = math.Min(lo, pt.Y), math.Max(hi, pt.Y)
+			}
+		}
+	}
+	for _, pt := range series[len(series)-1] {
+		xs = append(xs, pt.X)
+	}
+	p.X.Tick.Marker = pointTicks(xs)
+	p.Y.Tick.Marker = byteLogTicks{}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Padding = vg.Points(2.5)
+	defer func() {
+		// The axes last (adding a plotter widens them to its data): room
+		// above the data for the legend, the upper band of a log axis.
+		if lo <= hi {
+			p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi/lo, 0.6)*1.5
+		}
+		if n := len(xs); n > 0 {
+			p.X.Min, p.X.Max = xs[0]/1.3, xs[n-1]*1.3
+		}
+	}()
+	names := append(formulaNames(), "simulated")
+	for i, xy := range series {
+		c := palette[i%len(palette)]
+		if i == len(series)-1 { // the simulation: points on top
+			pts, err := plotter.NewScatter(xy)
+			if err != nil {
+				return nil, err
+			}
+			pts.Color, pts.Radius, pts.Shape = color.Black, vg.Points(3.5), draw.CircleGlyph{}
+			p.Add(pts)
+			p.Legend.Add(names[i], pts)
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = c, vg.Points(1.5)
+		if names[i] != model.Exact.String() {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(names[i], l)
+	}
+	return p, nil
+}
+
+// pointTicks marks an axis at its sample points, labelled.
+type pointTicks []float64
+
+func (t pointTicks) Ticks(min, max float64) []plot.Tick {
+	var out []plot.Tick
+	for _, v := range t {
+		if v >= min && v <= max {
+			out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+		}
+	}
+	return out
+}
+
+// byteLogTicks marks a log axis of bytes at powers of two, labelled in
+// binary units ("16 MiB"), every second or fourth power when the axis
+// spans many.
+type byteLogTicks struct{}
+
+func (byteLogTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi > lo) {
+		return nil
+	}
+	e0, e1 := max(int(math.Ceil(math.Log2(lo))), 0), int(math.Floor(math.Log2(hi)))
+	step := 1
+	for (e1-e0)/step > 7 {
+		step *= 2
+	}
+	var out []plot.Tick
+	for e := e0; e <= e1; e++ {
+		t := plot.Tick{Value: math.Exp2(float64(e))}
+		if (e-e0)%step == 0 {
+			unit, name := binaryUnit(int64(t.Value))
+			t.Label = fmt.Sprintf("%d %s", int64(t.Value)/unit, name)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// scanCaption says what the scan shows, from its numbers: which formula
+// meets the simulated points (equal to the byte, or the largest relative
+// gap), and how the simulation grows from the first point to the last
+// (its slope on the log-log axes: 1 is linear, 2 quadratic).
+func scanCaption(what string, series []plotter.XYs) string {
+	sim := series[len(series)-1]
+	var parts []string
+	for i, f := range formulaNames() {
+		worst := 0.0
+		for j, pt := range series[i] {
+			if y := sim[j].Y; y > 0 {
+				worst = math.Max(worst, math.Abs(pt.Y-y)/y)
+			}
+		}
+		if worst == 0 {
+			parts = append(parts, f+" runs through every simulated point (equal to the byte)")
+		} else {
+			parts = append(parts, fmt.Sprintf("%s is off by up to %.0f%%", f, 100*worst))
+		}
+	}
+	growth := ""
+	if n := len(sim); n >= 2 && sim[0].Y > 0 && sim[n-2].Y > 0 {
+		slope := func(a, b plotter.XY) float64 { return math.Log(b.Y/a.Y) / math.Log(b.X/a.X) }
+		growth = fmt.Sprintf("; the simulated bytes grow with slope %.2f from %s %g to %g", slope(sim[0], sim[n-1]), what, sim[0].X, sim[n-1].X)
+		if last := slope(sim[n-2], sim[n-1]); last > 1.1 {
+			growth += fmt.Sprintf(", %.2f over the last doubling: the attention scores' s² term takes over", last)
+		}
+	}
+	return "Both axes logarithmic (a slope of 1 is linear growth): " + strings.Join(parts, ", ") + growth + "."
+}
+
+// timelineCaption says where a step's peak falls and what it holds, from
+// its timeline.
+func timelineCaption(tl Timeline) string {
+	where := "before the step's first event"
+	if tl.Peak > 0 && tl.Peak <= len(tl.Phases) {
+		where = fmt.Sprintf("in the %s phase, at event %d of %d", tl.Phases[tl.Peak-1], tl.Peak, len(tl.Phases))
+	}
+	return fmt.Sprintf("The step over its allocator events, stacked by category, the phases shaded: the peak falls %s and holds %s.", where, strings.TrimPrefix(peakLabel(tl), "peak "))
+}
+
+// checkpointCaption says what the sweep's bars show, from its rows: which
+// policy keeps the least activation memory and which recomputes the most.
+func checkpointCaption(r *SweepReport) string {
+	if len(r.Rows) == 0 {
+		return ""
+	}
+	act := func(x SweepRow) int64 {
+		if x.Measured != nil {
+			return *x.Measured
+		}
+		return x.Simulated
+	}
+	least, costliest := r.Rows[0], r.Rows[0]
+	for _, row := range r.Rows[1:] {
+		if act(row) < act(least) {
+			least = row
+		}
+		if row.RecomputeFraction > costliest.RecomputeFraction {
+			costliest = row
+		}
+	}
+	what := "simulated"
+	if least.Measured != nil {
+		what = "measured"
+	}
+	c := fmt.Sprintf("Activation memory per policy by each formula and as %s (left)", what)
+	if r.Device != "" {
+		c += ", and step time against what the recompute FLOPs predict (right)"
+	}
+	c += fmt.Sprintf(": %s keeps the least (%s %s)", least.Policy, model.GiB(act(least)), what)
+	if costliest.RecomputeFraction > 0 {
+		var same []string
+		for _, row := range r.Rows {
+			if row.RecomputeFraction == costliest.RecomputeFraction {
+				same = append(same, row.Policy)
+			}
+		}
+		c += fmt.Sprintf("; %s recompute the most, %.1f%% more FLOPs a step", strings.Join(same, ", "), 100*costliest.RecomputeFraction)
+		if len(same) == 1 {
+			c = strings.Replace(c, " recompute the most", " recomputes the most", 1)
+		}
+	}
+	return c + "."
 }
 
 // scanPoint is u's estimate, its simulation's statistics and, when the

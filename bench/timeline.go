@@ -7,6 +7,7 @@ package bench
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"sort"
 	"strings"
 
@@ -97,12 +98,16 @@ func binaryUnit(n int64) (int64, string) {
 
 // PlotTimeline draws each panel's step as a stacked area of allocated
 // bytes per category over its allocator events, the phases shaded behind
-// (forward, recompute, backward, optimizer), the peak marked by a line and
-// labelled with its total and its three largest categories. Panels stack
-// top to bottom on one byte axis, so that their heights compare: the
-// checkpoint sweep's sawtooth of recomputation against the ramp of no
-// checkpointing. The format follows path's extension (.svg or .png); the
-// file is written atomically.
+// (forward, recompute, backward, optimizer, each named once), the peak
+// marked by a line and labelled with its total and what makes it (the
+// model states together, then every other category). Panels stack top to
+// bottom on one byte axis, so that their heights compare: the checkpoint
+// sweep's sawtooth of recomputation against the ramp of no checkpointing.
+// When the model states, held all step long, are most of the peak, the
+// axis starts just below them, so that what moves (activations,
+// temporaries) fills the panel instead of a sliver above them. The legend
+// stands right of the data, never over it. The format follows path's
+// extension (.svg or .png); the file is written atomically.
 func PlotTimeline(path string, panels []TimelinePanel) error {
 	if err := CheckPlotPath(path); err != nil {
 		return err
@@ -114,22 +119,50 @@ func PlotTimeline(path string, panels []TimelinePanel) error {
 	return f.write(path)
 }
 
+// modelStates is the model states' bytes of one moment of a timeline.
+func modelStates(b [cuda.NumCategories]int64) int64 {
+	var n int64
+	for _, c := range cuda.Categories() {
+		if c.ModelState() {
+			n += b[c]
+		}
+	}
+	return n
+}
+
+// timelineAxis is the byte axis the panels share: from base (0, or just
+// below the model states when they are at least 40% of the peak) to top.
+func timelineAxis(tls []Timeline) (base, top int64) {
+	floor := int64(math.MaxInt64)
+	for _, tl := range tls {
+		top = max(top, tl.PeakBytes)
+		for _, b := range tl.Bytes {
+			floor = min(floor, modelStates(b))
+		}
+	}
+	if top <= 0 || floor < top*2/5 {
+		return 0, top
+	}
+	// A sliver of the model states stays in view: a tenth of what moves.
+	return max(floor-(top-floor)/10, 0), top
+}
+
 // timelineFigure draws the panels.
 func timelineFigure(panels []TimelinePanel) (figure, error) {
 	if len(panels) == 0 {
 		return figure{}, fmt.Errorf("bench: a timeline plot needs a trace")
 	}
 	tls := make([]Timeline, len(panels))
-	var top int64
 	for i, p := range panels {
 		tls[i] = p.Trace.Timeline()
-		top = max(top, tls[i].PeakBytes)
 	}
+	base, top := timelineAxis(tls)
 	unit, uname := binaryUnit(top)
-	ymax := float64(top) / float64(unit) * 1.45 // room for the peak's label and the legend
+	ymin := float64(base) / float64(unit)
+	ymax := ymin + (float64(top)-float64(base))/float64(unit)*1.3 // room for the peak's label and the phases' names
 	var plots [][]*plot.Plot
 	for i, p := range panels {
-		pl, err := timelinePlot(p.Title, tls[i], unit, uname, ymax, i == 0)
+		pl, err := timelinePlot(p.Title, tls[i], unit, uname, ymin, ymax, base)
 		if err != nil {
 			return figure{}, err
 		}
@@ -140,17 +173,101 @@ func timelineFigure(panels []TimelinePanel) (figure, error) {
 	return figure{plots, tiles, width, height}, nil
 }
 
-// timelinePlot is one panel.
-func timelinePlot(title string, tl Timeline, unit int64, uname string, ymax float64, legend bool) (*plot.Plot, error) {
+// legendRoom is the share of a timeline's x axis right of its last event,
+// where the legend stands.
+const legendRoom = 0.22
+
+// phaseLabels are the phases' names of a timeline: each phase named once,
+// at its widest run, when that run is wide enough to hold it and clear of
+// the names already placed (selective checkpointing alternates recompute
+// and backward a dozen times: naming each run made the names collide).
+func phaseLabels(phases []string, n int) plotter.XYLabels {
+	type run struct {
+		name   string
+		lo, hi int
+	}
+	var runs []run
+	for lo := 0; lo < len(phases); {
+		hi := lo
+		for hi < len(phases) && phases[hi] == phases[lo] {
+			hi++
+		}
+		if _, ok := phaseColors[phases[lo]]; ok {
+			runs = append(runs, run{phases[lo], lo, hi})
+		}
+		lo = hi
+	}
+	sort.SliceStable(runs, func(i, j int) bool { return runs[i].hi-runs[i].lo > runs[j].hi-runs[j].lo })
+	var out plotter.XYLabels
+	named := map[string]bool{}
+	var centers []float64
+	for _, r := range runs {
+		// A name is about n/12 events wide at this size: its run must hold
+		// it, and its centre be clear of the others'.
+		c, w := float64(r.lo+r.hi)/2, float64(r.hi-r.lo)
+		if named[r.name] || w < float64(n)/12 {
+			continue
+		}
+		clear := true
+		for _, o := range centers {
+			clear = clear && math.Abs(o-c) >= float64(n)/8
+		}
+		if !clear {
+			continue
+		}
+		named[r.name] = true
+		centers = append(centers, c)
+		out.XYs = append(out.XYs, plotter.XY{X: c})
+		out.Labels = append(out.Labels, r.name)
+	}
+	return out
+}
+
+// peakLabel says the peak's total and what makes it: the model states
+// together, then every other category held, largest first.
+func peakLabel(tl Timeline) string {
+	b := tl.Bytes[tl.Peak]
+	type part struct {
+		name string
+		v    int64
+	}
+	parts := []part{{"model states", modelStates(b)}}
+	for _, c := range cuda.Categories() {
+		if !c.ModelState() && b[c] > 0 {
+			parts = append(parts, part{c.String(), b[c]})
+		}
+	}
+	sort.SliceStable(parts[1:], func(i, j int) bool { return parts[1+i].v > parts[1+j].v })
+	var held []string
+	for _, pt := range parts {
+		if pt.v > 0 {
+			held = append(held, fmt.Sprintf("%s %s", pt.name, model.GiB(pt.v)))
+		}
+	}
+	return fmt.Sprintf("peak %s: %s", model.GiB(tl.PeakBytes), strings.Join(held, ", "))
+}
+
+// timelinePlot is one panel: its y axis from ymin to ymax (in unit), base
+// the bytes below ymin.
+func timelinePlot(title string, tl Timeline, unit int64, uname string, ymin, ymax float64, base int64) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
+	if base > 0 {
+		p.Title.Text = fmt.Sprintf("%s (the axis starts at %s: the model states below it)", title, model.GiB(base))
+	}
 	p.X.Label.Text = "allocator events of the step (allocs and frees, in order)"
 	p.Y.Label.Text = uname + " allocated"
-	p.Y.Min, p.Y.Max = 0, ymax
+	p.Y.Min, p.Y.Max = ymin, ymax
 	n := len(tl.Bytes)
-	p.X.Min, p.X.Max = 0, float64(max(n-1, 1))
-	// The phases, shaded behind, each labelled at the top.
-	var labels plotter.XYLabels
+	last := float64(max(n-1, 1))
+	p.X.Min, p.X.Max = 0, last*(1+legendRoom)
+	p.X.Tick.Marker = eventTicks{last}
+	// The phases, shaded behind, each named once at the top where a run of
+	// it is wide enough, and in the legend.
+	var phaseSwatches []struct {
+		name string
+		poly *plotter.Polygon
+	}
 	for lo := 0; lo < len(tl.Phases); {
 		hi := lo
 		for hi < len(tl.Phases) && tl.Phases[hi] == tl.Phases[lo] {
@@ -158,18 +275,28 @@ func timelinePlot(title string, tl Timeline, unit int64, uname string, ymax floa
 		}
 		if c, ok := phaseColors[tl.Phases[lo]]; ok {
 			x0, x1 := float64(lo), float64(hi)
-			poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
+			poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: ymin}, {X: x1, Y: ymin}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
 			if err != nil {
 				return nil, err
 			}
 			poly.Color, poly.LineStyle.Width = c, 0
 			p.Add(poly)
-			if hi-lo > n/25 { // wide enough to name
-				labels.XYs = append(labels.XYs, plotter.XY{X: x0 + (x1-x0)/2, Y: ymax * 0.97})
-				labels.Labels = append(labels.Labels, tl.Phases[lo])
+			seen := false
+			for _, sw := range phaseSwatches {
+				seen = seen || sw.name == tl.Phases[lo]
+			}
+			if !seen {
+				phaseSwatches = append(phaseSwatches, struct {
+					name string
+					poly *plotter.Polygon
+				}{tl.Phases[lo], poly})
 			}
 		}
 		lo = hi
+	}
+	labels := phaseLabels(tl.Phases, n)
+	for i := range labels.XYs {
+		labels.XYs[i].Y = ymin + (ymax-ymin)*0.955
 	}
 	// The categories, stacked in cuda.Categories order, as steps: each
 	// event holds its bytes until the next.
@@ -196,51 +323,65 @@ func timelinePlot(title string, tl Timeline, unit int64, uname string, ymax floa
 			}
 			poly.Color, poly.LineStyle.Width = categoryColors[k%len(categoryColors)], 0
 			p.Add(poly)
-			if legend {
-				p.Legend.Add(c.String(), poly)
-			}
+			p.Legend.Add(c.String(), poly)
 		}
 		below = above
 	}
+	for _, sw := range phaseSwatches {
+		p.Legend.Add(sw.name+" (phase)", sw.poly)
+	}
 	// The peak: a line, and what it holds.
 	peakX := float64(tl.Peak)
-	line, err := plotter.NewLine(plotter.XYs{{X: peakX, Y: 0}, {X: peakX, Y: float64(tl.PeakBytes) / float64(unit)}})
+	peakY := float64(tl.PeakBytes) / float64(unit)
+	line, err := plotter.NewLine(plotter.XYs{{X: peakX, Y: ymin}, {X: peakX, Y: peakY}})
 	if err != nil {
 		return nil, err
 	}
 	line.Color, line.Width, line.Dashes = color.Black, vg.Points(1), []vg.Length{vg.Points(3), vg.Points(2)}
 	p.Add(line)
-	type part struct {
-		c cuda.Category
-		v int64
+	// The peak's label in the row above it, from the data's edge on the
+	// peak's side (the dashed line says where), so that it stays within
+	// the data's width, clear of the legend.
+	peak := len(labels.Labels)
+	labelX := 0.0
+	if peakX > last/2 {
+		labelX = last
 	}
-	var parts []part
-	for _, c := range cats {
-		if v := tl.Bytes[tl.Peak][c]; v > 0 {
-			parts = append(parts, part{c, v})
-		}
-	}
-	sort.SliceStable(parts, func(i, j int) bool { return parts[i].v > parts[j].v })
-	var held []string
-	for _, pt := range parts[:min(3, len(parts))] {
-		held = append(held, fmt.Sprintf("%s %s", pt.c, model.GiB(pt.v)))
-	}
-	labels.XYs = append(labels.XYs, plotter.XY{X: peakX, Y: float64(tl.PeakBytes)/float64(unit) + ymax*0.03})
-	labels.Labels = append(labels.Labels, fmt.Sprintf("peak %s: %s", model.GiB(tl.PeakBytes), strings.Join(held, ", ")))
+	labels.XYs = append(labels.XYs, plotter.XY{X: labelX, Y: peakY + (ymax-ymin)*0.05})
+	labels.Labels = append(labels.Labels, peakLabel(tl))
 	lb, err := plotter.NewLabels(labels)
 	if err != nil {
 		return nil, err
 	}
 	for i := range lb.TextStyle {
 		lb.TextStyle[i].XAlign = draw.XCenter
-		if i == len(lb.TextStyle)-1 && peakX > float64(n)*0.6 {
+		if i == peak && labelX > 0 {
 			lb.TextStyle[i].XAlign = draw.XRight
-		} else if i == len(lb.TextStyle)-1 && peakX < float64(n)*0.3 {
+		} else if i == peak {
 			lb.TextStyle[i].XAlign = draw.XLeft
 		}
 	}
 	p.Add(lb)
-	p.Legend.Left, p.Legend.Top = false, true // the step ends low: the legend's corner is free
+	p.Legend.Left, p.Legend.Top = false, true // right of the last event: no data there
 	p.Legend.YOffs = -vg.Points(14)           // below the phases' names
+	p.Legend.Padding = vg.Points(2.5)         // rows a line apart: 12-point names on 10-point rows touched
+	// The axes last: adding a plotter widens them to its data (the stacks
+	// start at 0, below a raised axis).
+	p.X.Min, p.X.Max = 0, last*(1+legendRoom)
+	p.Y.Min, p.Y.Max = ymin, ymax
 	return p, nil
+}
+
+// eventTicks marks a timeline's x axis at round event counts up to its
+// last event, none in the legend's room beyond.
+type eventTicks struct{ last float64 }
+
+func (t eventTicks) Ticks(min, max float64) []plot.Tick {
+	var out []plot.Tick
+	for _, tk := range (plot.DefaultTicks{}).Ticks(min, t.last) {
+		if tk.Value <= t.last {
+			out = append(out, tk)
+		}
+	}
+	return out
 }
