@@ -36,7 +36,11 @@ each op takes the longer of its FLOPs at the card's peak and its bytes at its
 memory bandwidth, which also times the --memory-trace timeline. It is an
 estimate: no launches, overheads or overlap.
 
-example: trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --memory 80GiB`
+examples:
+  trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --checkpoint full --gpu a100
+  trainmem simulate --preset gpt2-xl --batch 32 --seq 1000 --precision fp16 --memory 80GiB
+    (the second runs out of memory, and that is the point: the report says
+    what filled the card when the request failed)`
 
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
