@@ -238,6 +238,35 @@ func memoryViz(t *testing.T, doc snapshotDoc) (peak, segPeak, unknown int64, tim
 	return peak, segPeak, unknown, timeline, history
 }
 
+// chromeTrace is a decoded Chrome trace, its byte counters exact.
+type chromeTrace struct {
+	TraceEvents []struct {
+		Name string         `json:"name"`
+		Ph   string         `json:"ph"`
+		Cat  string         `json:"cat"`
+		Ts   *float64       `json:"ts"`
+		Pid  *int           `json:"pid"`
+		Tid  *int           `json:"tid"`
+		Dur  *float64       `json:"dur"`
+		Args map[string]any `json:"args"`
+	} `json:"traceEvents"`
+}
+
+func decodeChrome(t *testing.T, tr *MemoryTrace) chromeTrace {
+	t.Helper()
+	var chrome bytes.Buffer
+	if err := tr.WriteChrome(&chrome); err != nil {
+		t.Fatal(err)
+	}
+	var ct chromeTrace
+	dec := json.NewDecoder(&chrome)
+	dec.UseNumber() // bytes exactly
+	if err := dec.Decode(&ct); err != nil {
+		t.Fatal(err)
+	}
+	return ct
+}
+
 // checkViews checks what MemoryViz's views show of a snapshot against
 // trainmem's peaks: the Active Memory Timeline peaks at the peak requested
 // bytes and the segment timeline at the peak reserved, to the byte; the
@@ -348,26 +377,7 @@ func TestMemoryTraceReplays(t *testing.T) {
 			t.Errorf("%s: the step's first event's frame is %q, want its op / forward", c.name, first)
 		}
 
-		var chrome bytes.Buffer
-		if err := tr.WriteChrome(&chrome); err != nil {
-			t.Fatal(err)
-		}
-		var ct struct {
-			TraceEvents []struct {
-				Name string         `json:"name"`
-				Ph   string         `json:"ph"`
-				Ts   *float64       `json:"ts"`
-				Pid  *int           `json:"pid"`
-				Tid  *int           `json:"tid"`
-				Dur  *float64       `json:"dur"`
-				Args map[string]any `json:"args"`
-			} `json:"traceEvents"`
-		}
-		dec := json.NewDecoder(&chrome)
-		dec.UseNumber() // bytes exactly
-		if err := dec.Decode(&ct); err != nil {
-			t.Fatal(err)
-		}
+		ct := decodeChrome(t, tr)
 		var best map[string]int64
 		var bestSum int64 = -1
 		slices := 0
@@ -582,25 +592,7 @@ func TestModelledClock(t *testing.T) {
 		t.Errorf("the report does not state its roofline estimate (%v):\n%s", err, text.String())
 	}
 
-	var chrome bytes.Buffer
-	if err := tr.WriteChrome(&chrome); err != nil {
-		t.Fatal(err)
-	}
-	var ct struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ph   string         `json:"ph"`
-			Ts   float64        `json:"ts"`
-			Dur  *float64       `json:"dur"`
-			Cat  string         `json:"cat"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	dec := json.NewDecoder(&chrome)
-	dec.UseNumber()
-	if err := dec.Decode(&ct); err != nil {
-		t.Fatal(err)
-	}
+	ct := decodeChrome(t, tr)
 	last := math.Inf(-1)
 	perTs := map[float64]int64{} // a viewer that keeps one value per timestamp: the last
 	var span, first float64 = 0, math.NaN()
@@ -608,20 +600,20 @@ func TestModelledClock(t *testing.T) {
 	for _, ev := range ct.TraceEvents {
 		switch {
 		case ev.Ph == "C" && ev.Name == "allocated by category (bytes)":
-			if ev.Ts <= last {
-				t.Fatalf("counter at %v after one at %v", ev.Ts, last)
+			if *ev.Ts <= last {
+				t.Fatalf("counter at %v after one at %v", *ev.Ts, last)
 			}
-			last = ev.Ts
+			last = *ev.Ts
 			var sum int64
 			for _, v := range ev.Args {
 				n, _ := v.(json.Number).Int64()
 				sum += n
 			}
-			perTs[ev.Ts] = sum
+			perTs[*ev.Ts] = sum
 			if math.IsNaN(first) {
-				first = ev.Ts
+				first = *ev.Ts
 			}
-			span = ev.Ts - first
+			span = *ev.Ts - first
 		case ev.Ph == "X" && ev.Cat == "op":
 			ops++
 			if *ev.Dur == 0 {

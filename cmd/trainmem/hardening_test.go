@@ -302,25 +302,31 @@ func TestNumberFlags(t *testing.T) {
 // Help tells the truth: the defaults a subcommand uses, no flag it always
 // refuses, only the formats it writes; integer flags say so; --params says
 // what it ignores; fit --memory 0 is refused like simulate's.
+// helpOf is a subcommand's -h text.
+func helpOf(t *testing.T, cmd string) string {
+	t.Helper()
+	_, errOut, code := runArgs(t, cmd, "-h")
+	if code != 0 {
+		t.Fatalf("%s -h: exit %d", cmd, code)
+	}
+	return errOut
+}
+
+// flagLine is one flag's entry in a -h text, "" when it has none.
+func flagLine(h, name string) string {
+	i := strings.Index(h, "\n  -"+name+" ")
+	if i < 0 {
+		return ""
+	}
+	rest := h[i+1:]
+	if j := strings.Index(rest[1:], "\n  -"); j >= 0 {
+		rest = rest[:j+1]
+	}
+	return rest
+}
+
 func TestHelpTellsTheTruth(t *testing.T) {
-	help := func(cmd string) string {
-		_, errOut, code := runArgs(t, cmd, "-h")
-		if code != 0 {
-			t.Fatalf("%s -h: exit %d", cmd, code)
-		}
-		return errOut
-	}
-	flagLine := func(h, name string) string {
-		i := strings.Index(h, "\n  -"+name+" ")
-		if i < 0 {
-			return ""
-		}
-		rest := h[i+1:]
-		if j := strings.Index(rest[1:], "\n  -"); j >= 0 {
-			rest = rest[:j+1]
-		}
-		return rest
-	}
+	help := func(cmd string) string { return helpOf(t, cmd) }
 	for _, cmd := range []string{"train", "validate"} {
 		h := help(cmd)
 		if l := flagLine(h, "batch"); !strings.Contains(l, "(default 8)") {

@@ -213,24 +213,8 @@ func TestFIFOOutputs(t *testing.T) {
 // steps 2..1"; the ZeRO-1 estimate's total says what a rank holds a
 // parameter (4.19 for gpt2-xl over 64 ranks), not 16.
 func TestHelpAsANewcomerReadsIt(t *testing.T) {
-	help := func(cmd string) string {
-		_, errOut, code := runArgs(t, cmd, "-h")
-		if code != 0 {
-			t.Fatalf("%s -h: exit %d", cmd, code)
-		}
-		return errOut
-	}
-	flagHelp := func(h, name string) string {
-		i := strings.Index(h, "\n  -"+name+" ")
-		if i < 0 {
-			return ""
-		}
-		rest := h[i+1:]
-		if j := strings.Index(rest[1:], "\n  -"); j >= 0 {
-			rest = rest[:j+1]
-		}
-		return rest
-	}
+	help := func(cmd string) string { return helpOf(t, cmd) }
+	flagHelp := flagLine
 	for _, cmd := range []string{"estimate", "fit"} {
 		if l := flagHelp(help(cmd), "formula"); !strings.Contains(l, "trainmem") {
 			t.Errorf("%s -h --formula: %q", cmd, l)

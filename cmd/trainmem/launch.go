@@ -177,9 +177,17 @@ func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (
 		link = ml
 	}
 	if err := zero.Agree(link, fields); err != nil {
-		link.Close()
 		var me *zero.MismatchError
-		if errors.As(err, &me) {
+		if errors.As(err, &me) && link.Name() == "mpi" {
+			// Every rank knows the verdict: say it before MPI_Finalize,
+			// since mpirun ends the other ranks as soon as one exits, and
+			// a rank still finalizing would be ended before it said why.
+			fmt.Fprintf(os.Stderr, "trainmem: %s: %v\n", f.fs.Name(), err)
+			link.Close()
+			return nil, reportedError{usageError{err}}
+		}
+		link.Close()
+		if me != nil {
 			return nil, usageError{err}
 		}
 		return nil, err

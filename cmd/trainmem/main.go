@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,11 +30,18 @@ func main() {
 		}
 	}
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if err != nil {
+	var said reportedError
+	if err != nil && !errors.As(err, &said) {
 		fmt.Fprintln(os.Stderr, "trainmem:", err)
 	}
 	os.Exit(exitCode(err))
 }
+
+// reportedError is an error already written to stderr, where it had to be
+// said early (before MPI_Finalize): main does not write it again.
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
 
 // withSignals is how a long run stops: the first SIGINT, SIGTERM or SIGHUP
 // (Ctrl-C, a batch scheduler's preemption, a closed terminal) ends ctx with

@@ -283,20 +283,27 @@ func allocatedBytes() uint64 {
 
 // A data file that shrinks or changes during a run is an error naming it
 // at the next batch, never a crash or an id beyond the vocabulary.
-func TestFileChangedDuringRun(t *testing.T) {
-	path := writeFile(t, "d.txt", bytes.Repeat([]byte("abcdefgh"), 1000))
-	ds, err := Load(path, 200) // bytes up to 'h' (104): below 200
+// loadedFile is a loader over a text file of "abcdefgh" repeated, against
+// vocab, that has read one batch.
+func loadedFile(t *testing.T, vocab int) (path string, l *Loader) {
+	t.Helper()
+	path = writeFile(t, "d.txt", bytes.Repeat([]byte("abcdefgh"), 1000))
+	ds, err := Load(path, vocab)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
-	l, err := NewLoader(ds, 4, 16, 1)
-	if err != nil {
+	t.Cleanup(func() { ds.Close() })
+	if l, err = NewLoader(ds, 4, 16, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := l.Batch(); err != nil {
 		t.Fatal(err)
 	}
+	return path, l
+}
+
+func TestFileChangedDuringRun(t *testing.T) {
+	path, l := loadedFile(t, 200) // bytes up to 'h' (104): below 200
 	if err := os.WriteFile(path, bytes.Repeat([]byte{250}, 8000), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -315,19 +322,7 @@ func TestFileChangedDuringRun(t *testing.T) {
 // byte a token of the vocabulary) is caught too, by its modification
 // time: before, README's promise held only for ids past the vocabulary.
 func TestFileRewrittenInPlace(t *testing.T) {
-	path := writeFile(t, "d.txt", bytes.Repeat([]byte("abcdefgh"), 1000))
-	ds, err := Load(path, 256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
-	l, err := NewLoader(ds, 4, 16, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := l.Batch(); err != nil {
-		t.Fatal(err)
-	}
+	path, l := loadedFile(t, 256)
 	time.Sleep(10 * time.Millisecond) // a modification time of its own
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
