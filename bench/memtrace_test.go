@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	gp "github.com/nlpodyssey/gopickle/pickle"
 	"github.com/nlpodyssey/gopickle/types"
@@ -633,5 +634,25 @@ func TestModelledClock(t *testing.T) {
 	}
 	if stepUs := rec.StepMs * 1e3; span < 0.5*stepUs || span > stepUs {
 		t.Errorf("the trace spans %.1f µs of a %.1f µs step", span, stepUs)
+	}
+}
+
+// validate without a measurement traces its simulated step on the default
+// card's modelled clock, as simulate does: the step's events have times
+// of a card (before, the host's clock put a whole step in microseconds of
+// bookkeeping).
+func TestValidateTraceModelled(t *testing.T) {
+	s := setup(t, "gpt2", 2, 128, model.BF16, model.AdamW, "none")
+	tr := &MemoryTrace{}
+	rep, err := Validate(context.Background(), s, nil, Options{Steps: 2, Trace: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := cuda.GPUByKey(cuda.DefaultGPU)
+	e, _ := s.Estimate()
+	floor := time.Duration(float64(e.Recompute.Step) / g.HalfFLOPS * 1e9)
+	span := tr.Events[len(tr.Events)-1].Time - tr.Events[0].Time
+	if rep.Simulated.StepMs <= 0 || span < floor/2 {
+		t.Errorf("the simulated step spans %v of its trace (step %.3f ms); its FLOPs alone take %v on %s", span, rep.Simulated.StepMs, floor, g.Name)
 	}
 }

@@ -197,7 +197,15 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 	defer shape.Close()
 	var simTrace cuda.Tracer
 	if dev == nil && o.Trace != nil {
-		simTrace = o.Trace // nothing measured: the simulation's step is traced
+		// Nothing measured: the simulation's step is traced, on the default
+		// card's modelled clock (cuda.DefaultGPU), so its timeline has
+		// times as simulate's does.
+		simTrace = o.Trace
+		if g, ok := cuda.GPUByKey(cuda.DefaultGPU); ok {
+			if err := shape.Model(g.Roofline); err != nil {
+				return nil, err
+			}
+		}
 	}
 	rec, st, err := train.Simulate(shape, s, steps, simTrace)
 	if err != nil {

@@ -104,6 +104,10 @@ var GPUs = []GPUSpec{
 	{"l4", []string{" L4"}, Roofline{"L4", 121e12, 30.3e12, 0.3e12, l4Sheet}},
 }
 
+// DefaultGPU is the card whose roofline times a simulated step when none
+// is named (simulate's --gpu, a simulated step's memory trace).
+const DefaultGPU = "h100"
+
 // GPUKeys lists the names --gpu takes, for messages.
 func GPUKeys() string {
 	var ks []string
