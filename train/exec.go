@@ -32,8 +32,11 @@ type Options struct {
 // (one flat buffer per category, carved by the parameter table) and executes
 // one training step at a time.
 type Trainer struct {
-	dev   cuda.Device
-	s     model.Setup
+	dev cuda.Device
+	s   model.Setup
+	// table is s.Model.Params(), made once: the policies read rows of it
+	// for every lazily bound row, and the update for every piece.
+	table []model.Param
 	opts  Options
 	st    storage
 	sched *Schedule
@@ -112,7 +115,7 @@ func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, s: s, opts: opts, st: st, sched: sched, lay: lay,
+	t := &Trainer{dev: dev, s: s, table: s.Model.Params(), opts: opts, st: st, sched: sched, lay: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
 	t.findLastReads()
@@ -156,7 +159,7 @@ func (t *Trainer) allocStates() error {
 	if err != nil {
 		return err
 	}
-	for i, r := range t.s.Model.Params() {
+	for i, r := range t.table {
 		if !l.LazyParams {
 			t.slots[t.sched.ParamSlots[i]] = t.params.View(int(r.Offset), int(r.Count))
 		}
@@ -393,7 +396,7 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 		}
 		if out := &t.sched.Slots[in.Out]; t.opts.Policy != nil && out.Persistent && out.Cat == cuda.Grads {
 			if err := t.opts.Policy.GradReady(t, out.Param); err != nil {
-				return rec, fmt.Errorf("train: the gradient of %s: %w", t.s.Model.Params()[out.Param].Name, err)
+				return rec, fmt.Errorf("train: the gradient of %s: %w", t.table[out.Param].Name, err)
 			}
 			if t.lay.LazyGrads {
 				t.slots[in.Out] = nil // the policy's buffer, bound again next step
@@ -495,7 +498,7 @@ func (t *Trainer) paramsDone(i int, in *Instr) error {
 			continue
 		}
 		if err := t.opts.Policy.ParamDone(t, sl.Param); err != nil {
-			return fmt.Errorf("train: the weights of %s: %w", t.s.Model.Params()[sl.Param].Name, err)
+			return fmt.Errorf("train: the weights of %s: %w", t.table[sl.Param].Name, err)
 		}
 		t.slots[a] = nil
 	}
@@ -600,7 +603,7 @@ func (t *Trainer) updatePiece(p Piece) error {
 		}
 		return b.View(p.State+off-p.Lo, n)
 	}
-	for _, r := range t.s.Model.Params() {
+	for _, r := range t.table {
 		a, b := max(p.Lo, int(r.Offset)), min(p.Hi, int(r.Offset+r.Count))
 		if a >= b {
 			continue

@@ -141,3 +141,7 @@ func half(backward bool) int {
 
 // Setup is the setup the trainer runs: one rank's micro-batch.
 func (t *Trainer) Setup() model.Setup { return t.s }
+
+// ParamTable is the model's parameter table (model.Config.Params), made
+// once for the trainer: read it, do not change it.
+func (t *Trainer) ParamTable() []model.Param { return t.table }

@@ -249,7 +249,7 @@ func (p *policy) ParamBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
 			}
 		}
 	}
-	r := t.Setup().Model.Params()[row]
+	r := t.ParamTable()[row]
 	return b.gathered.View(int(r.Offset)-b.lo, int(r.Count)), nil
 }
 
@@ -331,7 +331,7 @@ func (p *policy) GradBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
 		}
 		b.inflight = g
 	}
-	r := t.Setup().Model.Params()[row]
+	r := t.ParamTable()[row]
 	return b.inflight.View(int(r.Offset)-b.lo, int(r.Count)), nil
 }
 
