@@ -11,7 +11,11 @@ import (
 )
 
 // ProfileReport is a run's profile.
-type ProfileReport struct{ P *train.Profile }
+type ProfileReport struct{ P *Profile }
+
+// Profile collects a run's per-op timings (train.Profile: the command line
+// reaches package train through bench only).
+type Profile = train.Profile
 
 // WriteText writes one row per op family and phase, the longest first:
 // calls, total and mean time, share of the profiled time, arithmetic and

@@ -15,7 +15,6 @@ import (
 	"trainmem/cuda/host"
 	"trainmem/model"
 	"trainmem/model/files"
-	"trainmem/train"
 	"trainmem/zero"
 )
 
@@ -226,7 +225,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		opts.Trace = rec
 	}
 	if *profile {
-		opts.Profile = &train.Profile{}
+		opts.Profile = &bench.Profile{}
 	}
 	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
 	if launch.Processes() {

@@ -15,7 +15,6 @@ import (
 	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/model/files"
-	"trainmem/train"
 )
 
 func init() {
@@ -222,7 +221,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		defer dev.Close()
 	}
 	if *profile {
-		opts.Profile = &train.Profile{}
+		opts.Profile = &bench.Profile{}
 	}
 	rep, err := bench.Validate(ctx, s, dev, opts)
 	if err != nil {
