@@ -32,9 +32,8 @@ type TrainRanksReport struct {
 	// signal came here).
 	Interrupted bool
 	Stop        *zero.StopError
-	// Engine is what moved the data: "inproc" (every rank in this
-	// process), "tcp", "mpi" or "nccl".
-	Engine string
+	// Engine is what moved the data.
+	Engine zero.Backend
 }
 
 // Signalled is a stop cause that a signal made (the command line's): its
@@ -236,14 +235,14 @@ func (r *TrainRanksReport) WriteText(w io.Writer) error {
 }
 
 // engineText says in words what moved the ranks' data.
-func engineText(engine string) string {
+func engineText(engine zero.Backend) string {
 	switch engine {
-	case "inproc":
+	case zero.Inproc:
 		return "inproc (every rank in this process, the ring over shared memory)"
-	case "tcp", "mpi":
-		return engine + " (one process a rank, the ring over " + strings.ToUpper(engine) + ")"
-	case "nccl":
+	case zero.TCP, zero.MPI:
+		return engine.String() + " (one process a rank, the ring over " + strings.ToUpper(engine.String()) + ")"
+	case zero.NCCL:
 		return "nccl (NCCL's collectives between the GPUs)"
 	}
-	return engine
+	return engine.String()
 }

@@ -108,16 +108,18 @@ func (w Where) stream(b *train.Batches, n int) func(step, rank int) ([]int32, []
 }
 
 // over says, for progress lines, how the ranks meet.
-// Engine names what moves the ranks' data: nccl (a native engine), the
-// link's transport (tcp, mpi) over processes, else inproc.
-func (w Where) Engine() string {
+// Engine is what moves the ranks' data: NCCL (a native engine), the
+// link's transport (TCP, MPI) over processes, else the in-process ring.
+func (w Where) Engine() zero.Backend {
 	switch {
 	case w.Native != nil:
-		return "nccl"
+		return zero.NCCL
 	case w.Link != nil:
-		return w.Link.Name()
+		if b, err := zero.ParseBackend(w.Link.Name()); err == nil {
+			return b
+		}
 	}
-	return "inproc"
+	return zero.Inproc
 }
 
 func (w Where) over() string {

@@ -113,23 +113,50 @@ func ParseInit(init string) (string, error) {
 	return u.Host, nil
 }
 
-// Backends are the engines that move the ranks' data: inproc (every rank
-// in one process), tcp (trainmem's ring over TCP between processes), mpi
-// (the ring over MPI's point-to-point, in the MPI build), nccl (NCCL's
-// collectives between GPUs, in the CUDA build).
-var Backends = []string{"inproc", "tcp", "mpi", "nccl"}
+// Backend is an engine that moves the ranks' data.
+type Backend uint8
+
+const (
+	Inproc Backend = iota // every rank in this process: the ring over shared memory
+	TCP                   // one process a rank: trainmem's ring over TCP
+	MPI                   // one process a rank: the ring over MPI's point-to-point (the MPI build)
+	NCCL                  // NCCL's collectives between GPUs (the CUDA build)
+	numBackends
+)
+
+var backendNames = [numBackends]string{"inproc", "tcp", "mpi", "nccl"}
+
+func (b Backend) String() string {
+	if b < numBackends {
+		return backendNames[b]
+	}
+	return fmt.Sprintf("Backend(%d)", uint8(b))
+}
+
+// MarshalText is the backend's name, in JSON.
+func (b Backend) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+// ParseBackend reads a backend's name, the one parser of --backend.
+func ParseBackend(s string) (Backend, error) {
+	for b, n := range backendNames {
+		if s == n {
+			return Backend(b), nil
+		}
+	}
+	return 0, fmt.Errorf("%q: unknown engine (valid: %s)", s, BackendList())
+}
 
 // DefaultBackend is the engine for a launch: inproc for one process, mpi
 // under mpirun in the MPI build, tcp otherwise.
-func DefaultBackend(l Launch) string {
+func DefaultBackend(l Launch) Backend {
 	switch {
 	case !l.Processes():
-		return "inproc"
+		return Inproc
 	case l.Launcher == "mpirun" && HaveMPI:
-		return "mpi"
+		return MPI
 	}
-	return "tcp"
+	return TCP
 }
 
-// BackendList is Backends for messages.
-func BackendList() string { return strings.Join(Backends, ", ") }
+// BackendList names every backend, for messages.
+func BackendList() string { return strings.Join(backendNames[:], ", ") }

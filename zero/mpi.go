@@ -133,7 +133,7 @@ func mpiError(what string, code C.int) error {
 
 func (l *MPILink) Rank() int    { return l.rank }
 func (l *MPILink) Size() int    { return l.size }
-func (l *MPILink) Name() string { return "mpi" }
+func (l *MPILink) Name() string { return MPI.String() }
 
 // op is one posted message: a chunk sent or received, its request, the
 // chunk's length and the peer.

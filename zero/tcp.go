@@ -170,7 +170,7 @@ func (l *TCPLink) start(err error) (*TCPLink, error) {
 
 func (l *TCPLink) Rank() int    { return l.rank }
 func (l *TCPLink) Size() int    { return l.size }
-func (l *TCPLink) Name() string { return "tcp" }
+func (l *TCPLink) Name() string { return TCP.String() }
 
 // hello is a rank's first frame: who it is, the group it joins, and (to
 // rank 0) where it listens for its ring predecessor.

@@ -55,18 +55,18 @@ func (f *launchFlags) given(name string) bool { return given(f.fs, name) }
 
 // launch resolves the launcher's environment and the flags, for ranks on
 // device (host or cuda).
-func (f *launchFlags) launch(device string) (zero.Launch, string, error) {
+func (f *launchFlags) launch(device string) (zero.Launch, zero.Backend, error) {
 	l, err := zero.DetectLaunch(f.getenv)
 	if err != nil {
-		return zero.Launch{}, "", usageError{err}
+		return zero.Launch{}, 0, usageError{err}
 	}
 	switch r, w := f.given("rank"), f.given("world"); {
 	case r != w:
-		return zero.Launch{}, "", usagef("--rank and --world go together: give both, for ranks started by hand")
+		return zero.Launch{}, 0, usagef("--rank and --world go together: give both, for ranks started by hand")
 	case r && (f.world < 1 || f.world > model.MaxRanks):
-		return zero.Launch{}, "", usagef("--world %d: out of range (valid: 1 to %d)", f.world, model.MaxRanks)
+		return zero.Launch{}, 0, usagef("--world %d: out of range (valid: 1 to %d)", f.world, model.MaxRanks)
 	case r && (f.rank < 0 || f.rank >= f.world):
-		return zero.Launch{}, "", usagef("--rank %d: out of range (valid: 0 to %d for --world %d)", f.rank, f.world-1, f.world)
+		return zero.Launch{}, 0, usagef("--rank %d: out of range (valid: 0 to %d for --world %d)", f.rank, f.world-1, f.world)
 	case r && f.world == 1:
 		l = zero.Launch{}
 	case r:
@@ -78,49 +78,53 @@ func (f *launchFlags) launch(device string) (zero.Launch, string, error) {
 	}
 	if f.init != "" {
 		if _, err := zero.ParseInit(f.init); err != nil {
-			return zero.Launch{}, "", usagef("--init %w", err)
+			return zero.Launch{}, 0, usagef("--init %w", err)
 		}
 		l.Init, l.Store, l.StoreKey = f.init, "", "" // rank 0 listens there, whatever the launcher runs
 	}
 	if f.timeout <= 0 {
-		return zero.Launch{}, "", usagef("--timeout %v: want a positive duration (e.g. 5m)", f.timeout)
+		return zero.Launch{}, 0, usagef("--timeout %v: want a positive duration (e.g. 5m)", f.timeout)
 	}
-	backend := f.backend
+	var backend zero.Backend
 	switch {
-	case backend == "" && device == "cuda" && haveNCCL:
-		backend = "nccl"
-	case backend == "":
+	case f.backend == "" && device == "cuda" && haveNCCL:
+		backend = zero.NCCL
+	case f.backend == "":
 		backend = zero.DefaultBackend(l)
-	case device == "cuda" && backend != "nccl":
-		return zero.Launch{}, "", usagef("--backend %s moves host memory, and --device cuda's ranks hold theirs on GPUs: use --backend nccl", backend)
+	default:
+		var err error
+		if backend, err = zero.ParseBackend(f.backend); err != nil {
+			return zero.Launch{}, 0, usagef("--backend %w", err)
+		}
+		if device == "cuda" && backend != zero.NCCL {
+			return zero.Launch{}, 0, usagef("--backend %s moves host memory, and --device cuda's ranks hold theirs on GPUs: use --backend nccl", backend)
+		}
 	}
 	switch backend {
-	case "inproc":
+	case zero.Inproc:
 		if l.Processes() {
-			return zero.Launch{}, "", usagef("--backend inproc runs every rank in one process, and this process is rank %d of %d (%s): use --backend tcp or mpi", l.Rank, l.World, l.Launcher)
+			return zero.Launch{}, 0, usagef("--backend inproc runs every rank in one process, and this process is rank %d of %d (%s): use --backend tcp or mpi", l.Rank, l.World, l.Launcher)
 		}
-	case "tcp":
+	case zero.TCP:
 		if !l.Processes() {
-			return zero.Launch{}, "", usagef("--backend tcp runs one process a rank: start them with a launcher (torchrun, srun) or give --rank, --world and --init")
+			return zero.Launch{}, 0, usagef("--backend tcp runs one process a rank: start them with a launcher (torchrun, srun) or give --rank, --world and --init")
 		}
 		if l.Init == "" && l.Store == "" {
-			return zero.Launch{}, "", usagef("--backend tcp: no rendezvous: give --init tcp://HOST:PORT (where rank 0 listens) or set MASTER_ADDR and MASTER_PORT")
+			return zero.Launch{}, 0, usagef("--backend tcp: no rendezvous: give --init tcp://HOST:PORT (where rank 0 listens) or set MASTER_ADDR and MASTER_PORT")
 		}
-	case "mpi":
+	case zero.MPI:
 		if !zero.HaveMPI {
-			return zero.Launch{}, "", usagef("--backend mpi: this trainmem has no MPI: build bin/trainmem-mpi with 'make build-mpi' (needs libopenmpi-dev) and start it with mpirun")
+			return zero.Launch{}, 0, usagef("--backend mpi: this trainmem has no MPI: build bin/trainmem-mpi with 'make build-mpi' (needs libopenmpi-dev) and start it with mpirun")
 		}
-	case "nccl":
+	case zero.NCCL:
 		switch {
 		case !haveNCCL:
-			return zero.Launch{}, "", usagef("--backend nccl: this trainmem was built without CUDA: build it with 'make build-cuda' and run it on NVIDIA GPUs")
+			return zero.Launch{}, 0, usagef("--backend nccl: this trainmem was built without CUDA: build it with 'make build-cuda' and run it on NVIDIA GPUs")
 		case device != "cuda":
-			return zero.Launch{}, "", usagef("--backend nccl moves data between GPUs: give --device cuda")
+			return zero.Launch{}, 0, usagef("--backend nccl moves data between GPUs: give --device cuda")
 		case l.Processes() && l.Init == "" && l.Store == "" && !(l.Launcher == "mpirun" && zero.HaveMPI):
-			return zero.Launch{}, "", usagef("--backend nccl over processes: the ranks meet to share NCCL's id: give --init tcp://HOST:PORT or set MASTER_ADDR and MASTER_PORT (or run the MPI build under mpirun)")
+			return zero.Launch{}, 0, usagef("--backend nccl over processes: the ranks meet to share NCCL's id: give --init tcp://HOST:PORT or set MASTER_ADDR and MASTER_PORT (or run the MPI build under mpirun)")
 		}
-	default:
-		return zero.Launch{}, "", usagef("--backend %q: unknown engine (valid: %s)", backend, zero.BackendList())
 	}
 	return l, backend, nil
 }
@@ -134,19 +138,19 @@ type process struct {
 
 // open joins the ranks' group (the rendezvous), and checks that every rank
 // runs the same setup. A nil process is a run in one process.
-func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (*process, error) {
+func (f *launchFlags) open(l zero.Launch, backend zero.Backend, fields []zero.Field) (*process, error) {
 	var link zero.Link
 	meet := backend
-	if backend == "nccl" { // NCCL's id travels over MPI under mpirun, else TCP
-		meet = "tcp"
+	if backend == zero.NCCL { // NCCL's id travels over MPI under mpirun, else TCP
+		meet = zero.TCP
 		if l.Launcher == "mpirun" && zero.HaveMPI {
-			meet = "mpi"
+			meet = zero.MPI
 		}
 	}
 	switch meet {
-	case "inproc":
+	case zero.Inproc:
 		return nil, nil
-	case "tcp":
+	case zero.TCP:
 		if l.Store != "" {
 			var err error
 			if link, err = zero.DialTCPStore(l.Store, l.StoreKey, l.Rank, l.World, f.timeout); err != nil {
@@ -161,7 +165,7 @@ func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (
 		if link, err = zero.DialTCP(addr, l.Rank, l.World, f.timeout); err != nil {
 			return nil, err
 		}
-	case "mpi":
+	case zero.MPI:
 		ml, err := zero.OpenMPI(f.timeout)
 		if err != nil {
 			return nil, err
@@ -178,7 +182,7 @@ func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (
 	}
 	if err := zero.Agree(link, fields); err != nil {
 		var me *zero.MismatchError
-		if errors.As(err, &me) && link.Name() == "mpi" {
+		if errors.As(err, &me) && meet == zero.MPI {
 			// Every rank knows the verdict: say it before MPI_Finalize,
 			// since mpirun ends the other ranks as soon as one exits, and
 			// a rank still finalizing would be ended before it said why.
@@ -192,7 +196,7 @@ func (f *launchFlags) open(l zero.Launch, backend string, fields []zero.Field) (
 		}
 		return nil, err
 	}
-	return &process{link: link, nccl: backend == "nccl"}, nil
+	return &process{link: link, nccl: backend == zero.NCCL}, nil
 }
 
 // where is where the run's ranks are: this process's rank, or every rank
@@ -210,9 +214,9 @@ func (p *process) where(newDevice func() (cuda.Device, error)) bench.Where {
 
 // inProcess is where the ranks of a run in one process are: NCCL's
 // group with --device cuda, the ring otherwise.
-func inProcess(backend string, newDevice func() (cuda.Device, error)) bench.Where {
+func inProcess(backend zero.Backend, newDevice func() (cuda.Device, error)) bench.Where {
 	w := bench.Where{New: newDevice}
-	if backend == "nccl" {
+	if backend == zero.NCCL {
 		w.Native = ncclGroup
 	}
 	return w

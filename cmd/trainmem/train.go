@@ -227,7 +227,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *profile {
 		opts.Profile = &bench.Profile{}
 	}
-	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
+	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	if launch.Processes() {
 		proc, err := lf.open(launch, backend, setupFields("train", s, set, tf))
 		if err != nil {

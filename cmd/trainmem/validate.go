@@ -15,6 +15,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/model/files"
+	"trainmem/zero"
 )
 
 func init() {
@@ -132,7 +133,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	set.Native = backend == "nccl" // NCCL stages in its own buffers: the simulation too
+	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	ranked := launch.Processes() || s.Ranks > 1 || set.PS
 	switch {
 	case *profile && (ranked || *sweep != "" || *noMeasure || format.v == "json"):
