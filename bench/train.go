@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"trainmem/cuda"
 	"trainmem/model"
@@ -22,7 +21,10 @@ type TrainOptions = train.RunOptions
 type TrainReport struct {
 	Setup  model.Setup
 	Device string
-	Result *train.RunResult
+	// ShapeOnly is set when the device computes nothing (cuda.Device's
+	// Computes): the report says so.
+	ShapeOnly bool
+	Result    *train.RunResult
 }
 
 // Train runs o on dev (train.Run); the report holds the steps that
@@ -32,7 +34,7 @@ func Train(ctx context.Context, dev cuda.Device, o TrainOptions) (*TrainReport, 
 	if res == nil {
 		return nil, err
 	}
-	return &TrainReport{Setup: o.Setup, Device: dev.Name(), Result: res}, err
+	return &TrainReport{Setup: o.Setup, Device: dev.Name(), ShapeOnly: !dev.Computes(), Result: res}, err
 }
 
 // WriteHeader writes the model, the setup and the device of a run, the
@@ -59,7 +61,7 @@ func (r *TrainReport) WriteText(w io.Writer) error {
 	if err := train.WriteMemoryTable(w, res.Stats); err != nil {
 		return err
 	}
-	if strings.Contains(res.Device, "shape") {
+	if r.ShapeOnly {
 		fmt.Fprintln(w, "(shape-only device: nothing was computed)")
 	}
 	return nil

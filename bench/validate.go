@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"trainmem/cuda"
-	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
@@ -264,11 +263,7 @@ type TooLargeError = train.TooLargeError
 // minus reserved is the CUDA context and libraries: not the host (whose
 // MemInfo is the whole machine's) and not the shape-only device.
 func isGPU(dev cuda.Device) bool {
-	switch dev.(type) {
-	case *host.Device, *shape.Device:
-		return false
-	}
-	return dev.Computes()
+	return dev.Computes() && !cuda.OnMachineMemory(dev)
 }
 
 // observed is a run's value of every row but the context, from its last

@@ -291,6 +291,9 @@ type gpuLike struct {
 	ctxBytes int64
 }
 
+// MachineMemory: a card's memory is its own, not the machine's.
+func (g gpuLike) MachineMemory() bool { return false }
+
 func (g gpuLike) MemInfo() (free, total int64, err error) {
 	total = 1 << 40
 	return total - g.Stats().ReservedBytes.Current - g.ctxBytes, total, nil

@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"trainmem/cuda"
-	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
@@ -154,7 +153,7 @@ func (w Where) checkFits(devs []cuda.Device, s model.Setup, set zero.Setting) er
 		reserve = []int64{r.Stats.ReservedBytes.Peak}
 	}
 	hostBytes := train.HostParamBytes(s.Model)
-	if _, ok := devs[0].(*host.Device); ok {
+	if cuda.OnMachineMemory(devs[0]) {
 		var sum int64
 		for _, r := range reserve {
 			sum += r

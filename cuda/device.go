@@ -368,6 +368,19 @@ func PeakOverride() (gflops float64, ok bool, err error) {
 	return v, true, nil
 }
 
+// MachineMemory is implemented by devices whose memory is the machine's
+// own (the host device): their allocations and a run's host-side buffers
+// come out of one memory, and MemInfo is the whole machine's, not a card's.
+type MachineMemory interface {
+	MachineMemory() bool
+}
+
+// OnMachineMemory says whether dev's memory is the machine's own.
+func OnMachineMemory(dev Device) bool {
+	m, ok := dev.(MachineMemory)
+	return ok && m.MachineMemory()
+}
+
 // LibraryWorkspacer is implemented by devices whose libraries hold scratch
 // from the caching allocator, tagged workspace, that no kernel of the
 // Kernels interface asks for (cuBLAS's workspace on the CUDA device). The

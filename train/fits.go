@@ -44,7 +44,7 @@ func HostParamBytes(c model.Config) int64 {
 // allocator.
 func CheckMachine(dev cuda.Device, reserve, hostBytes int64) error {
 	avail, _, herr := host.Memory()
-	_, onHost := dev.(*host.Device)
+	onHost := cuda.OnMachineMemory(dev)
 	if onHost && herr == nil && reserve+hostBytes > avail {
 		return &TooLargeError{Device: dev.Name(), Need: reserve + hostBytes, Free: avail,
 			What: fmt.Sprintf("%s reserved by the allocator, simulated, and %s of float32 parameters", model.Bytes(reserve), model.Bytes(hostBytes))}

@@ -94,6 +94,10 @@ func (h *Device) PureGoFallback() error { return h.blasWhy }
 // Threads is the number of cores the device computes on.
 func (h *Device) Threads() int { return h.threads }
 
+// MachineMemory implements cuda.MachineMemory: the host's segments are
+// the machine's memory.
+func (h *Device) MachineMemory() bool { return true }
+
 // Computes is true.
 func (h *Device) Computes() bool { return true }
 
