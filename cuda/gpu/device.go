@@ -613,7 +613,7 @@ func (d *Device) checkIDsOnHost(kernel, what string, ids *cuda.Buffer, T, V int)
 	return true, cuda.CheckIDs(kernel, what, vals, T, V)
 }
 
-// Upload converts src into dst's type on the host (host.go's rounding)
+// Upload converts src into dst's type on the host (cuda/host/mem.go's Encode: the host's rounding)
 // and copies it on the device's stream.
 func (d *Device) Upload(dst *cuda.Buffer, src any) error {
 	if err := d.begin("Upload", cuda.CheckHostValues("Upload", "src", src, dst), dst); err != nil {
@@ -645,7 +645,7 @@ func (d *Device) Upload(dst *cuda.Buffer, src any) error {
 }
 
 // Download copies src to the host after the work queued before it, and
-// converts it (host.go's rounding).
+// converts it (cuda/host/mem.go's Decode: the host's rounding).
 func (d *Device) Download(dst any, src *cuda.Buffer) error {
 	if err := d.begin("Download", cuda.CheckHostValues("Download", "dst", dst, src), src); err != nil {
 		return err

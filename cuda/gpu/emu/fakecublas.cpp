@@ -1,4 +1,4 @@
-// The emulated GPU's cuBLAS: exactly the calls trainmem makes (cuda_blas.go)
+// The emulated GPU's cuBLAS: exactly the calls trainmem makes (cuda/gpu/blas.go)
 // by cuBLAS's column-major definition, for the emulated driver's memory
 // (fakecuda.cpp). C = α·op(A)·op(B) + β·C, op(X) = X or Xᵀ; A is m×k after
 // op, B k×n, C m×n, column-major with leading dimensions lda, ldb, ldc; a
@@ -126,7 +126,7 @@ static cublasStatus_t gemm_call(const char *call, cublasHandle_t h, cublasOperat
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	}
 	if (!h->workspace) {
-		blas_log(call, "no workspace was set (cuda_device.go gives cuBLAS its workspace from the allocator)");
+		blas_log(call, "no workspace was set (cuda/gpu/blas.go gives cuBLAS its workspace from the allocator)");
 		return CUBLAS_STATUS_EXECUTION_FAILED;
 	}
 	struct {

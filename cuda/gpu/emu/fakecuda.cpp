@@ -5,7 +5,7 @@
 // emu_kernels.cpp, which includes kernels.cu under cuda_emu.h; make
 // test-cuda-emu runs the CUDA tests and trainmem over it
 // (docs/architecture.md, "The emulated GPU"). It implements the driver functions the CUDA device calls
-// (cuda_device.go's driverSymbols, and cuModuleLoadDataEx), refusing what a
+// (cuda/gpu/device.go's driverSymbols, and cuModuleLoadDataEx), refusing what a
 // real driver refuses:
 //
 //   - device memory is host memory, mapped lazily, each allocation followed

@@ -1,5 +1,5 @@
-// trainmem's CUDA kernels: one per kernel family of cuda.Kernels (device.go),
-// each the same algorithm as its host twin (host_*.go) so that the
+// trainmem's CUDA kernels: one per kernel family of cuda.Kernels (cuda/device.go),
+// each the same algorithm as its host twin (cuda/host/<family>.go) so that the
 // conformance tolerances carry over: the same expression order, the same
 // float64 accumulators where the host sums in float64, the same rounding
 // (compute in the kernel's type, round once to the storage type). Results
@@ -7,10 +7,10 @@
 // contracts multiply-adds into FMAs (its default, kept: see
 // docs/architecture.md) and CUDA's exp, log and sqrt are not Go's. They are
 // reference kernels, plain and checked, not fast ones: matrix products go to
-// cuBLAS (cuda_blas.go), and what cuBLAS cannot take (mixed operand types, an
+// cuBLAS (cuda/gpu/blas.go), and what cuBLAS cannot take (mixed operand types, an
 // fp32 operand times a 16-bit one) to gemm_generic below.
 //
-// Conventions (the Go side, cuda_device.go, relies on them):
+// Conventions (the Go side, cuda/gpu/calls.go and device.go, relies on them):
 //   - every kernel parameter is 8 bytes: pointers, `long long` (i64) for
 //     integers and dtype codes, `double` for scalars (a float32 widened
 //     exactly); gorgonia.org/cu's Launch passes 8-byte slots;
@@ -33,7 +33,7 @@ typedef long long i64;
 
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_F64 = 3 };
 
-// Kernel codes for bad token ids, as cuda_device.go names them.
+// Kernel codes for bad token ids, as cuda/gpu/device.go's statusKernels names them.
 enum { K_EMBEDDING = 1, K_EMBEDDING_BWD_TOKENS = 2, K_CROSS_ENTROPY = 3, K_CROSS_ENTROPY_BWD = 4 };
 
 // ---------------------------------------------------------------- storage
@@ -61,7 +61,7 @@ __device__ __forceinline__ double ld_d(const void *p, i64 dt, i64 i) {
 
 // f64_to_f32_odd rounds to fp32 with round-to-odd; rounding that to a
 // format of at most 22 significand bits to nearest even gives x correctly
-// rounded (half.go's f64ToF32Odd).
+// rounded (cuda/half.go's f64ToF32Odd).
 __device__ __forceinline__ float f64_to_f32_odd(double x) {
 	float r = __double2float_rz(x);
 	if ((double)r != x) r = __int_as_float(__float_as_int(r) | 1);
@@ -167,7 +167,7 @@ template <typename T> __device__ void add_bias(void *y, i64 ydt, const void *b, 
 }
 
 // GELU as x·σ(2u), evaluated in fp64 and rounded to the compute type, as
-// host_kernels.go's geluKernel.
+// cuda/host/gelu.go's geluKernel.
 #define GELU_K 0.7978845608028654 // sqrt(2/π)
 __device__ __forceinline__ double gelu_sigmoid(double x) { return 1.0 / (1.0 + exp(-2.0 * GELU_K * (x + 0.044715 * x * x * x))); }
 
@@ -623,7 +623,7 @@ __device__ void cross_entropy_backward(void *dlogits, i64 ddt, const void *dloss
 
 // --------------------------------------------------------------- optimizers
 
-// adam: host_optim.go's adamKernel, element by element. pb is the master
+// adam: cuda/host/optim.go's adamKernel, element by element. pb is the master
 // copy when there is one (then param = pb rounded), else param itself. c1
 // and c2 are cuda.AdamArgs.Corrections, 1/(1-β1^t) and 1/sqrt(1-β2^t).
 template <typename T>
@@ -667,7 +667,7 @@ __device__ void sgd(void *param, i64 pdt, const void *grad, i64 gdt, void *pb, i
 // ------------------------------------------------------------ entry points
 
 // Each templated family gets NAME_f32 and NAME_f64. The parameter lists are
-// spelled out once here and mirrored by cuda_kernels.go.
+// spelled out once here and mirrored by cuda/gpu/calls.go.
 #define ENTRY2(name, params, args)                                                                                     \
 	extern "C" __global__ void name##_f32 params { name<float> args; }                                            \
 	extern "C" __global__ void name##_f64 params { name<double> args; }
