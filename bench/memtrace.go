@@ -375,7 +375,7 @@ func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 	// one counter value per timestamp shows every value, the peak's too.
 	var ts float64
 	if len(m.Events) > 0 {
-		ts = float64(m.Events[0].Time.Nanoseconds())/1e3 - 1e-3
+		ts = max(float64(m.Events[0].Time.Nanoseconds())/1e3-1e-3, 0) // no negative time
 	}
 	counters(ts)
 	for _, e := range m.Events {

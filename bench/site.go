@@ -392,7 +392,7 @@ func scanCaption(what string, series []plotter.XYs) string {
 		}
 	}
 	growth := ""
-	if n := len(sim); n >= 2 && sim[0].Y > 0 && sim[n-2].Y > 0 {
+	if n := len(sim); n >= 2 && sim[0].Y > 0 && sim[n-2].Y > 0 && sim[n-1].Y > 0 {
 		slope := func(a, b plotter.XY) float64 { return math.Log(b.Y/a.Y) / math.Log(b.X/a.X) }
 		growth = fmt.Sprintf("; the simulated bytes grow with slope %.2f from %s %g to %g", slope(sim[0], sim[n-1]), what, sim[0].X, sim[n-1].X)
 		if last := slope(sim[n-2], sim[n-1]); last > 1.1 {

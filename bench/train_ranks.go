@@ -226,11 +226,6 @@ func (r *TrainRanksReport) WriteText(w io.Writer) error {
 			states = &st
 		}
 	}
-	if len(r.Ranks) == 0 {
-		// The run failed before the ranks could gather their results.
-		fmt.Fprintln(w, "  none: the run failed before the ranks gathered their results (the error follows)")
-		return nil
-	}
 	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, states)
 }
 

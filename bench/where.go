@@ -106,7 +106,6 @@ func (w Where) stream(b *train.Batches, n int) func(step, rank int) ([]int32, []
 	}
 }
 
-// over says, for progress lines, how the ranks meet.
 // Engine is what moves the ranks' data: NCCL (a native engine), the
 // link's transport (TCP, MPI) over processes, else the in-process ring.
 func (w Where) Engine() zero.Backend {
@@ -121,6 +120,7 @@ func (w Where) Engine() zero.Backend {
 	return zero.Inproc
 }
 
+// over says, for progress lines, how the ranks meet.
 func (w Where) over() string {
 	if w.Link == nil {
 		return ""

@@ -19,10 +19,11 @@ package zero
 //     uint32 0x3C85F7CE), and the types move up by one: SET 1, GET 3,
 //     WAIT 6, GETNUMKEYS 7.
 //
-// A 2.x server closes a connection whose first query is not VALIDATE,
-// while VALIDATE would stall a 1.x server (it reads it as a SET), so the
-// client asks GETNUMKEYS in the 1.x dialect first and, when the server
-// hangs up instead of answering, connects again in the 2.x dialect. GET of
+// A 2.x server closes a connection whose first query is not VALIDATE (or,
+// the libuv backend of torch 2.4 on, ignores it), while VALIDATE would
+// stall a 1.x server (it reads it as a SET), so the client asks
+// GETNUMKEYS in the 1.x dialect first and, when the server hangs up or
+// says nothing within storeProbe, connects again in the 2.x dialect. GET of
 // a missing key makes the server drop the connection, so a value is read
 // with WAIT (which answers one byte, 0, once every key exists) then GET, as
 // torch's own clients do. The server is single-threaded: every query is
@@ -30,7 +31,6 @@ package zero
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -59,31 +59,39 @@ type storeClient struct {
 	dialect storeDialect
 }
 
+// storeProbe bounds how long a dialect's first answer may take: a 2.x
+// store of the libuv backend (torch 2.4 on) neither answers a 1.x query
+// nor hangs up on it, so a probe that times out moves on to the other
+// dialect rather than waiting out the rendezvous's whole timeout.
+const storeProbe = 2 * time.Second
+
 // dialStore connects to the store at addr (host:port), retrying until
 // deadline (the agent may still be starting), and finds its dialect.
 func dialStore(addr string, deadline time.Time) (*storeClient, error) {
 	var lastErr error
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		for _, d := range []storeDialect{storeV1, storeV2} {
-			c, err := tryStore(addr, d, deadline)
+			probe := time.Now().Add(storeProbe)
+			if deadline.Before(probe) {
+				probe = deadline
+			}
+			c, err := tryStore(addr, d, probe)
 			if err == nil {
 				return c, nil
 			}
 			lastErr = err
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return nil, fmt.Errorf("zero: the launcher's store at %s did not answer: %w", addr, err)
-			}
 		}
 		if time.Now().Add(wait).After(deadline) {
-			return nil, fmt.Errorf("zero: no launcher's store (torchrun's TCPStore) at %s: %v", addr, lastErr)
+			return nil, fmt.Errorf("zero: no launcher's store (torchrun's TCPStore) answered at %s within the timeout: %v", addr, lastErr)
 		}
 		time.Sleep(wait)
 	}
 }
 
 // tryStore connects in dialect d and asks for the number of keys, which
-// every store answers.
+// every store answers, by deadline; the connection is closed when it
+// fails (a 1.x server that read half of a 2.x greeting recovers when it
+// sees the connection end).
 func tryStore(addr string, d storeDialect, deadline time.Time) (*storeClient, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Until(deadline))
 	if err != nil {
@@ -143,6 +151,7 @@ func (c *storeClient) waitGet(key string, limit uint64, deadline time.Time) ([]b
 		return nil, fmt.Errorf("zero: waiting for %s in the launcher's store at %s: %w", key, c.addr, err)
 	}
 	if b[0] != 0 {
+		c.conn.Close() // the stream is no longer in step with the queries
 		return nil, fmt.Errorf("zero: the launcher's store at %s answered the wait for %s with %d (want 0, stop waiting)", c.addr, key, b[0])
 	}
 	if _, err := c.conn.Write(appendStoreString([]byte{c.dialect.get}, k)); err != nil {

@@ -19,18 +19,21 @@ import (
 type fakeStore struct {
 	ln      net.Listener
 	dialect storeDialect
-	mu      sync.Mutex
-	cond    *sync.Cond
-	keys    map[string][]byte
+	// silent: a first query other than VALIDATE is ignored, the connection
+	// left open, as torch 2.4's libuv backend does.
+	silent bool
+	mu     sync.Mutex
+	cond   *sync.Cond
+	keys   map[string][]byte
 }
 
-func startFakeStore(t *testing.T, d storeDialect) *fakeStore {
+func startFakeStore(t *testing.T, d storeDialect, silent bool) *fakeStore {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &fakeStore{ln: ln, dialect: d, keys: map[string][]byte{}}
+	s := &fakeStore{ln: ln, dialect: d, silent: silent, keys: map[string][]byte{}}
 	s.cond = sync.NewCond(&s.mu)
 	t.Cleanup(func() { ln.Close() })
 	go func() {
@@ -70,6 +73,10 @@ func (s *fakeStore) serve(c net.Conn) {
 			return
 		}
 		if s.dialect.validate {
+			if first && q[0] != 0 && s.silent {
+				io.Copy(io.Discard, c) // say nothing, keep the connection
+				return
+			}
 			if first != (q[0] == 0) {
 				return // no VALIDATE first, or a second one
 			}
@@ -141,14 +148,23 @@ func (s *fakeStore) hasAll(ks []string) bool {
 }
 
 // Under torchrun's agent the ranks meet through its store in either
-// dialect: rank 0 listens on a port of its own (the store keeps
-// MASTER_PORT), leaves its address under the key, and every rank joins;
-// an all-reduce then moves data on every rank. The other ranks start
-// first and wait for the key.
+// dialect, and with a 2.x store that ignores a 1.x query instead of
+// hanging up (torch 2.4's libuv backend): rank 0 listens on a port of its
+// own (the store keeps MASTER_PORT), leaves its address under the key,
+// and every rank joins; an all-reduce then moves data on every rank. The
+// other ranks start first and wait for the key.
 func TestDialTCPStore(t *testing.T) {
-	for _, d := range []storeDialect{storeV1, storeV2} {
-		t.Run(d.name, func(t *testing.T) {
-			st := startFakeStore(t, d)
+	for _, tc := range []struct {
+		d      storeDialect
+		silent bool
+	}{{storeV1, false}, {storeV2, false}, {storeV2, true}} {
+		d := tc.d
+		name := d.name
+		if tc.silent {
+			name += " libuv"
+		}
+		t.Run(name, func(t *testing.T) {
+			st := startFakeStore(t, d, tc.silent)
 			const n = 3
 			links := make([]*TCPLink, n)
 			errs := make([]error, n)
@@ -199,7 +215,7 @@ func TestDialTCPStore(t *testing.T) {
 // A store that never comes, or a rank 0 that never leaves its address,
 // ends the wait at the timeout, naming what was waited for.
 func TestDialTCPStoreTimeout(t *testing.T) {
-	st := startFakeStore(t, storeV1)
+	st := startFakeStore(t, storeV1, false)
 	start := time.Now()
 	_, err := DialTCPStore(st.addr(), "/trainmem/x/0/rank0", 1, 2, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "/trainmem/x/0/rank0") || time.Since(start) > 5*time.Second {

@@ -124,6 +124,16 @@ func DialTCPStore(store, key string, rank, size int, timeout time.Duration) (*TC
 		return nil, fmt.Errorf("zero: rank 0 cannot listen: %w", err)
 	}
 	host, _, _ := net.SplitHostPort(sc.conn.LocalAddr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		// Rank 0 reached the store over loopback, so it runs on the
+		// store's machine: the others reach that as the store's host
+		// (a hostname that maps to 127.0.1.1 on its own machine only).
+		if sh, _, err := net.SplitHostPort(store); err == nil && sh != "localhost" {
+			if sip := net.ParseIP(sh); sip == nil || !sip.IsLoopback() {
+				host = sh
+			}
+		}
+	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	addr := net.JoinHostPort(host, port)
 	if err := sc.set(key, []byte(addr), deadline); err != nil {

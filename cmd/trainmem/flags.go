@@ -115,7 +115,6 @@ func (f *formatFlag) Set(s string) error {
 	return fmt.Errorf("unknown format %q (valid: %s)", s, strings.Join(f.valid, ", "))
 }
 
-// parseMemory reads --memory, a device's capacity: a positive size.
 // given reports whether the named flag was given on the command line.
 func given(fs *flag.FlagSet, name string) bool {
 	seen := false
@@ -123,6 +122,7 @@ func given(fs *flag.FlagSet, name string) bool {
 	return seen
 }
 
+// parseMemory reads --memory, a device's capacity: a positive size.
 func parseMemory(s string) (int64, error) {
 	n, err := model.ParseBytes(s)
 	if err == nil && n <= 0 {

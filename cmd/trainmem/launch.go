@@ -230,11 +230,11 @@ func (p *process) end(err error) error {
 	}
 	if err != nil {
 		// Bad input and a stop that every rank agreed on end every rank
-		// alike: a goodbye. A failure here is the others' to hear.
+		// alike: a goodbye. A failure here, or a signal the others have
+		// not heard of, is theirs to hear.
 		var u usageError
-		var sig *signalError
 		var stop *zero.StopError
-		if errors.As(err, &u) || errors.As(err, &sig) || errors.As(err, &stop) {
+		if errors.As(err, &u) || errors.As(err, &stop) {
 			p.link.Close()
 		} else {
 			p.link.Abort(err)

@@ -77,7 +77,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if (s.Ranks > 1 || sf.ps) && (given(fs, "gpu") || given(fs, "peak-tflops")) {
+	if (s.Ranks > 1 || sf.ps) && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
 		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks (the ranks' collectives are not modelled)")
 	}
 	set, err := sf.setting()

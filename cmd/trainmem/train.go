@@ -316,7 +316,7 @@ func trainRanks(ctx context.Context, where bench.Where, opts bench.TrainOptions,
 		// number sets this exit status too).
 		var cause error = rep.Stop
 		if ctx.Err() != nil {
-			cause = context.Cause(ctx)
+			cause = agreedStop{context.Cause(ctx), rep.Stop}
 		}
 		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Steps, opts.Steps, cause)
 	}
@@ -327,3 +327,14 @@ func trainRanks(ctx context.Context, where bench.Where, opts bench.TrainOptions,
 	}
 	return nil
 }
+
+// agreedStop is this process's own stop (cause: its signal) that every
+// rank agreed on (stop): it reads as the cause, and carries both, so that
+// the exit status is the signal's and the link ends with a goodbye.
+type agreedStop struct {
+	cause error
+	stop  *zero.StopError
+}
+
+func (e agreedStop) Error() string   { return e.cause.Error() }
+func (e agreedStop) Unwrap() []error { return []error{e.cause, e.stop} }

@@ -445,9 +445,6 @@ func modeOf(fi fs.FileInfo) fs.FileMode {
 	return 0o644
 }
 
-// openDirect opens path to write straight into it (see target): appending,
-// so that a file behind a descriptor link (a shell's redirection) keeps what
-// was written before.
 // interrupted is closed by Interrupt: waits for a FIFO's reader end.
 var (
 	interruptOnce sync.Once
@@ -459,6 +456,9 @@ var (
 // fails, naming the FIFO. The command line calls it on the first signal.
 func Interrupt() { interruptOnce.Do(func() { close(interrupted) }) }
 
+// openDirect opens path to write straight into it (see target): appending,
+// so that a file behind a descriptor link (a shell's redirection) keeps what
+// was written before; a FIFO waits for its reader (openFIFO).
 func openDirect(path string) (*os.File, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Mode()&fs.ModeNamedPipe != 0 {
 		return openFIFO(path)
