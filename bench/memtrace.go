@@ -295,27 +295,14 @@ func (m *MemoryTrace) before() []cuda.TraceEvent {
 	return out
 }
 
-// start is what the allocator held when the recorded events began: the
-// end state (the segments) less the events' net effect, per category
-// (allocated bytes) and reserved.
+// start is what the allocator held when the recorded events began, per
+// category (allocated bytes) and reserved: the sums of before's events.
 func (m *MemoryTrace) start() (cats [cuda.NumCategories]int64, reserved int64) {
-	for _, s := range m.Segments {
-		reserved += s.Size
-		for _, b := range s.Blocks {
-			if b.Allocated {
-				cats[b.Cat] += b.Size
-			}
-		}
-	}
-	for _, e := range m.Events {
+	for _, e := range m.before() {
 		switch e.Action {
 		case cuda.TraceAlloc:
-			cats[e.Category] -= e.Size
-		case cuda.TraceFree:
 			cats[e.Category] += e.Size
 		case cuda.TraceSegmentAlloc:
-			reserved -= e.Size
-		case cuda.TraceSegmentFree:
 			reserved += e.Size
 		}
 	}

@@ -295,16 +295,6 @@ func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, error) {
 	p.Y.Tick.Marker = byteLogTicks{}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.Padding = vg.Points(2.5)
-	defer func() {
-		// The axes last (adding a plotter widens them to its data): room
-		// above the data for the legend, the upper band of a log axis.
-		if lo <= hi {
-			p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi/lo, 0.6)*1.5
-		}
-		if n := len(xs); n > 0 {
-			p.X.Min, p.X.Max = xs[0]/1.3, xs[n-1]*1.3
-		}
-	}()
 	names := append(formulaNames(), "simulated")
 	for i, xy := range series {
 		c := palette[i%len(palette)]
@@ -328,6 +318,14 @@ func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, error) {
 		}
 		p.Add(l)
 		p.Legend.Add(names[i], l)
+	}
+	// The axes last (adding a plotter widens them to its data): room
+	// above the data for the legend, the upper band of a log axis.
+	if lo <= hi {
+		p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi/lo, 0.6)*1.5
+	}
+	if n := len(xs); n > 0 {
+		p.X.Min, p.X.Max = xs[0]/1.3, xs[n-1]*1.3
 	}
 	return p, nil
 }

@@ -363,10 +363,15 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			t.traced.SetSite(t.sites[i])
 		}
 		var err error
+		var op string
+		var flops float64
+		var bytes int64
+		if t.profile != nil || tm != nil {
+			op, flops, bytes = t.instrCost(in)
+		}
 		if t.profile == nil {
 			err = t.exec(in)
 		} else {
-			op, flops, bytes := t.instrCost(in)
 			err = t.profiled(op, in.Phase.String(), flops, bytes, func() error { return t.exec(in) })
 		}
 		if err != nil {
@@ -375,7 +380,6 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 		if tm != nil {
 			// A modelled clock: the instruction's time at the roofline,
 			// after its allocations and before its frees.
-			_, flops, bytes := t.instrCost(in)
 			tm.Spend(t.st.param, flops, bytes)
 		}
 		if in.Out == t.sched.Loss {

@@ -244,7 +244,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 // not hold while reading it (a sparse file of the right size for a huge
 // shape passes every other check).
 func checkHostFits(path string, cfg model.Config) error {
-	need := 4 * cfg.NumParams()
+	need := HostParamBytes(cfg)
 	avail, _, err := host.Memory()
 	if err != nil || need <= avail {
 		return nil // the size is not known here: the read will tell

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"trainmem/bench"
@@ -301,9 +300,5 @@ func hostBLAS(tf *trainFlags) string {
 		return err.Error()
 	}
 	defer h.Close()
-	name := h.Name()
-	if i := strings.Index(name, ", "); i >= 0 && strings.HasSuffix(name, ")") {
-		name = name[i+2 : len(name)-1] // "host (1 thread, OpenBLAS 0.3.21 Haswell)": the library
-	}
-	return name
+	return h.BLAS()
 }

@@ -86,6 +86,10 @@ func (h *Device) Name() string {
 	return fmt.Sprintf("host (%d thread%s, %s)", h.threads, s, h.blas.name())
 }
 
+// BLAS names the library the device multiplies with ("OpenBLAS 0.3.21
+// Haswell", "gonum").
+func (h *Device) BLAS() string { return h.blas.name() }
+
 // PureGoFallback is why the device multiplies in pure Go when it looked for
 // OpenBLAS and did not find it; nil when it uses OpenBLAS or was asked for
 // pure Go (Options.BLAS, TRAINMEM_BLAS=go).
