@@ -91,7 +91,7 @@ ptx-check:
 		$(PTXAS) -arch=sm_$$a -o /dev/null cuda/gpu/kernels/kernels_sm$$a.ptx || exit 1; \
 		echo "ptx: kernels_sm$$a.ptx is fresh and passes ptxas -arch=sm_$$a"; \
 	done
-	@log=$$(mktemp); (cd cuda/gpu && PTXAS=$(PTXAS) $(GO) test -count=1 -run TestRegisterBudget -v .) >$$log 2>&1; rc=$$?; \
+	@log=$$(mktemp); (cd cuda/gpu && PTXAS=$(PTXAS) $(CUDA_ENV) $(GO) test -tags trainmem_cuda -count=1 -run TestRegisterBudget -v .) >$$log 2>&1; rc=$$?; \
 	grep -E 'budget|registers|FAIL' $$log | sed 's/^ *calls_test.go:[0-9]*: /ptx: /'; rm -f $$log; exit $$rc
 
 build-cuda:
@@ -139,7 +139,7 @@ $(EMU):
 $(EMU)/emu_entries.inc: cuda/gpu/kernels/kernels_sm80.ptx | $(EMU)
 	grep -oE '^\.visible \.entry [A-Za-z0-9_]+' $< | sed 's/.* /EMU_ENTRY(/; s/$$/)/' > $@
 
-$(EMU)/emu_kernels.o: cuda/gpu/emu/emu_kernels.cpp cuda/gpu/kernels/kernels.cu $(EMU_HDRS) $(EMU)/emu_entries.inc
+$(EMU)/emu_kernels.o: cuda/gpu/emu/emu_kernels.cpp cuda/gpu/kernels/kernels.cu $(wildcard cuda/gpu/kernels/*.cuh) $(EMU_HDRS) $(EMU)/emu_entries.inc
 	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
 
 # The kernels' __shared__ arrays (their function-local statics, _ZZ...),

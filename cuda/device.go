@@ -152,50 +152,6 @@ func ParseCategory(s string) (Category, error) {
 // reading on the host, nothing on Shape).
 type Mark interface{}
 
-// MatMul describes C = Alpha·op(A)·op(B) + Beta·C for Batch matrices, in
-// row-major order. op(A) is M×K, op(B) is K×N, C is M×N. LDA, LDB and LDC are
-// the row strides of the stored matrices in elements (0 means dense: the
-// stored row length). StrideA, StrideB, StrideC step from one batch element to
-// the next, in elements (0 means dense: rows×LD). Batch 0 means 1. Offsets
-// into a buffer are expressed with Buffer.View.
-type MatMul struct {
-	TransA, TransB            bool
-	M, N, K                   int
-	A, B, C                   *Buffer
-	LDA, LDB, LDC             int
-	StrideA, StrideB, StrideC int
-	Batch                     int
-	Alpha, Beta               float32
-}
-
-// AdamArgs are the hyperparameters of one Adam or AdamW update. Step counts
-// from 1 (bias correction). GradScale multiplies every gradient before use
-// (1/loss-scale under fp16 loss scaling, else 1). WeightDecay is decoupled
-// (AdamW) when Decoupled is set, else added to the gradient (Adam with L2).
-// GradScale must be > 0: a zero is taken for a forgotten field, an error.
-type AdamArgs struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float32
-	Decoupled                          bool
-	Step                               int
-	GradScale                          float32
-}
-
-// Corrections are Adam's bias corrections in the form the kernels apply
-// them: c1 = 1/(1-β1^t), which multiplies m, and c2 = 1/sqrt(1-β2^t), which
-// multiplies sqrt(v), since m̂/(sqrt(v̂)+ε) = m·c1/(sqrt(v)·c2 + ε): one
-// division an element instead of three. The kernels round both to their
-// compute type.
-func (a AdamArgs) Corrections() (c1, c2 float64) {
-	return 1 / (1 - math.Pow(float64(a.Beta1), float64(a.Step))), 1 / math.Sqrt(1-math.Pow(float64(a.Beta2), float64(a.Step)))
-}
-
-// SGDArgs are the hyperparameters of one SGD update, with momentum when
-// Momentum > 0 (then the momentum buffer is required).
-type SGDArgs struct {
-	LR, Momentum, WeightDecay float32
-	GradScale                 float32
-}
-
 // Kernels are the kernel families the executor lowers the GPT-2 graph to. All
 // dimensions are in elements; N is the number of rows (batch·sequence), C the
 // channels, V the vocabulary, NH the heads. Every float buffer may be stored
@@ -206,76 +162,15 @@ type SGDArgs struct {
 // finite-difference checks. Outputs are overwritten, never accumulated,
 // unless a kernel says otherwise.
 type Kernels interface {
-	// Fill sets every element of dst to v.
-	Fill(dst *Buffer, v float32) error
-	// Cast converts src into dst elementwise (same length; any float types).
-	Cast(dst, src *Buffer) error
-	// Add computes y = a + b elementwise (same length). y may alias a or b.
-	Add(y, a, b *Buffer) error
-
-	// Embedding: out[b·T+t, :] = wte[tokens[b·T+t], :] + wpe[t, :].
-	// tokens is I32 of length B·T with ids in [0, V) where V = wte.Len/C;
-	// wpe has at least T rows; out is (B·T, C).
-	Embedding(out, tokens, wte, wpe *Buffer, B, T, C int) error
-	// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i], :] += dout[i, :].
-	EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int) error
-	// EmbeddingBackwardPositions: dwpe[t, :] = Σ_b dout[b·T+t, :] for t < T;
-	// rows t ≥ T of dwpe are zero.
-	EmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error
-
-	// LayerNormStats writes stats (F32, or F64 for fp64 runs; N×2) = per row
-	// (mean, 1/sqrt(var+eps)), var the biased variance over C.
-	LayerNormStats(stats, x *Buffer, N, C int, eps float32) error
-	// LayerNorm: y = (x - mean)·rstd·w + b, with stats from LayerNormStats.
-	LayerNorm(y, x, stats, w, b *Buffer, N, C int) error
-	// LayerNormBackwardX: dx = rstd·(g - mean_c(g) - xhat·mean_c(g·xhat)),
-	// g = dy·w, xhat = (x - mean)·rstd.
-	LayerNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error
-	// LayerNormBackwardW: dw[c] = Σ_i dy[i, c]·xhat[i, c].
-	LayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error
-	// SumRows: dst[c] = Σ_i src[i, c] (bias gradients), src N×C, dst C.
-	SumRows(dst, src *Buffer, N, C int) error
-	// AddBias: y[i, c] += b[c] in place, y N×C.
-	AddBias(y, b *Buffer, N, C int) error
-	// MatMul runs one (batched) matrix multiply; see the MatMul type.
-	MatMul(m MatMul) error
-
-	// GELU: y = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) elementwise.
-	GELU(y, x *Buffer) error
-	// GELUBackward: dx = dy·GELU'(x).
-	GELUBackward(dx, dy, x *Buffer) error
-
-	// AttentionProbs: for qkv (B·T, 3C) laid out as [q | k | v], each C wide
-	// and split into NH heads of C/NH channels, p (B, NH, T, T) is the causal
-	// softmax of q·kᵀ/sqrt(C/NH): row t has T-1-t trailing exact zeros.
-	AttentionProbs(p, qkv *Buffer, B, T, C, NH int) error
-	// AttentionOut: y (B·T, C), head h's channels = p[b, h]·v[b, h].
-	AttentionOut(y, qkv, p *Buffer, B, T, C, NH int) error
-	// AttentionBackward: dqkv (B·T, 3C), the gradient of AttentionOut through
-	// both q·kᵀ (via p) and v. scratch is F32 (or F64) with at least
-	// AttentionScratchLen(T, NH) elements.
-	AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH int) error
-
-	// CrossEntropy: loss (F32 or F64, 1 element) = mean over N rows of
-	// -log softmax(logits[i, :])[targets[i]]; targets I32 in [0, V).
-	// scratch is F32 (or F64) with at least CrossEntropyScratchLen(N)
-	// elements.
-	CrossEntropy(loss, logits, targets, scratch *Buffer, N, V int) error
-	// CrossEntropyBackward: dlogits = (softmax(logits) - onehot(targets))·dloss[0]/N,
-	// dloss an F32 (or F64) buffer of one element.
-	CrossEntropyBackward(dlogits, dloss, logits, targets *Buffer, N, V int) error
-
-	// Adam updates one parameter range. With master == nil, param (F32 or
-	// F64) is updated in place; otherwise the fp32 master is updated and
-	// param = cast(master). grad may be in any float type; m, v and master
-	// are F32 (F64 for fp64 runs).
-	Adam(param, grad, master, m, v *Buffer, a AdamArgs) error
-	// SGD updates one parameter range, with the momentum buffer mom when
-	// a.Momentum > 0 (nil otherwise); master as for Adam.
-	SGD(param, grad, master, mom *Buffer, a SGDArgs) error
-	// NonFinite reports whether x holds an Inf or a NaN (fp16 loss scaling).
-	// On Shape it is always false.
-	NonFinite(x *Buffer) (bool, error)
+	ElementwiseKernels
+	EmbeddingKernels
+	LayerNormKernels
+	BiasKernels
+	MatMulKernels
+	GELUKernels
+	AttentionKernels
+	CrossEntropyKernels
+	OptimizerKernels
 }
 
 // AllF64 reports whether every non-nil buffer is F64: a kernel then
@@ -288,14 +183,6 @@ func AllF64(bs ...*Buffer) bool {
 	}
 	return true
 }
-
-// AttentionScratchLen is the F32 scratch, in elements, that AttentionBackward
-// needs: one batch element's score gradients, NH·T·T.
-func AttentionScratchLen(T, NH int) int { return NH * T * T }
-
-// CrossEntropyScratchLen is the F32 scratch, in elements, that CrossEntropy
-// needs: one loss per row.
-func CrossEntropyScratchLen(N int) int { return N }
 
 // Device is where trainmem allocates and computes.
 type Device interface {

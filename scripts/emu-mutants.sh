@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The emulated GPU can fail: each mutant is a deliberately broken copy of
-# cuda/gpu/kernels/kernels.cu (a removed __syncthreads, a wrong index, a removed
-# warp shuffle), built into a fake libcuda.so.1 of its own, and the
+# the CUDA C in cuda/gpu/kernels/ (a removed __syncthreads, a wrong index, a
+# removed warp shuffle), built into a fake libcuda.so.1 of its own, and the
 # conformance suite must fail on every one of them. Run by make
 # test-cuda-emu after the real kernels passed.
 #
@@ -13,30 +13,34 @@ cxx=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# name | the line of kernels.cu to change (a fixed string) | what it becomes
+# name | the file of cuda/gpu/kernels to change | the line to change (a
+# fixed string) | what it becomes
 mutants=(
-	'column sums without their barrier|	part[threadIdx.y][threadIdx.x] = acc;
+	'column sums without their barrier|common.cuh|	part[threadIdx.y][threadIdx.x] = acc;
 	__syncthreads();|	part[threadIdx.y][threadIdx.x] = acc;'
-	'gemm tiles read before they are loaded|			Bs[kr][cc] = vb;
+	'gemm tiles read before they are loaded|matmul.cuh|			Bs[kr][cc] = vb;
 		}
 		__syncthreads();|			Bs[kr][cc] = vb;
 		}'
-	'layer norm with a wrong weight index|ld<T>(w, wdt, c) + ld<T>(b, bdt, c));|ld<T>(w, wdt, (c + 1) % C) + ld<T>(b, bdt, c));'
-	'a warp sum one shuffle short|	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);|	for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
+	'layer norm with a wrong weight index|layernorm.cuh|ld<T>(w, wdt, c) + ld<T>(b, bdt, c));|ld<T>(w, wdt, (c + 1) % C) + ld<T>(b, bdt, c));'
+	'a warp sum one shuffle short|common.cuh|	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);|	for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
 )
 
 caught=0
 for m in "${mutants[@]}"; do
 	name=${m%%|*}
 	rest=${m#*|}
+	file=${rest%%|*}
+	rest=${rest#*|}
 	from=${rest%%|*}
 	to=${rest#*|}
 	dir="$tmp/$caught"
 	mkdir -p "$dir"
+	cp -r cuda/gpu/kernels "$dir/kernels"
 	FROM=$from TO=$to perl -e 'local $/; my $s = <STDIN>; my $i = index($s, $ENV{FROM}); exit 1 if $i < 0;
-		substr($s, $i, length $ENV{FROM}) = $ENV{TO}; print $s' <cuda/gpu/kernels/kernels.cu >"$dir/kernels.cu" ||
-		{ echo "mutant '$name': its line is not in kernels.cu"; exit 1; }
-	$cxx -DEMU_KERNELS="\"$dir/kernels.cu\"" -c cuda/gpu/emu/emu_kernels.cpp -o "$dir/k.o" || exit 1
+		substr($s, $i, length $ENV{FROM}) = $ENV{TO}; print $s' <"cuda/gpu/kernels/$file" >"$dir/kernels/$file" ||
+		{ echo "mutant '$name': its line is not in kernels/$file"; exit 1; }
+	$cxx -DEMU_KERNELS="\"$dir/kernels/kernels.cu\"" -c cuda/gpu/emu/emu_kernels.cpp -o "$dir/k.o" || exit 1
 	$cxx -shared -o "$dir/libcuda.so.1" "$emu/fakecuda.o" "$dir/k.o" "$emu/emu_shared.o" -ldl || exit 1
 	cp "$emu/libcublas.so.13" "$dir/"
 	(cd cuda/gpu && LD_LIBRARY_PATH="$dir" ../../bin/cuda-tests/gpu.test -test.run TestConformanceCUDA -test.v) >"$dir/log" 2>&1

@@ -57,27 +57,83 @@ func RunAll(t *testing.T, newDevice func(t *testing.T) cuda.Device) {
 		t.Run("KernelsAcceptValidArguments", func(t *testing.T) { testValidCalls(t, nd) })
 		return
 	}
-	for _, k := range []struct {
-		name string
-		test func(*testing.T, NewDevice)
-	}{
-		{"Fill", testFill},
-		{"Cast", testCast},
-		{"Add", testAdd},
-		{"Embedding", testEmbedding},
-		{"LayerNorm", testLayerNorm},
-		{"Bias", testBias},
-		{"MatMul", testMatMul},
-		{"GELU", testGELU},
-		{"Attention", testAttention},
-		{"CrossEntropy", testCrossEntropy},
-		{"Adam", testAdam},
-		{"SGD", testSGD},
-		{"NonFinite", testNonFinite},
-	} {
-		t.Run(k.name, func(t *testing.T) { k.test(t, nd) })
+	for _, f := range families {
+		for _, k := range f.tests {
+			t.Run(k.name, func(t *testing.T) { k.test(t, nd) })
+		}
 	}
 }
+
+// family is one kernel family's part of the suite, kept in the family's
+// file (conformance/<family>.go, named as cuda/<family>.go) with its float64
+// references: tests check its kernels against them on a computing device;
+// invalid makes calls with bad arguments, each with the words its error must
+// hold, on every device; valid makes calls with good arguments, which must
+// succeed on a device that does not compute and allocate nothing.
+type family struct {
+	name    string
+	tests   []familyTest
+	invalid func(f *fixture) []badCall
+	valid   func(f *fixture, dt cuda.DType) []goodCall
+}
+
+type familyTest struct {
+	name string
+	test func(*testing.T, NewDevice)
+}
+
+// badCall is a call with a bad argument and what its error must say.
+type badCall struct {
+	name string
+	err  error
+	want []string
+}
+
+// goodCall is a call with good arguments, made when run is called.
+type goodCall struct {
+	name string
+	run  func() error
+}
+
+// families are the registered kernel families, in their files' order.
+var families []family
+
+// register adds a family to the suite (from its file's init).
+func register(f family) { families = append(families, f) }
+
+// fixture allocates the buffers of the validation calls on one device;
+// computes says whether it computes (checks that need the data run only
+// there).
+type fixture struct {
+	*env
+	computes bool
+}
+
+// alloc takes n elements of dt, tagged temporaries.
+func (f *fixture) alloc(dt cuda.DType, n int) *cuda.Buffer {
+	b, err := f.d.Alloc(cuda.Temporaries, dt, n)
+	f.must(err)
+	return b
+}
+
+// f32 takes n fp32 elements.
+func (f *fixture) f32(n int) *cuda.Buffer { return f.alloc(cuda.F32, n) }
+
+// forTypes runs f once per float storage type, each on a fresh device.
+func forTypes(t *testing.T, nd NewDevice, f func(e *env, dt cuda.DType)) {
+	for _, dt := range floatTypes {
+		t.Run(dt.String(), func(t *testing.T) { f(newEnv(t, nd), dt) })
+	}
+}
+
+// Sizes: large enough that a device which splits work over cores splits
+// these (tens of thousands of elements, hundreds of rows), small enough for
+// the float64 loops; the finite-difference checks use smaller ones still.
+//
+// The float64 references (ref*, in each family's file) are written from the
+// definitions in cuda.Kernels as plainly as possible: loops over the index
+// space, no reuse of the devices' code. They are slow and that is fine: the
+// suite's sizes are small.
 
 // floatTypes are the storage types every kernel runs with.
 var floatTypes = []cuda.DType{cuda.F32, cuda.F16, cuda.BF16, cuda.F64}

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"math"
 	"strings"
 	"testing"
 
@@ -252,173 +251,44 @@ func checkErr(t *testing.T, name string, err error, want ...string) {
 }
 
 // testValidation checks that bad arguments give errors naming the kernel
-// and the argument, on every device alike.
+// and the argument, on every device alike: every family's invalid calls.
 func testValidation(t *testing.T, nd NewDevice, computes bool) {
-	e := newEnv(t, nd)
-	d := e.d
-	alloc := func(dt cuda.DType, n int) *cuda.Buffer {
-		b, err := d.Alloc(cuda.Temporaries, dt, n)
-		e.must(err)
-		return b
-	}
-	f32 := func(n int) *cuda.Buffer { return alloc(cuda.F32, n) }
-	B, T, C, V, NH, N := 2, 3, 8, 11, 2, 6
-	x := f32(N * C)
-	stats := f32(2 * N)
-	w, bias := f32(C), f32(C)
-	tokens := alloc(cuda.I32, B*T)
-	e.must(d.Upload(tokens, []int32{0, 1, 2, 3, 4, 5}))
-	wte, wpe := f32(V*C), f32(T*C)
-	qkv, p, y := f32(B*T*3*C), f32(B*NH*T*T), f32(B*T*C)
-	scratch := f32(cuda.AttentionScratchLen(T, NH))
-	logits, targets := f32(N*V), alloc(cuda.I32, N)
-	e.must(d.Upload(targets, []int32{0, 1, 2, 3, 4, 10}))
-	loss, ceScratch := f32(1), f32(N)
-	param, grad, m, v := f32(10), f32(10), f32(10), f32(10)
-	half := alloc(cuda.F16, 10)
-	freed := f32(4)
-	d.Free(freed)
-	adam := cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Step: 1, GradScale: 1}
-
-	type tc struct {
-		name string
-		err  error
-		want []string
-	}
-	cases := []tc{
-		{"LayerNorm short x", d.LayerNorm(y.View(0, N*C), f32(100), stats, w, bias, N, C),
-			[]string{"cuda: LayerNorm: x has 100 elements, want N·C = 48"}},
-		{"LayerNormStats fp16 stats", d.LayerNormStats(alloc(cuda.F16, 2*N), x, N, C, 1e-5), []string{"LayerNormStats", "stats is fp16"}},
-		{"LayerNormStats negative eps", d.LayerNormStats(stats, x, N, C, -1), []string{"LayerNormStats", "eps"}},
-		{"LayerNormBackwardX nil w", d.LayerNormBackwardX(f32(N*C), f32(N*C), x, stats, nil, N, C), []string{"LayerNormBackwardX", "w is nil"}},
-		{"LayerNormBackwardW short dw", d.LayerNormBackwardW(f32(C-1), f32(N*C), x, stats, N, C), []string{"LayerNormBackwardW", "dw has 7 elements, want C = 8"}},
-		{"Embedding fp32 tokens", d.Embedding(y, f32(B*T), wte, wpe, B, T, C), []string{"Embedding", "tokens is fp32, want int32"}},
-		{"Embedding short wpe", d.Embedding(y, tokens, wte, f32((T-1)*C), B, T, C), []string{"Embedding", "wpe", "at least T = 3"}},
-		{"Embedding ragged wte", d.Embedding(y, tokens, f32(V*C+1), wpe, B, T, C), []string{"Embedding", "wte", "rows of C = 8"}},
-		{"Embedding zero B", d.Embedding(y, tokens, wte, wpe, 0, T, C), []string{"Embedding", "B is 0"}},
-		{"EmbeddingBackwardTokens int dwte", d.EmbeddingBackwardTokens(alloc(cuda.I32, V*C), y, tokens, B, T, C), []string{"EmbeddingBackwardTokens", "dwte is int32"}},
-		{"EmbeddingBackwardPositions short dout", d.EmbeddingBackwardPositions(wpe, f32(3), B, T, C), []string{"EmbeddingBackwardPositions", "dout has 3 elements, want B·T·C = 48"}},
-		{"SumRows short dst", d.SumRows(f32(3), x, N, C), []string{"SumRows", "dst has 3 elements"}},
-		{"AddBias short b", d.AddBias(f32(N*C), f32(3), N, C), []string{"AddBias", "b has 3 elements"}},
-		{"Add length mismatch", d.Add(f32(5), f32(5), f32(6)), []string{"Add", "b has 6 elements"}},
-		{"Cast int32", d.Cast(f32(6), alloc(cuda.I32, 6)), []string{"Cast", "src is int32"}},
-		{"Cast overlapping views", d.Cast(y.View(1, 4), y.View(0, 4)), []string{"Cast", "dst", "overlaps src"}},
-		{"Fill freed", d.Fill(freed, 0), []string{"Fill", "dst", "was freed"}},
-		{"GELU length", d.GELU(f32(4), f32(5)), []string{"GELU", "x has 5 elements"}},
-		{"GELUBackward nil dy", d.GELUBackward(f32(4), nil, f32(4)), []string{"GELUBackward", "dy is nil"}},
-		{"AttentionProbs C % NH", d.AttentionProbs(f32(B*3*T*T), f32(B*T*3*9), B, T, 9, 3+1), []string{"AttentionProbs", "C = 9 is not a multiple of NH = 4"}},
-		{"AttentionProbs short p", d.AttentionProbs(f32(5), qkv, B, T, C, NH), []string{"AttentionProbs", "p has 5 elements, want B·NH·T·T = 36"}},
-		{"AttentionOut y overlaps qkv", d.AttentionOut(qkv.View(0, B*T*C), qkv, p, B, T, C, NH), []string{"AttentionOut", "overlaps"}},
-		{"AttentionBackward short scratch", d.AttentionBackward(f32(B*T*3*C), y, qkv, p, f32(5), B, T, C, NH), []string{"AttentionBackward", "scratch has 5 elements, want at least NH·T·T = 18"}},
-		{"AttentionBackward dqkv is qkv", d.AttentionBackward(qkv, y, qkv, p, scratch, B, T, C, NH), []string{"AttentionBackward", "dqkv", "overlaps qkv"}},
-		{"AttentionBackward fp16 scratch", d.AttentionBackward(f32(B*T*3*C), y, qkv, p, alloc(cuda.F16, 18), B, T, C, NH), []string{"AttentionBackward", "scratch is fp16"}},
-		{"CrossEntropy fp16 loss", d.CrossEntropy(alloc(cuda.F16, 1), logits, targets, ceScratch, N, V), []string{"CrossEntropy", "loss is fp16"}},
-		{"CrossEntropy short scratch", d.CrossEntropy(loss, logits, targets, f32(N-1), N, V), []string{"CrossEntropy", "scratch has 5 elements, want at least N = 6"}},
-		{"CrossEntropyBackward two-element dloss", d.CrossEntropyBackward(f32(N*V), f32(2), logits, targets, N, V), []string{"CrossEntropyBackward", "dloss has 2 elements, want 1"}},
-		{"MatMul short A", d.MatMul(cuda.MatMul{M: 4, N: 4, K: 4, A: f32(15), B: f32(16), C: f32(16), Alpha: 1}), []string{"MatMul", "A has 15 elements"}},
-		{"MatMul small LDA", d.MatMul(cuda.MatMul{M: 4, N: 4, K: 4, LDA: 3, A: f32(16), B: f32(16), C: f32(16), Alpha: 1}), []string{"MatMul", "LDA is 3"}},
-		{"MatMul overlapping batch outputs", d.MatMul(cuda.MatMul{M: 2, N: 2, K: 2, Batch: 2, StrideC: 2, A: f32(8), B: f32(8), C: f32(8), Alpha: 1}), []string{"MatMul", "StrideC is 2"}},
-		{"MatMul C overlaps A", d.MatMul(cuda.MatMul{M: 2, N: 2, K: 2, A: x.View(0, 4), B: f32(4), C: x.View(2, 4), Alpha: 1}), []string{"MatMul", "C", "overlaps A"}},
-		{"MatMul zero K", d.MatMul(cuda.MatMul{M: 2, N: 2, K: 0, A: f32(4), B: f32(4), C: f32(4), Alpha: 1}), []string{"MatMul", "K is 0"}},
-		{"MatMul NaN alpha", d.MatMul(cuda.MatMul{M: 2, N: 2, K: 2, A: f32(4), B: f32(4), C: f32(4), Alpha: float32(math.NaN())}), []string{"MatMul", "Alpha"}},
-		{"Adam step 0", d.Adam(param, grad, nil, m, v, cuda.AdamArgs{Beta1: 0.9, Beta2: 0.999, GradScale: 1}), []string{"Adam", "Step is 0"}},
-		{"Adam GradScale 0", d.Adam(param, grad, nil, m, v, cuda.AdamArgs{Beta1: 0.9, Beta2: 0.999, Step: 1}), []string{"Adam", "GradScale is 0"}},
-		{"Adam beta1 1", d.Adam(param, grad, nil, m, v, cuda.AdamArgs{Beta1: 1, Beta2: 0.999, Step: 1, GradScale: 1}), []string{"Adam", "Beta1"}},
-		{"Adam fp16 param without master", d.Adam(half, grad, nil, m, v, adam), []string{"Adam", "param is fp16", "master"}},
-		{"Adam short v", d.Adam(param, grad, nil, m, f32(9), adam), []string{"Adam", "v has 9 elements, want param's 10"}},
-		{"Adam fp16 m", d.Adam(param, grad, nil, half, v, adam), []string{"Adam", "m is fp16"}},
-		{"SGD momentum without buffer", d.SGD(param, grad, nil, nil, cuda.SGDArgs{LR: 1, Momentum: 0.9, GradScale: 1}), []string{"SGD", "mom is nil"}},
-		{"SGD negative momentum", d.SGD(param, grad, nil, nil, cuda.SGDArgs{LR: 1, Momentum: -1, GradScale: 1}), []string{"SGD", "Momentum"}},
-		{"NonFinite int32", nonFiniteErr(d, tokens), []string{"NonFinite", "x is int32"}},
-	}
-	if computes {
-		cases = append(cases,
-			tc{"Embedding token out of range", d.Embedding(y, idsOf(e, []int32{0, 1, 2, 3, 11, 5}), wte, wpe, B, T, C),
-				[]string{"Embedding", "token id 11", "position 4 (b=1, t=1)", "V = 11"}},
-			tc{"Embedding negative token", d.Embedding(y, idsOf(e, []int32{-1, 1, 2, 3, 4, 5}), wte, wpe, B, T, C),
-				[]string{"Embedding", "token id -1", "position 0"}},
-			tc{"EmbeddingBackwardTokens token out of range", d.EmbeddingBackwardTokens(wte, y, idsOf(e, []int32{0, 1, 2, 30, 4, 5}), B, T, C),
-				[]string{"EmbeddingBackwardTokens", "token id 30", "V = 11"}},
-			tc{"CrossEntropy target out of range", d.CrossEntropy(loss, logits, idsOf(e, []int32{0, 1, 2, 3, 4, 11}), ceScratch, N, V),
-				[]string{"CrossEntropy", "target 11", "row 5", "V = 11"}},
-			tc{"CrossEntropyBackward negative target", d.CrossEntropyBackward(f32(N*V), loss, logits, idsOf(e, []int32{0, -3, 2, 3, 4, 5}), N, V),
-				[]string{"CrossEntropyBackward", "target -3", "row 1"}},
-		)
-	}
-	for _, c := range cases {
-		checkErr(t, c.name, c.err, c.want...)
+	f := &fixture{env: newEnv(t, nd), computes: computes}
+	for _, fam := range families {
+		if fam.invalid == nil {
+			t.Errorf("family %s has no validation cases", fam.name)
+			continue
+		}
+		for _, c := range fam.invalid(f) {
+			checkErr(t, c.name, c.err, c.want...)
+		}
 	}
 }
 
-func nonFiniteErr(d cuda.Device, b *cuda.Buffer) error {
-	_, err := d.NonFinite(b)
-	return err
-}
-
+// idsOf uploads token ids (on devices that compute).
 func idsOf(e *env, ids []int32) *cuda.Buffer { return e.ids(ids) }
 
-// testValidCalls runs every kernel with good arguments on a device that
-// does not compute: each must succeed.
+// testValidCalls runs every family's kernels with good arguments on a
+// device that does not compute: each must succeed and allocate nothing.
 func testValidCalls(t *testing.T, nd NewDevice) {
 	for _, dt := range floatTypes {
 		t.Run(dt.String(), func(t *testing.T) {
-			e := newEnv(t, nd)
-			d := e.d
-			st := stateType(dt)
-			alloc := func(dt cuda.DType, n int) *cuda.Buffer {
-				b, err := d.Alloc(cuda.Temporaries, dt, n)
-				e.must(err)
-				return b
-			}
-			B, T, C, V, NH := 2, 16, 64, 300, 4
-			N := B * T
-			x, y, dy, dx := alloc(dt, N*C), alloc(dt, N*C), alloc(dt, N*C), alloc(dt, N*C)
-			stats, w, b := alloc(st, 2*N), alloc(dt, C), alloc(dt, C)
-			tokens, targets := alloc(cuda.I32, N), alloc(cuda.I32, N)
-			wte, wpe := alloc(dt, V*C), alloc(dt, 2*T*C)
-			qkv, dqkv, p := alloc(dt, N*3*C), alloc(dt, N*3*C), alloc(dt, B*NH*T*T)
-			logits, loss := alloc(dt, N*V), alloc(st, 1)
-			master, m, v := alloc(st, 100), alloc(st, 100), alloc(st, 100)
-			param, grad := alloc(dt, 100), alloc(dt, 100)
-			before := d.Stats()
-			calls := []struct {
-				name string
-				err  error
-			}{
-				{"Fill", d.Fill(x, 1)},
-				{"Cast", d.Cast(y, x)},
-				{"Add", d.Add(y, x, y)},
-				{"Embedding", d.Embedding(x, tokens, wte, wpe, B, T, C)},
-				{"EmbeddingBackwardTokens", d.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C)},
-				{"EmbeddingBackwardPositions", d.EmbeddingBackwardPositions(wpe, dy, B, T, C)},
-				{"LayerNormStats", d.LayerNormStats(stats, x, N, C, 1e-5)},
-				{"LayerNorm", d.LayerNorm(y, x, stats, w, b, N, C)},
-				{"LayerNormBackwardX", d.LayerNormBackwardX(dx, dy, x, stats, w, N, C)},
-				{"LayerNormBackwardW", d.LayerNormBackwardW(w, dy, x, stats, N, C)},
-				{"SumRows", d.SumRows(b, dy, N, C)},
-				{"AddBias", d.AddBias(y, b, N, C)},
-				{"MatMul", d.MatMul(cuda.MatMul{TransB: true, M: N, N: V, K: C, A: x, B: wte, C: logits, Alpha: 1})},
-				{"GELU", d.GELU(y, x)},
-				{"GELUBackward", d.GELUBackward(dx, dy, x)},
-				{"AttentionProbs", d.AttentionProbs(p, qkv, B, T, C, NH)},
-				{"AttentionOut", d.AttentionOut(y, qkv, p, B, T, C, NH)},
-				{"AttentionBackward", d.AttentionBackward(dqkv, dy, qkv, p, alloc(cuda.F32, cuda.AttentionScratchLen(T, NH)), B, T, C, NH)},
-				{"CrossEntropy", d.CrossEntropy(loss, logits, targets, alloc(cuda.F32, cuda.CrossEntropyScratchLen(N)), N, V)},
-				{"CrossEntropyBackward", d.CrossEntropyBackward(logits, loss, logits, targets, N, V)},
-				{"Adam", d.Adam(param, grad, master, m, v, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1, GradScale: 1})},
-				{"SGD", d.SGD(param, grad, master, m, cuda.SGDArgs{LR: 1e-3, Momentum: 0.9, GradScale: 1})},
-			}
-			for _, c := range calls {
-				if c.err != nil {
-					t.Errorf("%s: %v", c.name, c.err)
+			f := &fixture{env: newEnv(t, nd)}
+			for _, fam := range families {
+				if fam.valid == nil {
+					t.Errorf("family %s has no valid calls", fam.name)
+					continue
 				}
-			}
-			if bad, err := d.NonFinite(x); bad || err != nil {
-				t.Errorf("NonFinite = %t, %v; want false, nil", bad, err)
-			}
-			after := d.Stats()
-			if after.NumAllocs-before.NumAllocs != 2 { // the two scratch buffers above
-				t.Errorf("kernels allocated: %d allocations, want only the 2 scratch buffers", after.NumAllocs-before.NumAllocs)
+				calls := fam.valid(f, dt)
+				before := f.d.Stats()
+				for _, c := range calls {
+					if err := c.run(); err != nil {
+						t.Errorf("%s: %v", c.name, err)
+					}
+				}
+				if n := f.d.Stats().NumAllocs - before.NumAllocs; n != 0 {
+					t.Errorf("%s: the kernels allocated %d times, want none", fam.name, n)
+				}
 			}
 		})
 	}

@@ -2,9 +2,21 @@
 
 package gpu
 
-import "trainmem/cuda"
+import (
+	"math"
+
+	"trainmem/cuda"
+)
 
 // The CUDA device's kernels: the attention family (probabilities, their product with the values, the gradient of qkv).
+
+// The family's kernels (kernels/attention.cuh) and their parameter kinds.
+func init() {
+	kernelFamily(map[string]string{
+		"attention_probs":            "pipiiiii",
+		"attention_backward_softmax": "pipiiif",
+	})
+}
 
 // AttentionProbs: p = causal softmax(q·kᵀ/sqrt(C/NH)), one fused kernel
 // (scores never leave the chip, as the host keeps them in fp32 scratch of
@@ -97,4 +109,17 @@ func (d *Device) AttentionBackward(dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T,
 		}
 	}
 	return nil
+}
+
+func attentionProbsCall(p, qkv *cuda.Buffer, B, T, C, NH int) *kcall {
+	return newCall("attention_probs", cuda.AllF64(p, qkv), attentionLaunch(B, T, NH)).
+		buf(p).buf(qkv).int(int64(B)).int(int64(T)).int(int64(C)).int(int64(NH))
+}
+
+// attentionSoftmaxBackwardCall works in place on ds, the dP of one batch
+// element (NH·T rows of T), with p that element's probabilities.
+func attentionSoftmaxBackwardCall(ds, p *cuda.Buffer, NH, T, hd int) *kcall {
+	rows := int64(NH) * int64(T)
+	return newCall("attention_backward_softmax", cuda.AllF64(ds, p), perWarp(rows)).
+		buf(ds).buf(p).int(rows).int(int64(T)).f64(1 / math.Sqrt(float64(hd)))
 }

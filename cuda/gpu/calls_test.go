@@ -1,3 +1,5 @@
+//go:build trainmem_cuda
+
 package gpu
 
 import (

@@ -2,12 +2,22 @@
 
 package gpu
 
-// The CUDA device's kernels: fill, cast, add and the non-finite check.
-
 import (
 	"fmt"
 	"trainmem/cuda"
 )
+
+// The CUDA device's kernels: fill, cast, add and the non-finite check.
+
+// The family's kernels (kernels/elementwise.cuh) and their parameter kinds.
+func init() {
+	kernelFamily(map[string]string{
+		"fill":       "piif",
+		"cast":       "pipii",
+		"non_finite": "piip",
+		"add":        "pipipii",
+	}, "fill", "cast", "non_finite")
+}
 
 // Fill sets every element of dst to v (rounded once to dst's type).
 func (d *Device) Fill(dst *cuda.Buffer, v float32) error {
@@ -77,4 +87,20 @@ func (d *Device) NonFinite(x *cuda.Buffer) (bool, error) {
 		return false, err
 	}
 	return f[0] != 0, nil
+}
+
+func fillCall(dst *cuda.Buffer, v float32) *kcall {
+	return plain("fill", gridStride(int64(dst.Len), elemBlock)).buf(dst).int(int64(dst.Len)).f64(float64(v))
+}
+
+func castCall(dst, src *cuda.Buffer) *kcall {
+	return plain("cast", gridStride(int64(dst.Len), elemBlock)).buf(dst).buf(src).int(int64(dst.Len))
+}
+
+func nonFiniteCall(x *cuda.Buffer, flag uintptr) *kcall {
+	return plain("non_finite", gridStride(int64(x.Len), elemBlock)).buf(x).int(int64(x.Len)).ptr(flag)
+}
+
+func addCall(y, a, b *cuda.Buffer) *kcall {
+	return newCall("add", cuda.AllF64(y, a, b), gridStride(int64(y.Len), elemBlock)).buf(y).buf(a).buf(b).int(int64(y.Len))
 }

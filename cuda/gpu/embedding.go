@@ -6,6 +6,15 @@ import "trainmem/cuda"
 
 // The CUDA device's kernels: the embedding family (Embedding and the gradients of its two tables).
 
+// The family's kernels (kernels/embedding.cuh) and their parameter kinds.
+func init() {
+	kernelFamily(map[string]string{
+		"embedding":                    "pippipiiiiip",
+		"embedding_backward_tokens":    "pipipiiip",
+		"embedding_backward_positions": "pipiiii",
+	})
+}
+
 // Embedding: out[b·T+t, :] = wte[tokens[b·T+t], :] + wpe[t, :].
 func (d *Device) Embedding(out, tokens, wte, wpe *cuda.Buffer, B, T, C int) error {
 	if err := d.begin("Embedding", cuda.Check.Embedding(out, tokens, wte, wpe, B, T, C), out, tokens, wte, wpe); err != nil {
@@ -61,4 +70,21 @@ func (d *Device) EmbeddingBackwardPositions(dwpe, dout *cuda.Buffer, B, T, C int
 		return err
 	}
 	return d.run(embeddingBackwardPositionsCall(dwpe, dout, B, T, C))
+}
+
+func embeddingCall(out, tokens, wte, wpe *cuda.Buffer, B, T, C int, status uintptr) *kcall {
+	N := int64(B) * int64(T)
+	return newCall("embedding", cuda.AllF64(out, wte, wpe), gridStride(N*int64(C), elemBlock)).
+		buf(out).ids(tokens).buf(wte).buf(wpe).int(N).int(int64(T)).int(int64(C)).int(int64(wte.Len / C)).ptr(status)
+}
+
+func embeddingBackwardTokensCall(dwte, dout, tokens *cuda.Buffer, B, T, C int, status uintptr) *kcall {
+	N := int64(B) * int64(T)
+	return newCall("embedding_backward_tokens", cuda.AllF64(dwte, dout), perWarp(N)).
+		buf(dwte).buf(dout).ids(tokens).int(N).int(int64(C)).int(int64(dwte.Len / C)).ptr(status)
+}
+
+func embeddingBackwardPositionsCall(dwpe, dout *cuda.Buffer, B, T, C int) *kcall {
+	return newCall("embedding_backward_positions", cuda.AllF64(dwpe, dout), gridStride(int64(T)*int64(C), elemBlock)).
+		buf(dwpe).buf(dout).int(int64(B)).int(int64(T)).int(int64(C))
 }

@@ -6,6 +6,16 @@ import "trainmem/cuda"
 
 // The CUDA device's kernels: the layer-norm family (statistics, normalisation, the gradients of x and the gain).
 
+// The family's kernels (kernels/layernorm.cuh) and their parameter kinds.
+func init() {
+	kernelFamily(map[string]string{
+		"layer_norm_stats":      "pipiiif",
+		"layer_norm":            "pipipipipiii",
+		"layer_norm_backward_x": "pipipipipiii",
+		"layer_norm_backward_w": "pipipipiii",
+	})
+}
+
 // LayerNormStats writes per row the mean and 1/sqrt(var+eps), two passes in fp64.
 func (d *Device) LayerNormStats(stats, x *cuda.Buffer, N, C int, eps float32) error {
 	if err := d.begin("LayerNormStats", cuda.Check.LayerNormStats(stats, x, N, C, eps), stats, x); err != nil {
@@ -44,4 +54,24 @@ func (d *Device) LayerNormBackwardW(dw, dy, x, stats *cuda.Buffer, N, C int) err
 	}
 	defer d.leave()
 	return d.run(layerNormBackwardWCall(dw, dy, x, stats, N, C))
+}
+
+func layerNormStatsCall(stats, x *cuda.Buffer, N, C int, eps float32) *kcall {
+	return newCall("layer_norm_stats", cuda.AllF64(stats, x), perRow(int64(N), rowBlock)).
+		buf(stats).buf(x).int(int64(N)).int(int64(C)).f64(float64(eps))
+}
+
+func layerNormCall(y, x, stats, w, b *cuda.Buffer, N, C int) *kcall {
+	return newCall("layer_norm", cuda.AllF64(y, x, stats, w, b), gridStride(int64(N)*int64(C), elemBlock)).
+		buf(y).buf(x).buf(stats).buf(w).buf(b).int(int64(N)).int(int64(C))
+}
+
+func layerNormBackwardXCall(dx, dy, x, stats, w *cuda.Buffer, N, C int) *kcall {
+	return newCall("layer_norm_backward_x", cuda.AllF64(dx, dy, x, stats, w), perRow(int64(N), rowBlock)).
+		buf(dx).buf(dy).buf(x).buf(stats).buf(w).int(int64(N)).int(int64(C))
+}
+
+func layerNormBackwardWCall(dw, dy, x, stats *cuda.Buffer, N, C int) *kcall {
+	return newCall("layer_norm_backward_w", cuda.AllF64(dw, dy, x, stats), columnSumsLaunch(C)).
+		buf(dw).buf(dy).buf(x).buf(stats).int(int64(N)).int(int64(C))
 }

@@ -1,0 +1,134 @@
+package conformance
+
+import (
+	"math"
+	"testing"
+	"trainmem/cuda"
+)
+
+// The cross-entropy family: its tests against the float64 references, the references
+// themselves, and its calls with bad and good arguments.
+
+func init() {
+	register(family{name: "cross-entropy", tests: []familyTest{{"CrossEntropy", testCrossEntropy}},
+		invalid: invalidCrossEntropy, valid: validCrossEntropy})
+}
+
+func invalidCrossEntropy(f *fixture) []badCall {
+	d := f.d
+	N, V := 6, 11
+	logits, targets := f.f32(N*V), f.alloc(cuda.I32, N)
+	f.must(d.Upload(targets, []int32{0, 1, 2, 3, 4, 10}))
+	loss, scratch := f.f32(1), f.f32(N)
+	cases := []badCall{
+		{"CrossEntropy fp16 loss", d.CrossEntropy(f.alloc(cuda.F16, 1), logits, targets, scratch, N, V), []string{"CrossEntropy", "loss is fp16"}},
+		{"CrossEntropy short scratch", d.CrossEntropy(loss, logits, targets, f.f32(N-1), N, V), []string{"CrossEntropy", "scratch has 5 elements, want at least N = 6"}},
+		{"CrossEntropyBackward two-element dloss", d.CrossEntropyBackward(f.f32(N*V), f.f32(2), logits, targets, N, V), []string{"CrossEntropyBackward", "dloss has 2 elements, want 1"}},
+	}
+	if f.computes {
+		cases = append(cases,
+			badCall{"CrossEntropy target out of range", d.CrossEntropy(loss, logits, idsOf(f.env, []int32{0, 1, 2, 3, 4, 11}), scratch, N, V),
+				[]string{"CrossEntropy", "target 11", "row 5", "V = 11"}},
+			badCall{"CrossEntropyBackward negative target", d.CrossEntropyBackward(f.f32(N*V), loss, logits, idsOf(f.env, []int32{0, -3, 2, 3, 4, 5}), N, V),
+				[]string{"CrossEntropyBackward", "target -3", "row 1"}},
+		)
+	}
+	return cases
+}
+
+func validCrossEntropy(f *fixture, dt cuda.DType) []goodCall {
+	d := f.d
+	N, V := 32, 300
+	logits, loss, targets := f.alloc(dt, N*V), f.alloc(stateType(dt), 1), f.alloc(cuda.I32, N)
+	scratch := f.alloc(cuda.F32, cuda.CrossEntropyScratchLen(N))
+	return []goodCall{
+		{"CrossEntropy", func() error { return d.CrossEntropy(loss, logits, targets, scratch, N, V) }},
+		{"CrossEntropyBackward", func() error { return d.CrossEntropyBackward(logits, loss, logits, targets, N, V) }},
+	}
+}
+
+func testCrossEntropy(t *testing.T, nd NewDevice) {
+	forTypes(t, nd, func(e *env, dt cuda.DType) {
+		N, V := 40, 1000
+		st := stateType(dt)
+		lv := e.randn(N * V)
+		for i := range lv {
+			lv[i] *= 3
+		}
+		logits, ls := e.buf(dt, lv)
+		targets, tb := e.randIDs(N, V)
+		loss := e.out(st, 1)
+		scratch := e.out(st, cuda.CrossEntropyScratchLen(N)+5)
+		e.must(e.d.CrossEntropy(loss, logits, tb, scratch, N, V))
+		compare(e.t, "CrossEntropy", e.get(loss), []float64{refCrossEntropy(ls, targets, N, V)}, tolFor(st))
+
+		dloss, dls := e.buf(st, []float64{1.7})
+		dlogits := e.out(dt, N*V)
+		e.must(e.d.CrossEntropyBackward(dlogits, dloss, logits, tb, N, V))
+		compare(e.t, "CrossEntropyBackward", e.get(dlogits), refCrossEntropyBackward(ls, targets, dls[0], N, V), tolFor(dt))
+	})
+	t.Run("large logits", func(t *testing.T) {
+		// Logits of 1000 would overflow exp without the max subtracted.
+		e := newEnv(t, nd)
+		lv := []float64{1000, 999, 998, -1000, 0, 1000}
+		logits, _ := e.buf(cuda.F32, lv)
+		tb := e.ids([]int32{1, 2})
+		loss, scratch := e.out(cuda.F32, 1), e.out(cuda.F32, 2)
+		e.must(e.d.CrossEntropy(loss, logits, tb, scratch, 2, 3))
+		compare(t, "CrossEntropy of large logits", e.get(loss), []float64{refCrossEntropy(lv, []int32{1, 2}, 2, 3)}, tolFor(cuda.F32))
+	})
+	t.Run("finite differences", func(t *testing.T) {
+		e := newEnv(t, nd)
+		N, V := 3, 7
+		lv := e.randn(N * V)
+		targets := []int32{0, 6, 3}
+		logits, _ := e.buf(cuda.F64, lv)
+		tb := e.ids(targets)
+		dloss, _ := e.buf(cuda.F64, []float64{1.7})
+		dlogits := e.out(cuda.F64, N*V)
+		e.must(e.d.CrossEntropyBackward(dlogits, dloss, logits, tb, N, V))
+		fd := finiteDiff(lv, func() float64 { return 1.7 * refCrossEntropy(lv, targets, N, V) })
+		compare(t, "CrossEntropyBackward vs finite differences", e.get(dlogits), fd, fdTol)
+		compare(t, "reference vs finite differences", refCrossEntropyBackward(lv, targets, 1.7, N, V), fd, fdTol)
+	})
+}
+
+// refSoftmaxSum returns a row's largest value mx and Σ exp(v - mx), the
+// denominator of its max-subtracted softmax.
+func refSoftmaxSum(row []float64) (mx, s float64) {
+	mx = math.Inf(-1)
+	for _, v := range row {
+		mx = math.Max(mx, v)
+	}
+	for _, v := range row {
+		s += math.Exp(v - mx)
+	}
+	return mx, s
+}
+
+// refCrossEntropy returns the mean loss over the rows.
+func refCrossEntropy(logits []float64, targets []int32, N, V int) float64 {
+	total := 0.0
+	for i := 0; i < N; i++ {
+		row := logits[i*V : (i+1)*V]
+		mx, s := refSoftmaxSum(row)
+		total += mx + math.Log(s) - row[targets[i]]
+	}
+	return total / float64(N)
+}
+
+func refCrossEntropyBackward(logits []float64, targets []int32, dloss float64, N, V int) []float64 {
+	d := make([]float64, N*V)
+	for i := 0; i < N; i++ {
+		row := logits[i*V : (i+1)*V]
+		mx, s := refSoftmaxSum(row)
+		for j, v := range row {
+			pj := math.Exp(v-mx) / s
+			if j == int(targets[i]) {
+				pj--
+			}
+			d[i*V+j] = pj * dloss / float64(N)
+		}
+	}
+	return d
+}

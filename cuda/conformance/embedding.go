@@ -1,0 +1,113 @@
+package conformance
+
+import (
+	"testing"
+	"trainmem/cuda"
+)
+
+// The embedding family: its tests against the float64 references, the references
+// themselves, and its calls with bad and good arguments.
+
+func init() {
+	register(family{name: "embedding", tests: []familyTest{{"Embedding", testEmbedding}},
+		invalid: invalidEmbedding, valid: validEmbedding})
+}
+
+func invalidEmbedding(f *fixture) []badCall {
+	d := f.d
+	B, T, C, V := 2, 3, 8, 11
+	y := f.f32(B * T * C)
+	tokens := f.alloc(cuda.I32, B*T)
+	f.must(d.Upload(tokens, []int32{0, 1, 2, 3, 4, 5}))
+	wte, wpe := f.f32(V*C), f.f32(T*C)
+	cases := []badCall{
+		{"Embedding fp32 tokens", d.Embedding(y, f.f32(B*T), wte, wpe, B, T, C), []string{"Embedding", "tokens is fp32, want int32"}},
+		{"Embedding short wpe", d.Embedding(y, tokens, wte, f.f32((T-1)*C), B, T, C), []string{"Embedding", "wpe", "at least T = 3"}},
+		{"Embedding ragged wte", d.Embedding(y, tokens, f.f32(V*C+1), wpe, B, T, C), []string{"Embedding", "wte", "rows of C = 8"}},
+		{"Embedding zero B", d.Embedding(y, tokens, wte, wpe, 0, T, C), []string{"Embedding", "B is 0"}},
+		{"EmbeddingBackwardTokens int dwte", d.EmbeddingBackwardTokens(f.alloc(cuda.I32, V*C), y, tokens, B, T, C), []string{"EmbeddingBackwardTokens", "dwte is int32"}},
+		{"EmbeddingBackwardPositions short dout", d.EmbeddingBackwardPositions(wpe, f.f32(3), B, T, C), []string{"EmbeddingBackwardPositions", "dout has 3 elements, want B·T·C = 48"}},
+	}
+	if f.computes {
+		cases = append(cases,
+			badCall{"Embedding token out of range", d.Embedding(y, idsOf(f.env, []int32{0, 1, 2, 3, 11, 5}), wte, wpe, B, T, C),
+				[]string{"Embedding", "token id 11", "position 4 (b=1, t=1)", "V = 11"}},
+			badCall{"Embedding negative token", d.Embedding(y, idsOf(f.env, []int32{-1, 1, 2, 3, 4, 5}), wte, wpe, B, T, C),
+				[]string{"Embedding", "token id -1", "position 0"}},
+			badCall{"EmbeddingBackwardTokens token out of range", d.EmbeddingBackwardTokens(wte, y, idsOf(f.env, []int32{0, 1, 2, 30, 4, 5}), B, T, C),
+				[]string{"EmbeddingBackwardTokens", "token id 30", "V = 11"}},
+		)
+	}
+	return cases
+}
+
+func validEmbedding(f *fixture, dt cuda.DType) []goodCall {
+	d := f.d
+	B, T, C, V := 2, 16, 64, 300
+	x, dy := f.alloc(dt, B*T*C), f.alloc(dt, B*T*C)
+	tokens := f.alloc(cuda.I32, B*T)
+	wte, wpe := f.alloc(dt, V*C), f.alloc(dt, 2*T*C)
+	return []goodCall{
+		{"Embedding", func() error { return d.Embedding(x, tokens, wte, wpe, B, T, C) }},
+		{"EmbeddingBackwardTokens", func() error { return d.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C) }},
+		{"EmbeddingBackwardPositions", func() error { return d.EmbeddingBackwardPositions(wpe, dy, B, T, C) }},
+	}
+}
+
+func testEmbedding(t *testing.T, nd NewDevice) {
+	forTypes(t, nd, func(e *env, dt cuda.DType) {
+		B, T, C, V, P := 3, 40, 256, 50, 45 // P > T positions in wpe
+		tokens, tb := e.randIDs(B*T, V)
+		tokens[7] = tokens[3] // repeated ids accumulate
+		tb = e.ids(tokens)
+		wte, wtes := e.buf(dt, e.randn(V*C))
+		wpe, wpes := e.buf(dt, e.randn(P*C))
+		out := e.out(dt, B*T*C)
+		e.must(e.d.Embedding(out, tb, wte, wpe, B, T, C))
+		compare(e.t, "Embedding", e.get(out), refEmbedding(tokens, wtes, wpes, B, T, C), tolFor(dt))
+
+		dout, douts := e.buf(dt, e.randn(B*T*C))
+		dwte := e.out(dt, V*C)
+		e.must(e.d.EmbeddingBackwardTokens(dwte, dout, tb, B, T, C))
+		compare(e.t, "EmbeddingBackwardTokens", e.get(dwte), refEmbeddingBackwardTokens(douts, tokens, V, C), tolFor(dt))
+
+		dwpe := e.out(dt, P*C)
+		e.must(e.d.EmbeddingBackwardPositions(dwpe, dout, B, T, C))
+		compare(e.t, "EmbeddingBackwardPositions", e.get(dwpe), refEmbeddingBackwardPositions(douts, P, B, T, C), tolFor(dt))
+	})
+}
+
+func refEmbedding(tokens []int32, wte, wpe []float64, B, T, C int) []float64 {
+	out := make([]float64, B*T*C)
+	for b := 0; b < B; b++ {
+		for t := 0; t < T; t++ {
+			tok := int(tokens[b*T+t])
+			for c := 0; c < C; c++ {
+				out[(b*T+t)*C+c] = wte[tok*C+c] + wpe[t*C+c]
+			}
+		}
+	}
+	return out
+}
+
+func refEmbeddingBackwardTokens(dout []float64, tokens []int32, V, C int) []float64 {
+	dwte := make([]float64, V*C)
+	for i, tok := range tokens {
+		for c := 0; c < C; c++ {
+			dwte[int(tok)*C+c] += dout[i*C+c]
+		}
+	}
+	return dwte
+}
+
+func refEmbeddingBackwardPositions(dout []float64, rows, B, T, C int) []float64 {
+	dwpe := make([]float64, rows*C)
+	for b := 0; b < B; b++ {
+		for t := 0; t < T; t++ {
+			for c := 0; c < C; c++ {
+				dwpe[t*C+c] += dout[(b*T+t)*C+c]
+			}
+		}
+	}
+	return dwpe
+}

@@ -1,0 +1,25 @@
+package cuda
+
+// The GELU family of the device contract: its kernels (the Kernels
+// interface embeds them), their argument checks (Checks) and what a caller
+// must know of them (cuda/host/gelu.go and cuda/gpu/gelu.go implement it).
+
+// GELUKernels are the GELU family.
+type GELUKernels interface {
+	// GELU: y = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) elementwise.
+	GELU(y, x *Buffer) error
+	// GELUBackward: dx = dy·GELU'(x).
+	GELUBackward(dx, dy, x *Buffer) error
+}
+
+func (Checks) GELU(y, x *Buffer) error {
+	c := check("GELU")
+	c.elementwise("y", y, "x", x)
+	return c.err
+}
+
+func (Checks) GELUBackward(dx, dy, x *Buffer) error {
+	c := check("GELUBackward")
+	c.elementwise("dx", dx, "dy", dy, "x", x)
+	return c.err
+}
