@@ -62,7 +62,7 @@ func (s Setup) block(c *calc) block {
 	e := s.Precision.Size()
 	nh := c.mul(N, int64(m.Hidden), e)
 	stats := func(name string) Term {
-		return termOf(c, name, Part{Kind: Statistics, Count: 1, Layers: 1, Bytes: c.mul(2, N, 4)})
+		return termOf(c, name, Part{Kind: Statistics, Count: 1, Layers: 1, Bytes: s.normStatsBytes(c, N)})
 	}
 	values := func(name string, n int64) Term {
 		return termOf(c, name, Part{Kind: LayerValues, Count: n, Layers: 1, Bytes: c.mul(n, nh)})
@@ -75,6 +75,12 @@ func (s Setup) block(c *calc) block {
 		ln2Stats: stats("ln2_stats"), ln2: values("ln2", 1),
 		fc: values("mlp_fc", 4), gelu: values("mlp_gelu", 4), output: values("block_output", 1),
 	}
+}
+
+// normStatsBytes is what a norm of N rows keeps as its statistics, from
+// the norm's statistic op (StatisticLen) at 4 bytes a value.
+func (s Setup) normStatsBytes(c *calc, N int64) int64 {
+	return c.mul(StatisticLen(&LayerNormStatsOp{N: int(N), C: s.Model.Hidden}), 4)
 }
 
 // exact is the implementation-exact activation peak and its terms at the
@@ -101,7 +107,7 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 	withoutProbs := termOf(c, "block").plus(c, "block", rest...)
 	withoutOutput := termOf(c, "block").plus(c, "block", all[:len(all)-1]...) // the output is the block's last tensor
 	head := []Term{
-		termOf(c, "final_layer_norm", Part{Kind: Statistics, Count: 1, Bytes: c.mul(2, N, 4)}, Part{Kind: Outside, Count: 1, Bytes: nh}),
+		termOf(c, "final_layer_norm", Part{Kind: Statistics, Count: 1, Bytes: s.normStatsBytes(c, N)}, Part{Kind: Outside, Count: 1, Bytes: nh}),
 		termOf(c, "logits", Part{Kind: Outside, Count: 1, Bytes: c.mul(N, int64(m.Vocab), e)}),
 		ids("targets"),
 	}

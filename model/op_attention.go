@@ -131,3 +131,19 @@ func (op *AttentionBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) e
 		return x.K.AttentionBackward(out, a[0], a[1], a[2], s, op.B, op.T, op.C, op.NH)
 	})
 }
+
+// FLOPs of the scores q·kᵀ of every head: 2·B·T·T·C (C = NH·head size).
+func (op *AttentionProbsOp) FLOPs() float64 {
+	return 2 * float64(op.B) * float64(op.T) * float64(op.T) * float64(op.C)
+}
+
+// FLOPs of P·v of every head: 2·B·T·T·C.
+func (op *AttentionOutOp) FLOPs() float64 {
+	return 2 * float64(op.B) * float64(op.T) * float64(op.T) * float64(op.C)
+}
+
+// FLOPs of the attention's backward: dP = dy·vᵀ, dv = Pᵀ·dy, dq = dS·k
+// and dk = dSᵀ·q, four products of 2·B·T·T·C.
+func (op *AttentionBackwardOp) FLOPs() float64 {
+	return 8 * float64(op.B) * float64(op.T) * float64(op.T) * float64(op.C)
+}

@@ -132,3 +132,16 @@ func (op *LinearBackwardWOp) String() string {
 func (op *LinearBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	return x.K.MatMul(cuda.MatMul{TransA: true, M: op.Out, N: op.In, K: op.N, A: a[0], B: a[1], C: out, Alpha: 1})
 }
+
+// FLOPs of y = x·Wᵀ: 2·N·In·Out.
+func (op *LinearOp) FLOPs() float64 { return 2 * float64(op.N) * float64(op.In) * float64(op.Out) }
+
+// FLOPs of dx = dy·W: 2·N·In·Out.
+func (op *LinearBackwardXOp) FLOPs() float64 {
+	return 2 * float64(op.N) * float64(op.In) * float64(op.Out)
+}
+
+// FLOPs of dW = dyᵀ·x: 2·N·In·Out.
+func (op *LinearBackwardWOp) FLOPs() float64 {
+	return 2 * float64(op.N) * float64(op.In) * float64(op.Out)
+}

@@ -78,6 +78,29 @@ func IsStatistic(op G.Op) bool {
 	return ok && s.Statistic()
 }
 
+// FLOPer is an op that knows its floating-point operations, for profiles
+// and the modelled clock: the ops that multiply matrices, each in its
+// family's file, a multiply-add counting 2, as its kernels compute them
+// (attention over the whole T×T score matrix, the causal mask applied to
+// it). The other ops are memory-bound: a profile gives their bytes moved
+// instead.
+type FLOPer interface {
+	FLOPs() float64
+}
+
+// StatisticLen is how many values a statistic op's output holds (its
+// signature's output shape): a layer norm's (mean, 1/std) a row, RMSNorm's
+// 1/rms. The kernels store statistics in fp32 (fp64 only in the float64
+// reference runs), so the formulas count 4 bytes each. 0 for an op that is
+// no statistic.
+func StatisticLen(o G.Op) int64 {
+	s, ok := o.(op)
+	if !ok || !IsStatistic(o) {
+		return 0
+	}
+	return int64(s.signature().out.TotalSize())
+}
+
 // IsDroppedBySelective reports whether selective checkpointing drops op's
 // output for recomputation (the attention probabilities).
 func IsDroppedBySelective(op G.Op) bool {
