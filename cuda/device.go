@@ -165,6 +165,7 @@ type Kernels interface {
 	ElementwiseKernels
 	EmbeddingKernels
 	LayerNormKernels
+	RMSNormKernels
 	BiasKernels
 	MatMulKernels
 	GELUKernels

@@ -25,6 +25,7 @@ func mustPreset(t testing.TB, name string) Config {
 func isBackwardOp(op G.Op) bool {
 	switch op.(type) {
 	case *EmbeddingBackwardTokensOp, *EmbeddingBackwardPositionsOp, *LayerNormBackwardXOp, *LayerNormBackwardWOp,
+		*RMSNormBackwardXOp, *RMSNormBackwardWOp,
 		*SumRowsOp, *LinearBackwardXOp, *LinearBackwardWOp, *AttentionBackwardOp, *GELUBackwardOp, *CrossEntropyBackwardOp:
 		return true
 	}

@@ -23,6 +23,7 @@ mutants=(
 		__syncthreads();|			Bs[kr][cc] = vb;
 		}'
 	'layer norm with a wrong weight index|layernorm.cuh|ld<T>(w, wdt, c) + ld<T>(b, bdt, c));|ld<T>(w, wdt, (c + 1) % C) + ld<T>(b, bdt, c));'
+	'RMSNorm gradient without its mean term|rmsnorm.cuh|ld<T>(w, wdt, c) - xhat * mgx));|ld<T>(w, wdt, c)));'
 	'a warp sum one shuffle short|common.cuh|	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);|	for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
 )
 

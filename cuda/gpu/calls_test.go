@@ -110,6 +110,7 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 	next := func() uintptr { a += 1 << 20; return a }
 	x, y, w, b := fakeBuf(dt, N*C, next()), fakeBuf(dt, N*C, next()), fakeBuf(dt, C, next()), fakeBuf(dt, C, next())
 	stats, tokens := fakeBuf(st, 2*N, next()), fakeBuf(cuda.I32, N, next())
+	rms := fakeBuf(st, N, next())
 	wte, wpe := fakeBuf(dt, V*C, next()), fakeBuf(dt, T*C, next())
 	qkv, p := fakeBuf(dt, N*3*C, next()), fakeBuf(dt, B*NH*T*T, next())
 	logits, loss, scratch := fakeBuf(dt, N*V, next()), fakeBuf(st, 1, next()), fakeBuf(st, N, next())
@@ -126,6 +127,8 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 		embeddingBackwardPositionsCall(wpe, y, B, T, C),
 		layerNormStatsCall(stats, x, N, C, 1e-5), layerNormCall(y, x, stats, w, b, N, C),
 		layerNormBackwardXCall(y, x, x, stats, w, N, C), layerNormBackwardWCall(w, y, x, stats, N, C), sumRowsCall(b, y, N, C),
+		rmsNormStatsCall(rms, x, N, C, 1e-5), rmsNormCall(y, x, rms, w, N, C),
+		rmsNormBackwardXCall(y, x, x, rms, w, N, C), rmsNormBackwardWCall(w, y, x, rms, N, C),
 		attentionProbsCall(p, qkv, B, T, C, NH), attentionSoftmaxBackwardCall(fakeBuf(st, NH*T*T, next()), p, NH, T, C/NH),
 		gemmGenericCall(mm, skipNone), gemmGenericCall(mm, skipLower),
 		crossEntropyRowsCall(scratch, logits, tokens, N, V, dt == cuda.F64, 64), crossEntropyMeanCall(loss, scratch, N, dt == cuda.F64),

@@ -39,6 +39,7 @@
 #include "gelu.cuh"
 #include "embedding.cuh"
 #include "layernorm.cuh"
+#include "rmsnorm.cuh"
 #include "attention.cuh"
 #include "matmul.cuh"
 #include "crossentropy.cuh"
