@@ -296,7 +296,10 @@ func (b *builder) apply(name string, o op, children ...*G.Node) *G.Node {
 	if b.salt != 0 {
 		tag = fmt.Sprintf("%s~%d", name, b.salt)
 	}
-	n, err := G.ApplyOpWithName(bind(o, tag), name, children...)
+	n, err := applyOp(bind(o, tag), children...)
+	if err == nil {
+		G.WithName(name)(n)
+	}
 	if err != nil {
 		b.err = fmt.Errorf("model: building %s: %w", name, err)
 		return nil

@@ -94,7 +94,7 @@ func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) 
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dqkv, err := G.ApplyOp(op.sub("qkv", &AttentionBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH}), dy, in[0], in[1])
+	dqkv, err := applyOp(op.sub("qkv", &AttentionBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH}), dy, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}

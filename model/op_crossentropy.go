@@ -41,7 +41,7 @@ func (op *CrossEntropyOp) SymDiff(in G.Nodes, out, dloss *G.Node) (G.Nodes, erro
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	d, err := G.ApplyOp(op.sub("logits", &CrossEntropyBackwardOp{N: op.N, V: op.V}), dloss, in[0], in[1])
+	d, err := applyOp(op.sub("logits", &CrossEntropyBackwardOp{N: op.N, V: op.V}), dloss, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}

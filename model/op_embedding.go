@@ -50,11 +50,11 @@ func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dwte, err := G.ApplyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V}), dy, in[0])
+	dwte, err := applyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V}), dy, in[0])
 	if err != nil {
 		return nil, err
 	}
-	dwpe, err := G.ApplyOp(op.sub("wpe", &EmbeddingBackwardPositionsOp{B: op.B, T: op.T, C: op.C, Ctx: op.Ctx}), dy)
+	dwpe, err := applyOp(op.sub("wpe", &EmbeddingBackwardPositionsOp{B: op.B, T: op.T, C: op.C, Ctx: op.Ctx}), dy)
 	if err != nil {
 		return nil, err
 	}

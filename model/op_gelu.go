@@ -38,7 +38,7 @@ func (op *GELUOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dx, err := G.ApplyOp(op.sub("x", &GELUBackwardOp{N: op.N, C: op.C}), dy, in[0])
+	dx, err := applyOp(op.sub("x", &GELUBackwardOp{N: op.N, C: op.C}), dy, in[0])
 	if err != nil {
 		return nil, err
 	}

@@ -85,15 +85,15 @@ func (op *LayerNormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 		return nil, err
 	}
 	x, stats, w := in[0], in[1], in[2]
-	dx, err := G.ApplyOp(op.sub("x", &LayerNormBackwardXOp{N: op.N, C: op.C}), dy, x, stats, w)
+	dx, err := applyOp(op.sub("x", &LayerNormBackwardXOp{N: op.N, C: op.C}), dy, x, stats, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := G.ApplyOp(op.sub("w", &LayerNormBackwardWOp{N: op.N, C: op.C}), dy, x, stats)
+	dw, err := applyOp(op.sub("w", &LayerNormBackwardWOp{N: op.N, C: op.C}), dy, x, stats)
 	if err != nil {
 		return nil, err
 	}
-	db, err := G.ApplyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.C}), dy)
+	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.C}), dy)
 	if err != nil {
 		return nil, err
 	}

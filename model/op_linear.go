@@ -65,18 +65,18 @@ func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 		return nil, err
 	}
 	x, w := in[0], in[1]
-	dx, err := G.ApplyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out}), dy, w)
+	dx, err := applyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out}), dy, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := G.ApplyOp(op.sub("w", &LinearBackwardWOp{N: op.N, In: op.In, Out: op.Out}), dy, x)
+	dw, err := applyOp(op.sub("w", &LinearBackwardWOp{N: op.N, In: op.In, Out: op.Out}), dy, x)
 	if err != nil {
 		return nil, err
 	}
 	if !op.Bias {
 		return G.Nodes{dx, dw}, nil
 	}
-	db, err := G.ApplyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.Out}), dy)
+	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.Out}), dy)
 	if err != nil {
 		return nil, err
 	}

@@ -87,11 +87,11 @@ func (op *RMSNormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 		return nil, err
 	}
 	x, stats, w := in[0], in[1], in[2]
-	dx, err := G.ApplyOp(op.sub("x", &RMSNormBackwardXOp{N: op.N, C: op.C}), dy, x, stats, w)
+	dx, err := applyOp(op.sub("x", &RMSNormBackwardXOp{N: op.N, C: op.C}), dy, x, stats, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := G.ApplyOp(op.sub("w", &RMSNormBackwardWOp{N: op.N, C: op.C}), dy, x, stats)
+	dw, err := applyOp(op.sub("w", &RMSNormBackwardWOp{N: op.N, C: op.C}), dy, x, stats)
 	if err != nil {
 		return nil, err
 	}

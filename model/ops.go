@@ -128,6 +128,7 @@ func IsDroppedBySelective(op G.Op) bool {
 type opBase struct {
 	tag  string
 	self op
+	hash []byte // WriteHash's bytes, made on first use (bind clears them)
 }
 
 // op is what every trainmem op is: a Runner that says its signature and
@@ -168,7 +169,7 @@ func result(shape ...int) tensor.Shape { return shape }
 // bind ties op to its base and tags it; it returns op.
 func bind[T op](o T, tag string) T {
 	b := o.base()
-	b.self, b.tag = o, tag
+	b.self, b.tag, b.hash = o, tag, nil
 	return o
 }
 
@@ -248,12 +249,20 @@ func (b *opBase) Do(...G.Value) (G.Value, error) {
 }
 
 // WriteHash writes the op's String, which names it and every field, and
-// its node tag.
+// its node tag. The bytes are made once: gorgonia hashes a node's op each
+// time it adds or looks up the node.
 func (b *opBase) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "trainmem.%s", b.bound().String())
-	if b.tag != "" {
-		fmt.Fprintf(h, "@%s", b.tag)
+	if b.hash == nil {
+		o := b.bound()
+		s := "trainmem." + o.String()
+		if b.tag != "" {
+			s += "@" + b.tag
+		}
+		b.hash = []byte(s)
+	} else {
+		b.bound() // a copied op is still refused
 	}
+	h.Write(b.hash)
 }
 
 // Hashcode is the FNV-32a hash of WriteHash.
@@ -271,6 +280,57 @@ func (*opBase) CallsExtern() bool { return false }
 
 // OverwritesInput is -1: no op writes into an input.
 func (*opBase) OverwritesInput() int { return -1 }
+
+// applyOp is gorgonia.ApplyOp for trainmem's ops, without its type
+// inference: o's signature says the result's type (a tensor of the result's
+// rank, or a bare scalar, of the float arguments' dtype), so the node is
+// made with it after the same checks (one graph, the arity, every
+// argument's shape; and here every float argument of one dtype and every
+// id argument int32, which the unification checked). TestApplyOpTypes holds
+// its types to gorgonia's inference for every op.
+func applyOp(o op, children ...*G.Node) (*G.Node, error) {
+	if len(children) == 0 || children[0].Graph() == nil {
+		return nil, fmt.Errorf("model: %v: no graph supplied", o)
+	}
+	g := children[0].Graph()
+	sg := o.signature()
+	if len(children) != len(sg.args) {
+		return nil, fmt.Errorf("model: %v takes %d inputs, got %d", o, len(sg.args), len(children))
+	}
+	var dt tensor.Dtype
+	for i, c := range children {
+		if c.Graph() != g {
+			return nil, fmt.Errorf("model: %v: not all inputs are in one graph", o)
+		}
+		p := sg.args[i]
+		switch {
+		case p.ids:
+			if c.Dtype() != tensor.Int32 {
+				return nil, fmt.Errorf("model: %v: %s is %v, want int32 token ids", o, p.name, c.Dtype())
+			}
+		case dt == (tensor.Dtype{}):
+			dt = c.Dtype()
+		case c.Dtype() != dt:
+			return nil, fmt.Errorf("model: %v: %s is %v, want %v as the other inputs", o, p.name, c.Dtype(), dt)
+		}
+		if !c.Shape().Eq(p.shape) && !(len(p.shape) == 0 && c.IsScalar()) {
+			return nil, fmt.Errorf("model: %v: %s has shape %v, want %v", o, p.name, c.Shape(), p.shape)
+		}
+	}
+	if dt == (tensor.Dtype{}) {
+		return nil, fmt.Errorf("model: %v: no float input to take the result's dtype from", o)
+	}
+	if sg.check != nil {
+		if err := sg.check(); err != nil {
+			return nil, err
+		}
+	}
+	var ret hm.Type = dt
+	if len(sg.out) > 0 {
+		ret = G.TensorType{Dims: len(sg.out), Of: dt}
+	}
+	return G.NewUniqueNode(G.WithType(ret), G.WithOp(o), G.WithChildren(children), G.In(g), G.WithShape(sg.out...)), nil
+}
 
 // diffArgs checks the inputs SymDiff is given against the op's arity.
 func diffArgs(o op, in G.Nodes) error {

@@ -343,3 +343,54 @@ func TestOpsBoundOnce(t *testing.T) {
 		t.Errorf("a rebound copy of other fields hashes as the original")
 	}
 }
+
+// TestApplyOpTypes holds applyOp, which skips gorgonia's type inference, to
+// gorgonia's ApplyOp: for every op, in fp32 and fp64, the same type and
+// shape; and it refuses what the inference refused (a float input of
+// another dtype, float ids).
+func TestApplyOpTypes(t *testing.T) {
+	for _, tc := range opCases() {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			g := G.NewGraph()
+			args := nodes(g, dt, tc.ins)
+			want, err := G.ApplyOp(tc.op, args...)
+			if err != nil {
+				t.Fatalf("%v: gorgonia.ApplyOp: %v", tc.op, err)
+			}
+			g2 := G.NewGraph()
+			got, err := applyOp(tc.op.(op), nodes(g2, dt, tc.ins)...)
+			if err != nil {
+				t.Fatalf("%v: applyOp: %v", tc.op, err)
+			}
+			if !got.Type().Eq(want.Type()) || !got.Shape().Eq(want.Shape()) || got.Dtype() != want.Dtype() {
+				t.Errorf("%v %v: applyOp made %v %v, gorgonia.ApplyOp %v %v", tc.op, dt, got.Type(), got.Shape(), want.Type(), want.Shape())
+			}
+			mixed := 0
+			for i, x := range tc.ins {
+				if !x.ids {
+					mixed = i
+				}
+			}
+			if len(tc.ins) > 1 && !tc.ins[mixed].ids {
+				other := tensor.Float64
+				if dt == tensor.Float64 {
+					other = tensor.Float32
+				}
+				g3 := G.NewGraph()
+				bad := nodes(g3, dt, tc.ins)
+				bad[mixed] = nodes(g3, other, []in{{shape: tc.ins[mixed].shape}})[0]
+				floats := 0
+				for _, x := range tc.ins {
+					if !x.ids {
+						floats++
+					}
+				}
+				_, gerr := G.ApplyOp(tc.op, bad...)
+				_, err := applyOp(tc.op.(op), bad...)
+				if floats > 1 && (err == nil || gerr == nil) {
+					t.Errorf("%v: a %v input among %v ones: applyOp %v, gorgonia %v; want both refused", tc.op, other, dt, err, gerr)
+				}
+			}
+		}
+	}
+}
