@@ -20,11 +20,8 @@ type Group struct {
 	computes bool
 	tr       transport // how the members meet and move a ring step's bytes
 
-	stage   [][2]*cuda.Buffer // each member's two staging buffers (partial sums in flight)
-	natives []Native          // each member's native engine; nil: the ring moves the data
-	// unstaged: the ring's staging is not taken (a native engine stages in
-	// its own buffers; Simulate of a native setting counts without it).
-	unstaged bool
+	stage [][2]*cuda.Buffer // each member's two staging buffers (partial sums in flight)
+	eng   engine            // what moves the data: the ring, or a native engine (native.go)
 	// tracers, when set, gives each member rank's tracer (TraceRanks).
 	tracers func(rank int) cuda.Tracer
 	comms   []*Comm // one per member, for the group's life (its traffic accumulates)
@@ -64,7 +61,7 @@ func NewSparseGroup(devs []cuda.Device, ranks []int, n int) (*Group, error) {
 }
 
 func newGroup(devs []cuda.Device, ranks []int, n int) (*Group, error) {
-	g := &Group{devs: devs, ranks: ranks, size: n, computes: devs[0] != nil && devs[0].Computes(), stage: make([][2]*cuda.Buffer, len(devs))}
+	g := &Group{devs: devs, ranks: ranks, size: n, computes: devs[0] != nil && devs[0].Computes(), stage: make([][2]*cuda.Buffer, len(devs)), eng: ring{}}
 	g.tr = newShared(g)
 	for i, r := range ranks {
 		g.comms = append(g.comms, &Comm{g: g, rank: r, idx: i})

@@ -39,7 +39,7 @@ func NewNativeGroup(devs []cuda.Device, natives []Native) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.natives, g.unstaged = natives, true
+	g.eng = native{natives}
 	return g, nil
 }
 
@@ -50,40 +50,83 @@ func NewNativeProcessGroup(dev cuda.Device, l Link, e Native) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.natives, g.unstaged = []Native{e}, true
+	g.eng = native{[]Native{e}}
 	return g, nil
 }
 
-// native is this rank's engine, nil when the ring moves the data.
-func (c *Comm) native() Native {
-	if c.g.natives == nil {
+// native moves the data with each member's engine (engines[member]); with
+// none, it is a simulation of one on shape-only ranks: nothing moves. Either
+// way nothing is staged in the allocator (the engine keeps its partials in
+// buffers of its own) and each rank's traffic is what NCCL's ring sends
+// (ringTraffic), counted once the ranks agree.
+type native struct{ engines []Native }
+
+func (e native) engine(c *Comm) Native {
+	if e.engines == nil {
 		return nil
 	}
-	return c.g.natives[c.idx]
+	return e.engines[c.idx]
 }
 
-// natively runs an unstaged call: on this rank's native engine, or, in a
-// simulation of one (no engine), nothing: the call was counted in begin.
-func (c *Comm) natively(call func(Native) error) error {
-	if e := c.native(); e != nil {
-		return call(e)
+func (e native) broadcast(c *Comm, send, recv *cuda.Buffer, root int) error {
+	if n := e.engine(c); n != nil {
+		return n.Broadcast(send, recv, root)
 	}
 	return nil
 }
 
-// Engine is member i's native engine, nil for the ring.
-func (g *Group) Engine(i int) Native {
-	if g.natives == nil {
-		return nil
+func (e native) reduce(c *Comm, send, recv *cuda.Buffer, op Op, root int) error {
+	if n := e.engine(c); n != nil {
+		return n.Reduce(send, recv, op, root)
 	}
-	return g.natives[i]
+	return nil
+}
+
+func (e native) allReduce(c *Comm, send, recv *cuda.Buffer, op Op) error {
+	if n := e.engine(c); n != nil {
+		return n.AllReduce(send, recv, op)
+	}
+	return nil
+}
+
+func (e native) reduceScatter(c *Comm, send, recv *cuda.Buffer, op Op) error {
+	if n := e.engine(c); n != nil {
+		return n.ReduceScatter(send, recv, op)
+	}
+	return nil
+}
+
+func (e native) allGather(c *Comm, send, recv *cuda.Buffer) error {
+	if n := e.engine(c); n != nil {
+		return n.AllGather(send, recv)
+	}
+	return nil
+}
+
+func (native) staging(call, int) int { return 0 }
+func (native) readsHost() bool       { return false }
+
+func (native) agreed(c *Comm, k call) {
+	sent, recvd := k.ringTraffic(c.rank, c.Size())
+	c.count(k.kind, sent, recvd)
+}
+
+// Engine is member i's native engine, nil for the ring (and for a
+// simulation of a native engine).
+func (g *Group) Engine(i int) Native {
+	if e, ok := g.eng.(native); ok && e.engines != nil {
+		return e.engines[i]
+	}
+	return nil
 }
 
 // Close closes the group's native engines.
 func (g *Group) Close() error {
 	var errs []error
-	for _, e := range g.natives {
-		errs = append(errs, e.Close())
+	if e, ok := g.eng.(native); ok {
+		for _, n := range e.engines {
+			errs = append(errs, n.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -29,13 +29,18 @@ func NewRanks(g *Group, s model.Setup, set Setting, opts train.Options) (*Ranks,
 		return nil, fmt.Errorf("zero: the setup has %d ranks and the group %d", s.Ranks, g.Size())
 	case s.ZeRO != set.Stage:
 		return nil, fmt.Errorf("zero: the setup says ZeRO-%d and the setting %s", s.ZeRO, set)
-	case g.natives != nil && !set.Native:
-		return nil, fmt.Errorf("zero: the group's collectives are a native engine's (%s), and the setting %s says the ring's: set Native", g.natives[0].Name(), set)
-	case set.Native && g.natives == nil && g.computes:
+	case g.Engine(0) != nil && !set.Native:
+		return nil, fmt.Errorf("zero: the group's collectives are a native engine's (%s), and the setting %s says the ring's: set Native", g.Engine(0).Name(), set)
+	case set.Native && g.Engine(0) == nil && g.computes:
 		return nil, fmt.Errorf("zero: the setting %s needs a native engine's group (NCCL), and this group's ring moves the data", set)
 	}
 	if !g.computes {
-		g.unstaged = set.Native // a simulation stages as the engine it simulates
+		// A simulation moves data as the engine it simulates.
+		if set.Native {
+			g.eng = native{}
+		} else {
+			g.eng = ring{}
+		}
 	}
 	rk := &Ranks{g: g, set: set}
 	for i := range g.Members() {

@@ -1,7 +1,8 @@
 package zero
 
 // The collectives of Comm: checks, the rendezvous that compares the ranks'
-// calls, and the ring algorithm step by step. At step s of a ring, rank r
+// calls, and then the group's engine moves the data: the ring algorithm
+// step by step (here), or a native library (native.go). At step s of a ring, rank r
 // sends to rank r+1 and receives from rank r-1 (mod N); a step ends at a
 // barrier, so that every block written in a step is read only after it.
 // Partial sums travel in two staging buffers per rank (comm, from the
@@ -24,18 +25,20 @@ func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
 		}
 		return nil
 	})
-	n := c.Size()
 	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
-	if c.g.unstaged {
-		return c.natively(func(e Native) error { return e.Broadcast(send, recv, root) })
-	}
+	return c.g.eng.broadcast(c, send, recv, root)
+}
+
+// broadcast is the ring's Broadcast.
+func (ring) broadcast(c *Comm, send, recv *cuda.Buffer, root int) error {
+	n := c.Size()
 	if c.rank == root {
 		c.copyLocal(recv, send)
 	}
-	size := int64(k.dtype.Size())
+	size := int64(recv.DType.Size())
 	if !c.g.computes {
 		// Shape-only ranks move nothing: the chain's bytes in closed form.
 		// Every rank but the root's predecessor sends once, every rank but
@@ -78,15 +81,17 @@ func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
 		}
 		return nil
 	})
-	n := c.Size()
 	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
-	if c.g.unstaged {
-		return c.natively(func(e Native) error { return e.Reduce(send, recv, op, root) })
-	}
-	size := int64(k.dtype.Size())
+	return c.g.eng.reduce(c, send, recv, op, root)
+}
+
+// reduce is the ring's Reduce.
+func (ring) reduce(c *Comm, send, recv *cuda.Buffer, op Op, root int) error {
+	n := c.Size()
+	size := int64(send.DType.Size())
 	if !c.g.computes {
 		// Shape-only ranks move nothing: the chain's bytes in closed form.
 		// Every rank but the root sends once, every rank but the root's
@@ -142,15 +147,16 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 		}
 		return nil
 	})
-	n := c.Size()
-	count := send.Len
 	if err := c.begin(&k); err != nil {
 		return err
 	}
 	defer c.end()
-	if c.g.unstaged {
-		return c.natively(func(e Native) error { return e.AllReduce(send, recv, op) })
-	}
+	return c.g.eng.allReduce(c, send, recv, op)
+}
+
+// allReduce is the ring's AllReduce.
+func (ring) allReduce(c *Comm, send, recv *cuda.Buffer, op Op) error {
+	n, count := c.Size(), send.Len
 	block := func(b *cuda.Buffer, i int) *cuda.Buffer {
 		lo, hi := blockRange(count, n, i)
 		return b.View(lo, hi-lo)
@@ -175,10 +181,12 @@ func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 		return err
 	}
 	defer c.end()
-	if c.g.unstaged {
-		return c.natively(func(e Native) error { return e.ReduceScatter(send, recv, op) })
-	}
-	kk := recv.Len
+	return c.g.eng.reduceScatter(c, send, recv, op)
+}
+
+// reduceScatter is the ring's ReduceScatter.
+func (ring) reduceScatter(c *Comm, send, recv *cuda.Buffer, op Op) error {
+	n, kk := c.Size(), recv.Len
 	return c.reduceScatterRing(ReduceScatter, op, n*kk, func(i int) *cuda.Buffer { return send.View(i*kk, kk) }, recv)
 }
 
@@ -196,9 +204,11 @@ func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
 		return err
 	}
 	defer c.end()
-	if c.g.unstaged {
-		return c.natively(func(e Native) error { return e.AllGather(send, recv) })
-	}
+	return c.g.eng.allGather(c, send, recv)
+}
+
+// allGather is the ring's AllGather.
+func (ring) allGather(c *Comm, send, recv *cuda.Buffer) error {
 	kk := send.Len
 	c.copyLocal(recv.View(c.rank*kk, kk), send)
 	return c.allGatherRing(AllGather, func(b *cuda.Buffer, i int) *cuda.Buffer { return b.View(i*kk, kk) }, recv)
@@ -274,6 +284,37 @@ func (c *Comm) allGatherRing(kind Collective, block func(b *cuda.Buffer, i int) 
 
 func mod(a, n int) int { return ((a % n) + n) % n }
 
+// engine is how a group moves a collective's data once its ranks have
+// agreed on the call: the ring over the group's transport (ring, this
+// file) or a native library's collectives (native, native.go). It is
+// chosen once, when the group is made (NewNativeGroup, or NewRanks for a
+// simulation of a native setting), so that no collective asks which.
+type engine interface {
+	broadcast(c *Comm, send, recv *cuda.Buffer, root int) error
+	reduce(c *Comm, send, recv *cuda.Buffer, op Op, root int) error
+	allReduce(c *Comm, send, recv *cuda.Buffer, op Op) error
+	reduceScatter(c *Comm, send, recv *cuda.Buffer, op Op) error
+	allGather(c *Comm, send, recv *cuda.Buffer) error
+	// staging is the length of each of the two comm buffers a call takes
+	// from the rank's allocator over n ranks.
+	staging(k call, n int) int
+	// readsHost is whether the engine reads the buffers' memory from the
+	// host (the ring, on devices that compute).
+	readsHost() bool
+	// agreed counts rank c's traffic of call k where the engine does not
+	// count it as it moves the bytes.
+	agreed(c *Comm, k call)
+}
+
+// ring moves the data with NCCL's ring algorithm over the group's
+// transport, staging partial sums in the rank's allocator (comm) and
+// counting every step's bytes as it sends them.
+type ring struct{}
+
+func (ring) staging(k call, n int) int { return k.staging(n) }
+func (ring) readsHost() bool           { return true }
+func (ring) agreed(*Comm, call)        {}
+
 // call is one rank's side of a collective, compared across ranks before
 // any data moves.
 type call struct {
@@ -346,7 +387,7 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 		default:
 			return fmt.Errorf("zero: %s: %s has an unknown dtype", kind, b)
 		}
-		if c.g.computes && c.native() == nil && b.Len > 0 && len(b.Host()) != int(b.Bytes()) {
+		if c.g.computes && c.g.eng.readsHost() && b.Len > 0 && len(b.Host()) != int(b.Bytes()) {
 			return fmt.Errorf("zero: %s: %s is not in host memory (a buffer of another device?)", kind, b)
 		}
 	}
@@ -373,7 +414,7 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 // failure anywhere fails every rank with the same error.
 func (c *Comm) begin(k *call) error {
 	g := c.g
-	if stageLen := k.staging(c.Size()); k.err == nil && stageLen > 0 && !c.g.unstaged {
+	if stageLen := c.g.eng.staging(*k, c.Size()); k.err == nil && stageLen > 0 {
 		for i := range 2 {
 			b, err := c.Device().Alloc(cuda.Comm, k.dtype, stageLen)
 			if err != nil {
@@ -388,10 +429,7 @@ func (c *Comm) begin(k *call) error {
 		return err
 	}
 	c.traffic[k.kind].Calls++
-	if c.g.unstaged { // the engine's ring, counted by its formula
-		sent, recvd := k.ringTraffic(c.rank, c.Size())
-		c.count(k.kind, sent, recvd)
-	}
+	c.g.eng.agreed(c, *k)
 	return nil
 }
 
