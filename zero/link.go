@@ -75,33 +75,53 @@ func (g *Group) Link() Link {
 	return nil
 }
 
-// linked is the transport of a process's rank: the ranks meet at rank 0,
-// which compares their calls and answers each, and a ring step is one
-// Exchange.
-type linked struct{ l Link }
+// linked is the transport of a process's rank: the ranks check their
+// calls with their ring neighbours (meet), and a ring step is one Exchange.
+type linked struct {
+	l   Link
+	seq uint64 // this rank's collectives so far
+}
 
 func (t *linked) start() {}
 
 func (t *linked) leave(*Comm, error) {} // the process aborts its link if it fails (the caller's)
 
+// meet checks this rank's call against its ring neighbours' without a
+// round trip through rank 0: each rank sends its call (numbered) to the
+// next and compares the previous one's with its own. Two ranks that differ
+// make some neighbours differ, so a difference is found by at least one
+// rank, which aborts the group with it, naming both ranks and their calls;
+// every other rank's wait then fails with that reason. A rank whose own
+// arguments failed aborts with its error. Either way nothing hangs and the
+// group cannot go on, as in one process.
 func (t *linked) meet(c *Comm, k call) error {
-	verdict, err := judge(t.l, encodeCall(k), func(msgs [][]byte) (string, error) {
-		calls, ranks := make([]call, len(msgs)), make([]int, len(msgs))
-		for q, b := range msgs {
-			var err error
-			if calls[q], err = decodeCall(b); err != nil {
-				return "", fmt.Errorf("rank %d: %w", q, err)
-			}
-			ranks[q] = q
-		}
-		if err := agree(calls, ranks); err != nil {
-			return err.Error(), nil
-		}
-		return "", nil
-	})
-	if err == nil && verdict != "" {
-		err = errors.New(verdict)
+	t.seq++
+	if k.err != nil {
+		err := fmt.Errorf("rank %d: %w", c.rank, k.err)
+		t.l.Abort(err)
+		return err
 	}
+	n := t.l.Size()
+	if n == 1 {
+		return nil
+	}
+	next, prev := (c.rank+1)%n, mod(c.rank-1, n)
+	in := make([]byte, callLen)
+	if err := t.l.Exchange(next, encodeCall(t.seq, k), prev, in); err != nil {
+		return err
+	}
+	seq, theirs, err := decodeCall(in)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("rank %d: %w", prev, err)
+	case seq != t.seq:
+		err = fmt.Errorf("zero: the ranks' calls differ: rank %d is at its collective %d (%s), rank %d at its %d (%s)", prev, seq, theirs, c.rank, t.seq, k)
+	case !theirs.same(k):
+		err = fmt.Errorf("zero: the ranks' calls differ: rank %d calls %s, rank %d %s", prev, theirs, c.rank, k)
+	default:
+		return nil
+	}
+	t.l.Abort(err)
 	return err
 }
 
@@ -150,32 +170,34 @@ func (t *linked) exchange(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, fr
 	return t.l.Exchange(to, ob, from, ib)
 }
 
-// encodeCall and decodeCall carry a call to rank 0: its fields, then its
-// error's text.
-func encodeCall(k call) []byte {
-	b := []byte{byte(k.kind), byte(k.op), byte(k.dtype)}
+// callLen is the bytes of an encoded call: its number, its kind, op and
+// dtype, its root and lengths.
+const callLen = 8 + 3 + 3*8
+
+// encodeCall and decodeCall carry a call to a neighbour: its number among
+// the rank's collectives, then its fields.
+func encodeCall(seq uint64, k call) []byte {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, callLen), seq)
+	b = append(b, byte(k.kind), byte(k.op), byte(k.dtype))
 	for _, v := range []int{k.root, k.sendLen, k.recvLen} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
-	}
-	if k.err != nil {
-		b = append(b, k.err.Error()...)
 	}
 	return b
 }
 
-func decodeCall(b []byte) (call, error) {
-	const head = 3 + 3*8
-	if len(b) < head {
-		return call{}, fmt.Errorf("zero: a call of %d bytes, want at least %d (a rank of another trainmem?)", len(b), head)
+func decodeCall(b []byte) (uint64, call, error) {
+	if len(b) != callLen {
+		return 0, call{}, fmt.Errorf("zero: a call of %d bytes, want %d (a rank of another trainmem?)", len(b), callLen)
 	}
-	k := call{kind: Collective(b[0]), op: Op(b[1]), dtype: cuda.DType(b[2])}
-	k.root = int(binary.LittleEndian.Uint64(b[3:]))
-	k.sendLen = int(binary.LittleEndian.Uint64(b[11:]))
-	k.recvLen = int(binary.LittleEndian.Uint64(b[19:]))
-	if len(b) > head {
-		k.err = errors.New(string(b[head:]))
+	seq := binary.LittleEndian.Uint64(b)
+	k := call{kind: Collective(b[8]), op: Op(b[9]), dtype: cuda.DType(b[10])}
+	if k.kind >= NumCollectives || k.op >= numOps {
+		return 0, call{}, fmt.Errorf("zero: a call of kind %d and op %d (a rank of another trainmem?)", b[8], b[9])
 	}
-	return k, nil
+	k.root = int(binary.LittleEndian.Uint64(b[11:]))
+	k.sendLen = int(binary.LittleEndian.Uint64(b[19:]))
+	k.recvLen = int(binary.LittleEndian.Uint64(b[27:]))
+	return seq, k, nil
 }
 
 // maxMsg bounds a message of unknown length (a call, a rank's results),

@@ -112,7 +112,8 @@ func TestCollectivesOverTCP(t *testing.T) {
 }
 
 // A collective that differs between the ranks fails on every rank with the
-// difference, as in process.
+// difference, as in process: the ranks that find it (rank 1's neighbours)
+// name rank 1's call, and their abort reaches rank 0.
 func TestTCPCallsDiffer(t *testing.T) {
 	_, devs, run := linkedGroups(t, 3)
 	bufs := make([]*cuda.Buffer, 3)
@@ -124,9 +125,68 @@ func TestTCPCallsDiffer(t *testing.T) {
 		bufs[r] = b
 	}
 	err := run(func(c *Comm) error { return c.AllReduce(bufs[c.Rank()], bufs[c.Rank()], Sum) })
-	if err == nil || strings.Count(err.Error(), "the ranks' calls differ: rank 0 calls all_reduce of fp32 (sum), send 4 and recv 4 elements, rank 1 all_reduce of fp32 (sum), send 5") != 3 {
+	if err == nil || strings.Count(err.Error(), "the ranks' calls differ") != 3 || strings.Count(err.Error(), "all_reduce of fp32 (sum), send 5 and recv 5 elements") != 3 {
 		t.Fatalf("got %v, want every rank to name rank 1's different call", err)
 	}
+	for _, want := range []string{
+		"rank 1: zero: the ranks' calls differ: rank 0 calls all_reduce of fp32 (sum), send 4 and recv 4 elements, rank 1 all_reduce of fp32 (sum), send 5 and recv 5 elements",
+		"rank 2: zero: the ranks' calls differ: rank 1 calls all_reduce of fp32 (sum), send 5 and recv 5 elements, rank 2 all_reduce of fp32 (sum), send 4 and recv 4 elements",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+}
+
+// A rank that makes a collective the others do not is named with its
+// call by its neighbour, and every rank hears it; a rank whose own
+// arguments fail takes every rank down with its error. Neither waits for
+// the timeout.
+func TestTCPCallsOutOfStep(t *testing.T) {
+	t.Run("another collective", func(t *testing.T) {
+		_, devs, run := linkedGroups(t, 3)
+		bufs := make([]*cuda.Buffer, 3)
+		for r, d := range devs {
+			b, err := d.Alloc(cuda.Grads, cuda.F32, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bufs[r] = b
+		}
+		start := time.Now()
+		err := run(func(c *Comm) error {
+			b := bufs[c.Rank()]
+			if c.Rank() == 2 {
+				if err := c.AllGather(b.View(0, 1), b.View(0, 3)); err != nil {
+					return err
+				}
+			}
+			return c.AllReduce(b, b, Sum)
+		})
+		if err == nil || strings.Count(err.Error(), "the ranks' calls differ") != 3 || !strings.Contains(err.Error(), "rank 0: zero: the ranks' calls differ: rank 2 calls all_gather of fp32, send 1 and recv 3 elements, rank 0 all_reduce of fp32 (sum), send 4 and recv 4 elements") {
+			t.Fatalf("got %v, want every rank to name rank 2's extra all_gather", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("the ranks took %v to notice, want well within the 20s timeout", d)
+		}
+	})
+	t.Run("bad arguments", func(t *testing.T) {
+		_, devs, run := linkedGroups(t, 3)
+		err := run(func(c *Comm) error {
+			b, err := devs[c.Rank()].Alloc(cuda.Grads, cuda.F32, 4)
+			if err != nil {
+				return err
+			}
+			send := b
+			if c.Rank() == 1 {
+				send = nil
+			}
+			return c.AllReduce(send, b, Sum)
+		})
+		if err == nil || strings.Count(err.Error(), "rank 1: zero: all_reduce: send is nil") != 3 {
+			t.Fatalf("got %v, want every rank to name rank 1's nil send", err)
+		}
+	})
 }
 
 // The rendezvous names the ranks that did not join, and refuses a world
@@ -304,4 +364,32 @@ func BenchmarkAllReduce(b *testing.B) {
 		_, devs, runAll := linkedGroups(b, N)
 		run(b, devs, runAll)
 	})
+}
+
+// BenchmarkCollectiveLatency is small all-reduces (one fp32 element) over
+// TCP links, 8 ranks in one process: the cost of the ranks agreeing on each
+// call, which the data hardly adds to. µs/call is one collective.
+func BenchmarkCollectiveLatency(b *testing.B) {
+	const N, calls = 8, 200
+	_, devs, runAll := linkedGroups(b, N)
+	bufs := make([]*cuda.Buffer, N)
+	for r, d := range devs {
+		var err error
+		if bufs[r], err = d.Alloc(cuda.Grads, cuda.F32, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if err := runAll(func(c *Comm) error {
+			for range calls {
+				if err := c.AllReduce(bufs[c.Rank()], bufs[c.Rank()], Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(b.N*calls), "µs/call")
 }

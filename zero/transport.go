@@ -3,8 +3,8 @@ package zero
 // How a group's members meet for a collective and move a ring step's
 // bytes. In one process (shared) the members are goroutines that meet at a
 // barrier and copy from each other's memory; across processes (linked, in
-// link.go) each process is one member that meets the others through rank
-// 0 and sends and receives over a Link. The collectives (ring.go) are
+// link.go) each process is one member that checks its call with its ring
+// neighbours and sends and receives over a Link. The collectives (ring.go) are
 // written once, over this interface, so every transport moves the same
 // bytes in the same order and stages them in the same buffers.
 
@@ -19,9 +19,10 @@ import (
 type transport interface {
 	// start begins a Run: every member is present.
 	start()
-	// meet publishes member c's call k and compares it with every rank's:
-	// nil when all made the same call and none failed; otherwise the
-	// error, the same on every rank, after which the group cannot go on.
+	// meet compares member c's call k with the other ranks': nil when all
+	// made the same call and none failed; otherwise an error on every rank
+	// naming a rank that differs and its call (or the rank that failed),
+	// after which the group cannot go on.
 	meet(c *Comm, k call) error
 	// exchange is one step of a ring for member c: it sends out (nil:
 	// nothing) to rank to and receives in (nil: nothing) from rank from,
@@ -43,11 +44,16 @@ func agree(calls []call, ranks []int) error {
 		switch {
 		case o.err != nil:
 			return fmt.Errorf("rank %d: %w", ranks[q], o.err)
-		case o.kind != k.kind || o.op != k.op || o.root != k.root || o.dtype != k.dtype || o.sendLen != k.sendLen || o.recvLen != k.recvLen:
+		case !o.same(k):
 			return fmt.Errorf("zero: the ranks' calls differ: rank %d calls %s, rank %d %s", ranks[0], k, ranks[q], o)
 		}
 	}
 	return nil
+}
+
+// same reports whether two ranks' calls are the same collective.
+func (k call) same(o call) bool {
+	return o.kind == k.kind && o.op == k.op && o.root == k.root && o.dtype == k.dtype && o.sendLen == k.sendLen && o.recvLen == k.recvLen
 }
 
 // shared is the transport of in-process members: each writes its entry
