@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"testing"
 
 	"trainmem/cuda"
@@ -38,24 +39,24 @@ func BenchmarkCheckpointFullVsNone(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer runs[i].close()
-		if _, err := runs[i].step(); err != nil { // fill the cache
+	}
+	// The two policies step in turn, the first of them alternating
+	// (rotation, as the sweep does).
+	rot := &rotation{runs: runs[:], pols: []model.Checkpoint{s.Checkpoint, full.Checkpoint}}
+	step := func() []train.Record {
+		var recs []train.Record
+		_, err := train.Loop(context.Background(), rot, 1, func(_, i int) ([]int32, []int32, error) { return runs[i].batches.Next() },
+			func(_ int, r []train.Record, _ error) error { recs = r; return nil })
+		if err != nil {
 			b.Fatal(err)
 		}
+		return recs
 	}
+	step() // fill the caches
 	var ms [2][]float64
 	var recompute, ratio []float64
-	i := 0
 	for b.Loop() {
-		var recs [2]train.Record
-		for j := range 2 {
-			k := (i + j) % 2
-			r, err := runs[k].step()
-			if err != nil {
-				b.Fatal(err)
-			}
-			recs[k] = r
-		}
-		i++
+		recs := step()
 		ms[0], ms[1] = append(ms[0], recs[0].StepMs), append(ms[1], recs[1].StepMs)
 		recompute = append(recompute, recs[1].RecomputeMs)
 		ratio = append(ratio, recs[1].StepMs/recs[0].StepMs)

@@ -178,23 +178,22 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 	}
 	rep.Device, rep.Data = devs[0].Name(), runs[0].data
 	recs := make([][]train.Record, len(pols))
-	for round := range steps {
-		line := fmt.Sprintf("sweep: step %d/%d:", round+1, steps)
-		for j := range pols {
-			i := (j + round) % len(pols)
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("bench: sweep stopped in step %d: %w", round+1, context.Cause(ctx))
+	rot := &rotation{runs: runs, pols: pols}
+	looped, err := train.Loop(ctx, rot, steps, func(_, i int) ([]int32, []int32, error) { return runs[i].batches.Next() },
+		func(round int, got []train.Record, _ error) error {
+			line := fmt.Sprintf("sweep: step %d/%d:", round+1, steps)
+			for i := range pols {
+				recs[i] = append(recs[i], got[i])
+				line += fmt.Sprintf(" %s %.1f ms", pols[i], got[i].StepMs)
 			}
-			rec, err := runs[i].step()
-			if err != nil {
-				return nil, fmt.Errorf("bench: checkpoint %s, step %d: %w", pols[i], round+1, err)
-			}
-			recs[i] = append(recs[i], rec)
-		}
-		for i := range pols {
-			line += fmt.Sprintf(" %s %.1f ms", pols[i], recs[i][round].StepMs)
-		}
-		o.progress("%s", line)
+			o.progress("%s", line)
+			return nil
+		})
+	switch {
+	case looped.Interrupted:
+		return nil, fmt.Errorf("bench: sweep stopped in step %d: %w", looped.Steps+1, context.Cause(ctx))
+	case err != nil:
+		return nil, err
 	}
 	none := slices.IndexFunc(pols, func(c model.Checkpoint) bool { return c.Kind == model.CheckpointNone })
 	first := 1
@@ -220,6 +219,30 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 		}
 	}
 	return rep, nil
+}
+
+// rotation steps every policy's trainer once a step, starting one later
+// each step, so that no policy always runs first on a warm machine.
+type rotation struct {
+	runs  []*runner
+	pols  []model.Checkpoint
+	round int
+}
+
+func (r *rotation) Members() int { return len(r.runs) }
+
+func (r *rotation) Step(batch func(int) ([]int32, []int32)) ([]train.Record, error) {
+	recs := make([]train.Record, len(r.runs))
+	for j := range r.runs {
+		i := (j + r.round) % len(r.runs)
+		tokens, targets := batch(i)
+		var err error
+		if recs[i], err = r.runs[i].tr.Step(tokens, targets); err != nil {
+			return recs, fmt.Errorf("bench: checkpoint %s, step %d: %w", r.pols[i], r.round+1, err)
+		}
+	}
+	r.round++
+	return recs, nil
 }
 
 func fptr(v float64) *float64 { return &v }

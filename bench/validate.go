@@ -230,16 +230,23 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 		}
 		run.tr.Profile(o.Profile)
 		r.Data = run.data
-		for i := range steps {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("bench: measured run stopped after %d of %d steps: %w", i, steps, context.Cause(ctx))
+		looped, err := train.Loop(ctx, train.One(run.tr), steps, func(int, int) ([]int32, []int32, error) { return run.batches.Next() },
+			func(i int, recs []train.Record, _ error) error {
+				rec := recs[0]
+				o.progress("validate: step %d/%d: loss %.4f, %.1f ms, peak %s", i+1, steps, rec.Loss, rec.StepMs, model.GiB(rec.PeakAllocatedBytes))
+				r.Measured = &rec
+				return nil
+			})
+		switch {
+		case looped.Interrupted:
+			return nil, fmt.Errorf("bench: measured run stopped after %d of %d steps: %w", looped.Steps, steps, context.Cause(ctx))
+		case err != nil:
+			failed := looped.Steps + 1
+			var div *train.DivergedError
+			if errors.As(err, &div) {
+				failed = looped.Steps // a diverged step is finished
 			}
-			rec, err := run.step()
-			if err != nil {
-				return nil, fmt.Errorf("bench: measured step %d: %w", i+1, err)
-			}
-			o.progress("validate: step %d/%d: loss %.4f, %.1f ms, peak %s", i+1, steps, rec.Loss, rec.StepMs, model.GiB(rec.PeakAllocatedBytes))
-			r.Measured = &rec
+			return nil, fmt.Errorf("bench: measured step %d: %w", failed, err)
 		}
 		ms := dev.Stats()
 		r.MeasuredStats = &ms
@@ -362,14 +369,6 @@ func newRunner(dev cuda.Device, s model.Setup, o Options) (*runner, error) {
 		return nil, err
 	}
 	return &runner{tr: tr, batches: batches, data: batches.Source}, nil
-}
-
-func (r *runner) step() (train.Record, error) {
-	tokens, targets, err := r.batches.Next()
-	if err != nil {
-		return train.Record{}, err
-	}
-	return r.tr.Step(tokens, targets)
 }
 
 func (r *runner) close() {

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -173,35 +174,27 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if o.Out != "" {
 		out = files.CreateLines(o.Out)
 	}
-	var stepErr, outErr error
-	for range o.Steps {
-		if ctx.Err() != nil {
-			res.Interrupted = true
-			break
-		}
-		tokens, targets, err := batches.Next()
-		if err != nil {
-			stepErr = err
-			break
-		}
-		r, err := tr.Step(tokens, targets)
-		if err != nil && !isDiverged(err) {
-			stepErr = err
-			break
-		}
-		// A diverged step is finished: its record says what happened.
-		res.add(r)
-		bar.Update(r)
-		if out != nil && outErr == nil {
-			outErr = writeRecord(out, r)
-		}
-		if o.OnRecord != nil {
-			o.OnRecord(r)
-		}
-		if err != nil || outErr != nil {
-			stepErr = err
-			break
-		}
+	var outErr error
+	errOut := errors.New("the records could not be written")
+	looped, stepErr := Loop(ctx, One(tr), o.Steps, func(int, int) ([]int32, []int32, error) { return batches.Next() },
+		func(_ int, recs []Record, diverged error) error {
+			r := recs[0]
+			res.add(r)
+			bar.Update(r)
+			if out != nil && outErr == nil {
+				outErr = writeRecord(out, r)
+			}
+			if o.OnRecord != nil {
+				o.OnRecord(r)
+			}
+			if outErr != nil && diverged == nil { // a diverged step's error comes first
+				return errOut
+			}
+			return nil
+		})
+	res.Interrupted = looped.Interrupted
+	if errors.Is(stepErr, errOut) {
+		stepErr = nil // outErr says it
 	}
 	if stepErr != nil || outErr != nil || res.Interrupted {
 		bar.Done()

@@ -1,6 +1,8 @@
 package train
 
 import (
+	"context"
+
 	"trainmem/cuda"
 	"trainmem/model"
 )
@@ -32,15 +34,10 @@ func Simulate(dev cuda.Device, s model.Setup, steps int, trace cuda.Tracer) (Rec
 		return Record{}, cuda.Stats{}, err
 	}
 	defer batches.Close()
+	looped, err := Loop(context.Background(), One(tr), steps, func(int, int) ([]int32, []int32, error) { return batches.Next() }, nil)
 	var rec Record
-	for range steps {
-		tokens, targets, err := batches.Next()
-		if err == nil {
-			rec, err = tr.Step(tokens, targets)
-		}
-		if err != nil {
-			return rec, dev.Stats(), err
-		}
+	if looped.Last != nil {
+		rec = looped.Last[0]
 	}
-	return rec, dev.Stats(), nil
+	return rec, dev.Stats(), err
 }

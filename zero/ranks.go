@@ -134,6 +134,8 @@ func (rk *Ranks) Step(batch func(i int) (tokens, targets []int32)) ([]train.Reco
 	return recs, err
 }
 
+var _ train.Stepper = (*Ranks)(nil) // the ranks step in train's run loop (train.Loop)
+
 // Close frees every rank's model states.
 func (rk *Ranks) Close() {
 	for _, t := range rk.tr {

@@ -1,6 +1,7 @@
 package zero
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -69,12 +70,13 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 	}
 	g.TraceRanks(trace)
 	// Shape-only ranks take no tokens: nothing that grows with the batch.
-	return Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return nil, nil, nil }, nil, nil)
+	return Run(g, s, set, train.Options{}, nil, steps, train.NoBatch, nil, nil)
 }
 
 // Run is a run of every member of g: a trainer each under set, from the
-// weights init (nil: zero), steps steps, each member's batch of each step
-// from batch(step, rank). After each step onStep (when set) gets every
+// weights init (nil: zero), steps steps of train's run loop (train.Loop;
+// the ranks are its Stepper), each member's batch of each step from
+// batch(step, rank). After each step onStep (when set) gets every
 // member's record (a diverged step's records come with its
 // *train.DivergedError); an error from onStep ends the run after that
 // step. end (when set) sees the trainers before they are closed, to read
@@ -106,44 +108,28 @@ func Run(g *Group, s model.Setup, set Setting, opts train.Options, init []float3
 			return nil, err
 		}
 	}
-	var recs []train.Record
-	before := make([][NumCollectives]Traffic, rk.Members())
-	var runErr error
-	for step := range steps {
-		for i := range before {
-			before[i] = rk.Comm(i).Traffic()
-		}
-		toks, tgts := make([][]int32, rk.Members()), make([][]int32, rk.Members())
-		for i := range toks {
-			var tok, tgt []int32
-			if tok, tgt, runErr = batch(step, g.ranks[i]); runErr != nil {
-				break
-			}
-			if tok != nil { // the next call may reuse them; nil for shape-only ranks
-				toks[i], tgts[i] = append([]int32(nil), tok...), append([]int32(nil), tgt...)
-			}
-		}
-		if runErr != nil {
-			break
-		}
-		got, err := rk.Step(func(i int) ([]int32, []int32) { return toks[i], tgts[i] })
-		var div *train.DivergedError
-		if err != nil && !errors.As(err, &div) {
-			runErr = oomFirst(err)
-			break
-		}
-		recs = got
-		if onStep != nil {
-			if oerr := onStep(step, recs, err); oerr != nil {
-				runErr = oerr
-				break
-			}
-		}
-		if err != nil {
-			runErr = err
-			break
-		}
+	// Each step's traffic is the counters' growth over it.
+	n := rk.Members()
+	before, after := make([][NumCollectives]Traffic, n), make([][NumCollectives]Traffic, n)
+	for i := range after {
+		after[i] = rk.Comm(i).Traffic()
 	}
+	looped, runErr := train.Loop(context.Background(), rk, steps, func(step, i int) ([]int32, []int32, error) { return batch(step, g.ranks[i]) },
+		func(step int, recs []train.Record, err error) error {
+			copy(before, after)
+			for i := range after {
+				after[i] = rk.Comm(i).Traffic()
+			}
+			if onStep != nil {
+				return onStep(step, recs, err)
+			}
+			return nil
+		})
+	var div *train.DivergedError
+	if runErr != nil && !errors.As(runErr, &div) {
+		runErr = oomFirst(runErr)
+	}
+	recs := looped.Last
 	if recs == nil {
 		return nil, runErr
 	}
@@ -153,7 +139,7 @@ func Run(g *Group, s model.Setup, set Setting, opts train.Options, init []float3
 		if e := g.Engine(i); e != nil {
 			out[i].Engine, out[i].EngineBytes = e.Name(), e.Bytes()
 		}
-		for k, tr := range rk.Comm(i).Traffic() {
+		for k, tr := range after[i] {
 			b := before[i][k]
 			out[i].Traffic[k] = Traffic{Calls: tr.Calls - b.Calls, SentBytes: tr.SentBytes - b.SentBytes, RecvBytes: tr.RecvBytes - b.RecvBytes}
 		}
@@ -188,7 +174,7 @@ func SimulateRank(dev cuda.Device, s model.Setup, set Setting, rank, steps int) 
 	if err != nil {
 		return RankResult{}, err
 	}
-	res, err := Run(g, s, set, train.Options{}, nil, steps, func(int, int) ([]int32, []int32, error) { return nil, nil, nil }, nil, nil)
+	res, err := Run(g, s, set, train.Options{}, nil, steps, train.NoBatch, nil, nil)
 	if err != nil {
 		return RankResult{}, err
 	}
