@@ -35,7 +35,7 @@ func BenchmarkCheckpointFullVsNone(b *testing.B) {
 		}
 		defer h.Close()
 		devs[i] = h
-		if runs[i], err = newRunner(h, p, Options{}); err != nil {
+		if runs[i], err = newRunner(h, checked(b, p), Options{}); err != nil {
 			b.Fatal(err)
 		}
 		defer runs[i].close()
@@ -96,7 +96,7 @@ func BenchmarkGPT2XLActivations(b *testing.B) {
 			var act, peak int64
 			for b.Loop() {
 				dev := shape.New(0)
-				_, st, err := train.Simulate(dev, s, 1, nil)
+				_, st, err := train.Simulate(dev, checked(b, s), 1, nil)
 				dev.Close()
 				if err != nil {
 					b.Fatal(err)

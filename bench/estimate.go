@@ -25,8 +25,9 @@ type EstimateReport struct {
 // Estimate estimates s by formula (model.Formulas) and compares the
 // checkpoint policies; the error is the model's (a shape too large to
 // count).
-func Estimate(s model.Setup, formula model.Formula) (*EstimateReport, error) {
-	e, err := s.EstimateBy(formula)
+func Estimate(c model.Checked, formula model.Formula) (*EstimateReport, error) {
+	s := c.Setup()
+	e, err := c.EstimateBy(formula)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,11 @@ import (
 // (2Φ), the gradients and the fp32 states a rank's eighth (2Φ/8, 4Φ/8).
 func ExampleEstimateReport_WriteCSV() {
 	gpt2, _ := model.Preset("gpt2")
-	s := model.Setup{Model: gpt2, Batch: 4, Seq: 1024, Precision: model.BF16, Optimizer: model.AdamW, Ranks: 8, ZeRO: 2, TP: 1, PP: 1}
+	s, err := model.Setup{Model: gpt2, Batch: 4, Seq: 1024, Precision: model.BF16, Optimizer: model.AdamW, Ranks: 8, ZeRO: 2, TP: 1, PP: 1}.Check()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	rep, err := bench.Estimate(s, model.Korthikanti)
 	if err != nil {
 		fmt.Println(err)

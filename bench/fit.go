@@ -48,13 +48,17 @@ type FitReport struct {
 // memory bytes), so that fit never claims a micro-batch simulate refutes;
 // progress, when set, gets a line per cell. The error is the model's (a
 // shape too large to count).
-func Fit(s model.Setup, memory int64, formula model.Formula, byRanks bool, progress io.Writer) (*FitReport, error) {
+func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, progress io.Writer) (*FitReport, error) {
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	s := c.Setup()
 	byRanks = byRanks || s.ParamsOnly()
 	var err error
 	if byRanks {
 		// A shape too large to count is refused, not answered with zeros
 		// (without --batch, MaxBatch refuses it at batch 1).
-		if _, err := s.EstimateBy(formula); err != nil {
+		if _, err := c.EstimateBy(formula); err != nil {
 			return nil, err
 		}
 	}
@@ -181,14 +185,14 @@ func batchText(s model.Setup, n int, byRanks bool) string {
 // simFits reports whether s's simulation fits a card of memory bytes: the
 // single-rank schedule, or one rank of a ZeRO setting (every rank's buffers
 // have the same sizes).
-func simFits(s model.Setup, memory int64) (bool, error) {
+func simFits(c model.Checked, memory int64) (bool, error) {
 	dev := shape.New(memory)
 	defer dev.Close()
 	var err error
-	if s.Ranks == 1 {
-		_, _, err = train.Simulate(dev, s, 2, nil)
+	if s := c.Setup(); s.Ranks == 1 {
+		_, _, err = train.Simulate(dev, c, 2, nil)
 	} else {
-		_, err = zero.SimulateRank(dev, s, zero.Setting{Stage: s.ZeRO}, 0, 2)
+		_, err = zero.SimulateRank(dev, c, zero.Setting{Stage: s.ZeRO}, 0, 2)
 	}
 	var oom *cuda.OutOfMemoryError
 	if errors.As(err, &oom) {
@@ -203,10 +207,11 @@ func simulatedMaxBatch(s model.Setup, memory int64, hint int) (int, error) {
 	fits := func(b int) (bool, error) {
 		t := s
 		t.Batch = b
-		if t.Validate() != nil {
+		c, err := t.Check()
+		if err != nil {
 			return false, nil // past what can be counted: it does not fit
 		}
-		return simFits(t, memory)
+		return simFits(c, memory)
 	}
 	if ok, err := fits(1); !ok || err != nil {
 		return 0, err
@@ -224,10 +229,11 @@ func simulatedMinRanks(s model.Setup, memory int64, hint int) (int, error) {
 	fits := func(n int) (bool, error) {
 		t := s
 		t.Ranks = n
-		if t.Validate() != nil {
+		c, err := t.Check()
+		if err != nil {
 			return false, nil
 		}
-		return simFits(t, memory)
+		return simFits(c, memory)
 	}
 	if ok, err := fits(1); ok || err != nil {
 		return 1, err

@@ -34,7 +34,8 @@ type RanksReport struct {
 // SimulateRanks simulates steps of s under set, each simulated rank
 // (zero.SimulatedRanks) on a shape-only device of capacity bytes (0:
 // unlimited); traces, when set, records each simulated rank's last step.
-func SimulateRanks(capacity int64, s model.Setup, set zero.Setting, steps int, traces RankTraces) (*RanksReport, error) {
+func SimulateRanks(capacity int64, c model.Checked, set zero.Setting, steps int, traces RankTraces) (*RanksReport, error) {
+	s := c.Setup()
 	if steps <= 0 {
 		steps = 2
 	}
@@ -43,7 +44,7 @@ func SimulateRanks(capacity int64, s model.Setup, set zero.Setting, steps int, t
 	if traces != nil {
 		trace = traces.Tracer
 	}
-	res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, s, set, steps, trace)
+	res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, c, set, steps, trace)
 	if err != nil {
 		return nil, fmt.Errorf("%s, %s over %d ranks: %w", s.Model.Name, set, s.Ranks, err)
 	}

@@ -33,13 +33,14 @@ type SimulateReport struct {
 // (0: unlimited). A setup that does not fit fails with the allocator's
 // *cuda.OutOfMemoryError, saying so. trace, when set, records the last step
 // (or the one that ran out of memory, up to the failed request).
-func Simulate(dev cuda.Device, capacity int64, s model.Setup, steps int, trace *MemoryTrace) (*SimulateReport, error) {
+func Simulate(dev cuda.Device, capacity int64, c model.Checked, steps int, trace *MemoryTrace) (*SimulateReport, error) {
+	s := c.Setup()
 	start := time.Now()
 	var tr cuda.Tracer
 	if trace != nil {
 		tr = trace
 	}
-	rec, st, err := train.Simulate(dev, s, steps, tr)
+	rec, st, err := train.Simulate(dev, c, steps, tr)
 	elapsed := time.Since(start)
 	var oom *cuda.OutOfMemoryError
 	if errors.As(err, &oom) {

@@ -72,11 +72,12 @@ type SiteOptions struct {
 }
 
 // BuildSite answers every question of the site for s (one rank).
-func BuildSite(ctx context.Context, s model.Setup, o SiteOptions) (*Site, error) {
+func BuildSite(ctx context.Context, c model.Checked, o SiteOptions) (*Site, error) {
+	s := c.Setup()
 	site := &Site{Setup: s}
 	steps := []func() (Section, error){
-		func() (Section, error) { return siteValidate(ctx, s, o, site) },
-		func() (Section, error) { return siteCheckpoint(ctx, s, o) },
+		func() (Section, error) { return siteValidate(ctx, c, o, site) },
+		func() (Section, error) { return siteCheckpoint(ctx, c, o) },
 		func() (Section, error) { return siteScan(ctx, s, "batch", o) },
 		func() (Section, error) { return siteScan(ctx, s, "seq", o) },
 		func() (Section, error) { return siteStages(s, o) },
@@ -103,7 +104,7 @@ func bytesCell(p *int64) any {
 	return *p
 }
 
-func siteValidate(ctx context.Context, s model.Setup, o SiteOptions, site *Site) (Section, error) {
+func siteValidate(ctx context.Context, c model.Checked, o SiteOptions, site *Site) (Section, error) {
 	var dev cuda.Device
 	if o.NewDevice != nil {
 		d, err := o.NewDevice()
@@ -116,7 +117,7 @@ func siteValidate(ctx context.Context, s model.Setup, o SiteOptions, site *Site)
 	tr := &MemoryTrace{}
 	vo := o.Options
 	vo.Trace = tr
-	r, err := Validate(ctx, s, dev, vo)
+	r, err := Validate(ctx, c, dev, vo)
 	if err != nil {
 		return Section{}, err
 	}
@@ -149,11 +150,11 @@ func siteValidate(ctx context.Context, s model.Setup, o SiteOptions, site *Site)
 	return sec, nil
 }
 
-func siteCheckpoint(ctx context.Context, s model.Setup, o SiteOptions) (Section, error) {
+func siteCheckpoint(ctx context.Context, c model.Checked, o SiteOptions) (Section, error) {
 	so := o.Options
 	so.Timelines = true
 	so.Steps = 0 // the sweep's own default
-	r, err := Sweep(ctx, s, o.NewDevice, so)
+	r, err := Sweep(ctx, c, o.NewDevice, so)
 	if err != nil {
 		return Section{}, err
 	}
@@ -463,6 +464,10 @@ func scanPoint(ctx context.Context, u model.Setup, o SiteOptions) (model.Estimat
 		e, st, err := estimateAndSimulate(u, o.simSteps())
 		return e, st, nil, err
 	}
+	uc, err := u.Check()
+	if err != nil {
+		return model.Estimate{}, cuda.Stats{}, nil, err
+	}
 	dev, err := o.NewDevice()
 	if err != nil {
 		return model.Estimate{}, cuda.Stats{}, nil, err
@@ -470,7 +475,7 @@ func scanPoint(ctx context.Context, u model.Setup, o SiteOptions) (model.Estimat
 	defer dev.Close()
 	vo := o.Options
 	vo.Steps, vo.Progress = o.simSteps(), nil
-	r, err := Validate(ctx, u, dev, vo)
+	r, err := Validate(ctx, uc, dev, vo)
 	if err != nil {
 		return model.Estimate{}, cuda.Stats{}, nil, err
 	}
@@ -479,8 +484,9 @@ func scanPoint(ctx context.Context, u model.Setup, o SiteOptions) (model.Estimat
 }
 
 // estimateAndSimulate is u's estimate and its simulation's statistics.
-func estimateAndSimulate(u model.Setup, steps int) (model.Estimate, cuda.Stats, error) {
-	if err := u.Validate(); err != nil {
+func estimateAndSimulate(us model.Setup, steps int) (model.Estimate, cuda.Stats, error) {
+	u, err := us.Check()
+	if err != nil {
 		return model.Estimate{}, cuda.Stats{}, err
 	}
 	e, err := u.Estimate()
@@ -515,7 +521,11 @@ func siteStages(s model.Setup, o SiteOptions) (Section, error) {
 	}
 	u := s
 	u.Ranks = n
-	r, err := SweepStages(0, u, o.simSteps(), 0)
+	uc, err := u.Check()
+	if err != nil {
+		return Section{}, err
+	}
+	r, err := SweepStages(0, uc, o.simSteps(), 0)
 	if err != nil {
 		return Section{}, err
 	}

@@ -42,7 +42,8 @@ type StagesReport struct {
 // SweepStages simulates s over s.Ranks ranks of capacity bytes each (0:
 // unlimited) under the parameter server and ZeRO-0 to 3, DDP's and
 // ZeRO-2's gradient buckets of bucketBytes (0: the default).
-func SweepStages(capacity int64, s model.Setup, steps int, bucketBytes int64) (*StagesReport, error) {
+func SweepStages(capacity int64, c model.Checked, steps int, bucketBytes int64) (*StagesReport, error) {
+	s := c.Setup()
 	start := time.Now()
 	rep := &StagesReport{Setup: s}
 	for _, set := range []zero.Setting{{PS: true}, {Stage: 0}, {Stage: 1}, {Stage: 2}, {Stage: 3}} {
@@ -51,7 +52,11 @@ func SweepStages(capacity int64, s model.Setup, steps int, bucketBytes int64) (*
 		if set.Stage == 0 && !set.PS || set.Stage == 2 {
 			set.BucketBytes = bucketBytes
 		}
-		res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, t, set, steps, nil)
+		tc, err := t.Check()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", set, err)
+		}
+		res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, tc, set, steps, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", set, err)
 		}

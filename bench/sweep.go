@@ -83,10 +83,11 @@ func (r *SweepReport) WriteJSON(w io.Writer) error {
 // runs are interleaved step by step (policy after policy, the order rotated
 // each round) so that the machine's drift touches every policy alike. Sweep
 // calls newDevice once per policy and closes every device it opened.
-func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, error), o Options) (*SweepReport, error) {
-	if err := checkSetup(s); err != nil {
+func Sweep(ctx context.Context, c model.Checked, newDevice func() (cuda.Device, error), o Options) (*SweepReport, error) {
+	if err := checkSetup(c); err != nil {
 		return nil, err
 	}
+	s := c.Setup()
 	pols := o.Policies
 	if pols == nil {
 		pols = SweepPolicies(s.Model.Layers)
@@ -99,16 +100,17 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 		return nil, fmt.Errorf("bench: steps %d: must be a positive integer", steps)
 	}
 	rep := &SweepReport{Setup: s, Formulas: model.Formulas(), Steps: steps, Timed: max(steps-1, 1)}
-	setups := make([]model.Setup, len(pols))
+	setups := make([]model.Checked, len(pols))
 	for i, pol := range pols {
 		// A signal stops the sweep between two policies' simulations, not
 		// only once they are all done.
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("bench: the sweep stopped after simulating %d of %d policies: %w", i, len(pols), context.Cause(ctx))
 		}
-		p := s
-		p.Checkpoint = pol
-		if err := p.Validate(); err != nil {
+		ps := s
+		ps.Checkpoint = pol
+		p, err := ps.Check()
+		if err != nil {
 			return nil, err
 		}
 		setups[i] = p
@@ -168,12 +170,12 @@ func Sweep(ctx context.Context, s model.Setup, newDevice func() (cuda.Device, er
 				need += row.simReserved
 			}
 			// every policy's runner initialises its parameters on the host
-			if err := train.CheckMachine(dev, need, int64(len(setups))*train.HostParamBytes(p.Model)); err != nil {
+			if err := train.CheckMachine(dev, need, int64(len(setups))*train.HostParamBytes(p.Setup().Model)); err != nil {
 				return nil, err
 			}
 		}
 		if runs[i], err = newRunner(dev, p, o); err != nil {
-			return nil, fmt.Errorf("bench: checkpoint %s: %w", p.Checkpoint, err)
+			return nil, fmt.Errorf("bench: checkpoint %s: %w", p.Setup().Checkpoint, err)
 		}
 	}
 	rep.Device, rep.Data = devs[0].Name(), runs[0].data

@@ -34,7 +34,7 @@ func Train(ctx context.Context, dev cuda.Device, o TrainOptions) (*TrainReport, 
 	if res == nil {
 		return nil, err
 	}
-	return &TrainReport{Setup: o.Setup, Device: dev.Name(), ShapeOnly: !dev.Computes(), Result: res}, err
+	return &TrainReport{Setup: o.Setup.Setup(), Device: dev.Name(), ShapeOnly: !dev.Computes(), Result: res}, err
 }
 
 // WriteHeader writes the model, the setup and the device of a run, the

@@ -76,7 +76,10 @@ func rankRecord(rank int, rec train.Record) ([]byte, error) {
 // every rank's pieces, go to o.Save at the end. Over processes the report
 // is rank 0's; the other ranks' holds their setup only.
 func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setting) (*TrainRanksReport, error) {
-	s := o.Setup
+	if err := o.Setup.Err(); err != nil {
+		return nil, err
+	}
+	s := o.Setup.Setup()
 	if o.Steps <= 0 {
 		return nil, fmt.Errorf("bench: steps must be a positive integer, got %d", o.Steps)
 	}
@@ -93,7 +96,7 @@ func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setti
 		return nil, err
 	}
 	if devs[0].Computes() {
-		if err := where.checkFits(devs, s, set); err != nil {
+		if err := where.checkFits(devs, o.Setup, set); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +130,7 @@ func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setti
 	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)}
 	var saved []float32
 	var saveErr error
-	mine, err := zero.Run(g, s, set, opts, init, o.Steps, where.stream(batches, s.Ranks),
+	mine, err := zero.Run(g, o.Setup, set, opts, init, o.Steps, where.stream(batches, s.Ranks),
 		func(step int, mine []train.Record, _ error) error {
 			recs, err := zero.Gather(g, mine)
 			if err != nil {

@@ -158,14 +158,23 @@ func (r *ValidateReport) Row(category string) *Row {
 // Sweep run one device.
 var ErrParallel = errors.New("bench: a measured run uses one device: data, tensor and pipeline parallelism are estimated by 'trainmem estimate'")
 
-func checkSetup(s model.Setup) error {
+func checkSetup(c model.Checked) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return checkRunnable(c.Setup(), 1, 0)
+}
+
+// checkRunnable refuses what a measured run of ranks data-parallel ranks
+// under ZeRO stage zero cannot run.
+func checkRunnable(s model.Setup, ranks, zero int) error {
 	if s.ParamsOnly() {
 		return errors.New("bench: a parameter count alone cannot be run: give a model shape")
 	}
-	if s.Ranks != 1 || s.TP != 1 || s.PP != 1 || s.ZeRO != 0 {
+	if s.Ranks != ranks || s.TP != 1 || s.PP != 1 || s.ZeRO != zero {
 		return ErrParallel
 	}
-	return s.Validate()
+	return nil
 }
 
 // Validate runs the estimate, the simulation (the shape device) and, when dev is
@@ -174,10 +183,11 @@ func checkSetup(s model.Setup) error {
 // column) and is left open for the caller to close. A measured run that the
 // simulation shows would not fit dev's free memory is refused with a
 // *TooLargeError before it starts.
-func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*ValidateReport, error) {
-	if err := checkSetup(s); err != nil {
+func Validate(ctx context.Context, c model.Checked, dev cuda.Device, o Options) (*ValidateReport, error) {
+	if err := checkSetup(c); err != nil {
 		return nil, err
 	}
+	s := c.Setup()
 	steps := o.Steps
 	if steps == 0 {
 		steps = 3
@@ -185,7 +195,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 	if steps < 1 {
 		return nil, fmt.Errorf("bench: steps %d: must be a positive integer", steps)
 	}
-	e, err := s.Estimate()
+	e, err := c.Estimate()
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +216,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 			}
 		}
 	}
-	rec, st, err := train.Simulate(shape, s, steps, simTrace)
+	rec, st, err := train.Simulate(shape, c, steps, simTrace)
 	if err != nil {
 		return nil, fmt.Errorf("bench: simulation: %w", err)
 	}
@@ -217,7 +227,7 @@ func Validate(ctx context.Context, s model.Setup, dev cuda.Device, o Options) (*
 			return nil, err
 		}
 		o.progress("validate: measuring %d steps on %s", steps, dev.Name())
-		run, err := newRunner(dev, s, o)
+		run, err := newRunner(dev, c, o)
 		if err != nil {
 			return nil, err
 		}
@@ -353,12 +363,13 @@ type runner struct {
 	data    string
 }
 
-func newRunner(dev cuda.Device, s model.Setup, o Options) (*runner, error) {
+func newRunner(dev cuda.Device, c model.Checked, o Options) (*runner, error) {
+	s := c.Setup()
 	batches, err := train.OpenBatches(dev, o.Data, s, o.seed())
 	if err != nil {
 		return nil, err
 	}
-	tr, err := train.New(dev, s, train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)})
+	tr, err := train.New(dev, c, train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)})
 	if err == nil && dev.Computes() {
 		if err = tr.SetParams(model.InitParams(s.Model, o.seed())); err != nil {
 			tr.Close()

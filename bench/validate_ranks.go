@@ -46,13 +46,15 @@ const MostMeasuredRanks = 8
 // every s.Ranks micro-batches of the data's stream. Over processes the
 // measured ranks are gathered on rank 0, which alone simulates; the other
 // ranks' answers hold their setup only.
-func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *Where, o Options) (*RanksValidation, error) {
-	one := s // one rank's checks: the ranks are this function's
-	one.Ranks, one.ZeRO = 1, 0
-	if err := checkSetup(one); err != nil {
+func ValidateRanks(ctx context.Context, c model.Checked, set zero.Setting, where *Where, o Options) (*RanksValidation, error) {
+	if err := c.Err(); err != nil {
 		return nil, err
 	}
-	e, err := s.Estimate()
+	s := c.Setup()
+	if err := checkRunnable(s, s.Ranks, s.ZeRO); err != nil { // the ranks are this function's
+		return nil, err
+	}
+	e, err := c.Estimate()
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *
 	v := &RanksValidation{Setup: s, Setting: set, Estimate: e, Steps: steps}
 	simulate := func() error {
 		o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
-		v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, steps, nil)
+		v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, c, set, steps, nil)
 		return err
 	}
 	if where == nil {
@@ -83,7 +85,7 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *
 		return nil, err
 	}
 	if devs[0].Computes() {
-		if err := where.checkFits(devs, s, set); err != nil {
+		if err := where.checkFits(devs, c, set); err != nil {
 			return nil, err
 		}
 	}
@@ -104,7 +106,7 @@ func ValidateRanks(ctx context.Context, s model.Setup, set zero.Setting, where *
 	if where.Root() {
 		o.progress("validate: measuring %s over %d ranks on %s, %d steps%s", set, s.Ranks, v.Device, steps, where.over())
 	}
-	mine, err := zero.Run(g, s, set, opts, init, steps, where.stream(batches, s.Ranks), nil, nil)
+	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, s.Ranks), nil, nil)
 	var div *train.DivergedError
 	if errors.As(err, &div) {
 		return nil, fmt.Errorf("the measured run diverged: %w", err)

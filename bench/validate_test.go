@@ -19,6 +19,16 @@ import (
 	"trainmem/zero"
 )
 
+// checked is s checked (model.Setup.Check), as the command line gives it.
+func checked(t testing.TB, s model.Setup) model.Checked {
+	t.Helper()
+	c, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt model.Optimizer, pol string) model.Setup {
 	t.Helper()
 	c, err := model.Preset(preset)
@@ -43,7 +53,7 @@ func TestValidateTiny(t *testing.T) {
 	for _, pol := range []string{"none", "full", "selective"} {
 		t.Run(pol, func(t *testing.T) {
 			s := setup(t, "tiny", 8, 64, model.FP16, model.Adam, pol)
-			r, err := Validate(context.Background(), s, reference.NewHost(t), Options{Steps: 2})
+			r, err := Validate(context.Background(), checked(t, s), reference.NewHost(t), Options{Steps: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +136,7 @@ func TestModelStatesBytesPerParameter(t *testing.T) {
 			s := model.Setup{Model: model.Config{Name: "odd", Layers: 3, Hidden: 40, Heads: 4, Vocab: 256, Context: 32},
 				Batch: 2, Seq: 32, Precision: tc.prec, Optimizer: tc.opt, Ranks: 1, TP: 1, PP: 1}
 			phi := s.Model.NumParams()
-			r, err := Validate(context.Background(), s, reference.NewHost(t), Options{Steps: 2})
+			r, err := Validate(context.Background(), checked(t, s), reference.NewHost(t), Options{Steps: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +259,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // Not measuring still simulates and explains; more than one rank is refused.
 func TestValidateWithoutMeasuring(t *testing.T) {
 	s := setup(t, "gpt2-xl", 32, 1000, model.FP16, model.Adam, "full")
-	r, err := Validate(context.Background(), s, nil, Options{})
+	r, err := Validate(context.Background(), checked(t, s), nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +272,7 @@ func TestValidateWithoutMeasuring(t *testing.T) {
 		t.Error("no line says nothing was measured")
 	}
 	s.Ranks = 4
-	if _, err := Validate(context.Background(), s, nil, Options{}); !errors.Is(err, ErrParallel) {
+	if _, err := Validate(context.Background(), checked(t, s), nil, Options{}); !errors.Is(err, ErrParallel) {
 		t.Errorf("4 ranks: %v, want ErrParallel", err)
 	}
 }
@@ -276,7 +286,7 @@ func TestValidateTooLarge(t *testing.T) {
 	}
 	defer h.Close()
 	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none") // reserves 10 MiB
-	_, err = Validate(context.Background(), s, h, Options{})
+	_, err = Validate(context.Background(), checked(t, s), h, Options{})
 	var tl *TooLargeError
 	if !errors.As(err, &tl) || tl.Need != 10<<20 {
 		t.Fatalf("got %v, want a TooLargeError needing 10 MiB", err)
@@ -309,7 +319,7 @@ func TestContextRow(t *testing.T) {
 	defer h.Close()
 	const ctx = 500 << 20
 	s := setup(t, "tiny", 2, 16, model.BF16, model.Adam, "none")
-	r, err := Validate(context.Background(), s, gpuLike{h, ctx}, Options{Steps: 2})
+	r, err := Validate(context.Background(), checked(t, s), gpuLike{h, ctx}, Options{Steps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +338,7 @@ func TestContextRow(t *testing.T) {
 // the plots are written.
 func TestSweepTiny(t *testing.T) {
 	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none")
-	r, err := Sweep(context.Background(), s, func() (cuda.Device, error) { return host.New(host.Options{}) }, Options{Steps: 4})
+	r, err := Sweep(context.Background(), checked(t, s), func() (cuda.Device, error) { return host.New(host.Options{}) }, Options{Steps: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +458,7 @@ func TestExplanationAtRecomputation(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := model.Setup{Model: tc.cfg, Batch: tc.B, Seq: tc.T, Precision: model.FP32, Optimizer: model.Adam, Checkpoint: cp, Ranks: 1, TP: 1, PP: 1}
-		r, err := Validate(context.Background(), s, nil, Options{})
+		r, err := Validate(context.Background(), checked(t, s), nil, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -469,7 +479,7 @@ func TestFitSimulatedIsSimulates(t *testing.T) {
 	for _, ranks := range []int{1, 4} {
 		s := setup(t, "tiny", 1, 64, model.BF16, model.Adam, "none")
 		s.Ranks = ranks
-		rep, err := Fit(s, memory, model.Korthikanti, false, nil)
+		rep, err := Fit(checked(t, s), memory, model.Korthikanti, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -482,9 +492,9 @@ func TestFitSimulatedIsSimulates(t *testing.T) {
 				u.Batch, u.Checkpoint, u.ZeRO = b, c.policy, c.zero
 				var err error
 				if ranks == 1 {
-					_, _, err = train.Simulate(shape.New(memory), u, 2, nil)
+					_, _, err = train.Simulate(shape.New(memory), checked(t, u), 2, nil)
 				} else {
-					_, err = zero.Simulate(func() cuda.Device { return shape.New(memory) }, u, zero.Setting{Stage: c.zero}, 2, nil)
+					_, err = zero.Simulate(func() cuda.Device { return shape.New(memory) }, checked(t, u), zero.Setting{Stage: c.zero}, 2, nil)
 				}
 				var oom *cuda.OutOfMemoryError
 				if fits := err == nil; fits != (b == c.simulated) || (err != nil && !errors.As(err, &oom)) {
@@ -501,7 +511,7 @@ func TestFitSimulatedRanksAreSimulates(t *testing.T) {
 	const memory = 3 << 20
 	s := setup(t, "tiny", 8, 64, model.BF16, model.Adam, "none")
 	s.Ranks = 2
-	rep, err := Fit(s, memory, model.Korthikanti, true, nil)
+	rep, err := Fit(checked(t, s), memory, model.Korthikanti, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +527,7 @@ func TestFitSimulatedRanksAreSimulates(t *testing.T) {
 		for _, n := range []int{c.simulated, c.simulated - 1} {
 			u := s
 			u.Ranks, u.Checkpoint, u.ZeRO = n, c.policy, c.zero
-			_, err := zero.SimulateRank(shape.New(memory), u, zero.Setting{Stage: c.zero}, 0, 2)
+			_, err := zero.SimulateRank(shape.New(memory), checked(t, u), zero.Setting{Stage: c.zero}, 0, 2)
 			var oom *cuda.OutOfMemoryError
 			if fits := err == nil; fits != (n == c.simulated) || (err != nil && !errors.As(err, &oom)) {
 				t.Errorf("%s ZeRO-%d: fit says %d ranks; %d ranks simulate with %v", c.policy, c.zero, c.simulated, n, err)

@@ -133,10 +133,11 @@ func (w Where) over() string {
 // simulation (every rank of an in-process group, or this process's rank),
 // and the float32 parameters the run initialises on the host once
 // (train.CheckMachine; host devices share the machine's memory).
-func (w Where) checkFits(devs []cuda.Device, s model.Setup, set zero.Setting) error {
+func (w Where) checkFits(devs []cuda.Device, c model.Checked, set zero.Setting) error {
+	s := c.Setup()
 	var reserve []int64
 	if w.Link == nil {
-		res, err := zero.Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
+		res, err := zero.Simulate(func() cuda.Device { return shape.New(0) }, c, set, 2, nil)
 		if err != nil {
 			return fmt.Errorf("bench: the simulation before the run: %w", err)
 		}
@@ -146,7 +147,7 @@ func (w Where) checkFits(devs []cuda.Device, s model.Setup, set zero.Setting) er
 	} else {
 		sim := shape.New(0)
 		defer sim.Close()
-		r, err := zero.SimulateRank(sim, s, set, w.Link.Rank(), 2)
+		r, err := zero.SimulateRank(sim, c, set, w.Link.Rank(), 2)
 		if err != nil {
 			return fmt.Errorf("bench: the simulation before the run: %w", err)
 		}

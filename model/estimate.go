@@ -418,6 +418,40 @@ func (s Setup) Validate() error {
 	return s.checkSizes()
 }
 
+// Checked is a Setup that Validate accepted. The layers that run a setup
+// (train.New, the ranks, the reports) take a Checked, so that a setup is
+// checked once, where it is made (the command line's flags), and not again
+// below: a Checked is made only by Setup.Check, and Setup returns a copy,
+// so a Checked cannot be changed into a setup that was not checked. Its
+// zero value is no checked setup: the layers refuse it.
+type Checked struct {
+	s  Setup
+	ok bool
+}
+
+// errUnchecked refuses a Checked that Setup.Check did not make.
+var errUnchecked = errors.New("model: a setup that was not checked (make it with Setup.Check)")
+
+// Check validates s (Validate) and returns it checked.
+func (s Setup) Check() (Checked, error) {
+	if err := s.Validate(); err != nil {
+		return Checked{}, err
+	}
+	return Checked{s: s, ok: true}, nil
+}
+
+// Setup is the checked setup (a copy).
+func (c Checked) Setup() Setup { return c.s }
+
+// Err is nil for a setup that Setup.Check made, an error naming the
+// mistake for the zero Checked.
+func (c Checked) Err() error {
+	if !c.ok {
+		return errUnchecked
+	}
+	return nil
+}
+
 func divisors(n int) string {
 	var ds []string
 	for d := 1; d <= n && len(ds) < 12; d++ {
@@ -664,6 +698,23 @@ func (s Setup) Estimate() (Estimate, error) { return s.EstimateBy(Korthikanti) }
 // EstimateBy is Estimate with the formula that picks the reported pipeline
 // stage (the stage whose total by that formula is largest).
 func (s Setup) EstimateBy(formula Formula) (Estimate, error) {
+	c, err := s.Check()
+	if err != nil {
+		return Estimate{}, err
+	}
+	return c.EstimateBy(formula)
+}
+
+// Estimate is Setup.Estimate of a checked setup, which it does not check
+// again.
+func (c Checked) Estimate() (Estimate, error) { return c.EstimateBy(Korthikanti) }
+
+// EstimateBy is Setup.EstimateBy of a checked setup.
+func (c Checked) EstimateBy(formula Formula) (Estimate, error) {
+	if !c.ok {
+		return Estimate{}, errUnchecked
+	}
+	s := c.s
 	e, err := s.estimateBy(formula)
 	var se *SizeError
 	if errors.Is(err, ErrOverflow) && !errors.As(err, &se) {
@@ -675,9 +726,6 @@ func (s Setup) EstimateBy(formula Formula) (Estimate, error) {
 func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 	if formula >= numFormulas {
 		return Estimate{}, fmt.Errorf("model: unknown formula %v (valid: %s)", formula, strings.Join(formulaNames[:], ", "))
-	}
-	if err := s.Validate(); err != nil {
-		return Estimate{}, err
 	}
 	if formula == Exact && (s.TP > 1 || s.PP > 1) {
 		return Estimate{}, fmt.Errorf("model: the %s formula follows trainmem's one-device schedule: use --formula %s or %s with --tp %d and --pp %d", Exact, ZeROPaper, Korthikanti, s.TP, s.PP)

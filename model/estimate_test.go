@@ -654,3 +654,36 @@ func TestFormulaNames(t *testing.T) {
 		t.Errorf("EstimateBy(Formula(7)): %v", err)
 	}
 }
+
+// A Checked is made only by Setup.Check: a setup Validate refuses is not
+// checked, the zero Checked is refused by the estimate (and by the layers
+// that take one), and the setup a Checked gives is a copy, so changing it
+// leaves the checked setup as it was.
+func TestChecked(t *testing.T) {
+	tiny, _ := Preset("tiny")
+	s := Setup{Model: tiny, Batch: 2, Seq: 64, Ranks: 1, TP: 1, PP: 1}
+	c, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Setup()
+	got.Batch = 0
+	if c.Setup().Batch != 2 || c.Err() != nil {
+		t.Errorf("a changed copy changed the checked setup: batch %d, %v", c.Setup().Batch, c.Err())
+	}
+	want, err := s.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := c.Estimate(); err != nil || e.Total(Korthikanti) != want.Total(Korthikanti) {
+		t.Errorf("the checked estimate %v, %v; the setup's %d", e.Total(Korthikanti), err, want.Total(Korthikanti))
+	}
+	bad := s
+	bad.Seq = 65
+	if _, err := bad.Check(); err == nil || !strings.Contains(err.Error(), "sequence length 65") {
+		t.Errorf("Check of sequence 65: %v, want Validate's error", err)
+	}
+	if _, err := (Checked{}).Estimate(); err == nil || !strings.Contains(err.Error(), "not checked") || (Checked{}).Err() == nil {
+		t.Errorf("the zero Checked: %v, want it refused", err)
+	}
+}

@@ -63,7 +63,8 @@ func TestOpenBatches(t *testing.T) {
 }
 
 // The trainer is built from the Setup estimate and simulate take, checked
-// by its Validate, and refuses what it cannot run with the value named.
+// once (Setup.Check), and refuses what it cannot run with the value named;
+// a setup that was not checked is refused too.
 func TestNewChecksTheSetup(t *testing.T) {
 	dev := shape.New(0)
 	for _, tc := range []struct {
@@ -82,14 +83,21 @@ func TestNewChecksTheSetup(t *testing.T) {
 	} {
 		s, o := oneRank(tinyCfg, 2, 16), Options{}
 		tc.edit(&s, &o)
-		if tr, err := New(dev, s, o); err == nil || !strings.Contains(err.Error(), tc.want) {
-			if tr != nil {
+		c, err := s.Check()
+		if err == nil {
+			var tr *Trainer
+			if tr, err = New(dev, c, o); tr != nil {
 				tr.Close()
 			}
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error containing %q", s, err, tc.want)
 		}
 	}
-	tr, err := New(dev, oneRank(tinyCfg, 2, 16), Options{})
+	if _, err := New(dev, model.Checked{}, Options{}); err == nil || !strings.Contains(err.Error(), "not checked") {
+		t.Errorf("a setup that was not checked: %v, want it refused", err)
+	}
+	tr, err := New(dev, checked(t, oneRank(tinyCfg, 2, 16)), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

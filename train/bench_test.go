@@ -119,7 +119,7 @@ func BenchmarkSimulate(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "sim-step-ms")
 			b.StopTimer()
 			t0 := time.Now()
-			if _, _, err := Simulate(shape.New(0), s, 1, nil); err != nil {
+			if _, _, err := Simulate(shape.New(0), checked(b, s), 1, nil); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "total-ms")
@@ -138,7 +138,7 @@ func BenchmarkSimulateLayers(b *testing.B) {
 			s := model.Setup{Model: model.Config{Name: "narrow", Layers: L, Hidden: 64, Heads: 4, Vocab: 256, Context: 64},
 				Batch: 1, Seq: 64, Ranks: 1, TP: 1, PP: 1}
 			for b.Loop() {
-				if _, _, err := Simulate(shape.New(0), s, 1, nil); err != nil {
+				if _, _, err := Simulate(shape.New(0), checked(b, s), 1, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -64,7 +64,7 @@ func check(t *testing.T, cfg model.Config, B, T int, prec model.Precision, polic
 		t.Fatalf("%s: %v", name, err)
 	}
 	want := e.ActivationBytes(model.Exact)
-	_, st, err := Simulate(shape.New(0), s, 1, nil)
+	_, st, err := Simulate(shape.New(0), checked(t, s), 1, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

@@ -16,7 +16,11 @@ import (
 // implementation-exact formula counts.
 func ExampleTrainer_Step() {
 	tiny, _ := model.Preset("tiny")
-	s := model.Setup{Model: tiny, Batch: 8, Seq: 64, Precision: model.FP32, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1}
+	s, err := model.Setup{Model: tiny, Batch: 8, Seq: 64, Precision: model.FP32, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1}.Check()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	dev := shape.New(0)
 	defer dev.Close()
 	tr, err := train.New(dev, s, train.Options{})

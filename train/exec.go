@@ -34,6 +34,10 @@ type Options struct {
 type Trainer struct {
 	dev cuda.Device
 	s   model.Setup
+	c   model.Checked // s, checked (Setup.Check), for the estimate mfu reads
+	// stepFLOPs is the estimate's FLOPs of a step (mfu), made on first use.
+	stepFLOPs     float64
+	stepFLOPsMade bool
 	// table is s.Model.Params(), made once: the policies read rows of it
 	// for every lazily bound row, and the update for every piece.
 	table []model.Param
@@ -66,15 +70,16 @@ type Trainer struct {
 	profile *Profile
 }
 
-// New builds the GPT-2 graph of setup s (model, batch, sequence,
+// New builds the GPT-2 graph of setup c (model, batch, sequence,
 // precision, optimizer, checkpoint policy: the Setup that estimate and
-// simulate take, validated by its Validate), compiles its schedule and
+// simulate take, checked once by Setup.Check), compiles its schedule and
 // allocates the model states on dev. The trainer runs one rank. Parameters
 // start at zero: call SetParams.
-func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
-	if err := s.Validate(); err != nil {
+func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
+	if err := c.Err(); err != nil {
 		return nil, err
 	}
+	s := c.Setup()
 	switch {
 	case s.ParamsOnly():
 		return nil, errors.New("train: a setup of a parameter count only has no model to run: give a preset or layers, hidden, heads")
@@ -115,7 +120,7 @@ func New(dev cuda.Device, s model.Setup, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, s: s, table: s.Model.Params(), opts: opts, st: st, sched: sched, lay: lay,
+	t := &Trainer{dev: dev, s: s, c: c, table: s.Model.Params(), opts: opts, st: st, sched: sched, lay: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
 	t.findLastReads()

@@ -62,10 +62,11 @@ func CheckMachine(dev cuda.Device, reserve, hostBytes int64) error {
 // CheckFits simulates two steps of s (the second reuses the first's
 // cache, as a run's do) and refuses, with CheckMachine, a run on dev that
 // the machine cannot hold. The device's memory is never touched.
-func CheckFits(dev cuda.Device, s model.Setup) error {
+func CheckFits(dev cuda.Device, c model.Checked) error {
 	sim := shape.New(0)
 	defer sim.Close()
-	_, st, err := Simulate(sim, s, 2, nil)
+	s := c.Setup()
+	_, st, err := Simulate(sim, c, 2, nil)
 	if err != nil {
 		return fmt.Errorf("train: the simulation before the run: %w", err)
 	}

@@ -80,7 +80,7 @@ func TestMixedPrecisionTrainsLikeFP32(t *testing.T) {
 		s := model.Setup{Model: tinyCfg, Batch: 8, Seq: 64, Precision: prec, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1}
 		h := reference.NewHost(t)
 		var rs []Record
-		_, err := Run(context.Background(), h, RunOptions{Setup: s, Steps: 200, LR: 1e-3, Seed: 1, OnRecord: func(r Record) { rs = append(rs, r) }})
+		_, err := Run(context.Background(), h, RunOptions{Setup: checked(t, s), Steps: 200, LR: 1e-3, Seed: 1, OnRecord: func(r Record) { rs = append(rs, r) }})
 		if err != nil {
 			t.Fatalf("%s: %v", prec, err)
 		}

@@ -120,9 +120,11 @@ func mfu(t *Trainer, stepMs float64) float64 {
 	if peak <= 0 {
 		return 0
 	}
-	e, err := t.s.Estimate()
-	if err != nil {
-		return 0
+	if !t.stepFLOPsMade {
+		t.stepFLOPsMade = true
+		if e, err := t.c.Estimate(); err == nil {
+			t.stepFLOPs = e.Recompute.Step
+		}
 	}
-	return e.Recompute.Step / (stepMs / 1000) / peak
+	return t.stepFLOPs / (stepMs / 1000) / peak
 }

@@ -15,7 +15,7 @@ import (
 
 // RunOptions describe a training run.
 type RunOptions struct {
-	Setup model.Setup // model, batch, sequence, precision, optimizer, checkpoint policy
+	Setup model.Checked // model, batch, sequence, precision, optimizer, checkpoint policy
 	Steps int
 	// LR overrides the optimizer's default learning rate when > 0.
 	LR   float64
@@ -58,7 +58,7 @@ func (o RunOptions) Check() error {
 		return err
 	}
 	if o.Save != "" {
-		if err := model.CheckSavable(o.Setup.Model); err != nil {
+		if err := model.CheckSavable(o.Setup.Setup().Model); err != nil {
 			return &files.PathError{Flag: "--save", Path: o.Save, Problem: err.Error()}
 		}
 	}
@@ -114,7 +114,10 @@ func (res *RunResult) Mean() (stepMs, tokensPerS float64) {
 // *DivergedError) or fails keeps every finished record and still saves its
 // weights.
 func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error) {
-	s := o.Setup
+	if err := o.Setup.Err(); err != nil {
+		return nil, err
+	}
+	s := o.Setup.Setup()
 	if o.Steps <= 0 {
 		return nil, fmt.Errorf("train: steps must be a positive integer, got %d", o.Steps)
 	}
@@ -129,7 +132,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if dev.Computes() {
 		// The machine must hold the run, before anything is allocated:
 		// else the kernel ends it, or Go's runtime does.
-		if err := CheckFits(dev, s); err != nil {
+		if err := CheckFits(dev, o.Setup); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +152,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if ctx.Err() != nil {
 		return &RunResult{Device: dev.Name(), Interrupted: true}, nil
 	}
-	tr, err := New(dev, s, Options{Optimizer: DefaultOptimizer(s.Optimizer).WithLR(o.LR)})
+	tr, err := New(dev, o.Setup, Options{Optimizer: DefaultOptimizer(s.Optimizer).WithLR(o.LR)})
 	if err != nil {
 		return nil, err
 	}

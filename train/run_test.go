@@ -40,7 +40,7 @@ func TestRunInterrupted(t *testing.T) {
 	defer cancel()
 	c, _ := model.Preset("tiny")
 	s := model.Setup{Model: c, Batch: 2, Seq: 16, Optimizer: model.AdamW, Ranks: 1, TP: 1, PP: 1}
-	res, err := Run(ctx, reference.NewHost(t), RunOptions{Setup: s, Steps: 10, Seed: 1, Out: out, Save: save, Progress: &cancelAfter{n: 3, cancel: cancel}})
+	res, err := Run(ctx, reference.NewHost(t), RunOptions{Setup: checked(t, s), Steps: 10, Seed: 1, Out: out, Save: save, Progress: &cancelAfter{n: 3, cancel: cancel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestRunMemoryFlat(t *testing.T) {
 	}
 	const steps = 100000
 	var at1k, atEnd uint64
-	res, err := Run(context.Background(), shape.New(0), RunOptions{Setup: s, Steps: steps, Seed: 1, Out: os.DevNull, OnRecord: func(r Record) {
+	res, err := Run(context.Background(), shape.New(0), RunOptions{Setup: checked(t, s), Steps: steps, Seed: 1, Out: os.DevNull, OnRecord: func(r Record) {
 		switch r.Step {
 		case 1000:
 			at1k = heap()

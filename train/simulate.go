@@ -14,11 +14,11 @@ import (
 // Two steps are run by default because the first step fills the allocator's
 // cache and the second shows the steady state. A tracer, when given,
 // receives the steps' allocator events (Trainer.Trace).
-func Simulate(dev cuda.Device, s model.Setup, steps int, trace cuda.Tracer) (Record, cuda.Stats, error) {
+func Simulate(dev cuda.Device, c model.Checked, steps int, trace cuda.Tracer) (Record, cuda.Stats, error) {
 	if steps <= 0 {
 		steps = 2
 	}
-	tr, err := New(dev, s, Options{})
+	tr, err := New(dev, c, Options{})
 	if err != nil {
 		return Record{}, cuda.Stats{}, err
 	}
@@ -29,7 +29,7 @@ func Simulate(dev cuda.Device, s model.Setup, steps int, trace cuda.Tracer) (Rec
 		}
 		defer tr.Trace(nil)
 	}
-	batches, err := OpenBatches(dev, "", s, 1)
+	batches, err := OpenBatches(dev, "", c.Setup(), 1)
 	if err != nil {
 		return Record{}, cuda.Stats{}, err
 	}

@@ -29,7 +29,7 @@ func setupOf(t testing.TB, preset string, B, T int, prec model.Precision, pol mo
 func TestSimulateGPT2XL(t *testing.T) {
 	s := setupOf(t, "gpt2-xl", 32, 1000, model.FP16, model.Checkpoint{})
 	start := time.Now()
-	rec, _, err := Simulate(shape.New(0), s, 1, nil)
+	rec, _, err := Simulate(shape.New(0), checked(t, s), 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestSimulateGPT2XL(t *testing.T) {
 // the request.
 func TestSimulateOutOfMemory(t *testing.T) {
 	s := setupOf(t, "gpt2-xl", 32, 1000, model.FP16, model.Checkpoint{})
-	_, _, err := Simulate(shape.New(24<<30), s, 1, nil)
+	_, _, err := Simulate(shape.New(24<<30), checked(t, s), 1, nil)
 	var oom *cuda.OutOfMemoryError
 	if !errors.As(err, &oom) {
 		t.Fatalf("got %v, want an out-of-memory error", err)

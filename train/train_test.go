@@ -27,9 +27,19 @@ func withPrecision(s model.Setup, p model.Precision) model.Setup {
 	return s
 }
 
+// checked is s checked (model.Setup.Check), as the layers above give it.
+func checked(t testing.TB, s model.Setup) model.Checked {
+	t.Helper()
+	c, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func newTrainer(t testing.TB, dev cuda.Device, s model.Setup, opts Options) *Trainer {
 	t.Helper()
-	tr, err := New(dev, s, opts)
+	tr, err := New(dev, checked(t, s), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,13 +17,17 @@ type Ranks struct {
 	tr  []*train.Trainer
 }
 
-// NewRanks builds a trainer per rank of g on the rank's device. The setup
-// says the group: s.Ranks must be g's size and s.ZeRO the setting's stage
-// (0 under the parameter server).
-func NewRanks(g *Group, s model.Setup, set Setting, opts train.Options) (*Ranks, error) {
+// NewRanks builds a trainer per rank of g on the rank's device, each of
+// the one checked setup c. The setup says the group: its Ranks must be g's
+// size and its ZeRO the setting's stage (0 under the parameter server).
+func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Ranks, error) {
 	if err := set.Check(); err != nil {
 		return nil, err
 	}
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	s := c.Setup()
 	switch {
 	case s.Ranks != g.Size():
 		return nil, fmt.Errorf("zero: the setup has %d ranks and the group %d", s.Ranks, g.Size())
@@ -49,7 +53,7 @@ func NewRanks(g *Group, s model.Setup, set Setting, opts train.Options) (*Ranks,
 			o := opts
 			o.Policy = p
 			var t *train.Trainer
-			if t, err = train.New(g.devs[i], s, o); err == nil {
+			if t, err = train.New(g.devs[i], c, o); err == nil {
 				rk.tr = append(rk.tr, t)
 				continue
 			}

@@ -21,6 +21,16 @@ func setupOf(cfg model.Config, B, T, ranks, stage int, prec model.Precision, opt
 	return model.Setup{Model: cfg, Batch: B, Seq: T, Precision: prec, Optimizer: opt, Ranks: ranks, ZeRO: stage, TP: 1, PP: 1}
 }
 
+// checked is s checked (model.Setup.Check), as the layers above give it.
+func checked(t testing.TB, s model.Setup) model.Checked {
+	t.Helper()
+	c, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // loaderBatches is a loader of micro-batch B over the built-in corpus.
 func loaderBatches(t *testing.T, B, T int) *data.Loader {
 	t.Helper()
@@ -92,7 +102,7 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 				s.Checkpoint = model.Checkpoint{Kind: tc.pol}
 				return s
 			}
-			ref, err := one(hosts(t, 1)[0], withPol(setupOf(tinyCfg, tc.N*b, T, 1, 0, tc.prec, tc.opt)), train.Options{Optimizer: opt})
+			ref, err := one(hosts(t, 1)[0], checked(t, withPol(setupOf(tinyCfg, tc.N*b, T, 1, 0, tc.prec, tc.opt))), train.Options{Optimizer: opt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +114,7 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rk, err := NewRanks(g, withPol(setupOf(tinyCfg, b, T, tc.N, tc.set.Stage, tc.prec, tc.opt)), tc.set, train.Options{Optimizer: opt})
+			rk, err := NewRanks(g, checked(t, withPol(setupOf(tinyCfg, b, T, tc.N, tc.set.Stage, tc.prec, tc.opt))), tc.set, train.Options{Optimizer: opt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +219,7 @@ func TestRanksHoldTheirShare(t *testing.T) {
 		for _, devs := range [][]cuda.Device{hosts(t, N), shapes(N)} {
 			g, _ := NewGroup(devs)
 			s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
-			rk, err := NewRanks(g, s, set, train.Options{})
+			rk, err := NewRanks(g, checked(t, s), set, train.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,7 +280,7 @@ func TestSimulateRanks(t *testing.T) {
 		for _, pol := range []model.CheckpointKind{model.CheckpointNone, model.CheckpointFull} {
 			s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
 			s.Checkpoint = model.Checkpoint{Kind: pol}
-			res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
+			res, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), set, 2, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +300,7 @@ func TestSimulateRanks(t *testing.T) {
 		}
 	}
 	s := setupOf(tinyCfg, 2, 16, N, 1, model.BF16, model.AdamW)
-	if _, err := Simulate(func() cuda.Device { return shape.New(1 << 20) }, s, Setting{Stage: 1}, 2, nil); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
+	if _, err := Simulate(func() cuda.Device { return shape.New(1 << 20) }, checked(t, s), Setting{Stage: 1}, 2, nil); err == nil || !strings.Contains(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "out of memory") {
 		t.Errorf("1 MiB ranks: %v, want rank 0's out-of-memory error", err)
 	}
 }
@@ -307,7 +317,7 @@ func TestSparseSimulationIsExact(t *testing.T) {
 	}
 	for _, set := range []Setting{{Stage: 0, BucketBytes: 40 << 10}, {Stage: 1}, {Stage: 2, BucketBytes: 40 << 10}, {Stage: 3}, {PS: true}} {
 		s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
-		sparse, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
+		sparse, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), set, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +373,7 @@ func BenchmarkRanksStep(b *testing.B) {
 				devs[i] = h
 			}
 			g, _ := NewGroup(devs)
-			rk, err := NewRanks(g, setupOf(cfg, tc.B, T, tc.N, tc.set.Stage, model.FP32, model.AdamW), tc.set, train.Options{})
+			rk, err := NewRanks(g, checked(b, setupOf(cfg, tc.B, T, tc.N, tc.set.Stage, model.FP32, model.AdamW)), tc.set, train.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -393,7 +403,7 @@ func BenchmarkSimulateScale(b *testing.B) {
 			s := setupOf(cfg, tc.B, tc.T, tc.N, 3, model.FP16, model.Adam)
 			s.Checkpoint = model.Checkpoint{Kind: model.CheckpointFull}
 			for b.Loop() {
-				if _, err := Simulate(func() cuda.Device { return shape.New(0) }, s, Setting{Stage: 3}, 2, nil); err != nil {
+				if _, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(b, s), Setting{Stage: 3}, 2, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -408,7 +418,7 @@ func TestPrefetchGathersAhead(t *testing.T) {
 	const N = 2
 	s := setupOf(tinyCfg, 2, 16, N, 3, model.FP32, model.AdamW)
 	peak := func(set Setting) int64 {
-		res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
+		res, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), set, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +462,7 @@ func TestRanksTrainAsOneRank14M(t *testing.T) {
 	}
 	init := model.InitParams(cfg, 5)
 	opt := train.DefaultOptimizer(model.AdamW)
-	ref, err := train.New(hosts(t, 1)[0], setupOf(cfg, N*b, T, 1, 0, model.FP32, model.AdamW), train.Options{Optimizer: opt})
+	ref, err := train.New(hosts(t, 1)[0], checked(t, setupOf(cfg, N*b, T, 1, 0, model.FP32, model.AdamW)), train.Options{Optimizer: opt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +475,7 @@ func TestRanksTrainAsOneRank14M(t *testing.T) {
 	wp, _ := ref.Params()
 	for _, set := range []Setting{{Stage: 1}, {Stage: 3}} {
 		g, _ := NewGroup(hosts(t, N))
-		rk, err := NewRanks(g, setupOf(cfg, b, T, N, set.Stage, model.FP32, model.AdamW), set, train.Options{Optimizer: opt})
+		rk, err := NewRanks(g, checked(t, setupOf(cfg, b, T, N, set.Stage, model.FP32, model.AdamW)), set, train.Options{Optimizer: opt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -499,12 +509,12 @@ func TestNativeSimulationStagesNothing(t *testing.T) {
 	const N = 4
 	set := Setting{Stage: 1}
 	s := setupOf(tinyCfg, 2, 16, N, set.Stage, model.BF16, model.AdamW)
-	ring, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
+	ring, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), set, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	set.Native = true
-	native, err := Simulate(func() cuda.Device { return shape.New(0) }, s, set, 2, nil)
+	native, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), set, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +550,11 @@ func Measure(devs []cuda.Device, s model.Setup, set Setting, opts train.Options,
 	if err != nil {
 		return nil, err
 	}
-	return Run(g, s, set, opts, init, max(steps, 1), batch, nil, nil)
+	c, err := s.Check()
+	if err != nil {
+		return nil, err
+	}
+	return Run(g, c, set, opts, init, max(steps, 1), batch, nil, nil)
 }
 
 // ZeRO-3's gathered peak by trainmem's formula (model.Estimate.Gathered)
@@ -565,7 +579,7 @@ func TestGatheredFormulaEqualsSimulation(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						res, err := Simulate(func() cuda.Device { return shape.New(0) }, s, Setting{Stage: 3}, 2, nil)
+						res, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), Setting{Stage: 3}, 2, nil)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -589,7 +603,7 @@ func BenchmarkSimulateRanks(b *testing.B) {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			s := setupOf(tinyCfg, 2, 16, n, 3, model.BF16, model.AdamW)
 			for b.Loop() {
-				if _, err := Simulate(func() cuda.Device { return shape.New(0) }, s, Setting{Stage: 3}, 2, nil); err != nil {
+				if _, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(b, s), Setting{Stage: 3}, 2, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -49,10 +49,11 @@ func SimulatedRanks(n int) []int {
 // default). A rank that runs out of its device's memory fails the run with
 // the allocator's *cuda.OutOfMemoryError, naming the rank. trace, when set,
 // gives each simulated rank's tracer (Group.TraceRanks).
-func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps int, trace func(rank int) cuda.Tracer) ([]RankResult, error) {
+func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps int, trace func(rank int) cuda.Tracer) ([]RankResult, error) {
 	if steps <= 0 {
 		steps = 2
 	}
+	s := c.Setup()
 	ranks := SimulatedRanks(s.Ranks)
 	devs := make([]cuda.Device, len(ranks))
 	for i := range devs {
@@ -70,7 +71,7 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 	}
 	g.TraceRanks(trace)
 	// Shape-only ranks take no tokens: nothing that grows with the batch.
-	return Run(g, s, set, train.Options{}, nil, steps, train.NoBatch, nil, nil)
+	return Run(g, c, set, train.Options{}, nil, steps, train.NoBatch, nil, nil)
 }
 
 // Run is a run of every member of g: a trainer each under set, from the
@@ -82,10 +83,10 @@ func Simulate(newDevice func() cuda.Device, s model.Setup, set Setting, steps in
 // step. end (when set) sees the trainers before they are closed, to read
 // what they hold. Run returns every member's last finished step, with the
 // first error.
-func Run(g *Group, s model.Setup, set Setting, opts train.Options, init []float32, steps int,
+func Run(g *Group, c model.Checked, set Setting, opts train.Options, init []float32, steps int,
 	batch func(step, rank int) ([]int32, []int32, error), onStep func(step int, recs []train.Record, err error) error,
 	end func(*Ranks)) ([]RankResult, error) {
-	rk, err := NewRanks(g, s, set, opts)
+	rk, err := NewRanks(g, c, set, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -166,15 +167,15 @@ func oomFirst(err error) error {
 // SimulateRank is Simulate of one rank alone on dev (a sparse group of that
 // member): its last step. Every rank of a ZeRO setting holds buffers of the
 // same sizes, so one rank says whether a setting fits a card.
-func SimulateRank(dev cuda.Device, s model.Setup, set Setting, rank, steps int) (RankResult, error) {
+func SimulateRank(dev cuda.Device, c model.Checked, set Setting, rank, steps int) (RankResult, error) {
 	if steps <= 0 {
 		steps = 2
 	}
-	g, err := NewSparseGroup([]cuda.Device{dev}, []int{rank}, s.Ranks)
+	g, err := NewSparseGroup([]cuda.Device{dev}, []int{rank}, c.Setup().Ranks)
 	if err != nil {
 		return RankResult{}, err
 	}
-	res, err := Run(g, s, set, train.Options{}, nil, steps, train.NoBatch, nil, nil)
+	res, err := Run(g, c, set, train.Options{}, nil, steps, train.NoBatch, nil, nil)
 	if err != nil {
 		return RankResult{}, err
 	}

@@ -40,12 +40,12 @@ func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if stop, err := parseFlags(fs, args, stderr, estimateSynopsis); stop {
 		return err
 	}
-	s, err := sf.setup()
+	c, err := sf.setup()
 	if err != nil {
 		return err
 	}
 	sf.noteIgnored(stderr)
-	rep, err := bench.Estimate(s, formula)
+	rep, err := bench.Estimate(c, formula)
 	if err != nil {
 		return badSetup(err) // only a shape too large is left
 	}

@@ -52,12 +52,12 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if memory < 0 {
 		return usagef("--memory is required (e.g. --memory 80GiB, --memory 24GB)")
 	}
-	s, err := sf.setup()
+	c, err := sf.setup()
 	if err != nil {
 		return err
 	}
 	sf.noteIgnored(stderr)
-	rep, err := bench.Fit(s, memory, formula, sf.set("batch"), stderr)
+	rep, err := bench.Fit(c, memory, formula, sf.set("batch"), stderr)
 	if err != nil {
 		return badSetup(err)
 	}

@@ -213,7 +213,11 @@ func TestOutputPaths(t *testing.T) {
 func TestSweepReportBeforePlot(t *testing.T) {
 	c, _ := model.Preset("tiny")
 	s := model.Setup{Model: c, Batch: 8, Seq: 64, Ranks: 1, TP: 1, PP: 1}
-	rep, err := bench.Sweep(context.Background(), s, nil, bench.Options{})
+	checked, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := bench.Sweep(context.Background(), checked, nil, bench.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

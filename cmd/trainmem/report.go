@@ -62,7 +62,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--ranks %d: out of range (valid: 2 to %d)", ranks, 1<<20)
 	}
 	tf.steps = max(steps, 1)
-	s, err := tf.resolve()
+	c, err := tf.resolve()
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !*noMeasure {
 		o.NewDevice = func() (cuda.Device, error) { return tf.newDevice() }
 	}
-	site, err := bench.BuildSite(ctx, s, o)
+	site, err := bench.BuildSite(ctx, c, o)
 	if err != nil {
 		return measureErr(err)
 	}

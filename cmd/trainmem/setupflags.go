@@ -187,8 +187,9 @@ var elsewhere = map[string]string{
 // set reports whether the named flag was given.
 func (f *setupFlags) set(name string) bool { return given(f.fs, name) }
 
-// setup builds and validates the model.Setup; its errors are usage errors.
-func (f *setupFlags) setup() (model.Setup, error) {
+// setup builds and checks the model.Setup (once: the layers below take the
+// model.Checked as it is); its errors are usage errors.
+func (f *setupFlags) setup() (model.Checked, error) {
 	if !f.set("batch") && f.batchDefault > 0 {
 		f.batch = f.batchDefault
 	}
@@ -213,9 +214,9 @@ func (f *setupFlags) setup() (model.Setup, error) {
 	} {
 		if r.check && (r.v < r.lo || r.v > r.hi) {
 			if r.flag == "zero" {
-				return model.Setup{}, usagef("--zero %d: not a ZeRO stage (valid: 0, 1, 2, 3)", r.v)
+				return model.Checked{}, usagef("--zero %d: not a ZeRO stage (valid: 0, 1, 2, 3)", r.v)
 			}
-			return model.Setup{}, usagef("--%s %d: out of range (valid: %d to %d)", r.flag, r.v, r.lo, r.hi)
+			return model.Checked{}, usagef("--%s %d: out of range (valid: %d to %d)", r.flag, r.v, r.lo, r.hi)
 		}
 	}
 	s := model.Setup{
@@ -226,10 +227,10 @@ func (f *setupFlags) setup() (model.Setup, error) {
 	switch {
 	case f.params > 0:
 		if f.preset != "" || shape {
-			return model.Setup{}, usagef("--params gives a bare parameter count: use it without --preset and the shape flags")
+			return model.Checked{}, usagef("--params gives a bare parameter count: use it without --preset and the shape flags")
 		}
 		s.Params = f.params
-		return s, f.validate(s)
+		return f.validate(s)
 	case f.preset != "" || f.base != nil:
 		var c model.Config
 		if f.base != nil {
@@ -237,7 +238,7 @@ func (f *setupFlags) setup() (model.Setup, error) {
 		} else {
 			var err error
 			if c, err = model.Preset(f.preset); err != nil {
-				return model.Setup{}, usagef("--preset %q: unknown preset (valid: %s)", f.preset, strings.Join(model.PresetNames(), ", "))
+				return model.Checked{}, usagef("--preset %q: unknown preset (valid: %s)", f.preset, strings.Join(model.PresetNames(), ", "))
 			}
 		}
 		if shape {
@@ -264,11 +265,11 @@ func (f *setupFlags) setup() (model.Setup, error) {
 			}
 		}
 		if len(missing) > 0 {
-			return model.Setup{}, usagef("a custom shape needs --layers, --hidden and --heads (missing: %s)", strings.Join(missing, ", "))
+			return model.Checked{}, usagef("a custom shape needs --layers, --hidden and --heads (missing: %s)", strings.Join(missing, ", "))
 		}
 		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, Vocab: f.vocab, Context: f.context, Untied: f.untied}
 	default:
-		return model.Setup{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
+		return model.Checked{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
 	}
 	s.Seq = s.Model.Context
 	switch {
@@ -277,7 +278,7 @@ func (f *setupFlags) setup() (model.Setup, error) {
 	case f.set("seq"):
 		s.Seq = f.seq
 	}
-	return s, f.validate(s)
+	return f.validate(s)
 }
 
 // validate runs the model's checks and turns their errors into usage
@@ -285,14 +286,15 @@ func (f *setupFlags) setup() (model.Setup, error) {
 // subcommand refuses at once a setup whose bytes pass int64 (simulate
 // would otherwise build its graph for seconds before running out of the
 // shape device's address space).
-func (f *setupFlags) validate(s model.Setup) error {
-	if err := s.Validate(); err != nil {
-		return badSetup(err)
+func (f *setupFlags) validate(s model.Setup) (model.Checked, error) {
+	c, err := s.Check()
+	if err != nil {
+		return model.Checked{}, badSetup(err)
 	}
-	if _, err := s.Estimate(); err != nil {
-		return badSetup(err)
+	if _, err := c.Estimate(); err != nil {
+		return model.Checked{}, badSetup(err)
 	}
-	return nil
+	return c, nil
 }
 
 // setting is the data-parallel setting the flags give; its errors are

@@ -73,10 +73,11 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if steps <= 0 {
 		return usagef("--steps %d: must be a positive integer", steps)
 	}
-	s, err := sf.setup()
+	c, err := sf.setup()
 	if err != nil {
 		return err
 	}
+	s := c.Setup()
 	if (s.Ranks > 1 || sf.ps) && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
 		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks (the ranks' collectives are not modelled)")
 	}
@@ -106,7 +107,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	case *sweep == "zero" && (sf.set("zero") || sf.ps):
 		return usagef("--sweep zero runs every setting; drop --zero and --data-parallel")
 	case *sweep == "zero":
-		rep, err := bench.SweepStages(capacity, s, steps, sf.bucketBytes)
+		rep, err := bench.SweepStages(capacity, c, steps, sf.bucketBytes)
 		if err != nil {
 			return err
 		}
@@ -116,7 +117,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if s.Ranks > 1 || set.PS {
 		traces := trace.rankRecorder()
-		rep, err := bench.SimulateRanks(capacity, s, set, steps, traces)
+		rep, err := bench.SimulateRanks(capacity, c, set, steps, traces)
 		if err != nil {
 			return trace.writeRanks(stdout, traces, format.v, err)
 		}
@@ -133,7 +134,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	rec := trace.recorder()
-	rep, err := bench.Simulate(dev, capacity, s, steps, rec)
+	rep, err := bench.Simulate(dev, capacity, c, steps, rec)
 	if err != nil {
 		return trace.write(stdout, rec, format.v, err)
 	}

@@ -87,7 +87,7 @@ func addTrainFlags(fs *flag.FlagSet) *trainFlags {
 // resolve turns the flags into a setup: the preset defaults to tiny (or to
 // the shape of the --load file), the batch to 8 and the sequence to 64
 // (capped by the context); parallelism flags belong to estimate.
-func (f *trainFlags) resolve() (model.Setup, error) {
+func (f *trainFlags) resolve() (model.Checked, error) {
 	sf := f.setup
 	shape := sf.set("layers") || sf.set("hidden") || sf.set("heads")
 	var loaded model.Config
@@ -95,7 +95,7 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 		// The header, checked against the file's size before any work.
 		var err error
 		if loaded, err = model.CheckpointConfig(f.load); err != nil {
-			return model.Setup{}, err
+			return model.Checked{}, err
 		}
 	}
 	if sf.preset == "" && !shape {
@@ -113,32 +113,33 @@ func (f *trainFlags) resolve() (model.Setup, error) {
 		// The default sequence, at most the context.
 		sf.seq, sf.capSeq = runSetupOptions.seq, true
 	}
-	s, err := sf.setup()
+	c, err := sf.setup()
 	if err != nil {
-		return s, err
+		return c, err
 	}
+	s := c.Setup()
 	f.resolved = &s
 	if f.load != "" {
 		// The file against the model, before any work.
 		if err := model.CheckCheckpoint(f.load, s.Model); err != nil {
-			return s, err
+			return c, err
 		}
 	}
 	if f.steps <= 0 {
-		return s, usagef("--steps %d: must be a positive integer", f.steps)
+		return c, usagef("--steps %d: must be a positive integer", f.steps)
 	}
 	if !(f.lr > 0) || math.IsInf(f.lr, 0) {
-		return s, usagef("--lr %g: must be a positive finite number (e.g. 1e-3)", f.lr)
+		return c, usagef("--lr %g: must be a positive finite number (e.g. 1e-3)", f.lr)
 	}
 	if f.threads < 0 || f.threads > maxThreads {
-		return s, usagef("--threads %d: out of range (valid: 0 for every core, or 1 to %d)", f.threads, maxThreads)
+		return c, usagef("--threads %d: out of range (valid: 0 for every core, or 1 to %d)", f.threads, maxThreads)
 	}
 	if f.device == "host" {
 		if err := host.CheckEnv(); err != nil {
-			return s, usageError{err}
+			return c, usageError{err}
 		}
 	}
-	return s, nil
+	return c, nil
 }
 
 // newDevice opens the device of a measured run.
@@ -176,12 +177,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := lf.ranksFrom(launch, tf.setup); err != nil {
 		return err
 	}
-	s, err := tf.resolve()
+	c, err := tf.resolve()
 	if err != nil {
 		return err
 	}
+	s := c.Setup()
 	opts := bench.TrainOptions{
-		Setup: s, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
+		Setup: c, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
 		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
 	}
 	if format.v == "json" && !*profile {
@@ -299,7 +301,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // trainRanks is train over ranks, in this process or one a process.
 func trainRanks(ctx context.Context, where bench.Where, opts bench.TrainOptions, set zero.Setting, stdout io.Writer) error {
-	s := opts.Setup
+	s := opts.Setup.Setup()
 	bench.WriteHeader(stdout, s, fmt.Sprintf("%d ranks", s.Ranks))
 	rep, err := bench.TrainRanks(ctx, where, opts, set)
 	if rep != nil && rep.Steps > 0 {

@@ -112,10 +112,11 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageError{err}
 		}
 	}
-	s, err := tf.resolve()
+	c, err := tf.resolve()
 	if err != nil {
 		return err
 	}
+	s := c.Setup()
 	if steps > 0 && *sweep != "" && steps < 2 && !*noMeasure {
 		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", steps)
 	}
@@ -161,7 +162,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		where := proc.where(tf.newDevice)
 		where.Traces = trace.rankRecorder()
-		rep, err := bench.ValidateRanks(ctx, s, set, &where, opts)
+		rep, err := bench.ValidateRanks(ctx, c, set, &where, opts)
 		if err == nil && proc.root() {
 			err = writeReport(stdout, format.v, rep)
 		}
@@ -183,7 +184,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			w.Traces = trace.rankRecorder()
 			where = &w
 		}
-		rep, err := bench.ValidateRanks(ctx, s, set, where, opts)
+		rep, err := bench.ValidateRanks(ctx, c, set, where, opts)
 		if err != nil {
 			return measureErr(err)
 		}
@@ -198,7 +199,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if !*noMeasure {
 			newDev = tf.newDevice
 		}
-		rep, err := bench.Sweep(ctx, s, newDev, opts)
+		rep, err := bench.Sweep(ctx, c, newDev, opts)
 		if err != nil {
 			return measureErr(err)
 		}
@@ -224,7 +225,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *profile {
 		opts.Profile = &bench.Profile{}
 	}
-	rep, err := bench.Validate(ctx, s, dev, opts)
+	rep, err := bench.Validate(ctx, c, dev, opts)
 	if err != nil {
 		return measureErr(err)
 	}
