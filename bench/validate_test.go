@@ -19,15 +19,8 @@ import (
 	"trainmem/zero"
 )
 
-// checked is s checked (model.Setup.Check), as the command line gives it.
-func checked(t testing.TB, s model.Setup) model.Checked {
-	t.Helper()
-	c, err := s.Check()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+// checked is s checked, as the layers above give it.
+var checked = reference.Checked
 
 func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt model.Optimizer, pol string) model.Setup {
 	t.Helper()

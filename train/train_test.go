@@ -27,15 +27,8 @@ func withPrecision(s model.Setup, p model.Precision) model.Setup {
 	return s
 }
 
-// checked is s checked (model.Setup.Check), as the layers above give it.
-func checked(t testing.TB, s model.Setup) model.Checked {
-	t.Helper()
-	c, err := s.Check()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+// checked is s checked, as the layers above give it.
+var checked = reference.Checked
 
 func newTrainer(t testing.TB, dev cuda.Device, s model.Setup, opts Options) *Trainer {
 	t.Helper()

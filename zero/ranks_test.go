@@ -11,6 +11,7 @@ import (
 	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
+	ref "trainmem/model/reference"
 	"trainmem/train"
 	"trainmem/train/data"
 )
@@ -21,15 +22,8 @@ func setupOf(cfg model.Config, B, T, ranks, stage int, prec model.Precision, opt
 	return model.Setup{Model: cfg, Batch: B, Seq: T, Precision: prec, Optimizer: opt, Ranks: ranks, ZeRO: stage, TP: 1, PP: 1}
 }
 
-// checked is s checked (model.Setup.Check), as the layers above give it.
-func checked(t testing.TB, s model.Setup) model.Checked {
-	t.Helper()
-	c, err := s.Check()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+// checked is s checked, as the layers above give it.
+var checked = ref.Checked
 
 // loaderBatches is a loader of micro-batch B over the built-in corpus.
 func loaderBatches(t *testing.T, B, T int) *data.Loader {

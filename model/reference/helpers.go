@@ -1,8 +1,8 @@
 package reference
 
 // The helpers that the tests and benchmarks of several packages share:
-// building the reference, opening the host device it is checked against,
-// and comparing gradients.
+// building the reference, checking a setup, opening the host device it is
+// checked against, and comparing gradients.
 
 import (
 	"math"
@@ -25,6 +25,17 @@ func MustNew(tb testing.TB, cfg model.Config, B, T int, dt tensor.Dtype) *Model 
 	}
 	tb.Cleanup(func() { r.Close() })
 	return r
+}
+
+// Checked is s checked (model.Setup.Check), as the command line gives a
+// setup to the layers below: an error fails tb.
+func Checked(tb testing.TB, s model.Setup) model.Checked {
+	tb.Helper()
+	c, err := s.Check()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
 
 // NewHost opens the host device (every core, the default options) for a
