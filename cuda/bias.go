@@ -16,8 +16,8 @@ type BiasKernels interface {
 func (Checks) SumRows(dst, src *Buffer, N, C int) error {
 	c := check("SumRows")
 	c.positive("N", N, "C", C)
-	c.floats("dst", dst, C, "C")
-	c.floats("src", src, N*C, "N·C")
+	c.channels(C, "dst", dst)
+	c.rows(N, C, "src", src)
 	c.disjoint("dst", dst, "src", src)
 	return c.err
 }
@@ -25,8 +25,8 @@ func (Checks) SumRows(dst, src *Buffer, N, C int) error {
 func (Checks) AddBias(y, b *Buffer, N, C int) error {
 	c := check("AddBias")
 	c.positive("N", N, "C", C)
-	c.floats("y", y, N*C, "N·C")
-	c.floats("b", b, C, "C")
+	c.rows(N, C, "y", y)
+	c.channels(C, "b", b)
 	c.disjoint("y", y, "b", b)
 	return c.err
 }

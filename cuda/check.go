@@ -83,6 +83,40 @@ func (c *checker) floats(name string, b *Buffer, want int, formula string) {
 	c.length(name, b, want, formula)
 }
 
+// stats checks a norm's statistics: fp32 or fp64, per values for each of N
+// rows (a layer norm's (mean, rstd), RMSNorm's rstd).
+func (c *checker) stats(b *Buffer, N, per int) {
+	c.f32or64("stats", b)
+	formula := "N"
+	if per != 1 {
+		formula = strconv.Itoa(per) + "·N"
+	}
+	c.length("stats", b, per*N, formula)
+}
+
+// eps checks a norm's ε: finite and ≥ 0.
+func (c *checker) eps(eps float32) {
+	c.finite("eps", eps)
+	if c.err == nil && eps < 0 {
+		c.fail("eps is %g, want ≥ 0", eps)
+	}
+}
+
+// rows checks float buffers of N rows of C (name, buffer pairs), in order.
+func (c *checker) rows(N, C int, namesAndBuffers ...any) {
+	for i := 0; i+1 < len(namesAndBuffers); i += 2 {
+		c.floats(namesAndBuffers[i].(string), namesAndBuffers[i+1].(*Buffer), N*C, "N·C")
+	}
+}
+
+// channels checks float buffers of C elements, one a channel (gains,
+// biases and their gradients).
+func (c *checker) channels(C int, namesAndBuffers ...any) {
+	for i := 0; i+1 < len(namesAndBuffers); i += 2 {
+		c.floats(namesAndBuffers[i].(string), namesAndBuffers[i+1].(*Buffer), C, "C")
+	}
+}
+
 // f32or64 checks a buffer that must be fp32 or fp64 (statistics, losses,
 // optimizer state, scratch).
 func (c *checker) f32or64(name string, b *Buffer) bool {

@@ -19,53 +19,38 @@ type LayerNormKernels interface {
 	LayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error
 }
 
-// stats checks layer-norm statistics: fp32 or fp64, a (mean, rstd) pair
-// for each of N rows.
-func (c *checker) stats(b *Buffer, N int) {
-	c.f32or64("stats", b)
-	c.length("stats", b, 2*N, "2·N")
-}
-
 func (Checks) LayerNormStats(stats, x *Buffer, N, C int, eps float32) error {
 	c := check("LayerNormStats")
 	c.positive("N", N, "C", C)
-	c.stats(stats, N)
-	c.floats("x", x, N*C, "N·C")
-	c.finite("eps", eps)
-	if c.err == nil && eps < 0 {
-		c.fail("eps is %g, want ≥ 0", eps)
-	}
+	c.stats(stats, N, 2)
+	c.rows(N, C, "x", x)
+	c.eps(eps)
 	return c.err
 }
 
 func (Checks) LayerNorm(y, x, stats, w, b *Buffer, N, C int) error {
 	c := check("LayerNorm")
 	c.positive("N", N, "C", C)
-	c.floats("y", y, N*C, "N·C")
-	c.floats("x", x, N*C, "N·C")
-	c.stats(stats, N)
-	c.floats("w", w, C, "C")
-	c.floats("b", b, C, "C")
+	c.rows(N, C, "y", y, "x", x)
+	c.stats(stats, N, 2)
+	c.channels(C, "w", w, "b", b)
 	return c.err
 }
 
 func (Checks) LayerNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error {
 	c := check("LayerNormBackwardX")
 	c.positive("N", N, "C", C)
-	c.floats("dx", dx, N*C, "N·C")
-	c.floats("dy", dy, N*C, "N·C")
-	c.floats("x", x, N*C, "N·C")
-	c.stats(stats, N)
-	c.floats("w", w, C, "C")
+	c.rows(N, C, "dx", dx, "dy", dy, "x", x)
+	c.stats(stats, N, 2)
+	c.channels(C, "w", w)
 	return c.err
 }
 
 func (Checks) LayerNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error {
 	c := check("LayerNormBackwardW")
 	c.positive("N", N, "C", C)
-	c.floats("dw", dw, C, "C")
-	c.floats("dy", dy, N*C, "N·C")
-	c.floats("x", x, N*C, "N·C")
-	c.stats(stats, N)
+	c.channels(C, "dw", dw)
+	c.rows(N, C, "dy", dy, "x", x)
+	c.stats(stats, N, 2)
 	return c.err
 }

@@ -23,52 +23,38 @@ type RMSNormKernels interface {
 	RMSNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error
 }
 
-// rmsStats checks RMSNorm statistics: fp32 or fp64, one rstd for each of
-// N rows.
-func (c *checker) rmsStats(b *Buffer, N int) {
-	c.f32or64("stats", b)
-	c.length("stats", b, N, "N")
-}
-
 func (Checks) RMSNormStats(stats, x *Buffer, N, C int, eps float32) error {
 	c := check("RMSNormStats")
 	c.positive("N", N, "C", C)
-	c.rmsStats(stats, N)
-	c.floats("x", x, N*C, "N·C")
-	c.finite("eps", eps)
-	if c.err == nil && eps < 0 {
-		c.fail("eps is %g, want ≥ 0", eps)
-	}
+	c.stats(stats, N, 1)
+	c.rows(N, C, "x", x)
+	c.eps(eps)
 	return c.err
 }
 
 func (Checks) RMSNorm(y, x, stats, w *Buffer, N, C int) error {
 	c := check("RMSNorm")
 	c.positive("N", N, "C", C)
-	c.floats("y", y, N*C, "N·C")
-	c.floats("x", x, N*C, "N·C")
-	c.rmsStats(stats, N)
-	c.floats("w", w, C, "C")
+	c.rows(N, C, "y", y, "x", x)
+	c.stats(stats, N, 1)
+	c.channels(C, "w", w)
 	return c.err
 }
 
 func (Checks) RMSNormBackwardX(dx, dy, x, stats, w *Buffer, N, C int) error {
 	c := check("RMSNormBackwardX")
 	c.positive("N", N, "C", C)
-	c.floats("dx", dx, N*C, "N·C")
-	c.floats("dy", dy, N*C, "N·C")
-	c.floats("x", x, N*C, "N·C")
-	c.rmsStats(stats, N)
-	c.floats("w", w, C, "C")
+	c.rows(N, C, "dx", dx, "dy", dy, "x", x)
+	c.stats(stats, N, 1)
+	c.channels(C, "w", w)
 	return c.err
 }
 
 func (Checks) RMSNormBackwardW(dw, dy, x, stats *Buffer, N, C int) error {
 	c := check("RMSNormBackwardW")
 	c.positive("N", N, "C", C)
-	c.floats("dw", dw, C, "C")
-	c.floats("dy", dy, N*C, "N·C")
-	c.floats("x", x, N*C, "N·C")
-	c.rmsStats(stats, N)
+	c.channels(C, "dw", dw)
+	c.rows(N, C, "dy", dy, "x", x)
+	c.stats(stats, N, 1)
 	return c.err
 }

@@ -21,6 +21,7 @@ import (
 // non-differentiable and AttnGrad differentiates through P itself).
 type AttentionProbsOp struct {
 	opBase
+	noGradient  // AttentionBackward differentiates through the probabilities
 	B, T, C, NH int
 }
 
@@ -46,14 +47,6 @@ func (op *AttentionProbsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) erro
 // DroppedBySelective: selective checkpointing (Korthikanti et al.) drops
 // the attention probabilities and recomputes them.
 func (op *AttentionProbsOp) DroppedBySelective() bool { return true }
-
-// DiffWRT is false: AttnGrad differentiates through P.
-func (op *AttentionProbsOp) DiffWRT(n int) []bool { return []bool{false} }
-
-// SymDiff is an error: the op is not differentiable on its own.
-func (op *AttentionProbsOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, fmt.Errorf("model: %v is not differentiable (AttnOut's gradient goes through the probabilities)", op)
-}
 
 // AttentionOutOp is the attention output y (B·T, C): head h's channels of row
 // b·T+t are Σ_s P[b, h, t, s]·v[b·T+s, head h], for qkv (B·T, 3C) and P

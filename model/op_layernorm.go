@@ -20,6 +20,7 @@ import (
 // elements) instead of recomputing them.
 type LayerNormStatsOp struct {
 	opBase
+	noGradient
 	N, C int
 	Eps  float32
 }
@@ -45,14 +46,6 @@ func (op *LayerNormStatsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) erro
 // Statistic: the row mean and 1/std are fp32 bookkeeping, not an activation
 // of the working dtype.
 func (op *LayerNormStatsOp) Statistic() bool { return true }
-
-// DiffWRT is false: statistics carry no gradient of their own.
-func (op *LayerNormStatsOp) DiffWRT(n int) []bool { return []bool{false} }
-
-// SymDiff is an error: the op is not differentiable.
-func (op *LayerNormStatsOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, fmt.Errorf("model: %v is not differentiable (LayerNorm marks its stats input non-differentiable)", op)
-}
 
 // LayerNormOp is y = (x - mean)·rstd·w + b for x (N, C), stats (N, 2) from
 // LayerNormStatsOp, w and b (C); y (N, C). Lowered to Kernels.LayerNorm.

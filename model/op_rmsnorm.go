@@ -22,6 +22,7 @@ import (
 // elements) instead of recomputing it.
 type RMSNormStatsOp struct {
 	opBase
+	noGradient
 	N, C int
 	Eps  float32
 }
@@ -47,14 +48,6 @@ func (op *RMSNormStatsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error 
 // Statistic: 1/rms is fp32 bookkeeping, not an activation of the working
 // dtype.
 func (op *RMSNormStatsOp) Statistic() bool { return true }
-
-// DiffWRT is false: the statistic carries no gradient of its own.
-func (op *RMSNormStatsOp) DiffWRT(n int) []bool { return []bool{false} }
-
-// SymDiff is an error: the op is not differentiable.
-func (op *RMSNormStatsOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, fmt.Errorf("model: %v is not differentiable (RMSNorm marks its stats input non-differentiable)", op)
-}
 
 // RMSNormOp is y = x·rstd·w for x (N, C), stats (N, 1) from RMSNormStatsOp
 // and w (C); y (N, C). Lowered to Kernels.RMSNorm.

@@ -78,6 +78,21 @@ func IsStatistic(op G.Op) bool {
 	return ok && s.Statistic()
 }
 
+// noGradient is embedded by the ops whose output carries no gradient of
+// its own, because their consumer's backward op reads the output instead of
+// differentiating through it: a norm's statistics (the norm's gradients
+// read them), the attention probabilities (AttentionBackward goes through
+// them). DiffWRT and SymDiff say so here, once.
+type noGradient struct{}
+
+// DiffWRT is false for every input.
+func (noGradient) DiffWRT(n int) []bool { return make([]bool, n) }
+
+// SymDiff is an error: the op is not differentiable on its own.
+func (noGradient) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, errors.New("model: the op is not differentiable on its own: its consumer's backward op reads its output")
+}
+
 // FLOPer is an op that knows its floating-point operations, for profiles
 // and the modelled clock: the ops that multiply matrices, each in its
 // family's file, a multiply-add counting 2, as its kernels compute them

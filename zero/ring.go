@@ -18,18 +18,12 @@ import (
 // Broadcast implements Communicator.Broadcast: a chain from the root,
 // each rank but the last forwarding the root's elements to the next.
 func (c *Comm) Broadcast(send, recv *cuda.Buffer, root int) error {
-	k := call{kind: Broadcast, root: root}
-	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+	return c.collective(call{kind: Broadcast, root: root}, send, recv, func(sendLen, recvLen int) error {
 		if c.rank == root && sendLen != recvLen {
 			return fmt.Errorf("send has %d elements, want recv's %d", sendLen, recvLen)
 		}
 		return nil
-	})
-	if err := c.begin(&k); err != nil {
-		return err
-	}
-	defer c.end()
-	return c.g.eng.broadcast(c, send, recv, root)
+	}, func() error { return c.g.eng.broadcast(c, send, recv, root) })
 }
 
 // broadcast is the ring's Broadcast.
@@ -74,18 +68,12 @@ func (ring) broadcast(c *Comm, send, recv *cuda.Buffer, root int) error {
 // root to the root, each rank adding its elements to the partial it
 // receives and forwarding the sum.
 func (c *Comm) Reduce(send, recv *cuda.Buffer, op Op, root int) error {
-	k := call{kind: Reduce, op: op, root: root}
-	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+	return c.collective(call{kind: Reduce, op: op, root: root}, send, recv, func(sendLen, recvLen int) error {
 		if c.rank == root && sendLen != recvLen {
 			return fmt.Errorf("recv has %d elements, want send's %d", recvLen, sendLen)
 		}
 		return nil
-	})
-	if err := c.begin(&k); err != nil {
-		return err
-	}
-	defer c.end()
-	return c.g.eng.reduce(c, send, recv, op, root)
+	}, func() error { return c.g.eng.reduce(c, send, recv, op, root) })
 }
 
 // reduce is the ring's Reduce.
@@ -140,18 +128,12 @@ func (ring) reduce(c *Comm, send, recv *cuda.Buffer, op Op, root int) error {
 // reduce-scatter of N blocks of ShardLen(count, N) elements (the last ones
 // shorter or empty) followed by an all-gather of the reduced blocks.
 func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
-	k := call{kind: AllReduce, op: op}
-	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+	return c.collective(call{kind: AllReduce, op: op}, send, recv, func(sendLen, recvLen int) error {
 		if sendLen != recvLen {
 			return fmt.Errorf("recv has %d elements, want send's %d", recvLen, sendLen)
 		}
 		return nil
-	})
-	if err := c.begin(&k); err != nil {
-		return err
-	}
-	defer c.end()
-	return c.g.eng.allReduce(c, send, recv, op)
+	}, func() error { return c.g.eng.allReduce(c, send, recv, op) })
 }
 
 // allReduce is the ring's AllReduce.
@@ -169,19 +151,13 @@ func (ring) allReduce(c *Comm, send, recv *cuda.Buffer, op Op) error {
 
 // ReduceScatter implements Communicator.ReduceScatter.
 func (c *Comm) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
-	k := call{kind: ReduceScatter, op: op}
 	n := c.Size()
-	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+	return c.collective(call{kind: ReduceScatter, op: op}, send, recv, func(sendLen, recvLen int) error {
 		if sendLen != n*recvLen {
 			return fmt.Errorf("send has %d elements, want N·recv = %d·%d = %d (shard a tensor of n elements over PaddedLen(n, N))", sendLen, n, recvLen, n*recvLen)
 		}
 		return nil
-	})
-	if err := c.begin(&k); err != nil {
-		return err
-	}
-	defer c.end()
-	return c.g.eng.reduceScatter(c, send, recv, op)
+	}, func() error { return c.g.eng.reduceScatter(c, send, recv, op) })
 }
 
 // reduceScatter is the ring's ReduceScatter.
@@ -192,19 +168,13 @@ func (ring) reduceScatter(c *Comm, send, recv *cuda.Buffer, op Op) error {
 
 // AllGather implements Communicator.AllGather.
 func (c *Comm) AllGather(send, recv *cuda.Buffer) error {
-	k := call{kind: AllGather}
 	n := c.Size()
-	k.err = c.checkBuffers(send, recv, &k, func(sendLen, recvLen int) error {
+	return c.collective(call{kind: AllGather}, send, recv, func(sendLen, recvLen int) error {
 		if recvLen != n*sendLen {
 			return fmt.Errorf("recv has %d elements, want N·send = %d·%d = %d", recvLen, n, sendLen, n*sendLen)
 		}
 		return nil
-	})
-	if err := c.begin(&k); err != nil {
-		return err
-	}
-	defer c.end()
-	return c.g.eng.allGather(c, send, recv)
+	}, func() error { return c.g.eng.allGather(c, send, recv) })
 }
 
 // allGather is the ring's AllGather.
@@ -405,6 +375,19 @@ func (c *Comm) checkBuffers(send, recv *cuda.Buffer, k *call, lengths func(sendL
 		return fmt.Errorf("zero: %s: %w", kind, err)
 	}
 	return nil
+}
+
+// collective is every collective's course on this rank: its buffers
+// checked (checkBuffers, with the collective's own length rule), the ranks
+// met and agreed (begin), then move (the engine's), then the staging given
+// back (end).
+func (c *Comm) collective(k call, send, recv *cuda.Buffer, lengths func(sendLen, recvLen int) error, move func() error) error {
+	k.err = c.checkBuffers(send, recv, &k, lengths)
+	if err := c.begin(&k); err != nil {
+		return err
+	}
+	defer c.end()
+	return move()
 }
 
 // begin allocates this rank's staging (two comm buffers of the call's

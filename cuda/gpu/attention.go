@@ -22,11 +22,7 @@ func init() {
 // (scores never leave the chip, as the host keeps them in fp32 scratch of
 // its own).
 func (d *Device) AttentionProbs(p, qkv *cuda.Buffer, B, T, C, NH int) error {
-	if err := d.begin("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH), p, qkv); err != nil {
-		return err
-	}
-	defer d.leave()
-	return d.run(attentionProbsCall(p, qkv, B, T, C, NH))
+	return d.launch("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH), func() *kcall { return attentionProbsCall(p, qkv, B, T, C, NH) }, p, qkv)
 }
 
 // headMatMul is one batch element's product over all NH heads, as one

@@ -16,20 +16,12 @@ func init() {
 
 // SumRows: dst[c] = Σ_i src[i, c], in fp64, in a fixed order.
 func (d *Device) SumRows(dst, src *cuda.Buffer, N, C int) error {
-	if err := d.begin("SumRows", cuda.Check.SumRows(dst, src, N, C), dst, src); err != nil {
-		return err
-	}
-	defer d.leave()
-	return d.run(sumRowsCall(dst, src, N, C))
+	return d.launch("SumRows", cuda.Check.SumRows(dst, src, N, C), func() *kcall { return sumRowsCall(dst, src, N, C) }, dst, src)
 }
 
 // AddBias: y[i, c] += b[c].
 func (d *Device) AddBias(y, b *cuda.Buffer, N, C int) error {
-	if err := d.begin("AddBias", cuda.Check.AddBias(y, b, N, C), y, b); err != nil {
-		return err
-	}
-	defer d.leave()
-	return d.run(addBiasCall(y, b, N, C))
+	return d.launch("AddBias", cuda.Check.AddBias(y, b, N, C), func() *kcall { return addBiasCall(y, b, N, C) }, y, b)
 }
 
 func addBiasCall(y, b *cuda.Buffer, N, C int) *kcall {

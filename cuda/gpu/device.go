@@ -436,6 +436,17 @@ func (d *Device) begin(kernel string, err error, bufs ...*cuda.Buffer) error {
 
 // run launches one kernel call after checking its arguments against the
 // kernel's signature and its geometry against the card's and the kernel's
+// launch is the course of a kernel family's method of one kernel: the
+// call's checks (check, cuda.Check's), the device entered, then the call
+// (built only once the arguments are checked) run.
+func (d *Device) launch(kernel string, check error, call func() *kcall, bufs ...*cuda.Buffer) error {
+	if err := d.begin(kernel, check, bufs...); err != nil {
+		return err
+	}
+	defer d.leave()
+	return d.run(call())
+}
+
 // limits.
 func (d *Device) run(c *kcall) error {
 	if err := c.verify(); err != nil {

@@ -19,41 +19,23 @@ func init() {
 
 // RMSNormStats writes per row 1/sqrt(mean(x²)+eps), the sum in fp64.
 func (d *Device) RMSNormStats(stats, x *cuda.Buffer, N, C int, eps float32) error {
-	if err := d.begin("RMSNormStats", cuda.Check.RMSNormStats(stats, x, N, C, eps), stats, x); err != nil {
-		return err
-	}
-	defer d.leave()
-	return d.run(rmsNormStatsCall(stats, x, N, C, eps))
+	return d.launch("RMSNormStats", cuda.Check.RMSNormStats(stats, x, N, C, eps), func() *kcall { return rmsNormStatsCall(stats, x, N, C, eps) }, stats, x)
 }
 
 // RMSNorm: y = x·rstd·w.
 func (d *Device) RMSNorm(y, x, stats, w *cuda.Buffer, N, C int) error {
-	if err := d.begin("RMSNorm", cuda.Check.RMSNorm(y, x, stats, w, N, C), y, x, stats, w); err != nil {
-		return err
-	}
-	defer d.leave()
-	return d.run(rmsNormCall(y, x, stats, w, N, C))
+	return d.launch("RMSNorm", cuda.Check.RMSNorm(y, x, stats, w, N, C), func() *kcall { return rmsNormCall(y, x, stats, w, N, C) }, y, x, stats, w)
 }
 
 // RMSNormBackwardX: dx = rstd·(g - xhat·mean(g·xhat)), the mean in fp64.
 func (d *Device) RMSNormBackwardX(dx, dy, x, stats, w *cuda.Buffer, N, C int) error {
-	err := cuda.Check.RMSNormBackwardX(dx, dy, x, stats, w, N, C)
-	if err := d.begin("RMSNormBackwardX", err, dx, dy, x, stats, w); err != nil {
-		return err
-	}
-	defer d.leave()
-	return d.run(rmsNormBackwardXCall(dx, dy, x, stats, w, N, C))
+	return d.launch("RMSNormBackwardX", cuda.Check.RMSNormBackwardX(dx, dy, x, stats, w, N, C), func() *kcall { return rmsNormBackwardXCall(dx, dy, x, stats, w, N, C) }, dx, dy, x, stats, w)
 }
 
 // RMSNormBackwardW: dw[c] = Σ_i dy[i, c]·xhat[i, c], in fp64, in a fixed
 // order (column sums, no atomics).
 func (d *Device) RMSNormBackwardW(dw, dy, x, stats *cuda.Buffer, N, C int) error {
-	err := cuda.Check.RMSNormBackwardW(dw, dy, x, stats, N, C)
-	if err := d.begin("RMSNormBackwardW", err, dw, dy, x, stats); err != nil {
-		return err
-	}
-	defer d.leave()
-	return d.run(rmsNormBackwardWCall(dw, dy, x, stats, N, C))
+	return d.launch("RMSNormBackwardW", cuda.Check.RMSNormBackwardW(dw, dy, x, stats, N, C), func() *kcall { return rmsNormBackwardWCall(dw, dy, x, stats, N, C) }, dw, dy, x, stats)
 }
 
 func rmsNormStatsCall(stats, x *cuda.Buffer, N, C int, eps float32) *kcall {
