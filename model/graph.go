@@ -29,8 +29,11 @@ type Graph struct {
 	// of the loss, which the executor binds to the loss scale (1 without
 	// loss scaling).
 	DLoss *G.Node
-	// Params are the parameter input nodes, one per row of Config.Params(),
-	// in table order, named and shaped as the table.
+	// Table is Config.Params(), made once for the graph and everything
+	// built from it (the schedule, the trainer, its policies).
+	Table []Param
+	// Params are the parameter input nodes, one per row of Table, in
+	// table order, named and shaped as the table.
 	Params []*G.Node
 	Loss   *G.Node // the mean cross-entropy, a scalar of Dtype
 	// Grads[i] is the gradient node of Params[i] (the same shape).
@@ -157,6 +160,7 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool) (*Graph, 
 	// the build is linear in the graph's size (graph_index.go): the inputs,
 	// the parameters and the forward ops (13 a block, 5 outside them).
 	table := cfg.Params()
+	gr.Table = table
 	var index *graphIndex
 	if seed {
 		index = newGraphIndex(g)

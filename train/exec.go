@@ -38,7 +38,7 @@ type Trainer struct {
 	// stepFLOPs is the estimate's FLOPs of a step (mfu), made on first use.
 	stepFLOPs     float64
 	stepFLOPsMade bool
-	// table is s.Model.Params(), made once: the policies read rows of it
+	// table is the graph's parameter table (model.Graph.Table), made once: the policies read rows of it
 	// for every lazily bound row, and the update for every piece.
 	table []model.Param
 	opts  Options
@@ -120,7 +120,7 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, s: s, c: c, table: s.Model.Params(), opts: opts, st: st, sched: sched, lay: lay,
+	t := &Trainer{dev: dev, s: s, c: c, table: gr.Table, opts: opts, st: st, sched: sched, lay: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
 	t.findLastReads()

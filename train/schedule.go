@@ -153,7 +153,7 @@ func (c *compiler) order() error {
 	c.gradOf = map[*gorgonia.Node]int{}
 	for i, d := range gr.Grads {
 		if d.Op() == nil {
-			return fmt.Errorf("train: the gradient of %s is an input node, not computed", gr.Config.Params()[i].Name)
+			return fmt.Errorf("train: the gradient of %s is an input node, not computed", gr.Table[i].Name)
 		}
 		if j, dup := c.gradOf[d]; dup {
 			return fmt.Errorf("train: parameters %d and %d share one gradient node", j, i)
@@ -200,7 +200,7 @@ func (c *compiler) newSlot(sl Slot) int {
 func (c *compiler) bind() error {
 	gr, s, st := c.gr, c.s, c.st
 	c.live = map[*gorgonia.Node]int{}
-	table := gr.Config.Params()
+	table := gr.Table
 	s.ParamSlots = make([]int, len(table))
 	s.GradSlots = make([]int, len(table))
 	for i, p := range gr.Params {
