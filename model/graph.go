@@ -83,7 +83,7 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 		for i := range n {
 			c := cfg
 			c.Layers = i + 1
-			g, err := build(c, B, T, dt, 0, seedGraphIndex)
+			g, err := build(c, B, T, dt, 0, seedGraphIndex, -1)
 			if err != nil {
 				return nil, err
 			}
@@ -94,7 +94,7 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 	var err error
 	for salt := range buildTries {
 		var gr *Graph
-		gr, err = build(cfg, B, T, dt, salt, seedGraphIndex)
+		gr, err = build(cfg, B, T, dt, salt, seedGraphIndex, want)
 		if err == nil && testMerge != nil && testMerge(salt) {
 			err = &mergeError{"a merge the test asked for"}
 		}
@@ -131,8 +131,9 @@ func (e *mergeError) Error() string {
 }
 
 // build is one try of Build, its ops' tags salted by salt, gorgonia's node
-// cache seeded when seed is set (graph_index.go).
-func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool) (*Graph, error) {
+// cache seeded when seed is set (graph_index.go) for want nodes in all
+// (-1: not known; the backward pass is then seeded by a bound).
+func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int) (*Graph, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -224,8 +225,15 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool) (*Graph, 
 	}
 
 	// The backward pass makes a few nodes per forward op (one per
-	// differentiable input, and the "+" of gradient accumulation).
-	index.ahead(8*len(b.order) + 64)
+	// differentiable input, and the "+" of gradient accumulation): the
+	// nodes the graph of this depth has beyond the forward's, when known,
+	// so that the cache holds no more than it needs (a bound eight times
+	// larger left it four times the graph's size, each lookup slower).
+	if backward := want - len(g.AllNodes()); want >= 0 && backward > 0 {
+		index.ahead(backward)
+	} else {
+		index.ahead(8*len(b.order) + 64)
+	}
 	grads, err := G.Backpropagate(G.Nodes{gr.Loss}, G.Nodes{gr.DLoss}, G.Nodes(gr.Params))
 	if err != nil {
 		return nil, fmt.Errorf("model: differentiating %s: %w", cfg.Name, err)
@@ -245,7 +253,7 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool) (*Graph, 
 			return nil, err
 		}
 		// The seeding went wrong on this gorgonia: build without it.
-		return build(cfg, B, T, dt, salt, false)
+		return build(cfg, B, T, dt, salt, false, want)
 	}
 	// Name the gradient of every value that has one "d(name)", from the
 	// loss down, so that reports can say which gradient a buffer holds.
