@@ -321,7 +321,7 @@ func TestMemoryTraceReplays(t *testing.T) {
 	}{{"simulated", false, model.FP32, "none"}, {"measured", true, model.FP32, "none"}, {"simulated fp16 full", false, model.FP16, "full"}} {
 		s := setup(t, "tiny", 2, 32, c.prec, model.AdamW, c.ckpt)
 		tr := &MemoryTrace{}
-		o := Options{Steps: 2, Trace: tr}
+		o := runOf(checked(t, s), 2, tr, zero.Setting{})
 		var dev cuda.Device
 		if c.measure {
 			h, err := host.New(host.Options{Threads: 1})
@@ -331,7 +331,7 @@ func TestMemoryTraceReplays(t *testing.T) {
 			defer h.Close()
 			dev = h
 		}
-		rep, err := Validate(context.Background(), checked(t, s), dev, o)
+		rep, err := Validate(context.Background(), dev, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,7 +426,7 @@ func TestMemoryTraceOOM(t *testing.T) {
 	s := setup(t, "tiny", 8, 64, model.FP32, model.AdamW, "none")
 	dev := shape.New(3 << 20)
 	tr := &MemoryTrace{}
-	_, err := Simulate(dev, 3<<20, checked(t, s), 2, tr)
+	_, err := Simulate(dev, 3<<20, runOf(checked(t, s), 2, tr, zero.Setting{}))
 	var oom *cuda.OutOfMemoryError
 	if !errors.As(err, &oom) {
 		t.Fatalf("got %v, want an out-of-memory error", err)
@@ -465,7 +465,7 @@ func TestTimelinePlot(t *testing.T) {
 	for _, ck := range []string{"none", "full"} {
 		s := setup(t, "tiny", 2, 32, model.FP32, model.AdamW, ck)
 		tr := &MemoryTrace{}
-		rep, err := Validate(context.Background(), checked(t, s), nil, Options{Steps: 2, Trace: tr})
+		rep, err := Validate(context.Background(), nil, runOf(checked(t, s), 2, tr, zero.Setting{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -505,7 +505,7 @@ func TestRankTracesReplay(t *testing.T) {
 	s := setup(t, "tiny", 2, 32, model.BF16, model.AdamW, "none")
 	s.Ranks, s.ZeRO = 3, 3
 	traces := RankTraces{}
-	rep, err := SimulateRanks(0, checked(t, s), zero.Setting{Stage: 3}, 2, traces)
+	rep, err := SimulateRanks(0, runOf(checked(t, s), 2, nil, zero.Setting{Stage: 3}), traces)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +531,7 @@ func TestRankTracesReplay(t *testing.T) {
 func TestMemoryVizPeaksXL(t *testing.T) {
 	s := setup(t, "gpt2-xl", 32, 1000, model.FP16, model.AdamW, "full")
 	tr := &MemoryTrace{}
-	rep, err := Simulate(shape.New(0), 0, checked(t, s), 2, tr)
+	rep, err := Simulate(shape.New(0), 0, runOf(checked(t, s), 2, tr, zero.Setting{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func TestMemoryVizPeaksXL(t *testing.T) {
 	s = setup(t, "gpt2-xl", 8, 1024, model.BF16, model.AdamW, "none")
 	dev := shape.New(40e9)
 	tr = &MemoryTrace{}
-	if _, err := Simulate(dev, 40e9, checked(t, s), 2, tr); err == nil {
+	if _, err := Simulate(dev, 40e9, runOf(checked(t, s), 2, tr, zero.Setting{})); err == nil {
 		t.Fatal("gpt2-xl at batch 8 fits in 40 GB")
 	}
 	snap.Reset()
@@ -571,7 +571,7 @@ func TestModelledClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := &MemoryTrace{}
-	rep, err := Simulate(dev, 0, checked(t, s), 2, tr)
+	rep, err := Simulate(dev, 0, runOf(checked(t, s), 2, tr, zero.Setting{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +644,7 @@ func TestModelledClock(t *testing.T) {
 func TestValidateTraceModelled(t *testing.T) {
 	s := setup(t, "gpt2", 2, 128, model.BF16, model.AdamW, "none")
 	tr := &MemoryTrace{}
-	rep, err := Validate(context.Background(), checked(t, s), nil, Options{Steps: 2, Trace: tr})
+	rep, err := Validate(context.Background(), nil, runOf(checked(t, s), 2, tr, zero.Setting{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,10 +31,15 @@ type RanksReport struct {
 	Elapsed time.Duration
 }
 
-// SimulateRanks simulates steps of s under set, each simulated rank
-// (zero.SimulatedRanks) on a shape-only device of capacity bytes (0:
-// unlimited); traces, when set, records each simulated rank's last step.
-func SimulateRanks(capacity int64, c model.Checked, set zero.Setting, steps int, traces RankTraces) (*RanksReport, error) {
+// SimulateRanks simulates o.Steps steps (0: 2) of o.Setup under o.Setting,
+// each simulated rank (zero.SimulatedRanks) on a shape-only device of
+// capacity bytes (0: unlimited); traces, when set, records each simulated
+// rank's last step.
+func SimulateRanks(capacity int64, o Options, traces RankTraces) (*RanksReport, error) {
+	c, set, steps := o.Setup, o.Setting, o.Steps
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
 	s := c.Setup()
 	if steps <= 0 {
 		steps = 2

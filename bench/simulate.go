@@ -29,18 +29,22 @@ type SimulateReport struct {
 	Roofline *cuda.Roofline
 }
 
-// Simulate runs steps of s on dev, a shape-only device of capacity bytes
-// (0: unlimited). A setup that does not fit fails with the allocator's
-// *cuda.OutOfMemoryError, saying so. trace, when set, records the last step
-// (or the one that ran out of memory, up to the failed request).
-func Simulate(dev cuda.Device, capacity int64, c model.Checked, steps int, trace *MemoryTrace) (*SimulateReport, error) {
-	s := c.Setup()
-	start := time.Now()
-	var tr cuda.Tracer
-	if trace != nil {
-		tr = trace
+// Simulate runs o.Steps steps (0: 2) of o.Setup, one rank, on dev, a
+// shape-only device of capacity bytes (0: unlimited). A setup that does not
+// fit fails with the allocator's *cuda.OutOfMemoryError, saying so.
+// o.Trace, when set, records the last step (or the one that ran out of
+// memory, up to the failed request).
+func Simulate(dev cuda.Device, capacity int64, o Options) (*SimulateReport, error) {
+	c := o.Setup
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
-	rec, st, err := train.Simulate(dev, c, steps, tr)
+	s, steps := c.Setup(), o.Steps
+	if steps <= 0 {
+		steps = 2
+	}
+	start := time.Now()
+	rec, st, err := train.Simulate(dev, c, steps, o.Trace)
 	elapsed := time.Since(start)
 	var oom *cuda.OutOfMemoryError
 	if errors.As(err, &oom) {

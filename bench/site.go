@@ -30,6 +30,7 @@ import (
 	"trainmem/model"
 	"trainmem/model/files"
 	"trainmem/train"
+	"trainmem/zero"
 )
 
 // Site is a report of one setup over several questions, written as a
@@ -71,13 +72,16 @@ type SiteOptions struct {
 	NewDevice func() (cuda.Device, error)
 }
 
-// BuildSite answers every question of the site for s (one rank).
-func BuildSite(ctx context.Context, c model.Checked, o SiteOptions) (*Site, error) {
-	s := c.Setup()
+// BuildSite answers every question of the site for o.Setup (one rank).
+func BuildSite(ctx context.Context, o SiteOptions) (*Site, error) {
+	if err := o.Setup.Err(); err != nil {
+		return nil, err
+	}
+	s := o.Setup.Setup()
 	site := &Site{Setup: s}
 	steps := []func() (Section, error){
-		func() (Section, error) { return siteValidate(ctx, c, o, site) },
-		func() (Section, error) { return siteCheckpoint(ctx, c, o) },
+		func() (Section, error) { return siteValidate(ctx, o, site) },
+		func() (Section, error) { return siteCheckpoint(ctx, o) },
 		func() (Section, error) { return siteScan(ctx, s, "batch", o) },
 		func() (Section, error) { return siteScan(ctx, s, "seq", o) },
 		func() (Section, error) { return siteStages(s, o) },
@@ -104,7 +108,7 @@ func bytesCell(p *int64) any {
 	return *p
 }
 
-func siteValidate(ctx context.Context, c model.Checked, o SiteOptions, site *Site) (Section, error) {
+func siteValidate(ctx context.Context, o SiteOptions, site *Site) (Section, error) {
 	var dev cuda.Device
 	if o.NewDevice != nil {
 		d, err := o.NewDevice()
@@ -117,7 +121,7 @@ func siteValidate(ctx context.Context, c model.Checked, o SiteOptions, site *Sit
 	tr := &MemoryTrace{}
 	vo := o.Options
 	vo.Trace = tr
-	r, err := Validate(ctx, c, dev, vo)
+	r, err := Validate(ctx, dev, vo)
 	if err != nil {
 		return Section{}, err
 	}
@@ -150,11 +154,11 @@ func siteValidate(ctx context.Context, c model.Checked, o SiteOptions, site *Sit
 	return sec, nil
 }
 
-func siteCheckpoint(ctx context.Context, c model.Checked, o SiteOptions) (Section, error) {
+func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 	so := o.Options
 	so.Timelines = true
 	so.Steps = 0 // the sweep's own default
-	r, err := Sweep(ctx, c, o.NewDevice, so)
+	r, err := Sweep(ctx, o.NewDevice, so)
 	if err != nil {
 		return Section{}, err
 	}
@@ -474,8 +478,8 @@ func scanPoint(ctx context.Context, u model.Setup, o SiteOptions) (model.Estimat
 	}
 	defer dev.Close()
 	vo := o.Options
-	vo.Steps, vo.Progress = o.simSteps(), nil
-	r, err := Validate(ctx, uc, dev, vo)
+	vo.Setup, vo.Steps, vo.Progress = uc, o.simSteps(), nil
+	r, err := Validate(ctx, dev, vo)
 	if err != nil {
 		return model.Estimate{}, cuda.Stats{}, nil, err
 	}
@@ -525,7 +529,9 @@ func siteStages(s model.Setup, o SiteOptions) (Section, error) {
 	if err != nil {
 		return Section{}, err
 	}
-	r, err := SweepStages(0, uc, o.simSteps(), 0)
+	so := o.Options
+	so.Setup, so.Steps, so.Setting = uc, o.simSteps(), zero.Setting{}
+	r, err := SweepStages(0, so)
 	if err != nil {
 		return Section{}, err
 	}

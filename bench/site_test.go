@@ -104,7 +104,9 @@ func TestReportFigures(t *testing.T) {
 		wantLeast string
 	}{{"tiny", 8, 64, 0, ""}, {"gpt2", 2, 128, 0, "every:2"}} {
 		s := setup(t, c.preset, c.b, c.s, model.FP32, model.Adam, "none")
-		site, err := BuildSite(context.Background(), checked(t, s), SiteOptions{Ranks: 4})
+		so := SiteOptions{Ranks: 4}
+		so.Setup = checked(t, s)
+		site, err := BuildSite(context.Background(), so)
 		if err != nil {
 			t.Fatal(err)
 		}

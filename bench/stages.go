@@ -39,11 +39,15 @@ type StagesReport struct {
 	Elapsed time.Duration
 }
 
-// SweepStages simulates s over s.Ranks ranks of capacity bytes each (0:
-// unlimited) under the parameter server and ZeRO-0 to 3, DDP's and
-// ZeRO-2's gradient buckets of bucketBytes (0: the default).
-func SweepStages(capacity int64, c model.Checked, steps int, bucketBytes int64) (*StagesReport, error) {
-	s := c.Setup()
+// SweepStages simulates o.Setup over its ranks, each of capacity bytes (0:
+// unlimited), o.Steps steps, under the parameter server and ZeRO-0 to 3,
+// DDP's and ZeRO-2's gradient buckets of o.Setting.BucketBytes (0: the
+// default); o.Setting's stage is the sweep's.
+func SweepStages(capacity int64, o Options) (*StagesReport, error) {
+	if err := o.Setup.Err(); err != nil {
+		return nil, err
+	}
+	s, steps, bucketBytes := o.Setup.Setup(), o.Steps, o.Setting.BucketBytes
 	start := time.Now()
 	rep := &StagesReport{Setup: s}
 	for _, set := range []zero.Setting{{PS: true}, {Stage: 0}, {Stage: 1}, {Stage: 2}, {Stage: 3}} {

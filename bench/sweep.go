@@ -77,13 +77,14 @@ func (r *SweepReport) WriteJSON(w io.Writer) error {
 	}{modelDocOf(r.Setup), sd, r})
 }
 
-// Sweep runs s under every checkpoint policy of o.Policies (default
+// Sweep runs o.Setup under every checkpoint policy of o.Policies (default
 // SweepPolicies): the estimate, the simulation and, when newDevice is not
 // nil, a measured run on a device of its own for each policy. The measured
 // runs are interleaved step by step (policy after policy, the order rotated
 // each round) so that the machine's drift touches every policy alike. Sweep
 // calls newDevice once per policy and closes every device it opened.
-func Sweep(ctx context.Context, c model.Checked, newDevice func() (cuda.Device, error), o Options) (*SweepReport, error) {
+func Sweep(ctx context.Context, newDevice func() (cuda.Device, error), o Options) (*SweepReport, error) {
+	c := o.Setup
 	if err := checkSetup(c); err != nil {
 		return nil, err
 	}

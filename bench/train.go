@@ -12,10 +12,6 @@ import (
 	"trainmem/train"
 )
 
-// TrainOptions describe a training run (train.RunOptions: the command line
-// reaches package train through bench only).
-type TrainOptions = train.RunOptions
-
 // TrainReport is a run's summary: the setup, the device and what the steps
 // left.
 type TrainReport struct {
@@ -27,10 +23,11 @@ type TrainReport struct {
 	Result    *train.RunResult
 }
 
-// Train runs o on dev (train.Run); the report holds the steps that
-// finished even when the error is set (a diverged or interrupted run).
-func Train(ctx context.Context, dev cuda.Device, o TrainOptions) (*TrainReport, error) {
-	res, err := train.Run(ctx, dev, o)
+// Train runs o on dev, one rank (train.Run of o's run options); the report
+// holds the steps that finished even when the error is set (a diverged or
+// interrupted run).
+func Train(ctx context.Context, dev cuda.Device, o Options) (*TrainReport, error) {
+	res, err := train.Run(ctx, dev, o.RunOptions)
 	if res == nil {
 		return nil, err
 	}

@@ -68,14 +68,15 @@ func rankRecord(rank int, rec train.Record) ([]byte, error) {
 	return append([]byte(fmt.Sprintf(`{"rank":%d,`, rank)), b[1:]...), nil
 }
 
-// TrainRanks trains o.Setup under set over o.Setup.Ranks ranks, in this
+// TrainRanks trains o.Setup under o.Setting over o.Setup.Ranks ranks, in this
 // process or one a process (see Where): rank r takes the r-th of every N
 // micro-batches of the data's stream. Each step writes one record per rank
 // to o.Out (a "rank" field beside train's record; over processes rank 0
 // gathers them and alone writes the file); the weights, assembled from
 // every rank's pieces, go to o.Save at the end. Over processes the report
 // is rank 0's; the other ranks' holds their setup only.
-func TrainRanks(ctx context.Context, where Where, o TrainOptions, set zero.Setting) (*TrainRanksReport, error) {
+func TrainRanks(ctx context.Context, where Where, o Options) (*TrainRanksReport, error) {
+	set := o.Setting
 	if err := o.Setup.Err(); err != nil {
 		return nil, err
 	}

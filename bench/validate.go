@@ -10,6 +10,7 @@ import (
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
+	"trainmem/zero"
 )
 
 // Row names, the "category" of each JSON row, in report order. The first
@@ -51,30 +52,24 @@ func Label(row string) string {
 	return row
 }
 
-// Options configure the measured runs of Validate and Sweep.
+// Options are a run's request, one type for every run bench makes
+// (simulate, validate, sweep and train, one rank or many): train's run
+// options (the checked setup, the steps, seed, data and learning rate,
+// train's files, progress, the allocator trace, the profile), the ranks'
+// data-parallel setting, and what only bench's reports use. Where a run
+// reads a field its own way its doc says so: validate's Steps 0 means 3, a
+// sweep's 7 a policy, simulate's 2; validate's and sweep's Seed 0 means 1;
+// validate's Progress gets a line per finished piece of work, train's the
+// progress bar; Trace gets the last measured step's allocator events (the
+// simulation's when nothing is measured).
 type Options struct {
-	// Steps is the number of measured steps; the last one, whose allocator
-	// cache is warm, is reported. 0 means 3 for Validate and 7 a policy for
-	// Sweep (whose first step is left out of the timings).
-	Steps int
-	// Seed seeds the initialisation and the batch order; 0 means 1.
-	Seed uint64
-	// Data is a text or llm.c token file; "" is the built-in corpus
-	// (train.OpenBatches, as in a training run).
-	Data string
-	// LR overrides the optimizer's default learning rate when > 0.
-	LR float64
-	// Progress receives one line per finished piece of work (stderr in the
-	// command line); nil shows nothing.
-	Progress io.Writer
-	// Trace, when set, records the last measured step's allocator events
-	// (the simulation's when nothing is measured), for the viewers.
-	Trace *MemoryTrace
+	train.RunOptions
+	// Setting is the ranks' data-parallel setting (the parameter server or
+	// a ZeRO stage, buckets, prefetch); the zero value is DDP, and one rank.
+	Setting zero.Setting
 	// Timelines makes Sweep trace each policy's simulated step, for the
 	// timeline plot (SweepReport.Timelines).
 	Timelines bool
-	// Profile, when set, times the measured run's instructions.
-	Profile *train.Profile
 	// Policies are Sweep's checkpoint policies; nil means SweepPolicies.
 	Policies []model.Checkpoint
 }
@@ -177,13 +172,15 @@ func checkRunnable(s model.Setup, ranks, zero int) error {
 	return nil
 }
 
-// Validate runs the estimate, the simulation (the shape device) and, when dev is
-// not nil, a measured run of o.Steps steps on dev, and sets them side by side.
+// Validate runs o.Setup's estimate, its simulation (the shape device) and,
+// when dev is not nil, a measured run of o.Steps steps on dev, and sets them
+// side by side.
 // dev should hold nothing else (its allocator statistics are the measured
 // column) and is left open for the caller to close. A measured run that the
 // simulation shows would not fit dev's free memory is refused with a
 // *TooLargeError before it starts.
-func Validate(ctx context.Context, c model.Checked, dev cuda.Device, o Options) (*ValidateReport, error) {
+func Validate(ctx context.Context, dev cuda.Device, o Options) (*ValidateReport, error) {
+	c := o.Setup
 	if err := checkSetup(c); err != nil {
 		return nil, err
 	}

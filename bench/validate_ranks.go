@@ -46,7 +46,8 @@ const MostMeasuredRanks = 8
 // every s.Ranks micro-batches of the data's stream. Over processes the
 // measured ranks are gathered on rank 0, which alone simulates; the other
 // ranks' answers hold their setup only.
-func ValidateRanks(ctx context.Context, c model.Checked, set zero.Setting, where *Where, o Options) (*RanksValidation, error) {
+func ValidateRanks(ctx context.Context, where *Where, o Options) (*RanksValidation, error) {
+	c, set := o.Setup, o.Setting
 	if err := c.Err(); err != nil {
 		return nil, err
 	}

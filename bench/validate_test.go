@@ -22,6 +22,17 @@ import (
 // checked is s checked, as the layers above give it.
 var checked = reference.Checked
 
+// runOf is the Options of a run of c: steps steps, the allocator's events
+// to tr when it is not nil, under set.
+func runOf(c model.Checked, steps int, tr *MemoryTrace, set zero.Setting) Options {
+	o := Options{Setting: set}
+	o.Setup, o.Steps = c, steps
+	if tr != nil {
+		o.Trace = tr
+	}
+	return o
+}
+
 func setup(t testing.TB, preset string, B, T int, prec model.Precision, opt model.Optimizer, pol string) model.Setup {
 	t.Helper()
 	c, err := model.Preset(preset)
@@ -46,7 +57,7 @@ func TestValidateTiny(t *testing.T) {
 	for _, pol := range []string{"none", "full", "selective"} {
 		t.Run(pol, func(t *testing.T) {
 			s := setup(t, "tiny", 8, 64, model.FP16, model.Adam, pol)
-			r, err := Validate(context.Background(), checked(t, s), reference.NewHost(t), Options{Steps: 2})
+			r, err := Validate(context.Background(), reference.NewHost(t), runOf(checked(t, s), 2, nil, zero.Setting{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +140,7 @@ func TestModelStatesBytesPerParameter(t *testing.T) {
 			s := model.Setup{Model: model.Config{Name: "odd", Layers: 3, Hidden: 40, Heads: 4, Vocab: 256, Context: 32},
 				Batch: 2, Seq: 32, Precision: tc.prec, Optimizer: tc.opt, Ranks: 1, TP: 1, PP: 1}
 			phi := s.Model.NumParams()
-			r, err := Validate(context.Background(), checked(t, s), reference.NewHost(t), Options{Steps: 2})
+			r, err := Validate(context.Background(), reference.NewHost(t), runOf(checked(t, s), 2, nil, zero.Setting{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +263,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // Not measuring still simulates and explains; more than one rank is refused.
 func TestValidateWithoutMeasuring(t *testing.T) {
 	s := setup(t, "gpt2-xl", 32, 1000, model.FP16, model.Adam, "full")
-	r, err := Validate(context.Background(), checked(t, s), nil, Options{})
+	r, err := Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +276,7 @@ func TestValidateWithoutMeasuring(t *testing.T) {
 		t.Error("no line says nothing was measured")
 	}
 	s.Ranks = 4
-	if _, err := Validate(context.Background(), checked(t, s), nil, Options{}); !errors.Is(err, ErrParallel) {
+	if _, err := Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{})); !errors.Is(err, ErrParallel) {
 		t.Errorf("4 ranks: %v, want ErrParallel", err)
 	}
 }
@@ -279,7 +290,7 @@ func TestValidateTooLarge(t *testing.T) {
 	}
 	defer h.Close()
 	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none") // reserves 10 MiB
-	_, err = Validate(context.Background(), checked(t, s), h, Options{})
+	_, err = Validate(context.Background(), h, runOf(checked(t, s), 0, nil, zero.Setting{}))
 	var tl *TooLargeError
 	if !errors.As(err, &tl) || tl.Need != 10<<20 {
 		t.Fatalf("got %v, want a TooLargeError needing 10 MiB", err)
@@ -312,7 +323,7 @@ func TestContextRow(t *testing.T) {
 	defer h.Close()
 	const ctx = 500 << 20
 	s := setup(t, "tiny", 2, 16, model.BF16, model.Adam, "none")
-	r, err := Validate(context.Background(), checked(t, s), gpuLike{h, ctx}, Options{Steps: 2})
+	r, err := Validate(context.Background(), gpuLike{h, ctx}, runOf(checked(t, s), 2, nil, zero.Setting{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +342,7 @@ func TestContextRow(t *testing.T) {
 // the plots are written.
 func TestSweepTiny(t *testing.T) {
 	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none")
-	r, err := Sweep(context.Background(), checked(t, s), func() (cuda.Device, error) { return host.New(host.Options{}) }, Options{Steps: 4})
+	r, err := Sweep(context.Background(), func() (cuda.Device, error) { return host.New(host.Options{}) }, runOf(checked(t, s), 4, nil, zero.Setting{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +462,7 @@ func TestExplanationAtRecomputation(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := model.Setup{Model: tc.cfg, Batch: tc.B, Seq: tc.T, Precision: model.FP32, Optimizer: model.Adam, Checkpoint: cp, Ranks: 1, TP: 1, PP: 1}
-		r, err := Validate(context.Background(), checked(t, s), nil, Options{})
+		r, err := Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{}))
 		if err != nil {
 			t.Fatal(err)
 		}

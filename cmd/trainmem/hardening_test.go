@@ -217,7 +217,9 @@ func TestSweepReportBeforePlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := bench.Sweep(context.Background(), checked, nil, bench.Options{})
+	var o bench.Options
+	o.Setup = checked
+	rep, err := bench.Sweep(context.Background(), nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}

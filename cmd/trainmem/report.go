@@ -72,11 +72,12 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := bench.CheckSiteDir(dir); err != nil {
 		return err
 	}
-	o := bench.SiteOptions{Options: bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}, Ranks: ranks}
+	o := bench.SiteOptions{Options: tf.options(c, stderr), Ranks: ranks}
+	o.Steps = steps
 	if !*noMeasure {
 		o.NewDevice = func() (cuda.Device, error) { return tf.newDevice() }
 	}
-	site, err := bench.BuildSite(ctx, c, o)
+	site, err := bench.BuildSite(ctx, o)
 	if err != nil {
 		return measureErr(err)
 	}

@@ -107,7 +107,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	case *sweep == "zero" && (sf.set("zero") || sf.ps):
 		return usagef("--sweep zero runs every setting; drop --zero and --data-parallel")
 	case *sweep == "zero":
-		rep, err := bench.SweepStages(capacity, c, steps, sf.bucketBytes)
+		o := bench.Options{Setting: zero.Setting{BucketBytes: sf.bucketBytes}}
+		o.Setup, o.Steps = c, steps
+		rep, err := bench.SweepStages(capacity, o)
 		if err != nil {
 			return err
 		}
@@ -117,7 +119,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if s.Ranks > 1 || set.PS {
 		traces := trace.rankRecorder()
-		rep, err := bench.SimulateRanks(capacity, c, set, steps, traces)
+		o := bench.Options{Setting: set}
+		o.Setup, o.Steps = c, steps
+		rep, err := bench.SimulateRanks(capacity, o, traces)
 		if err != nil {
 			return trace.writeRanks(stdout, traces, format.v, err)
 		}
@@ -134,7 +138,12 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	rec := trace.recorder()
-	rep, err := bench.Simulate(dev, capacity, c, steps, rec)
+	var o bench.Options
+	o.Setup, o.Steps = c, steps
+	if rec != nil {
+		o.Trace = rec
+	}
+	rep, err := bench.Simulate(dev, capacity, o)
 	if err != nil {
 		return trace.write(stdout, rec, format.v, err)
 	}

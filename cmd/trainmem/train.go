@@ -142,6 +142,15 @@ func (f *trainFlags) resolve() (model.Checked, error) {
 	return c, nil
 }
 
+// options are the run's options from the flags (train's, validate's and
+// report's alike): the checked setup, the seed, data and learning rate, and
+// progress to w.
+func (f *trainFlags) options(c model.Checked, w io.Writer) bench.Options {
+	var o bench.Options
+	o.Setup, o.Seed, o.Data, o.LR, o.Progress = c, f.seed, f.data, f.lr, w
+	return o
+}
+
 // newDevice opens the device of a measured run.
 func (f *trainFlags) newDevice() (cuda.Device, error) {
 	switch f.device {
@@ -182,10 +191,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	s := c.Setup()
-	opts := bench.TrainOptions{
-		Setup: c, Steps: tf.steps, LR: tf.lr, Seed: tf.seed, Data: tf.data,
-		Out: tf.out, Save: tf.save, Load: tf.load, Progress: stderr,
-	}
+	opts := tf.options(c, stderr)
+	opts.Steps, opts.Out, opts.Save, opts.Load = tf.steps, tf.out, tf.save, tf.load
 	if format.v == "json" && !*profile {
 		return usagef("--format json is the profile's: give --profile (a run's records are --out's JSON Lines)")
 	}
@@ -230,6 +237,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		opts.Profile = &bench.Profile{}
 	}
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
+	opts.Setting = set
 	if launch.Processes() {
 		proc, err := lf.open(launch, backend, setupFields("train", s, set, tf))
 		if err != nil {
@@ -240,7 +248,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		where := proc.where(tf.newDevice)
 		where.Traces = trace.rankRecorder()
-		err = trainRanks(ctx, where, opts, set, stdout)
+		err = trainRanks(ctx, where, opts, stdout)
 		if err == nil {
 			err = trace.writeRanks(stdout, where.Traces, "text", nil) // each process its own rank's
 		}
@@ -252,7 +260,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		where := inProcess(backend, tf.newDevice)
 		where.Traces = trace.rankRecorder()
-		if err := trainRanks(ctx, where, opts, set, stdout); err != nil {
+		if err := trainRanks(ctx, where, opts, stdout); err != nil {
 			return err
 		}
 		return trace.writeRanks(stdout, where.Traces, "text", nil)
@@ -300,10 +308,10 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // trainRanks is train over ranks, in this process or one a process.
-func trainRanks(ctx context.Context, where bench.Where, opts bench.TrainOptions, set zero.Setting, stdout io.Writer) error {
+func trainRanks(ctx context.Context, where bench.Where, opts bench.Options, stdout io.Writer) error {
 	s := opts.Setup.Setup()
 	bench.WriteHeader(stdout, s, fmt.Sprintf("%d ranks", s.Ranks))
-	rep, err := bench.TrainRanks(ctx, where, opts, set)
+	rep, err := bench.TrainRanks(ctx, where, opts)
 	if rep != nil && rep.Steps > 0 {
 		if werr := rep.WriteText(stdout); werr != nil && err == nil {
 			err = werr

@@ -124,9 +124,13 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// check below.
 	inputs, outputs := []files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}
 
-	opts := bench.Options{Steps: steps, Seed: tf.seed, Data: tf.data, LR: tf.lr, Progress: stderr}
+	opts := tf.options(c, stderr)
+	opts.Steps = steps
+	var rec *bench.MemoryTrace
 	if *sweep == "" {
-		opts.Trace = trace.recorder()
+		if rec = trace.recorder(); rec != nil {
+			opts.Trace = rec
+		}
 	} else {
 		opts.Timelines = trace.plot != "" // one panel a policy
 	}
@@ -135,6 +139,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
+	opts.Setting = set
 	ranked := launch.Processes() || s.Ranks > 1 || set.PS
 	switch {
 	case *profile && (ranked || *sweep != "" || *noMeasure || format.v == "json"):
@@ -162,7 +167,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		where := proc.where(tf.newDevice)
 		where.Traces = trace.rankRecorder()
-		rep, err := bench.ValidateRanks(ctx, c, set, &where, opts)
+		rep, err := bench.ValidateRanks(ctx, &where, opts)
 		if err == nil && proc.root() {
 			err = writeReport(stdout, format.v, rep)
 		}
@@ -184,7 +189,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			w.Traces = trace.rankRecorder()
 			where = &w
 		}
-		rep, err := bench.ValidateRanks(ctx, c, set, where, opts)
+		rep, err := bench.ValidateRanks(ctx, where, opts)
 		if err != nil {
 			return measureErr(err)
 		}
@@ -199,7 +204,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if !*noMeasure {
 			newDev = tf.newDevice
 		}
-		rep, err := bench.Sweep(ctx, c, newDev, opts)
+		rep, err := bench.Sweep(ctx, newDev, opts)
 		if err != nil {
 			return measureErr(err)
 		}
@@ -225,7 +230,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *profile {
 		opts.Profile = &bench.Profile{}
 	}
-	rep, err := bench.Validate(ctx, c, dev, opts)
+	rep, err := bench.Validate(ctx, dev, opts)
 	if err != nil {
 		return measureErr(err)
 	}
@@ -238,7 +243,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	return trace.write(stdout, opts.Trace, format.v, nil)
+	return trace.write(stdout, rec, format.v, nil)
 }
 
 // writeSweep writes the sweep's report, then its plot: a plot that fails
