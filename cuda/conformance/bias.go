@@ -1,12 +1,14 @@
 package conformance
 
+// The bias family (AddBias, SumRows): its tests against the float64
+// references, the references themselves, and its calls with bad and good
+// arguments.
+
 import (
 	"testing"
+
 	"trainmem/cuda"
 )
-
-// The bias family (AddBias, SumRows): its tests against the float64 references, the references
-// themselves, and its calls with bad and good arguments.
 
 func init() {
 	register(family{name: "bias", tests: []familyTest{{"Bias", testBias}}, invalid: invalidBias, valid: validBias})

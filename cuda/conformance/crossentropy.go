@@ -1,13 +1,14 @@
 package conformance
 
+// The cross-entropy family: its tests against the float64 references, the
+// references themselves, and its calls with bad and good arguments.
+
 import (
 	"math"
 	"testing"
+
 	"trainmem/cuda"
 )
-
-// The cross-entropy family: its tests against the float64 references, the references
-// themselves, and its calls with bad and good arguments.
 
 func init() {
 	register(family{name: "cross-entropy", tests: []familyTest{{"CrossEntropy", testCrossEntropy}},

@@ -1,14 +1,16 @@
 package conformance
 
+// The elementwise family (Fill, Cast, Add, NonFinite): its tests against
+// the float64 references, the references themselves, and its calls with
+// bad and good arguments.
+
 import (
 	"fmt"
 	"math"
 	"testing"
+
 	"trainmem/cuda"
 )
-
-// The elementwise family (Fill, Cast, Add, NonFinite): its tests against the float64 references, the references
-// themselves, and its calls with bad and good arguments.
 
 func init() {
 	register(family{name: "elementwise",

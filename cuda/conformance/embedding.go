@@ -1,12 +1,13 @@
 package conformance
 
+// The embedding family: its tests against the float64 references, the
+// references themselves, and its calls with bad and good arguments.
+
 import (
 	"testing"
+
 	"trainmem/cuda"
 )
-
-// The embedding family: its tests against the float64 references, the references
-// themselves, and its calls with bad and good arguments.
 
 func init() {
 	register(family{name: "embedding", tests: []familyTest{{"Embedding", testEmbedding}},

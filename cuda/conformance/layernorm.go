@@ -1,13 +1,14 @@
 package conformance
 
+// The layer-norm family: its tests against the float64 references, the
+// references themselves, and its calls with bad and good arguments.
+
 import (
 	"math"
 	"testing"
+
 	"trainmem/cuda"
 )
-
-// The layer-norm family: its tests against the float64 references, the references
-// themselves, and its calls with bad and good arguments.
 
 func init() {
 	register(family{name: "layer norm", tests: []familyTest{{"LayerNorm", testLayerNorm}},

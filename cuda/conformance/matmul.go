@@ -1,14 +1,15 @@
 package conformance
 
+// The matrix products: its tests against the float64 references, the
+// references themselves, and its calls with bad and good arguments.
+
 import (
 	"fmt"
 	"math"
 	"testing"
+
 	"trainmem/cuda"
 )
-
-// The matrix products: its tests against the float64 references, the references
-// themselves, and its calls with bad and good arguments.
 
 func init() {
 	register(family{name: "matrix products", tests: []familyTest{{"MatMul", testMatMul}},

@@ -1,14 +1,16 @@
 package conformance
 
+// The optimizer family (Adam, SGD): its tests against the float64
+// references, the references themselves, and its calls with bad and good
+// arguments.
+
 import (
 	"fmt"
 	"math"
 	"testing"
+
 	"trainmem/cuda"
 )
-
-// The optimizer family (Adam, SGD): its tests against the float64 references, the references
-// themselves, and its calls with bad and good arguments.
 
 func init() {
 	register(family{name: "optimizers", tests: []familyTest{{"Adam", testAdam}, {"SGD", testSGD}},
