@@ -42,7 +42,7 @@ func BenchmarkCheckpointFullVsNone(b *testing.B) {
 	}
 	// The two policies step in turn, the first of them alternating
 	// (rotation, as the sweep does).
-	rot := &rotation{runs: runs[:], pols: []model.Checkpoint{s.Checkpoint, full.Checkpoint}}
+	rot := &rotation{ctx: context.Background(), runs: runs[:], pols: []model.Checkpoint{s.Checkpoint, full.Checkpoint}}
 	step := func() []train.Record {
 		var recs []train.Record
 		_, err := train.Loop(context.Background(), rot, 1, func(_, i int) ([]int32, []int32, error) { return runs[i].batches.Next() },

@@ -181,9 +181,12 @@ func Sweep(ctx context.Context, newDevice func() (cuda.Device, error), o Options
 	}
 	rep.Device, rep.Data = devs[0].Name(), runs[0].data
 	recs := make([][]train.Record, len(pols))
-	rot := &rotation{runs: runs, pols: pols}
+	rot := &rotation{ctx: ctx, runs: runs, pols: pols}
 	looped, err := train.Loop(ctx, rot, steps, func(_, i int) ([]int32, []int32, error) { return runs[i].batches.Next() },
-		func(round int, got []train.Record, _ error) error {
+		func(round int, got []train.Record, err error) error {
+			if err != nil {
+				return nil // a policy diverged: the round did not finish (its error follows)
+			}
 			line := fmt.Sprintf("sweep: step %d/%d:", round+1, steps)
 			for i := range pols {
 				recs[i] = append(recs[i], got[i])
@@ -225,8 +228,10 @@ func Sweep(ctx context.Context, newDevice func() (cuda.Device, error), o Options
 }
 
 // rotation steps every policy's trainer once a step, starting one later
-// each step, so that no policy always runs first on a warm machine.
+// each step, so that no policy always runs first on a warm machine; a
+// signal (ctx) stops it between two policies' steps.
 type rotation struct {
+	ctx   context.Context
 	runs  []*runner
 	pols  []model.Checkpoint
 	round int
@@ -238,6 +243,9 @@ func (r *rotation) Step(batch func(int) ([]int32, []int32)) ([]train.Record, err
 	recs := make([]train.Record, len(r.runs))
 	for j := range r.runs {
 		i := (j + r.round) % len(r.runs)
+		if r.ctx.Err() != nil {
+			return nil, fmt.Errorf("bench: sweep stopped in step %d: %w", r.round+1, context.Cause(r.ctx))
+		}
 		tokens, targets := batch(i)
 		var err error
 		if recs[i], err = r.runs[i].tr.Step(tokens, targets); err != nil {

@@ -54,6 +54,9 @@ func (o RunOptions) Paths() (inputs, outputs []files.Path) {
 // and that Save can hold the model. The command line calls it before it
 // opens the device; Run calls it again.
 func (o RunOptions) Check() error {
+	if err := o.Setup.Err(); err != nil {
+		return err
+	}
 	if err := files.Check(o.Paths()); err != nil {
 		return err
 	}

@@ -13,8 +13,11 @@
 //
 // Error policy: a collective's arguments are checked on every rank, and
 // the ranks' calls are compared before any data moves; an error on one rank
-// (a bad buffer, a rank calling another collective or another size) is
-// returned by every rank, naming the rank and the value. A rank that leaves
+// (a bad buffer, a rank calling another collective or another size) ends
+// the collective on every rank, naming the rank and the value: in one
+// process and under a native engine every rank returns the same error;
+// over processes with the ring, the rank that finds it aborts the link with
+// it and the others' waits fail with that reason (see linked.meet). A rank that leaves
 // the group (its function returned) while others wait in a collective ends
 // theirs with an error naming it: nothing hangs.
 package zero

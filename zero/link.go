@@ -86,20 +86,26 @@ func (t *linked) start() {}
 
 func (t *linked) leave(*Comm, error) {} // the process aborts its link if it fails (the caller's)
 
-// meet checks this rank's call against its ring neighbours' without a
-// round trip through rank 0: each rank sends its call (numbered) to the
-// next and compares the previous one's with its own. Two ranks that differ
-// make some neighbours differ, so a difference is found by at least one
-// rank, which aborts the group with it, naming both ranks and their calls;
-// every other rank's wait then fails with that reason. A rank whose own
-// arguments failed aborts with its error. Either way nothing hangs and the
-// group cannot go on, as in one process.
+// meet checks this rank's call against the other ranks'. Under the ring
+// it needs no round trip through rank 0: each rank sends its call
+// (numbered) to the next and compares the previous one's with its own. Two
+// ranks that differ make some neighbours differ, so a difference is found
+// by at least one rank, which aborts the group with it, naming both ranks
+// and their calls; every other rank's next wait on the link then fails
+// with that reason (over MPI, MPI_Abort ends every rank, the finder's
+// reason printed). A rank whose own arguments failed aborts with its
+// error. Either way nothing hangs and the group cannot go on. A native
+// engine waits on its library, not on the link, so a rank that went on
+// would never hear the abort: there every rank's call goes to rank 0,
+// which answers each (judgeCall), and no rank moves data before all agree.
 func (t *linked) meet(c *Comm, k call) error {
 	t.seq++
+	if _, native := c.g.eng.(native); native {
+		return t.judgeCall(k)
+	}
 	if k.err != nil {
-		err := fmt.Errorf("rank %d: %w", c.rank, k.err)
-		t.l.Abort(err)
-		return err
+		t.l.Abort(k.err)
+		return k.err
 	}
 	n := t.l.Size()
 	if n == 1 {
@@ -122,6 +128,42 @@ func (t *linked) meet(c *Comm, k call) error {
 		return nil
 	}
 	t.l.Abort(err)
+	return err
+}
+
+// judgeCall is meet through rank 0: every rank's call (its number, fields
+// and error) compared there, the verdict the same on every rank.
+func (t *linked) judgeCall(k call) error {
+	mine := encodeCall(t.seq, k)
+	if k.err != nil {
+		mine = append(mine, k.err.Error()...)
+	}
+	verdict, err := judge(t.l, mine, func(msgs [][]byte) (string, error) {
+		calls, ranks := make([]call, len(msgs)), make([]int, len(msgs))
+		for q, b := range msgs {
+			if len(b) < callLen {
+				return "", fmt.Errorf("zero: rank %d sent a call of %d bytes, want at least %d (a rank of another trainmem?)", q, len(b), callLen)
+			}
+			seq, kq, err := decodeCall(b[:callLen])
+			switch {
+			case err != nil:
+				return "", fmt.Errorf("rank %d: %w", q, err)
+			case seq != t.seq:
+				return fmt.Sprintf("zero: the ranks' calls differ: rank %d is at its collective %d, rank 0 at its %d", q, seq, t.seq), nil
+			}
+			if len(b) > callLen {
+				kq.err = errors.New(string(b[callLen:]))
+			}
+			calls[q], ranks[q] = kq, q
+		}
+		if err := agree(calls, ranks); err != nil {
+			return err.Error(), nil
+		}
+		return "", nil
+	})
+	if err == nil && verdict != "" {
+		err = errors.New(verdict)
+	}
 	return err
 }
 

@@ -38,7 +38,7 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 	case set.Native && g.Engine(0) == nil && g.computes:
 		return nil, fmt.Errorf("zero: the setting %s needs a native engine's group (NCCL), and this group's ring moves the data", set)
 	}
-	if !g.computes {
+	if !g.computes && g.Engine(0) == nil {
 		// A simulation moves data as the engine it simulates.
 		if set.Native {
 			g.eng = native{}

@@ -53,6 +53,9 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 	if steps <= 0 {
 		steps = 2
 	}
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
 	s := c.Setup()
 	ranks := SimulatedRanks(s.Ranks)
 	devs := make([]cuda.Device, len(ranks))
@@ -170,6 +173,9 @@ func oomFirst(err error) error {
 func SimulateRank(dev cuda.Device, c model.Checked, set Setting, rank, steps int) (RankResult, error) {
 	if steps <= 0 {
 		steps = 2
+	}
+	if err := c.Err(); err != nil {
+		return RankResult{}, err
 	}
 	g, err := NewSparseGroup([]cuda.Device{dev}, []int{rank}, c.Setup().Ranks)
 	if err != nil {

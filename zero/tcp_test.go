@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,10 +184,89 @@ func TestTCPCallsOutOfStep(t *testing.T) {
 			}
 			return c.AllReduce(send, b, Sum)
 		})
-		if err == nil || strings.Count(err.Error(), "rank 1: zero: all_reduce: send is nil") != 3 {
+		if err == nil || strings.Count(err.Error(), "zero: all_reduce: send is nil") != 3 || !strings.Contains(err.Error(), "rank 1: zero: all_reduce: send is nil") || strings.Count(err.Error(), "rank 1 failed: zero: all_reduce: send is nil") != 2 {
 			t.Fatalf("got %v, want every rank to name rank 1's nil send", err)
 		}
 	})
+}
+
+// countingEngine is a native engine that moves nothing and counts the
+// calls it was given.
+type countingEngine struct{ calls *atomic.Int64 }
+
+func (e countingEngine) Broadcast(_, _ *cuda.Buffer, _ int) error    { e.calls.Add(1); return nil }
+func (e countingEngine) Reduce(_, _ *cuda.Buffer, _ Op, _ int) error { e.calls.Add(1); return nil }
+func (e countingEngine) AllReduce(_, _ *cuda.Buffer, _ Op) error     { e.calls.Add(1); return nil }
+func (e countingEngine) ReduceScatter(_, _ *cuda.Buffer, _ Op) error { e.calls.Add(1); return nil }
+func (e countingEngine) AllGather(_, _ *cuda.Buffer) error           { e.calls.Add(1); return nil }
+func (e countingEngine) Name() string                                { return "counting" }
+func (e countingEngine) Bytes() int64                                { return 0 }
+func (e countingEngine) Close() error                                { return nil }
+
+// Under a native engine, which a link's abort cannot interrupt, no rank
+// enters the library before every rank agreed: a call that differs, or a
+// rank's bad arguments, fails every rank with the same error and the engine
+// is never called; calls that agree reach it.
+func TestNativeOverLinksAgreeFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		len   func(r int) int
+		nilAt int
+		want  string
+	}{
+		{"agree", func(int) int { return 4 }, -1, ""},
+		{"another length", func(r int) int { return 4 + r/2 }, -1, "the ranks' calls differ: rank 0 calls all_reduce of fp32 (sum), send 4 and recv 4 elements, rank 2 all_reduce of fp32 (sum), send 5"},
+		{"bad arguments", func(int) int { return 4 }, 1, "rank 1: zero: all_reduce: send is nil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 3
+			links, errs := dialAll(t, n, 20*time.Second)
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { closeAll(links) })
+			devs := hosts(t, n)
+			var calls atomic.Int64
+			gs := make([]*Group, n)
+			for r := range n {
+				var err error
+				if gs[r], err = NewNativeProcessGroup(devs[r], links[r], countingEngine{&calls}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := make([]error, n)
+			var wg sync.WaitGroup
+			for r, g := range gs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got[r] = g.Run(func(c *Comm) error {
+						b, err := devs[r].Alloc(cuda.Grads, cuda.F32, tc.len(r))
+						if err != nil {
+							return err
+						}
+						send := b
+						if r == tc.nilAt {
+							send = nil
+						}
+						return c.AllReduce(send, b, Sum)
+					})
+				}()
+			}
+			wg.Wait()
+			for r, err := range got {
+				switch {
+				case tc.want == "" && err != nil:
+					t.Errorf("rank %d: %v", r, err)
+				case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+					t.Errorf("rank %d: %v, want %q", r, err, tc.want)
+				}
+			}
+			if want := map[bool]int64{true: n, false: 0}[tc.want == ""]; calls.Load() != want {
+				t.Errorf("the engine was called %d times, want %d", calls.Load(), want)
+			}
+		})
+	}
 }
 
 // The rendezvous names the ranks that did not join, and refuses a world
