@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"trainmem/cuda"
+	"trainmem/cuda/conformance"
 	"trainmem/cuda/host"
 )
 
@@ -106,24 +107,10 @@ func TestRMSNormOps(t *testing.T) {
 	}
 	dx, dw := run(grads[0], N*C), run(grads[2], C)
 
-	fd := func(v []float64) []float64 {
-		const h = 1e-6
-		d := make([]float64, len(v))
-		for i := range v {
-			old := v[i]
-			v[i] = old + h
-			lp := loss()
-			v[i] = old - h
-			lm := loss()
-			v[i] = old
-			d[i] = (lp - lm) / (2 * h)
-		}
-		return d
-	}
 	for _, c := range []struct {
 		name      string
 		got, want []float64
-	}{{"dx", dx, fd(xv)}, {"dw", dw, fd(wv)}} {
+	}{{"dx", dx, conformance.FiniteDiff(xv, loss)}, {"dw", dw, conformance.FiniteDiff(wv, loss)}} {
 		for i := range c.got {
 			if diff := math.Abs(c.got[i] - c.want[i]); diff > 1e-6*(1+math.Abs(c.want[i])) {
 				t.Errorf("%s[%d] = %.10g, finite differences %.10g", c.name, i, c.got[i], c.want[i])

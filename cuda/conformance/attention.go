@@ -82,7 +82,7 @@ func testAttention(t *testing.T, nd NewDevice) {
 		scratch := e.out(cuda.F64, cuda.AttentionScratchLen(T, NH))
 		dqkv := e.out(cuda.F64, len(qv))
 		e.must(e.d.AttentionBackward(dqkv, dy, qkv, p, scratch, B, T, C, NH))
-		fd := finiteDiff(qv, func() float64 {
+		fd := FiniteDiff(qv, func() float64 {
 			return dot(dyv, refAttentionOut(qv, RefAttentionProbs(qv, B, T, C, NH), B, T, C, NH))
 		})
 		compare(t, "AttentionBackward vs finite differences", e.get(dqkv), fd, fdTol)

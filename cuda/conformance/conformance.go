@@ -319,9 +319,9 @@ func dot(a, b []float64) float64 {
 	return s
 }
 
-// finiteDiff returns the central finite difference of f at x with respect
+// FiniteDiff returns the central finite difference of f at x with respect
 // to every element of x (x is restored).
-func finiteDiff(x []float64, f func() float64) []float64 {
+func FiniteDiff(x []float64, f func() float64) []float64 {
 	const h = 1e-6
 	g := make([]float64, len(x))
 	for i := range x {

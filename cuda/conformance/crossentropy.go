@@ -88,7 +88,7 @@ func testCrossEntropy(t *testing.T, nd NewDevice) {
 		dloss, _ := e.buf(cuda.F64, []float64{1.7})
 		dlogits := e.out(cuda.F64, N*V)
 		e.must(e.d.CrossEntropyBackward(dlogits, dloss, logits, tb, N, V))
-		fd := finiteDiff(lv, func() float64 { return 1.7 * refCrossEntropy(lv, targets, N, V) })
+		fd := FiniteDiff(lv, func() float64 { return 1.7 * refCrossEntropy(lv, targets, N, V) })
 		compare(t, "CrossEntropyBackward vs finite differences", e.get(dlogits), fd, fdTol)
 		compare(t, "reference vs finite differences", refCrossEntropyBackward(lv, targets, 1.7, N, V), fd, fdTol)
 	})

@@ -57,7 +57,7 @@ func testGELU(t *testing.T, nd NewDevice) {
 		dy, _ := e.buf(cuda.F64, dyv)
 		dx := e.out(cuda.F64, len(xv))
 		e.must(e.d.GELUBackward(dx, dy, x))
-		fd := finiteDiff(xv, func() float64 { return dot(dyv, refGELU(xv)) })
+		fd := FiniteDiff(xv, func() float64 { return dot(dyv, refGELU(xv)) })
 		compare(t, "GELUBackward vs finite differences", e.get(dx), fd, fdTol)
 		compare(t, "reference vs finite differences", refGELUBackward(dyv, xv), fd, fdTol)
 	})

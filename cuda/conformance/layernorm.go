@@ -97,7 +97,7 @@ func testLayerNorm(t *testing.T, nd NewDevice) {
 		loss := func() float64 {
 			return dot(dyv, refLayerNorm(xv, refLayerNormStats(xv, N, C, float64(float32(eps))), wv, bv, N, C))
 		}
-		fdx, fdw := finiteDiff(xv, loss), finiteDiff(wv, loss)
+		fdx, fdw := FiniteDiff(xv, loss), FiniteDiff(wv, loss)
 		compare(t, "LayerNormBackwardX vs finite differences", e.get(dx), fdx, fdTol)
 		compare(t, "LayerNormBackwardW vs finite differences", e.get(dw), fdw, fdTol)
 		refDx, refDw := refLayerNormBackward(dyv, xv, refLayerNormStats(xv, N, C, float64(float32(eps))), wv, N, C)

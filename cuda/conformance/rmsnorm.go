@@ -65,7 +65,7 @@ func testRMSNorm(t *testing.T, nd NewDevice) {
 		loss := func() float64 {
 			return dot(dyv, refRMSNorm(xv, refRMSNormStats(xv, N, C, float64(float32(eps))), wv, N, C))
 		}
-		fdx, fdw := finiteDiff(xv, loss), finiteDiff(wv, loss)
+		fdx, fdw := FiniteDiff(xv, loss), FiniteDiff(wv, loss)
 		compare(t, "RMSNormBackwardX vs finite differences", e.get(dx), fdx, fdTol)
 		compare(t, "RMSNormBackwardW vs finite differences", e.get(dw), fdw, fdTol)
 		refDx, refDw := refRMSNormBackward(dyv, xv, refRMSNormStats(xv, N, C, float64(float32(eps))), wv, N, C)
