@@ -25,8 +25,8 @@ type kinds struct {
 
 // dims are the setup's sizes in bytes and elements.
 type dims struct {
-	N, sbh, nh, as2b, P, S, V, L, e int64
-	k                               int64 // layers per recomputed segment (0: none, selective)
+	N, sbh, nh, as2b, P, V, L, e int64
+	k                            int64 // layers per recomputed segment (0: none, selective)
 }
 
 func dimsOf(s model.Setup) dims {
@@ -37,7 +37,6 @@ func dimsOf(s model.Setup) dims {
 	d.nh = d.sbh * e
 	d.as2b = int64(m.Heads) * int64(s.Seq) * int64(s.Seq) * int64(s.Batch)
 	d.P = d.as2b * e
-	d.S = 16 * N
 	d.k = int64(s.Checkpoint.Segment(m.Layers))
 	return d
 }
@@ -228,8 +227,9 @@ func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d 
 		}
 		return fmt.Sprintf("dropout masks %s: %s counts 1-byte masks, %s, and s·b·h after the embedding: %s; this GPT-2 has no dropout", diff, name, where, bt(fv))
 	case model.Statistics:
-		return fmt.Sprintf("layer-norm statistics %s: trainmem keeps each layer norm's row mean and 1/std in fp32 for the backward pass, 16·s·b = %s a layer and 8·s·b for the final one, %s at its peak; no formula counts them",
-			diff, bt(d.S), bt(tv))
+		block, final := statistics(s)
+		return fmt.Sprintf("layer-norm statistics %s: trainmem keeps each layer norm's row mean and 1/std in fp32 for the backward pass, %d·s·b = %s a layer and %d·s·b for the final one, %s at its peak; no formula counts them",
+			diff, block/d.N, bt(block), final/d.N, bt(tv))
 	case model.Checkpoints:
 		return fmt.Sprintf("checkpoints %s: %s keeps ceil(L/K) = %d layer inputs (e·s·b·h each) = %s; trainmem holds %d at its peak (the embedding output and the segment outputs whose backward has not run) = %s",
 			diff, name, fk.Count, bt(fv), tk.Count, bt(tv))
@@ -281,12 +281,12 @@ func valuesNote(n int64, s model.Setup, at model.Moment) string {
 // blockValues counts the s·b·h values one of trainmem's blocks keeps, and
 // those it keeps before its attention probabilities.
 func blockValues(s model.Setup) (all, beforeProbs int64) {
-	terms, err := s.BlockActivations()
+	kept, err := s.KeptTensors()
 	if err != nil {
 		return 0, 0
 	}
 	probs := false
-	for _, t := range terms {
+	for _, t := range kept.Block {
 		for _, p := range t.Parts {
 			switch p.Kind {
 			case model.LayerValues:
@@ -300,6 +300,26 @@ func blockValues(s model.Setup) (all, beforeProbs int64) {
 		}
 	}
 	return all, beforeProbs
+}
+
+// statistics is the bytes of statistics a block of trainmem's keeps, and
+// the head.
+func statistics(s model.Setup) (block, head int64) {
+	kept, err := s.KeptTensors()
+	if err != nil {
+		return 0, 0
+	}
+	sum := func(ts []model.Term) (n int64) {
+		for _, t := range ts {
+			for _, p := range t.Parts {
+				if p.Kind == model.Statistics {
+					n += p.Bytes
+				}
+			}
+		}
+		return n
+	}
+	return sum(kept.Block), sum(kept.Head)
 }
 
 // outsideTrainmem describes what trainmem holds outside the layers at its

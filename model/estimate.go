@@ -542,6 +542,16 @@ func termOf(c *calc, name string, parts ...Part) Term {
 	return t
 }
 
+// has reports whether the term holds tensors of kind k.
+func (t Term) has(k TensorKind) bool {
+	for _, p := range t.Parts {
+		if p.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // times is the term's tensors n times over, its parts' layers too: the
 // term for n layers (or micro-batches) from one layer's.
 func (t Term) times(c *calc, n int64, name string) Term {
@@ -775,7 +785,11 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 		e.Gathered = c.mul(s.gatheredPeak(stage, &c), s.Precision.Size())
 	}
 	e.Activations = []Activations{s.zeroPaper(stage, &c), s.korthikanti(stage, &c)}
-	if ex, ok := s.exact(&c); ok {
+	ex, hasExact, err := s.exact(&c)
+	if err != nil {
+		return Estimate{}, err
+	}
+	if hasExact {
 		e.Activations = append(e.Activations, ex)
 	}
 	for _, a := range e.Activations {

@@ -2,16 +2,18 @@ package model
 
 // The implementation-exact activation formula: what trainmem's own GPT-2
 // keeps for the backward pass, tensor by tensor, and when in the step the
-// activation memory peaks. It is derived from the ops' documented saved
-// tensors (the op_*.go files) and the executor's schedule (package
-// train: creation order, every value freed after its last use, checkpoint
-// segments recomputed whole before their first backward use), and it equals
+// activation memory peaks. It is derived from the forward dataflow
+// (dataflow.go: which values the backward ops made by the ops' SymDiff
+// read, their sizes from the ops' signatures) and the executor's schedule
+// (package train: creation order, every value freed after its last use,
+// checkpoint segments recomputed whole before their first backward use),
+// and it equals
 // trainmem's simulation and measurement of the `activations` category byte
 // for byte (in requested bytes, before the allocator's rounding). It is what
 // lets trainmem predict models too large to run, and what explains the
 // published formulas' gaps.
 //
-// Per transformer block, with N = b·s rows, h channels, a heads, e bytes a
+// What the derivation gives a transformer block, with N = b·s rows, h channels, a heads, e bytes a
 // stored value (2 under mixed precision, 4 in fp32) and 4-byte statistics:
 //
 //	ln1_stats, ln2_stats   2·N·4 each    mean and 1/std of each row (fp32)
@@ -39,78 +41,142 @@ package model
 
 const exactSource = "trainmem's own ops (model/op_*.go: the tensors each keeps for backward) at its executor's schedule (train/schedule.go)"
 
-// BlockActivations is one transformer block's kept tensors in trainmem's
-// implementation, in bytes, in the order the forward pass allocates them.
-func (s Setup) BlockActivations() ([]Term, error) {
+// KeptTensors is what trainmem's implementation keeps for the backward
+// pass, section by section, in bytes, in the order the forward pass
+// allocates them: the embedding's (with the token ids), one transformer
+// block's, and the head's (with the targets).
+type KeptTensors struct{ Embed, Block, Head []Term }
+
+// KeptTensors is what s's forward pass keeps for the backward pass.
+func (s Setup) KeptTensors() (KeptTensors, error) {
 	var c calc
-	b := s.block(&c)
-	return b.terms(), c.err()
+	f, err := s.flowTerms(&c)
+	if err != nil {
+		return KeptTensors{}, err
+	}
+	return KeptTensors{Embed: f.embed, Block: f.block, Head: f.head}, c.err()
 }
 
-// block is one transformer block's kept tensors, by name.
-type block struct {
-	ln1Stats, ln1, qkv, probs, attnOut, residual1, ln2Stats, ln2, fc, gelu, output Term
+// flowTerms is what each section of the dataflow keeps for the backward
+// pass, as terms in forward order (dataflow.go): which values, from the
+// graph's backward nodes (keptOf), and their bytes, from the ops'
+// signatures at s's shape. The graph's inputs are terms of the section
+// whose step reads them, before that step's own.
+type flowTerms struct {
+	embed, block, head []Term
+	// output is the block's output term (its last step's), the input of
+	// the next block: a segment's checkpoint.
+	output string
 }
 
-func (b block) terms() []Term {
-	return []Term{b.ln1Stats, b.ln1, b.qkv, b.probs, b.attnOut, b.residual1, b.ln2Stats, b.ln2, b.fc, b.gelu, b.output}
-}
-
-func (s Setup) block(c *calc) block {
+func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 	m := s.Model
+	flow, err := flowOf(m, s.Batch, s.Seq)
+	if err != nil {
+		return flowTerms{}, err
+	}
+	k, err := keptOf(m)
+	if err != nil {
+		return flowTerms{}, err
+	}
 	N := c.mul(int64(s.Batch), int64(s.Seq))
+	nh := c.mul(N, int64(m.Hidden))
 	e := s.Precision.Size()
-	nh := c.mul(N, int64(m.Hidden), e)
-	stats := func(name string) Term {
-		return termOf(c, name, Part{Kind: Statistics, Count: 1, Layers: 1, Bytes: s.normStatsBytes(c, N)})
+	ids := Part{Kind: TokenIDs, Count: 1, Bytes: c.mul(N, 4)}
+	terms := func(steps []step, kept []bool, layers int64) []Term {
+		var ts []Term
+		add := func(name string, p Part) {
+			if n := len(ts); n > 0 && ts[n-1].Name == name {
+				ts[n-1] = ts[n-1].plus(c, name, termOf(c, name, p))
+				return
+			}
+			ts = append(ts, termOf(c, name, p))
+		}
+		for i, st := range steps {
+			for _, a := range st.args {
+				switch {
+				case a.kind == refTokens && k.tokens:
+					add(tokensTerm, ids)
+				case a.kind == refTargets && k.targets:
+					add(targetsTerm, ids)
+				}
+			}
+			if !kept[i] {
+				continue
+			}
+			o := st.op()
+			elems := int64(1)
+			for _, d := range o.signature().out {
+				elems = c.mul(elems, int64(d))
+			}
+			p := Part{Kind: Outside, Count: 1, Bytes: c.mul(elems, e)}
+			switch {
+			case IsStatistic(o):
+				p = Part{Kind: Statistics, Count: 1, Bytes: c.mul(elems, 4)}
+			case IsDroppedBySelective(o):
+				p.Kind = Scores
+			case layers > 0:
+				// s·b·h tensors: a wider one counts as several.
+				p.Kind, p.Count = LayerValues, 1
+				if nh > 0 && elems%nh == 0 {
+					p.Count = elems / nh
+				}
+			}
+			if layers > 0 {
+				p.Layers = layers
+			}
+			add(st.term, p)
+		}
+		return ts
 	}
-	values := func(name string, n int64) Term {
-		return termOf(c, name, Part{Kind: LayerValues, Count: n, Layers: 1, Bytes: c.mul(n, nh)})
-	}
-	return block{
-		ln1Stats: stats("ln1_stats"), ln1: values("ln1", 1), qkv: values("qkv", 3),
-		probs: termOf(c, "attention_probs", Part{Kind: Scores, Count: 1, Layers: 1,
-			Bytes: c.mul(int64(m.Heads), int64(s.Batch), int64(s.Seq), int64(s.Seq), e)}),
-		attnOut: values("attention_out", 1), residual1: values("residual1", 1),
-		ln2Stats: stats("ln2_stats"), ln2: values("ln2", 1),
-		fc: values("mlp_fc", 4), gelu: values("mlp_gelu", 4), output: values("block_output", 1),
-	}
-}
-
-// normStatsBytes is what a norm of N rows keeps as its statistics, from
-// the norm's statistic op (StatisticLen) at 4 bytes a value.
-func (s Setup) normStatsBytes(c *calc, N int64) int64 {
-	return c.mul(StatisticLen(&LayerNormStatsOp{N: int(N), C: s.Model.Hidden}), 4)
+	return flowTerms{
+		embed: terms(flow.embed, k.embed, 0), block: terms(flow.block, k.block, 1), head: terms(flow.head, k.head, 0),
+		output: flow.block[len(flow.block)-1].term,
+	}, nil
 }
 
 // exact is the implementation-exact activation peak and its terms at the
 // moment of the peak. It needs one device's schedule: no tensor or pipeline
 // parallelism (data-parallel ranks and ZeRO do not change activations).
-func (s Setup) exact(c *calc) (Activations, bool) {
+func (s Setup) exact(c *calc) (Activations, bool, error) {
 	if s.TP != 1 || s.PP != 1 {
-		return Activations{}, false
+		return Activations{}, false, nil
 	}
 	m := s.Model
 	L := int64(m.Layers)
 	N := c.mul(int64(s.Batch), int64(s.Seq))
-	e := s.Precision.Size()
-	nh := c.mul(N, int64(m.Hidden), e)
-	ids := func(name string) Term { return termOf(c, name, Part{Kind: TokenIDs, Count: 1, Bytes: c.mul(4, N)}) }
-	b := s.block(c)
-	all := b.terms()
-	var rest []Term // the block but for its probabilities
+	nh := c.mul(N, int64(m.Hidden), s.Precision.Size())
+	f, err := s.flowTerms(c)
+	if err != nil {
+		return Activations{}, false, err
+	}
+	all := f.block
+	// The block but for what selective recomputation drops (the
+	// probabilities), and the block but for its output (a checkpoint when
+	// segments are recomputed); the tensors the dropped ones are
+	// recomputed from (those before them), and the dropped ones.
+	var withoutProbs, withoutOutput, beforeProbs, probs []Term
 	for _, t := range all {
-		if t.Name != b.probs.Name {
-			rest = append(rest, t)
+		if t.Name != f.output {
+			withoutOutput = append(withoutOutput, t)
+		}
+		if t.has(Scores) {
+			probs = append(probs, t)
+			continue
+		}
+		withoutProbs = append(withoutProbs, t)
+		if len(probs) == 0 {
+			beforeProbs = append(beforeProbs, t)
 		}
 	}
-	withoutProbs := termOf(c, "block").plus(c, "block", rest...)
-	withoutOutput := termOf(c, "block").plus(c, "block", all[:len(all)-1]...) // the output is the block's last tensor
-	head := []Term{
-		termOf(c, "final_layer_norm", Part{Kind: Statistics, Count: 1, Bytes: s.normStatsBytes(c, N)}, Part{Kind: Outside, Count: 1, Bytes: nh}),
-		termOf(c, "logits", Part{Kind: Outside, Count: 1, Bytes: c.mul(N, int64(m.Vocab), e)}),
-		ids("targets"),
+	var output Term
+	for _, t := range all {
+		if t.Name == f.output {
+			output = t
+		}
 	}
+	block := termOf(c, "block")
+	head := f.head
 	act := Activations{Formula: Exact, Source: exactSource}
 
 	// Candidates for the peak, each a list of terms.
@@ -130,18 +196,28 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 	if k > 0 {
 		embedKind = Checkpoints // segment 0's input
 	}
-	embed := []Term{ids("tokens"), termOf(c, "embedding", Part{Kind: embedKind, Count: 1, Bytes: nh})}
+	var embed []Term
+	for _, t := range f.embed {
+		for i, p := range t.Parts {
+			if p.Kind == Outside {
+				t.Parts[i].Kind = embedKind
+			}
+		}
+		embed = append(embed, t)
+	}
 	checkpoints := func(n int64) Term {
 		return termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: n, Bytes: c.mul(n, nh)})
 	}
 	switch {
 	case s.Checkpoint.Kind == CheckpointSelective:
-		consider(Moment{Kind: EndOfForward}, embed, []Term{withoutProbs.times(c, L, "blocks_without_probs")}, head)
+		kept := block.plus(c, "block", withoutProbs...)
+		consider(Moment{Kind: EndOfForward}, embed, []Term{kept.times(c, L, "blocks_without_probs")}, head)
 		// Block L-1's probabilities recomputed: earlier blocks whole but
-		// for their probabilities, this block's layer norm 1 and qkv.
-		recomputed := b.probs.times(c, 1, "recompute_probs")
+		// for their probabilities, this block's tensors they are
+		// recomputed from (its layer norm 1 and qkv).
+		recomputed := block.plus(c, "", probs...).times(c, 1, "recompute_probs")
 		consider(Moment{Kind: RecomputedProbs, First: int(L - 1), Last: int(L - 1)}, embed,
-			[]Term{withoutProbs.times(c, L-1, "blocks_without_probs"), b.ln1Stats, b.ln1, b.qkv, recomputed})
+			[]Term{kept.times(c, L-1, "blocks_without_probs")}, beforeProbs, []Term{recomputed})
 	case k > 0:
 		segs := ceilDiv(L, k)
 		consider(Moment{Kind: EndOfForward}, embed, []Term{checkpoints(segs)}, head)
@@ -151,7 +227,7 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 		// already freed.
 		for j := segs - 1; j >= 0 && j >= segs-2; j-- {
 			kj := min(k, L-j*k)
-			segment := withoutOutput.times(c, kj, "recompute_segment").plus(c, "recompute_segment", b.output.times(c, kj-1, ""))
+			segment := block.plus(c, "block", withoutOutput...).times(c, kj, "recompute_segment").plus(c, "recompute_segment", output.times(c, kj-1, ""))
 			consider(Moment{Kind: RecomputedSegment, First: int(j * k), Last: int(j*k + kj - 1)}, embed,
 				[]Term{checkpoints(j), segment})
 		}
@@ -164,5 +240,5 @@ func (s Setup) exact(c *calc) (Activations, bool) {
 	}
 	act.Terms, act.At = best, bestAt
 	act.Total = sumTerms(best, c)
-	return act, true
+	return act, true, nil
 }

@@ -63,10 +63,8 @@ func (g *Graph) LayerOf(n *G.Node) (int, bool) {
 // tokens (T ≤ cfg.Context) with float nodes of dtype dt (tensor.Float32 or
 // tensor.Float64).
 //
-// The forward pass is GPT-2's pre-LN transformer: x = wte[tokens] + wpe; per
-// block x += attn.proj(attention(attn.qkv(ln1(x)))), x += mlp.proj(gelu(
-// mlp.fc(ln2(x)))); then lnf, logits = lnf·wteᵀ (or lm_head.wᵀ when untied),
-// loss = mean cross-entropy. The backward graph comes from
+// The forward pass is the dataflow of dataflow.go (GPT-2's pre-LN
+// transformer), its nodes named as its steps. The backward graph comes from
 // gorgonia.Backpropagate seeded with DLoss, so it holds only trainmem's ops
 // and gorgonia's "+" where gradients of a value with several consumers
 // accumulate (see IsGradAccumulation); Build checks that.
@@ -156,70 +154,37 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 		salt: salt,
 	}
 	gr, g := b.gr, b.gr.G
-	N, C, V, L := B*T, cfg.Hidden, cfg.Vocab, cfg.Layers
+	N, L := B*T, cfg.Layers
+	flow, err := flowOf(cfg, B, T)
+	if err != nil {
+		return nil, err
+	}
 	// Seed gorgonia's node cache for the nodes about to be made, so that
 	// the build is linear in the graph's size (graph_index.go): the inputs,
-	// the parameters and the forward ops (13 a block, 5 outside them).
+	// the parameters and the forward ops.
 	table := cfg.Params()
 	gr.Table = table
 	var index *graphIndex
 	if seed {
 		index = newGraphIndex(g)
 	}
-	index.ahead(3 + len(table) + 13*L + 5)
+	index.ahead(3 + len(table) + len(flow.embed) + L*len(flow.block) + len(flow.head))
 
 	gr.Tokens = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("tokens"))
 	gr.Targets = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("targets"))
 	gr.DLoss = G.NewScalar(g, dt, G.WithName("dloss"))
-	byName := make(map[string]*G.Node, len(table))
+	b.params = make(map[string]*G.Node, len(table))
 	for _, p := range table {
 		n := G.NewTensor(g, dt, len(p.Shape), G.WithShape(p.Shape...), G.WithName(p.Name))
 		gr.Params = append(gr.Params, n)
-		byName[p.Name] = n
-	}
-	P := func(name string) *G.Node { return byName[name] }
-
-	// Embedding.
-	b.layer = EmbeddingLayer
-	x := b.apply("embed", &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context}, gr.Tokens, P("wte"), P("wpe"))
-
-	layerNorm := func(name string, x *G.Node, w, bias *G.Node) *G.Node {
-		stats := b.apply(name+".stats", &LayerNormStatsOp{N: N, C: C, Eps: LayerNormEps}, x)
-		return b.apply(name, &LayerNormOp{N: N, C: C}, x, stats, w, bias)
-	}
-	linear := func(name string, x *G.Node, in, out int, w, bias *G.Node) *G.Node {
-		if bias == nil {
-			return b.apply(name, &LinearOp{N: N, In: in, Out: out}, x, w)
-		}
-		return b.apply(name, &LinearOp{N: N, In: in, Out: out, Bias: true}, x, w, bias)
+		b.params[p.Name] = n
 	}
 
+	x := b.section(flow.embed, "", EmbeddingLayer, nil)
 	for l := 0; l < L; l++ {
-		b.layer = l
-		p := fmt.Sprintf("h%d.", l)
-		h := layerNorm(p+"ln1", x, P(p+"ln1.w"), P(p+"ln1.b"))
-		qkv := linear(p+"attn.qkv", h, C, 3*C, P(p+"attn.qkv.w"), P(p+"attn.qkv.b"))
-		probs := b.apply(p+"attn.probs", &AttentionProbsOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv)
-		att := b.apply(p+"attn.out", &AttentionOutOp{B: B, T: T, C: C, NH: cfg.Heads}, qkv, probs)
-		proj := linear(p+"attn.proj", att, C, C, P(p+"attn.proj.w"), P(p+"attn.proj.b"))
-		x = b.apply(p+"res1", &AddOp{N: N, C: C}, x, proj)
-
-		h = layerNorm(p+"ln2", x, P(p+"ln2.w"), P(p+"ln2.b"))
-		fc := linear(p+"mlp.fc", h, C, 4*C, P(p+"mlp.fc.w"), P(p+"mlp.fc.b"))
-		gelu := b.apply(p+"mlp.gelu", &GELUOp{N: N, C: 4 * C}, fc)
-		proj = linear(p+"mlp.proj", gelu, 4*C, C, P(p+"mlp.proj.w"), P(p+"mlp.proj.b"))
-		x = b.apply(p+"res2", &AddOp{N: N, C: C}, x, proj)
+		x = b.section(flow.block, fmt.Sprintf("h%d.", l), l, x)
 	}
-
-	// Head.
-	b.layer = cfg.HeadLayer()
-	h := layerNorm("lnf", x, P("lnf.w"), P("lnf.b"))
-	head := P("wte")
-	if cfg.Untied {
-		head = P("lm_head.w")
-	}
-	logits := linear("logits", h, C, V, head, nil)
-	gr.Loss = b.apply("loss", &CrossEntropyOp{N: N, V: V}, logits, gr.Targets)
+	gr.Loss = b.section(flow.head, "", cfg.HeadLayer(), x)
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -292,12 +257,49 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 
 // builder applies forward ops, names their nodes and records their layers.
 type builder struct {
-	gr    *Graph
-	layer int
-	seen  map[*G.Node]bool
-	order []*G.Node // forward nodes in build order
-	salt  int       // added to every tag when nonzero (Build's retries)
-	err   error
+	gr     *Graph
+	params map[string]*G.Node // the parameter nodes by name
+	vals   []*G.Node          // the current section's step outputs
+	layer  int
+	seen   map[*G.Node]bool
+	order  []*G.Node // forward nodes in build order
+	salt   int       // added to every tag when nonzero (Build's retries)
+	err    error
+}
+
+// section makes the nodes of one section of the dataflow (dataflow.go)
+// for forward layer layer, its nodes and block parameters named with prefix,
+// reading stream as its input; it returns the section's value.
+func (b *builder) section(steps []step, prefix string, layer int, stream *G.Node) *G.Node {
+	b.layer = layer
+	b.vals = b.vals[:0]
+	for _, st := range steps {
+		args := make([]*G.Node, 0, len(st.args)) // the node keeps the slice
+		for _, a := range st.args {
+			var n *G.Node
+			switch a.kind {
+			case refValue:
+				n = b.vals[a.at]
+			case refStream:
+				n = stream
+			case refParam:
+				n = b.params[prefix+a.name]
+			case refTokens:
+				n = b.gr.Tokens
+			case refTargets:
+				n = b.gr.Targets
+			}
+			if n == nil && b.err == nil {
+				b.err = fmt.Errorf("model: building %s%s: argument %d (%s) is not in the graph", prefix, st.name, len(args), a.name)
+			}
+			args = append(args, n)
+		}
+		b.vals = append(b.vals, b.apply(prefix+st.name, st.op(), args...))
+	}
+	if b.err != nil || len(b.vals) == 0 {
+		return nil
+	}
+	return b.vals[len(b.vals)-1]
 }
 
 func (b *builder) apply(name string, o op, children ...*G.Node) *G.Node {

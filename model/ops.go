@@ -23,7 +23,9 @@ package model
 // probabilities are (B, NH, T, T). Token ids are Int32. Every op has one
 // output. Each forward op's doc comment says what its backward ops read (the
 // tensors the forward pass must keep, with their sizes in elements): that is
-// what the checkpointing policy of package train trades for recomputation.
+// what the checkpointing policy of package train trades for recomputation,
+// and what the exact formula counts, found in the backward ops SymDiff makes
+// (dataflow.go), not in a list of its own.
 //
 // Invariants the prototype established and these ops keep: Type builds a
 // fresh hm type on every call (gorgonia returns types to a pool); WriteHash

@@ -1,0 +1,219 @@
+package model
+
+// The forward dataflow of trainmem's GPT-2, described once. Build (graph.go)
+// makes the graph's forward nodes from it, section by section: the
+// embedding, L transformer blocks, the head. The implementation-exact
+// formula (exact.go) counts from the same description what the backward
+// pass keeps: which values, from a two-layer graph of the same structure
+// (the arguments of the backward nodes the ops' SymDiff makes, so the op
+// files alone say what each op keeps), and their sizes from the ops'
+// signatures at the setup's own shape. A new kind of block is a new
+// description here; neither Build nor the formula lists its tensors.
+
+import (
+	"fmt"
+	"sync"
+
+	"gorgonia.org/tensor"
+)
+
+// dataflow is the forward pass as three sections; each section's value is
+// its last step's output (the embedding's and each block's the residual
+// stream, the head's the loss).
+type dataflow struct {
+	embed, block, head []step
+}
+
+// step is one forward op: its node's name within its section (a block's
+// nodes are named "h<l>."+name in the graph), the exact formula's name for
+// its output where the backward pass keeps it (steps of one name make one
+// term, in parts), a maker of a fresh op for one node (every node binds an
+// op of its own), and its arguments in the op's order.
+type step struct {
+	name string
+	term string
+	op   func() op
+	args []ref
+}
+
+// ref is a step's argument.
+type ref struct {
+	kind refKind
+	name string // a parameter's name within its section (block parameters are "h<l>."+name)
+	at   int    // the index of an earlier step of the section
+}
+
+type refKind uint8
+
+const (
+	refValue   refKind = iota // an earlier step's output
+	refStream                 // the section's input: the residual stream
+	refParam                  // a parameter
+	refTokens                 // the token ids
+	refTargets                // the next-token targets
+)
+
+// Terms of the graph's inputs where the backward pass keeps them.
+const (
+	tokensTerm  = "tokens"
+	targetsTerm = "targets"
+)
+
+// sectionOf builds a section from steps whose value arguments name earlier
+// steps: "x" is the section's input, "tokens" and "targets" the graph's
+// inputs, "@name" a parameter, any other name an earlier step.
+type sectionOf struct {
+	steps []step
+	index map[string]int
+	err   error
+}
+
+func (s *sectionOf) add(name, term string, mk func() op, args ...string) {
+	st := step{name: name, term: term, op: mk}
+	for _, a := range args {
+		switch {
+		case a == "x":
+			st.args = append(st.args, ref{kind: refStream})
+		case a == "tokens":
+			st.args = append(st.args, ref{kind: refTokens})
+		case a == "targets":
+			st.args = append(st.args, ref{kind: refTargets})
+		case len(a) > 1 && a[0] == '@':
+			st.args = append(st.args, ref{kind: refParam, name: a[1:]})
+		default:
+			i, ok := s.index[a]
+			if !ok && s.err == nil {
+				s.err = fmt.Errorf("model: dataflow step %s reads %q, which no earlier step makes", name, a)
+			}
+			st.args = append(st.args, ref{kind: refValue, at: i})
+		}
+	}
+	if s.index == nil {
+		s.index = map[string]int{}
+	}
+	s.index[name] = len(s.steps)
+	s.steps = append(s.steps, st)
+}
+
+// flowOf is the forward dataflow of cfg for a batch of B sequences of T
+// tokens: GPT-2's pre-LN transformer. x = wte[tokens] + wpe; per block
+// x += attn.proj(attention(attn.qkv(ln1(x)))), x += mlp.proj(gelu(
+// mlp.fc(ln2(x)))); then lnf, logits = lnf·wteᵀ (or lm_head.wᵀ when untied),
+// loss = mean cross-entropy.
+func flowOf(cfg Config, B, T int) (dataflow, error) {
+	N, C, V, NH := B*T, cfg.Hidden, cfg.Vocab, cfg.Heads
+	var embed, block, head sectionOf
+	layerNorm := func(s *sectionOf, name, term, statsTerm, x string) {
+		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: N, C: C, Eps: LayerNormEps} }, x)
+		s.add(name, term, func() op { return &LayerNormOp{N: N, C: C} }, x, name+".stats", "@"+name+".w", "@"+name+".b")
+	}
+	linear := func(s *sectionOf, name, term, x string, in, out int, bias bool, w string) {
+		args := []string{x, "@" + w}
+		if bias {
+			args = append(args, "@"+name+".b")
+		}
+		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias} }, args...)
+	}
+
+	embed.add("embed", "embedding", func() op { return &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context} }, "tokens", "@wte", "@wpe")
+
+	b := &block
+	layerNorm(b, "ln1", "ln1", "ln1_stats", "x")
+	linear(b, "attn.qkv", "qkv", "ln1", C, 3*C, true, "attn.qkv.w")
+	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: C, NH: NH} }, "attn.qkv")
+	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: C, NH: NH} }, "attn.qkv", "attn.probs")
+	linear(b, "attn.proj", "", "attn.out", C, C, true, "attn.proj.w")
+	b.add("res1", "residual1", func() op { return &AddOp{N: N, C: C} }, "x", "attn.proj")
+	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")
+	linear(b, "mlp.fc", "mlp_fc", "ln2", C, 4*C, true, "mlp.fc.w")
+	b.add("mlp.gelu", "mlp_gelu", func() op { return &GELUOp{N: N, C: 4 * C} }, "mlp.fc")
+	linear(b, "mlp.proj", "", "mlp.gelu", 4*C, C, true, "mlp.proj.w")
+	b.add("res2", "block_output", func() op { return &AddOp{N: N, C: C} }, "res1", "mlp.proj")
+
+	layerNorm(&head, "lnf", "final_layer_norm", "final_layer_norm", "x")
+	w := "wte"
+	if cfg.Untied {
+		w = "lm_head.w"
+	}
+	linear(&head, "logits", "logits", "lnf", C, V, false, w)
+	head.add("loss", "", func() op { return &CrossEntropyOp{N: N, V: V} }, "logits", "targets")
+
+	for _, s := range []*sectionOf{&embed, &block, &head} {
+		if s.err != nil {
+			return dataflow{}, s.err
+		}
+	}
+	return dataflow{embed: embed.steps, block: block.steps, head: head.steps}, nil
+}
+
+// kept is which values of a dataflow the backward pass reads, so that the
+// forward pass keeps them until then: a flag a step of each section, and
+// the graph's inputs.
+type kept struct {
+	embed, block, head []bool
+	tokens, targets    bool
+}
+
+// structureOf is the smallest config with cfg's structure: what decides
+// which ops a graph has and how they connect, not how large they are.
+func structureOf(cfg Config) Config {
+	return Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied}
+}
+
+var keptCache sync.Map // structureOf(cfg) → kept
+
+// keptOf finds what the backward pass of cfg's graph keeps, in a two-layer
+// graph of the same structure: a forward value is kept when a backward node
+// takes it as an argument. The first block's answer is every block's; the
+// second block is checked to agree, so that a block whose output only the
+// head (or only the next block) read could not be counted wrong.
+func keptOf(cfg Config) (kept, error) {
+	sc := structureOf(cfg)
+	if k, ok := keptCache.Load(sc); ok {
+		return k.(kept), nil
+	}
+	const B, T = 1, 2
+	gr, err := Build(sc, B, T, tensor.Float32)
+	if err != nil {
+		return kept{}, err
+	}
+	flow, err := flowOf(sc, B, T)
+	if err != nil {
+		return kept{}, err
+	}
+	read := map[string]bool{}
+	for _, n := range gr.G.AllNodes() {
+		if _, forward := gr.Layer[n]; forward || n.Op() == nil {
+			continue
+		}
+		for _, a := range Args(n) {
+			read[a.Name()] = true
+		}
+	}
+	flags := func(prefix string, steps []step) []bool {
+		f := make([]bool, len(steps))
+		for i, s := range steps {
+			f[i] = read[prefix+s.name]
+		}
+		return f
+	}
+	k := kept{
+		embed: flags("", flow.embed), block: flags("h0.", flow.block), head: flags("", flow.head),
+		tokens: read[gr.Tokens.Name()], targets: read[gr.Targets.Name()],
+	}
+	if last := flags("h1.", flow.block); fmt.Sprint(last) != fmt.Sprint(k.block) {
+		return kept{}, fmt.Errorf("model: the last block keeps %v of its values, the first %v: the exact formula counts every block alike", last, k.block)
+	}
+	for _, sec := range []struct {
+		steps []step
+		kept  []bool
+	}{{flow.embed, k.embed}, {flow.block, k.block}, {flow.head, k.head}} {
+		for i, s := range sec.steps {
+			if sec.kept[i] != (s.term != "") {
+				return kept{}, fmt.Errorf("model: dataflow step %s: kept for backward %t, but its term in the exact formula is %q", s.name, sec.kept[i], s.term)
+			}
+		}
+	}
+	keptCache.Store(sc, k)
+	return k, nil
+}
