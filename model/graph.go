@@ -38,6 +38,10 @@ type Graph struct {
 	Loss   *G.Node // the mean cross-entropy, a scalar of Dtype
 	// Grads[i] is the gradient node of Params[i] (the same shape).
 	Grads []*G.Node
+	// args[id] are the arguments of the node of that ID (nodes[id]),
+	// read once when the graph is built (Args).
+	args  [][]*G.Node
+	nodes []*G.Node
 	// Layer maps every forward op node (not the inputs, not the backward
 	// nodes) to the forward layer it belongs to: EmbeddingLayer for the
 	// embedding, 0..L-1 for the transformer blocks, HeadLayer(L) for the
@@ -252,8 +256,43 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	if err := CheckOps(g); err != nil {
 		return nil, err
 	}
+	gr.index()
 	return gr, nil
 }
+
+// index reads every node's arguments once, by ID (gorgonia gives node i of
+// AllNodes the ID i while no node is removed, which checkGraphIndex
+// verified; a node found elsewhere is read from the graph).
+func (g *Graph) index() {
+	all := g.G.AllNodes()
+	g.nodes = make([]*G.Node, len(all))
+	g.args = make([][]*G.Node, len(all))
+	for _, n := range all {
+		if id := n.ID(); id >= 0 && id < int64(len(all)) {
+			g.nodes[id], g.args[id] = n, Args(n)
+		}
+	}
+}
+
+// Args returns n's arguments in order, from the table the build made.
+func (g *Graph) Args(n *G.Node) []*G.Node {
+	if i := g.Index(n); i >= 0 {
+		return g.args[i]
+	}
+	return Args(n)
+}
+
+// Index is n's place among the graph's nodes, 0 ≤ Index < NumNodes, for
+// tables indexed by node; -1 when n is not one of them.
+func (g *Graph) Index(n *G.Node) int {
+	if id := n.ID(); id >= 0 && id < int64(len(g.nodes)) && g.nodes[id] == n {
+		return int(id)
+	}
+	return -1
+}
+
+// NumNodes is how many nodes the graph has.
+func (g *Graph) NumNodes() int { return len(g.nodes) }
 
 // builder applies forward ops, names their nodes and records their layers.
 type builder struct {

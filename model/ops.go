@@ -146,6 +146,9 @@ type opBase struct {
 	tag  string
 	self op
 	hash []byte // WriteHash's bytes, made on first use (bind clears them)
+	// sg is the op's signature, made on first use (sig; bind clears it).
+	sg    signature
+	hasSG bool
 }
 
 // op is what every trainmem op is: a Runner that says its signature and
@@ -186,7 +189,7 @@ func result(shape ...int) tensor.Shape { return shape }
 // bind ties op to its base and tags it; it returns op.
 func bind[T op](o T, tag string) T {
 	b := o.base()
-	b.self, b.tag, b.hash = o, tag, nil
+	b.self, b.tag, b.hash, b.hasSG = o, tag, nil, false
 	return o
 }
 
@@ -209,6 +212,16 @@ func (b *opBase) bound() op {
 	return b.self
 }
 
+// sig is the bound op's signature, made once: gorgonia asks an op its
+// arity and type several times a node.
+func (b *opBase) sig() signature {
+	o := b.bound()
+	if !b.hasSG {
+		b.sg, b.hasSG = o.signature(), true
+	}
+	return b.sg
+}
+
 // nodeTag is the op's tag, hashed with its fields.
 func (b *opBase) nodeTag() string { return b.tag }
 
@@ -216,11 +229,11 @@ func (b *opBase) nodeTag() string { return b.tag }
 func (*opBase) trainmemOp() {}
 
 // Arity is the signature's argument count.
-func (b *opBase) Arity() int { return len(b.bound().signature().args) }
+func (b *opBase) Arity() int { return len(b.sig().args) }
 
 // Type is the signature as an hm type, built fresh on every call.
 func (b *opBase) Type() hm.Type {
-	sg := b.bound().signature()
+	sg := b.sig()
 	a := fa()
 	of := func(shape tensor.Shape, isIDs bool) hm.Type {
 		switch {
@@ -242,7 +255,7 @@ func (b *opBase) Type() hm.Type {
 // returns the result's.
 func (b *opBase) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	o := b.bound()
-	sg := o.signature()
+	sg := b.sig()
 	s, err := shapes(o, in, len(sg.args))
 	if err != nil {
 		return nil, err
@@ -257,7 +270,7 @@ func (b *opBase) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 			return nil, fmt.Errorf("model: %v: %s has shape %v, want %v", o, p.name, s[i], p.shape)
 		}
 	}
-	return sg.out, nil
+	return sg.out.Clone(), nil
 }
 
 // Do is not supported: see ErrNotVM.
@@ -310,7 +323,7 @@ func applyOp(o op, children ...*G.Node) (*G.Node, error) {
 		return nil, fmt.Errorf("model: %v: no graph supplied", o)
 	}
 	g := children[0].Graph()
-	sg := o.signature()
+	sg := o.base().sig()
 	if len(children) != len(sg.args) {
 		return nil, fmt.Errorf("model: %v takes %d inputs, got %d", o, len(sg.args), len(children))
 	}

@@ -115,32 +115,32 @@ type compiler struct {
 	pol model.Checkpoint
 	s   *Schedule
 
-	nodes  gorgonia.Nodes         // order: the step's nodes in creation order
-	gradOf map[*gorgonia.Node]int // order: the parameter-table row of each gradient node
+	nodes  gorgonia.Nodes // order: the step's nodes in creation order
+	gradOf *nodeMap[int]  // order: the parameter-table row of each gradient node
 
-	isBackward map[*gorgonia.Node]bool             // phases: the backward pass's nodes
-	consumers  map[*gorgonia.Node][]*gorgonia.Node // phases: the nodes reading each node
+	isBackward *nodeMap[bool]             // phases: the backward pass's nodes
+	consumers  *nodeMap[[]*gorgonia.Node] // phases: the nodes reading each node
 
-	live map[*gorgonia.Node]int // bind, then forward and backward: each node's live slot
+	live *nodeMap[int] // bind, then forward and backward: each node's live slot
 
-	seg     map[*gorgonia.Node]int  // segments: each forward node's checkpoint segment (-1: kept)
-	dropped map[*gorgonia.Node]bool // segments: the values freed after the forward pass
+	seg     *nodeMap[int]  // segments: each forward node's checkpoint segment (-1: kept)
+	dropped *nodeMap[bool] // segments: the values freed after the forward pass
 
-	kernels map[*gorgonia.Node]kernel // lower: each op's kernels
+	kernels *nodeMap[kernel] // lower: each op's kernels
 }
 
 // order collects every node the loss and the gradients depend on, in
 // creation order, and the gradient node of each parameter.
 func (c *compiler) order() error {
 	gr := c.gr
-	seen := map[*gorgonia.Node]bool{}
+	seen := newNodeMap[bool](gr)
 	var walk func(n *gorgonia.Node)
 	walk = func(n *gorgonia.Node) {
-		if seen[n] {
+		if seen.at(n) {
 			return
 		}
-		seen[n] = true
-		for _, a := range children(gr.G, n) {
+		seen.set(n, true)
+		for _, a := range gr.Args(n) {
 			walk(a)
 		}
 		c.nodes = append(c.nodes, n)
@@ -150,15 +150,15 @@ func (c *compiler) order() error {
 	}
 	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].ID() < c.nodes[j].ID() })
 
-	c.gradOf = map[*gorgonia.Node]int{}
+	c.gradOf = newNodeMap[int](gr)
 	for i, d := range gr.Grads {
 		if d.Op() == nil {
 			return fmt.Errorf("train: the gradient of %s is an input node, not computed", gr.Table[i].Name)
 		}
-		if j, dup := c.gradOf[d]; dup {
+		if j, dup := c.gradOf.get(d); dup {
 			return fmt.Errorf("train: parameters %d and %d share one gradient node", j, i)
 		}
-		c.gradOf[d] = i
+		c.gradOf.set(d, i)
 	}
 	return nil
 }
@@ -166,13 +166,14 @@ func (c *compiler) order() error {
 // phases marks the backward pass (the loss seed and everything computed
 // from it) and records each node's consumers.
 func (c *compiler) phases() error {
-	c.isBackward = map[*gorgonia.Node]bool{c.gr.DLoss: true}
-	c.consumers = map[*gorgonia.Node][]*gorgonia.Node{}
+	c.isBackward = newNodeMap[bool](c.gr)
+	c.isBackward.set(c.gr.DLoss, true)
+	c.consumers = newNodeMap[[]*gorgonia.Node](c.gr)
 	for _, n := range c.nodes {
-		for _, a := range children(c.gr.G, n) {
-			c.consumers[a] = append(c.consumers[a], n)
-			if c.isBackward[a] {
-				c.isBackward[n] = true
+		for _, a := range c.gr.Args(n) {
+			c.consumers.set(a, append(c.consumers.at(a), n))
+			if c.isBackward.at(a) {
+				c.isBackward.set(n, true)
 			}
 		}
 	}
@@ -181,8 +182,8 @@ func (c *compiler) phases() error {
 
 // usedByBackward reports whether a backward node reads n.
 func (c *compiler) usedByBackward(n *gorgonia.Node) bool {
-	for _, u := range c.consumers[n] {
-		if c.isBackward[u] {
+	for _, u := range c.consumers.at(n) {
+		if c.isBackward.at(u) {
 			return true
 		}
 	}
@@ -199,13 +200,13 @@ func (c *compiler) newSlot(sl Slot) int {
 // the step's inputs, and checks that every input node is one of them.
 func (c *compiler) bind() error {
 	gr, s, st := c.gr, c.s, c.st
-	c.live = map[*gorgonia.Node]int{}
+	c.live = newNodeMap[int](gr)
 	table := gr.Table
 	s.ParamSlots = make([]int, len(table))
 	s.GradSlots = make([]int, len(table))
 	for i, p := range gr.Params {
 		s.ParamSlots[i] = c.newSlot(Slot{Node: p, Len: int(table[i].Count), DType: st.param, Cat: cuda.Params, Persistent: true, Param: i})
-		c.live[p] = s.ParamSlots[i]
+		c.live.set(p, s.ParamSlots[i])
 	}
 	for i, d := range gr.Grads {
 		s.GradSlots[i] = c.newSlot(Slot{Node: d, Len: int(table[i].Count), DType: st.param, Cat: cuda.Grads, Persistent: true, Param: i})
@@ -216,10 +217,12 @@ func (c *compiler) bind() error {
 	s.Tokens = c.newSlot(Slot{Node: gr.Tokens, Len: size(gr.Tokens), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
 	s.Targets = c.newSlot(Slot{Node: gr.Targets, Len: size(gr.Targets), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
 	s.DLoss = c.newSlot(Slot{Node: gr.DLoss, Len: 1, DType: st.state, Cat: cuda.Temporaries, Input: true, Param: -1})
-	c.live[gr.Tokens], c.live[gr.Targets], c.live[gr.DLoss] = s.Tokens, s.Targets, s.DLoss
+	c.live.set(gr.Tokens, s.Tokens)
+	c.live.set(gr.Targets, s.Targets)
+	c.live.set(gr.DLoss, s.DLoss)
 	for _, n := range c.nodes {
 		if n.Op() == nil {
-			if _, ok := c.live[n]; !ok {
+			if _, ok := c.live.get(n); !ok {
 				return fmt.Errorf("train: input node %q is neither a parameter nor a step input", n.Name())
 			}
 		}
@@ -233,26 +236,26 @@ func (c *compiler) bind() error {
 // segment's checkpoint). A selective segment is one node, read only by the
 // rest of its block, so it is always dropped.
 func (c *compiler) segments() error {
-	c.seg = map[*gorgonia.Node]int{}
+	c.seg = newNodeMap[int](c.gr)
 	for _, n := range c.nodes {
-		if n.Op() != nil && !c.isBackward[n] {
-			c.seg[n] = segment(c.pol, c.gr, n)
+		if n.Op() != nil && !c.isBackward.at(n) {
+			c.seg.set(n, segment(c.pol, c.gr, n))
 		}
 	}
-	c.dropped = map[*gorgonia.Node]bool{}
+	c.dropped = newNodeMap[bool](c.gr)
 	for _, n := range c.nodes {
-		sg, ok := c.seg[n]
+		sg, ok := c.seg.get(n)
 		if !ok || sg < 0 || !c.usedByBackward(n) {
 			continue
 		}
 		crosses := false
-		for _, u := range c.consumers[n] {
-			if !c.isBackward[u] && c.seg[u] != sg {
+		for _, u := range c.consumers.at(n) {
+			if !c.isBackward.at(u) && c.seg.at(u) != sg {
 				crosses = true
 			}
 		}
 		if c.pol.Kind == model.CheckpointSelective || !crosses {
-			c.dropped[n] = true
+			c.dropped.set(n, true)
 			c.s.Dropped = append(c.s.Dropped, n)
 		}
 	}
@@ -261,7 +264,7 @@ func (c *compiler) segments() error {
 
 // lower lowers every op to its kernels.
 func (c *compiler) lower() error {
-	c.kernels = map[*gorgonia.Node]kernel{}
+	c.kernels = newNodeMap[kernel](c.gr)
 	for _, n := range c.nodes {
 		if n.Op() == nil {
 			continue
@@ -270,7 +273,7 @@ func (c *compiler) lower() error {
 		if err != nil {
 			return fmt.Errorf("%w (node %s)", err, n.Name())
 		}
-		c.kernels[n] = k
+		c.kernels.set(n, k)
 	}
 	return nil
 }
@@ -278,15 +281,15 @@ func (c *compiler) lower() error {
 // emit appends the instruction that runs n in phase ph, its output a new
 // slot of category cat (or the gradient's persistent slot).
 func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
-	in := Instr{Phase: ph, Node: n, Layer: layerOf(c.gr, n), run: c.kernels[n]}
-	for _, a := range children(c.gr.G, n) {
-		sl, ok := c.live[a]
+	in := Instr{Phase: ph, Node: n, Layer: layerOf(c.gr, n), run: c.kernels.at(n)}
+	for _, a := range c.gr.Args(n) {
+		sl, ok := c.live.get(a)
 		if !ok {
 			return fmt.Errorf("train: %s (%s) reads %s, which is not live", n.Name(), ph, a.Name())
 		}
 		in.Args = append(in.Args, sl)
 	}
-	if i, isGrad := c.gradOf[n]; isGrad {
+	if i, isGrad := c.gradOf.get(n); isGrad {
 		in.Out = c.s.GradSlots[i]
 	} else {
 		dt := c.st.param
@@ -295,7 +298,7 @@ func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
 		}
 		in.Out = c.newSlot(Slot{Node: n, Len: size(n), DType: dt, Cat: cat, Param: -1})
 	}
-	c.live[n] = in.Out
+	c.live.set(n, in.Out)
 	c.s.Instrs = append(c.s.Instrs, in)
 	return nil
 }
@@ -304,23 +307,23 @@ func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
 // live: temporaries and dropped values died at their last forward use.
 func (c *compiler) forward() error {
 	for _, n := range c.nodes {
-		if n.Op() == nil || c.isBackward[n] {
+		if n.Op() == nil || c.isBackward.at(n) {
 			continue
 		}
 		cat := cuda.Temporaries
-		if c.usedByBackward(n) && !c.dropped[n] {
+		if c.usedByBackward(n) && !c.dropped.at(n) {
 			cat = cuda.Activations
 		}
 		if err := c.emit(Forward, n, cat); err != nil {
 			return err
 		}
 		if n == c.gr.Loss {
-			c.s.Loss = c.live[n]
+			c.s.Loss = c.live.at(n)
 		}
 	}
 	for _, n := range c.nodes {
-		if n.Op() != nil && !c.isBackward[n] && (c.dropped[n] || !c.usedByBackward(n)) {
-			delete(c.live, n)
+		if n.Op() != nil && !c.isBackward.at(n) && (c.dropped.at(n) || !c.usedByBackward(n)) {
+			c.live.del(n)
 		}
 	}
 	return nil
@@ -331,17 +334,17 @@ func (c *compiler) forward() error {
 func (c *compiler) backward() error {
 	recomputed := map[int]bool{}
 	for _, n := range c.nodes {
-		if !c.isBackward[n] || n.Op() == nil {
+		if !c.isBackward.at(n) || n.Op() == nil {
 			continue
 		}
-		for _, a := range children(c.gr.G, n) {
-			if !c.dropped[a] {
+		for _, a := range c.gr.Args(n) {
+			if !c.dropped.at(a) {
 				continue
 			}
-			if _, ok := c.live[a]; ok {
+			if _, ok := c.live.get(a); ok {
 				continue
 			}
-			sg := c.seg[a]
+			sg := c.seg.at(a)
 			if recomputed[sg] {
 				return fmt.Errorf("train: segment %d was recomputed already but %s is no longer live", sg, a.Name())
 			}
@@ -363,14 +366,14 @@ func (c *compiler) recompute(sg int) error {
 	need := map[*gorgonia.Node]bool{}
 	var mark func(t *gorgonia.Node) error
 	mark = func(t *gorgonia.Node) error {
-		if _, ok := c.live[t]; ok || need[t] {
+		if _, ok := c.live.get(t); ok || need[t] {
 			return nil
 		}
 		need[t] = true
-		if _, ok := c.seg[t]; !ok {
+		if _, ok := c.seg.get(t); !ok {
 			return fmt.Errorf("train: %s is needed for recomputation but is not a forward value", t.Name())
 		}
-		for _, a := range children(c.gr.G, t) {
+		for _, a := range c.gr.Args(t) {
 			if err := mark(a); err != nil {
 				return err
 			}
@@ -378,7 +381,7 @@ func (c *compiler) recompute(sg int) error {
 		return nil
 	}
 	for _, d := range c.s.Dropped {
-		if c.seg[d] == sg {
+		if c.seg.at(d) == sg {
 			if err := mark(d); err != nil {
 				return err
 			}
@@ -433,15 +436,6 @@ func (s *Schedule) Summary() string {
 		len(s.Slots), strings.Join(parts, ", "), len(s.Dropped))
 }
 
-func children(g *gorgonia.ExprGraph, n *gorgonia.Node) gorgonia.Nodes {
-	it := g.From(n.ID())
-	var out gorgonia.Nodes
-	for it.Next() {
-		out = append(out, it.Node().(*gorgonia.Node))
-	}
-	return out
-}
-
 func size(n *gorgonia.Node) int {
 	if n.IsScalar() {
 		return 1
@@ -457,3 +451,70 @@ func layerOf(gr *model.Graph, n *gorgonia.Node) int {
 	}
 	return -2
 }
+
+// nodeMap maps a graph's nodes to values of T in a table by node
+// (model.Graph.Index) rather than a hash map: compile looks each of the
+// step's nodes up several times in each of its tables, and a graph of
+// thousands of blocks has hundreds of thousands of nodes. A node outside
+// the graph's table (none in a built graph) goes to a map beside it.
+type nodeMap[T any] struct {
+	gr    *model.Graph
+	vals  []T
+	has   []bool
+	n     int
+	other map[*gorgonia.Node]T
+}
+
+func newNodeMap[T any](gr *model.Graph) *nodeMap[T] {
+	return &nodeMap[T]{gr: gr, vals: make([]T, gr.NumNodes()), has: make([]bool, gr.NumNodes())}
+}
+
+// get is n's value and whether n has one.
+func (m *nodeMap[T]) get(n *gorgonia.Node) (T, bool) {
+	if i := m.gr.Index(n); i >= 0 {
+		return m.vals[i], m.has[i]
+	}
+	v, ok := m.other[n]
+	return v, ok
+}
+
+// at is n's value, or T's zero value.
+func (m *nodeMap[T]) at(n *gorgonia.Node) T {
+	v, _ := m.get(n)
+	return v
+}
+
+func (m *nodeMap[T]) set(n *gorgonia.Node, v T) {
+	if i := m.gr.Index(n); i >= 0 {
+		if !m.has[i] {
+			m.n++
+		}
+		m.vals[i], m.has[i] = v, true
+		return
+	}
+	if m.other == nil {
+		m.other = map[*gorgonia.Node]T{}
+	}
+	if _, ok := m.other[n]; !ok {
+		m.n++
+	}
+	m.other[n] = v
+}
+
+func (m *nodeMap[T]) del(n *gorgonia.Node) {
+	if i := m.gr.Index(n); i >= 0 {
+		if m.has[i] {
+			m.n--
+		}
+		var zero T
+		m.vals[i], m.has[i] = zero, false
+		return
+	}
+	if _, ok := m.other[n]; ok {
+		m.n--
+		delete(m.other, n)
+	}
+}
+
+// len is how many nodes have a value.
+func (m *nodeMap[T]) len() int { return m.n }

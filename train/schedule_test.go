@@ -158,7 +158,7 @@ func TestCompilerPasses(t *testing.T) {
 			pos[n] = i
 		}
 		for i, n := range c.nodes {
-			for _, a := range children(c.gr.G, n) {
+			for _, a := range c.gr.Args(n) {
 				if p, ok := pos[a]; !ok || p >= i {
 					t.Fatalf("%s (at %d) reads %s (at %d, listed %t): not a topological order", n.Name(), i, a.Name(), p, ok)
 				}
@@ -169,8 +169,8 @@ func TestCompilerPasses(t *testing.T) {
 				t.Errorf("root %s is not in the order", r.Name())
 			}
 		}
-		if len(c.gradOf) != len(c.gr.Grads) {
-			t.Errorf("%d gradient rows, want %d", len(c.gradOf), len(c.gr.Grads))
+		if c.gradOf.len() != len(c.gr.Grads) {
+			t.Errorf("%d gradient rows, want %d", c.gradOf.len(), len(c.gr.Grads))
 		}
 	})
 
@@ -185,7 +185,7 @@ func TestCompilerPasses(t *testing.T) {
 			}
 			want[n] = true
 			for _, m := range c.nodes {
-				for _, a := range children(c.gr.G, m) {
+				for _, a := range c.gr.Args(m) {
 					if a == n {
 						reach(m)
 					}
@@ -194,30 +194,30 @@ func TestCompilerPasses(t *testing.T) {
 		}
 		reach(c.gr.DLoss)
 		for _, n := range c.nodes {
-			if c.isBackward[n] != want[n] {
-				t.Errorf("%s: backward %t, want %t", n.Name(), c.isBackward[n], want[n])
+			if c.isBackward.at(n) != want[n] {
+				t.Errorf("%s: backward %t, want %t", n.Name(), c.isBackward.at(n), want[n])
 			}
 		}
-		if c.isBackward[c.gr.Loss] || !c.isBackward[c.gr.Grads[0]] {
+		if c.isBackward.at(c.gr.Loss) || !c.isBackward.at(c.gr.Grads[0]) {
 			t.Error("the loss is backward or a gradient is not")
 		}
 	})
 
 	t.Run("segments", func(t *testing.T) {
-		if c := newCompiler(t, cfg, model.Checkpoint{}, "segments"); len(c.dropped) != 0 {
-			t.Errorf("no checkpointing drops %d values", len(c.dropped))
+		if c := newCompiler(t, cfg, model.Checkpoint{}, "segments"); c.dropped.len() != 0 {
+			t.Errorf("no checkpointing drops %d values", c.dropped.len())
 		}
 		c := newCompiler(t, cfg, model.Checkpoint{Kind: model.CheckpointFull}, "segments")
-		if len(c.dropped) == 0 {
+		if c.dropped.len() == 0 {
 			t.Fatal("full checkpointing drops nothing")
 		}
-		for n := range c.dropped {
+		for _, n := range c.s.Dropped {
 			l := layerOf(c.gr, n)
-			if l < 0 || l >= cfg.Layers || c.seg[n] != l {
-				t.Errorf("dropped %s of layer %d in segment %d", n.Name(), l, c.seg[n])
+			if l < 0 || l >= cfg.Layers || c.seg.at(n) != l {
+				t.Errorf("dropped %s of layer %d in segment %d", n.Name(), l, c.seg.at(n))
 			}
-			for _, u := range c.consumers[n] {
-				if !c.isBackward[u] && layerOf(c.gr, u) != l {
+			for _, u := range c.consumers.at(n) {
+				if !c.isBackward.at(u) && layerOf(c.gr, u) != l {
 					t.Errorf("dropped %s is read by %s of layer %d: it is a checkpoint", n.Name(), u.Name(), layerOf(c.gr, u))
 				}
 			}
@@ -228,9 +228,9 @@ func TestCompilerPasses(t *testing.T) {
 		c := newCompiler(t, cfg, model.Checkpoint{Kind: model.CheckpointFull}, "forward")
 		ops := 0
 		for _, n := range c.nodes {
-			if n.Op() != nil && !c.isBackward[n] {
+			if n.Op() != nil && !c.isBackward.at(n) {
 				ops++
-				if _, live := c.live[n]; live == (c.dropped[n] || !c.usedByBackward(n)) {
+				if _, live := c.live.get(n); live == (c.dropped.at(n) || !c.usedByBackward(n)) {
 					t.Errorf("%s live after the forward pass: %t", n.Name(), live)
 				}
 			}
@@ -253,21 +253,21 @@ func TestCompilerPasses(t *testing.T) {
 			switch in.Phase {
 			case Recompute:
 				recomputed[in.Node]++
-				if c.isBackward[in.Node] {
+				if c.isBackward.at(in.Node) {
 					t.Errorf("backward node %s recomputed", in.Node.Name())
 				}
 			case Backward:
 				backward++
 			}
 		}
-		for n := range c.dropped {
+		for _, n := range c.s.Dropped {
 			if recomputed[n] != 1 {
 				t.Errorf("dropped %s recomputed %d times, want once", n.Name(), recomputed[n])
 			}
 		}
 		want := 0
 		for _, n := range c.nodes {
-			if c.isBackward[n] && n.Op() != nil {
+			if c.isBackward.at(n) && n.Op() != nil {
 				want++
 			}
 		}
