@@ -69,7 +69,8 @@ func (g *Graph) LayerOf(n *G.Node) (int, bool) {
 //
 // The forward pass is the dataflow of dataflow.go (GPT-2's pre-LN
 // transformer), its nodes named as its steps. The backward graph comes from
-// gorgonia.Backpropagate seeded with DLoss, so it holds only trainmem's ops
+// the reverse pass of backward.go (gorgonia.Backpropagate's algorithm)
+// seeded with DLoss, so it holds only trainmem's ops
 // and gorgonia's "+" where gradients of a value with several consumers
 // accumulate (see IsGradAccumulation); Build checks that.
 //
@@ -120,6 +121,10 @@ func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 // shape) can merge; at MaxLayers the chance of a merge is about 1 in 8 a
 // build, so eight tries all fail about once in 20 million.
 const buildTries = 8
+
+// gorgoniaBackprop, when a test sets it, builds the backward pass with
+// gorgonia.Backpropagate instead of backward (backward.go), to compare.
+var gorgoniaBackprop bool
 
 // testMerge, when set by a test, makes the try of the given salt fail as
 // if two nodes had merged.
@@ -203,7 +208,12 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	} else {
 		index.ahead(8*len(b.order) + 64)
 	}
-	grads, err := G.Backpropagate(G.Nodes{gr.Loss}, G.Nodes{gr.DLoss}, G.Nodes(gr.Params))
+	var grads []*G.Node
+	if gorgoniaBackprop {
+		grads, err = G.Backpropagate(G.Nodes{gr.Loss}, G.Nodes{gr.DLoss}, G.Nodes(gr.Params))
+	} else {
+		grads, err = b.backward(gr.Loss, gr.DLoss, gr.Params)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model: differentiating %s: %w", cfg.Name, err)
 	}
@@ -301,8 +311,9 @@ type builder struct {
 	vals   []*G.Node          // the current section's step outputs
 	layer  int
 	seen   map[*G.Node]bool
-	order  []*G.Node // forward nodes in build order
-	salt   int       // added to every tag when nonzero (Build's retries)
+	order  []*G.Node   // forward nodes in build order
+	args   [][]*G.Node // their arguments
+	salt   int         // added to every tag when nonzero (Build's retries)
 	err    error
 }
 
@@ -366,6 +377,7 @@ func (b *builder) apply(name string, o op, children ...*G.Node) *G.Node {
 	}
 	b.seen[n] = true
 	b.order = append(b.order, n)
+	b.args = append(b.args, children)
 	b.gr.Layer[n] = b.layer
 	return n
 }
