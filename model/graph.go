@@ -40,8 +40,9 @@ type Graph struct {
 	Grads []*G.Node
 	// args[id] are the arguments of the node of that ID (nodes[id]),
 	// read once when the graph is built (Args).
-	args  [][]*G.Node
-	nodes []*G.Node
+	args   [][]*G.Node
+	nodes  []*G.Node
+	layers []int32 // Layer by node index, notForward for the others
 	// Layer maps every forward op node (not the inputs, not the backward
 	// nodes) to the forward layer it belongs to: EmbeddingLayer for the
 	// embedding, 0..L-1 for the transformer blocks, HeadLayer(L) for the
@@ -59,9 +60,16 @@ func (c Config) HeadLayer() int { return c.Layers }
 // LayerOf returns the forward layer of n, and false when n is not a forward
 // op node of g.
 func (g *Graph) LayerOf(n *G.Node) (int, bool) {
+	if i := g.Index(n); i >= 0 {
+		l := g.layers[i]
+		return int(l), l != notForward
+	}
 	l, ok := g.Layer[n]
 	return l, ok
 }
+
+// notForward marks a node that is no forward op in Graph.layers.
+const notForward = -1 << 31
 
 // Build makes the training graph of cfg for a batch of B sequences of T
 // tokens (T ≤ cfg.Context) with float nodes of dtype dt (tensor.Float32 or
@@ -277,9 +285,13 @@ func (g *Graph) index() {
 	all := g.G.AllNodes()
 	g.nodes = make([]*G.Node, len(all))
 	g.args = make([][]*G.Node, len(all))
+	g.layers = make([]int32, len(all))
 	for _, n := range all {
 		if id := n.ID(); id >= 0 && id < int64(len(all)) {
-			g.nodes[id], g.args[id] = n, Args(n)
+			g.nodes[id], g.args[id], g.layers[id] = n, Args(n), notForward
+			if l, ok := g.Layer[n]; ok {
+				g.layers[id] = int32(l)
+			}
 		}
 	}
 }

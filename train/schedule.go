@@ -281,8 +281,9 @@ func (c *compiler) lower() error {
 // emit appends the instruction that runs n in phase ph, its output a new
 // slot of category cat (or the gradient's persistent slot).
 func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
-	in := Instr{Phase: ph, Node: n, Layer: layerOf(c.gr, n), run: c.kernels.at(n)}
-	for _, a := range c.gr.Args(n) {
+	args := c.gr.Args(n)
+	in := Instr{Phase: ph, Node: n, Layer: layerOf(c.gr, n), run: c.kernels.at(n), Args: make([]int, 0, len(args))}
+	for _, a := range args {
 		sl, ok := c.live.get(a)
 		if !ok {
 			return fmt.Errorf("train: %s (%s) reads %s, which is not live", n.Name(), ph, a.Name())
@@ -446,7 +447,7 @@ func size(n *gorgonia.Node) int {
 // layerOf is the forward layer of a node, or -2 for nodes outside the
 // forward pass (inputs and backward nodes).
 func layerOf(gr *model.Graph, n *gorgonia.Node) int {
-	if l, ok := gr.Layer[n]; ok {
+	if l, ok := gr.LayerOf(n); ok {
 		return l
 	}
 	return -2
