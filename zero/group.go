@@ -25,6 +25,11 @@ type Group struct {
 	// tracers, when set, gives each member rank's tracer (TraceRanks).
 	tracers func(rank int) cuda.Tracer
 	comms   []*Comm // one per member, for the group's life (its traffic accumulates)
+
+	// subs are the groups Split made of this one; parents, in a sub-group,
+	// are its members' communicators in the group it was split from.
+	subs    []*Group
+	parents []*Comm
 }
 
 // NewGroup makes a group of len(devs) ranks, rank r on devs[r].
@@ -101,6 +106,9 @@ func (g *Group) Comm(i int) *Comm { return g.comms[i] }
 // overlap.
 func (g *Group) Run(f func(c *Comm) error) error {
 	g.tr.start() // every run starts whole: the last one's ranks have all returned
+	for _, sub := range g.subs {
+		sub.tr.start()
+	}
 	errs := make([]error, len(g.devs))
 	var wg sync.WaitGroup
 	for i := range g.devs {
@@ -114,6 +122,11 @@ func (g *Group) Run(f func(c *Comm) error) error {
 					errs[i] = fmt.Errorf("zero: rank %d panicked: %v", r, p)
 				}
 				g.tr.leave(c, errs[i])
+				for _, sub := range g.subs {
+					if sc, ok := sub.Sub(c); ok {
+						sub.tr.leave(sc, errs[i])
+					}
+				}
 			}()
 			if err := f(c); err != nil {
 				errs[i] = fmt.Errorf("rank %d: %w", r, err)

@@ -76,7 +76,7 @@ func (t *shared) meet(c *Comm, k call) error {
 	if err := t.bar.wait(); err != nil {
 		return err
 	}
-	err := agree(t.calls, t.g.ranks)
+	err := agree(t.calls, t.g.worldRanks())
 	if err == nil {
 		err = t.bar.wait() // every rank has read the calls before any writes its next
 	}
@@ -116,7 +116,7 @@ func (t *shared) leave(c *Comm, err error) {
 	if err != nil {
 		why = fmt.Sprintf("failed (%v)", err)
 	}
-	t.bar.breakWith(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", c.rank, why))
+	t.bar.breakWith(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", c.world(), why))
 }
 
 // barrier is a reusable barrier for the group's ranks that can be broken:

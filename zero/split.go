@@ -1,0 +1,123 @@
+package zero
+
+// Sub-groups: the groups of one axis of a layout (Layout.Groups), made from
+// a group whose members are every rank of the layout, each sub-group's
+// collectives run by the members' own goroutines inside the group's Run.
+
+import (
+	"errors"
+	"fmt"
+
+	"trainmem/cuda"
+)
+
+// Split makes a group for each of groups, lists of g's ranks (a layout
+// axis's, Layout.Groups), each rank in at most one: sub-group j's rank i is
+// g's rank groups[j][i], on that rank's device, and its members are those
+// of g's members it holds (a sparse group's sub-groups are sparse too).
+// Its collectives are made from g's Run by its members' goroutines (Sub
+// gives a member its communicator): g's Run starts its sub-groups, and a
+// member that leaves g leaves every sub-group it is in, so that no rank
+// waits for it there. A sub-group moves data as g does (the ring, or the
+// native engine g simulates), and counts its own traffic. In one process
+// only: groups over processes and a native engine's groups are split by
+// their libraries (MPI_Comm_split, ncclCommSplit), not here.
+func (g *Group) Split(groups [][]int) ([]*Group, error) {
+	if _, ok := g.tr.(*shared); !ok {
+		return nil, errors.New("zero: a group over processes is not split in this process: its ranks' sub-groups need links of their own")
+	}
+	if g.Engine(0) != nil {
+		return nil, fmt.Errorf("zero: a group of native engines (%s) is not split here: its sub-groups need communicators of the library's own", g.Engine(0).Name())
+	}
+	member := make(map[int]int, len(g.ranks)) // g's rank → member index
+	for i, r := range g.ranks {
+		member[r] = i
+	}
+	taken := make(map[int]int, g.size) // rank → the group holding it
+	subs := make([]*Group, 0, len(groups))
+	for j, ranks := range groups {
+		if len(ranks) == 0 {
+			return nil, fmt.Errorf("zero: sub-group %d has no ranks", j)
+		}
+		var parents []*Comm
+		var subRanks []int
+		for i, r := range ranks {
+			if r < 0 || r >= g.size {
+				return nil, fmt.Errorf("zero: sub-group %d: rank %d is not in the group (valid: 0 to %d)", j, r, g.size-1)
+			}
+			if k, dup := taken[r]; dup {
+				return nil, fmt.Errorf("zero: rank %d is in sub-groups %d and %d: each rank belongs to one group of a split", r, k, j)
+			}
+			taken[r] = j
+			if m, ok := member[r]; ok {
+				parents = append(parents, g.comms[m])
+				subRanks = append(subRanks, i)
+			}
+		}
+		if len(parents) == 0 {
+			subs = append(subs, nil) // none of g's members is in it
+			continue
+		}
+		if g.computes && len(parents) != len(ranks) {
+			return nil, fmt.Errorf("zero: sub-group %d: ranks %v are not all members of the group", j, ranks)
+		}
+		sub, err := g.subGroup(parents, subRanks, len(ranks))
+		if err != nil {
+			return nil, err
+		}
+		subs = append(subs, sub)
+	}
+	for _, sub := range subs {
+		if sub != nil {
+			g.subs = append(g.subs, sub)
+		}
+	}
+	return subs, nil
+}
+
+// subGroup is the group of n ranks whose members are g's members parents,
+// sub-group rank ranks[i] being parents[i].
+func (g *Group) subGroup(parents []*Comm, ranks []int, n int) (*Group, error) {
+	devs := make([]cuda.Device, len(parents))
+	for i, p := range parents {
+		devs[i] = p.Device()
+	}
+	sub, err := newGroup(devs, ranks, n)
+	if err != nil {
+		return nil, err
+	}
+	sub.eng, sub.parents = g.eng, parents
+	return sub, nil
+}
+
+// Sub is c's communicator in sub, a group Split made from c's group; false
+// when c is not one of sub's members.
+func (sub *Group) Sub(c *Comm) (*Comm, bool) {
+	for i, p := range sub.parents {
+		if p == c {
+			return sub.comms[i], true
+		}
+	}
+	return nil, false
+}
+
+// world is c's rank in the group the splits began from: the rank errors
+// name, so that a sub-group's failure says which of the run's ranks it was.
+func (c *Comm) world() int {
+	for c.g.parents != nil {
+		c = c.g.parents[c.idx]
+	}
+	return c.rank
+}
+
+// worldRanks are g's members' ranks in the group the splits began from.
+func (g *Group) worldRanks() []int {
+	if g.parents == nil {
+		return g.ranks
+	}
+	rs := make([]int, len(g.comms))
+	for i, c := range g.comms {
+		rs[i] = c.world()
+	}
+	return rs
+}
