@@ -56,10 +56,11 @@ const (
 	AllReduce
 	ReduceScatter
 	AllGather
+	SendRecv // point-to-point (Comm.SendRecv): not collective, but counted alike
 	NumCollectives
 )
 
-var collectiveNames = [NumCollectives]string{"broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather"}
+var collectiveNames = [NumCollectives]string{"broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather", "send_recv"}
 
 func (c Collective) String() string {
 	if c < NumCollectives {
@@ -109,6 +110,9 @@ type Communicator interface {
 	AllReduce(send, recv *cuda.Buffer, op Op) error
 	ReduceScatter(send, recv *cuda.Buffer, op Op) error
 	AllGather(send, recv *cuda.Buffer) error
+	// SendRecv is point-to-point: send to rank to and recv from rank from
+	// in one call (p2p.go).
+	SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) error
 	// Traffic is what this rank has sent and received, per collective.
 	Traffic() [NumCollectives]Traffic
 }

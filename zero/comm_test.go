@@ -38,22 +38,7 @@ func shapes(n int) []cuda.Device {
 // values is what a buffer holds, read back in float64.
 func values(t *testing.T, d cuda.Device, b *cuda.Buffer) []float64 {
 	t.Helper()
-	if b.DType == cuda.I32 {
-		v := make([]int32, b.Len)
-		if err := d.Download(v, b); err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, len(v))
-		for i, x := range v {
-			out[i] = float64(x)
-		}
-		return out
-	}
-	v := make([]float64, b.Len)
-	if err := d.Download(v, b); err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return download(d, b)
 }
 
 // filled is a buffer of n random values on d, stored in dt (ints small

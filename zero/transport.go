@@ -30,6 +30,10 @@ type transport interface {
 	// around it where the ranks share memory. On devices that hold no
 	// data nothing moves and it returns at once.
 	exchange(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int) error
+	// sendRecv is member c's SendRecv: out to rank to and in from rank
+	// from (nil: that half is not made), checked with the peers, the
+	// buffers' own checks done.
+	sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int) error
 	// leave says member c's function returned (err: why it failed): the
 	// ranks still in a collective with it must not wait for it.
 	leave(c *Comm, err error)
@@ -63,13 +67,17 @@ type shared struct {
 	bar   barrier
 	calls []call         // each member's call, compared at meet
 	outs  []*cuda.Buffer // each member's outgoing block of the step in flight
+	p2p   mailboxes      // the members' point-to-point hand-overs (p2p.go)
 }
 
 func newShared(g *Group) *shared {
 	return &shared{g: g, calls: make([]call, len(g.devs)), outs: make([]*cuda.Buffer, len(g.devs))}
 }
 
-func (t *shared) start() { t.bar.init(len(t.g.devs)) }
+func (t *shared) start() {
+	t.bar.init(len(t.g.devs))
+	t.p2p.start(len(t.g.devs))
+}
 
 func (t *shared) meet(c *Comm, k call) error {
 	t.calls[c.idx] = k
@@ -117,6 +125,7 @@ func (t *shared) leave(c *Comm, err error) {
 		why = fmt.Sprintf("failed (%v)", err)
 	}
 	t.bar.breakWith(fmt.Errorf("zero: rank %d left the group (it %s) while others were in a collective", c.world(), why))
+	t.p2p.leave(c.idx, err)
 }
 
 // barrier is a reusable barrier for the group's ranks that can be broken:
