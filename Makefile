@@ -49,6 +49,7 @@ build-mpi:
 # stage, 4 processes by mpirun on this machine's loopback.
 test-mpi: build-mpi
 	TRAINMEM_MPI_BIN=$(CURDIR)/bin/trainmem-mpi $(MPI_ENV) $(GO) test -tags trainmem_mpi -count=1 -run 'TestMPI' ./cmd/trainmem
+	$(MPI_ENV) $(GO) test -tags trainmem_mpi -count=1 -run 'TestMPI' ./zero
 
 # ---- CUDA (docs/architecture.md, "The CUDA device"; README, "CUDA").
 # The build kit comes from scripts/install-cuda-kit.sh (into .cudakit, no

@@ -9,58 +9,50 @@ import (
 	"trainmem/cuda"
 )
 
-// checkSendRecv runs, on n ranks through run, a ring exchange (every rank
-// sends to its successor and receives from its predecessor in one call, so
-// each send waits on a rank that is itself sending) and a chain (rank 0
-// only sends, the last only receives, the others pass on what they got),
-// and holds what arrived to what was sent, value by value, and each rank's
-// send_recv traffic to the bytes of its halves.
-func checkSendRecv(t *testing.T, name string, run func(func(*Comm) error) error, devs []cuda.Device, dt cuda.DType, count int) {
+// checkSendRecv runs ringAndChain on n ranks through run.
+func checkSendRecv(t *testing.T, name string, run func(func(*Comm) error) error, dt cuda.DType, count int) {
 	t.Helper()
-	n := len(devs)
-	sent := make([][]float64, n)
-	got := make([][]float64, n)
-	chain := make([][]float64, n)
-	err := run(func(c *Comm) error {
-		r, d := c.Rank(), c.Device()
-		send, recv := filledOn(d, dt, count, r), mustAlloc(d, dt, count)
-		sent[r] = download(d, send)
-		next, prev := (r+1)%n, (r+n-1)%n
-		if err := c.SendRecv(send, next, recv, prev); err != nil {
-			return err
-		}
-		got[r] = download(d, recv)
-		// The chain: what rank 0 sent around the ring, passed on.
-		var in, out *cuda.Buffer
-		if r > 0 {
-			in = mustAlloc(d, dt, count)
-			if err := c.SendRecv(nil, 0, in, r-1); err != nil {
-				return err
-			}
-			chain[r] = download(d, in)
-		}
-		switch {
-		case r == 0:
-			out = send
-		case r < n-1:
-			out = in
-		}
-		if out != nil {
-			return c.SendRecv(out, r+1, nil, 0)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := run(func(c *Comm) error { return ringAndChain(c, dt, count) }); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	for r := range n {
-		if fmt.Sprint(got[r]) != fmt.Sprint(sent[(r+n-1)%n]) {
-			t.Errorf("%s: rank %d received %v, its predecessor sent %v", name, r, got[r], sent[(r+n-1)%n])
+}
+
+// ringAndChain is one rank's part of two exchanges: a ring (every rank
+// sends to its successor and receives from its predecessor in one call,
+// so each send waits on a rank that is itself sending) and a chain (rank 0
+// only sends, the last only receives, the others pass on what they got).
+// Every rank sends values that say whose they are (saltedValues) and
+// checks what arrived against them, value by value.
+func ringAndChain(c *Comm, dt cuda.DType, count int) error {
+	r, n, d := c.Rank(), c.Size(), c.Device()
+	send, recv := filledOn(d, dt, count, r), mustAlloc(d, dt, count)
+	next, prev := (r+1)%n, (r+n-1)%n
+	if err := c.SendRecv(send, next, recv, prev); err != nil {
+		return err
+	}
+	if got, want := fmt.Sprint(download(d, recv)), fmt.Sprint(saltedValues(count, prev)); got != want {
+		return fmt.Errorf("rank %d received %s, its predecessor sent %s", r, got, want)
+	}
+	var in, out *cuda.Buffer
+	if r > 0 {
+		in = mustAlloc(d, dt, count)
+		if err := c.SendRecv(nil, 0, in, r-1); err != nil {
+			return err
 		}
-		if r > 0 && fmt.Sprint(chain[r]) != fmt.Sprint(sent[0]) {
-			t.Errorf("%s: rank %d got %v down the chain, rank 0 sent %v", name, r, chain[r], sent[0])
+		if got, want := fmt.Sprint(download(d, in)), fmt.Sprint(saltedValues(count, 0)); got != want {
+			return fmt.Errorf("rank %d got %s down the chain, rank 0 sent %s", r, got, want)
 		}
 	}
+	switch {
+	case r == 0:
+		out = send
+	case r < n-1:
+		out = in
+	}
+	if out != nil {
+		return c.SendRecv(out, r+1, nil, 0)
+	}
+	return nil
 }
 
 // filledOn, mustAlloc and download are the rank's side of the tests: a
@@ -130,15 +122,14 @@ func TestSendRecv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, devs, run := linkedGroups(t, n)
+		_, _, run := linkedGroups(t, n)
 		gs := []struct {
 			name string
 			run  func(func(*Comm) error) error
-			devs []cuda.Device
-		}{{"inproc", ig.Run, ig.devs}, {"tcp", run, devs}}
+		}{{"inproc", ig.Run}, {"tcp", run}}
 		for _, x := range gs {
 			for _, dt := range []cuda.DType{cuda.F32, cuda.BF16, cuda.I32} {
-				checkSendRecv(t, fmt.Sprintf("%s/N=%d/%s", x.name, n, dt), x.run, x.devs, dt, 3*n+1)
+				checkSendRecv(t, fmt.Sprintf("%s/N=%d/%s", x.name, n, dt), x.run, dt, 3*n+1)
 			}
 		}
 		for r := range n {
