@@ -426,7 +426,7 @@ func TestMemoryTraceOOM(t *testing.T) {
 	s := setup(t, "tiny", 8, 64, model.FP32, model.AdamW, "none")
 	dev := shape.New(3 << 20)
 	tr := &MemoryTrace{}
-	_, err := Simulate(dev, 3<<20, runOf(checked(t, s), 2, tr, zero.Setting{}))
+	_, err := Simulate(func() cuda.Device { return dev }, 3<<20, runOf(checked(t, s), 2, nil, zero.Setting{}), RankTraces{0: tr})
 	var oom *cuda.OutOfMemoryError
 	if !errors.As(err, &oom) {
 		t.Fatalf("got %v, want an out-of-memory error", err)
@@ -505,7 +505,7 @@ func TestRankTracesReplay(t *testing.T) {
 	s := setup(t, "tiny", 2, 32, model.BF16, model.AdamW, "none")
 	s.Ranks, s.ZeRO = 3, 3
 	traces := RankTraces{}
-	rep, err := SimulateRanks(0, runOf(checked(t, s), 2, nil, zero.Setting{Stage: 3}), traces)
+	rep, err := Simulate(func() cuda.Device { return shape.New(0) }, 0, runOf(checked(t, s), 2, nil, zero.Setting{Stage: 3}), traces)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +531,7 @@ func TestRankTracesReplay(t *testing.T) {
 func TestMemoryVizPeaksXL(t *testing.T) {
 	s := setup(t, "gpt2-xl", 32, 1000, model.FP16, model.AdamW, "full")
 	tr := &MemoryTrace{}
-	rep, err := Simulate(shape.New(0), 0, runOf(checked(t, s), 2, tr, zero.Setting{}))
+	rep, err := Simulate(func() cuda.Device { return shape.New(0) }, 0, runOf(checked(t, s), 2, nil, zero.Setting{}), RankTraces{0: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func TestMemoryVizPeaksXL(t *testing.T) {
 	s = setup(t, "gpt2-xl", 8, 1024, model.BF16, model.AdamW, "none")
 	dev := shape.New(40e9)
 	tr = &MemoryTrace{}
-	if _, err := Simulate(dev, 40e9, runOf(checked(t, s), 2, tr, zero.Setting{})); err == nil {
+	if _, err := Simulate(func() cuda.Device { return dev }, 40e9, runOf(checked(t, s), 2, nil, zero.Setting{}), RankTraces{0: tr}); err == nil {
 		t.Fatal("gpt2-xl at batch 8 fits in 40 GB")
 	}
 	snap.Reset()
@@ -571,7 +571,7 @@ func TestModelledClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := &MemoryTrace{}
-	rep, err := Simulate(dev, 0, runOf(checked(t, s), 2, tr, zero.Setting{}))
+	rep, err := Simulate(func() cuda.Device { return dev }, 0, runOf(checked(t, s), 2, nil, zero.Setting{}), RankTraces{0: tr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 package bench
 
-// The ranks report: a data-parallel setting simulated rank by rank, each
-// rank's memory per category beside the ZeRO paper's model states, and
-// the bytes each rank sends and receives in a step.
+// The ranks' tables: each rank's memory per category beside the ZeRO
+// paper's model states, and the bytes each rank sends and receives in a
+// step (simulate's and validate's over ranks).
 
 import (
 	"fmt"
@@ -11,58 +11,9 @@ import (
 	"time"
 
 	"trainmem/cuda"
-	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/zero"
 )
-
-// RanksReport is the last simulated step of every rank of a setting.
-type RanksReport struct {
-	Setup    model.Setup
-	Setting  zero.Setting
-	Capacity int64  // each rank's device capacity; 0: unlimited
-	Device   string // each rank's device
-	Steps    int
-	Ranks    []zero.RankResult
-	// States is the ZeRO paper's model states per rank (Section 3.1,
-	// Table 1), for the ZeRO stages; nil for the parameter server, which
-	// the paper does not count.
-	States  *model.States
-	Elapsed time.Duration
-}
-
-// SimulateRanks simulates o.Steps steps (0: 2) of o.Setup under o.Setting,
-// each simulated rank (zero.SimulatedRanks) on a shape-only device of
-// capacity bytes (0: unlimited); traces, when set, records each simulated
-// rank's last step.
-func SimulateRanks(capacity int64, o Options, traces RankTraces) (*RanksReport, error) {
-	c, set, steps := o.Setup, o.Setting, o.Steps
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	s := c.Setup()
-	if steps <= 0 {
-		steps = 2
-	}
-	start := time.Now()
-	var trace func(int) cuda.Tracer
-	if traces != nil {
-		trace = traces.Tracer
-	}
-	res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, c, set, steps, trace)
-	if err != nil {
-		return nil, fmt.Errorf("%s, %s over %d ranks: %w", s.Model.Name, set, s.Ranks, err)
-	}
-	r := &RanksReport{Setup: s, Setting: set, Capacity: capacity, Device: shape.New(capacity).Name(), Steps: steps, Ranks: res, Elapsed: time.Since(start)}
-	if !set.PS {
-		st, err := model.ZeROStates(s.Model.NumParams(), s.Precision, s.Optimizer, s.Ranks, set.Stage)
-		if err != nil {
-			return nil, err
-		}
-		r.States = &st
-	}
-	return r, nil
-}
 
 // writeSimulatedRanks says which ranks a group too large to simulate whole
 // was simulated in.
@@ -81,9 +32,8 @@ func writeSimulatedRanks(w io.Writer, n int, rs []zero.RankResult) {
 var rankCategories = []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV,
 	cuda.Activations, cuda.Temporaries, cuda.Workspace, cuda.Gathered, cuda.Comm}
 
-// WriteText writes one row per rank (ranks alike folded into one row), the
-// ZeRO paper's model states beside them, and each rank's traffic.
-func (r *RanksReport) WriteText(w io.Writer) error {
+// writeRanks is WriteText over ranks.
+func (r *SimulateReport) writeRanks(w io.Writer) error {
 	s := r.Setup
 	WriteHeader(w, s, fmt.Sprintf("%s × %s", model.Comma(int64(s.Ranks)), r.Device))
 	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, plural(s.Ranks, "rank"))
@@ -160,8 +110,8 @@ func alikeRanks(rs []zero.RankResult, alike func(x, y zero.RankResult) bool) []r
 	return out
 }
 
-// WriteJSON writes every rank's peaks and traffic with exact bytes.
-func (r *RanksReport) WriteJSON(w io.Writer) error {
+// writeRanksJSON is WriteJSON over ranks.
+func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 	type trafficDoc struct {
 		Collective string `json:"collective"`
 		zero.Traffic

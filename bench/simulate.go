@@ -1,7 +1,9 @@
 package bench
 
-// The simulate report: the real training schedule on the shape-only
-// device, its allocator's peak per category.
+// The simulate report: the real training schedule on shape-only devices,
+// one a simulated rank: one device's allocator peaks per category, or over
+// ranks each rank's memory per category beside the ZeRO paper's model
+// states, and the bytes each rank sends and receives in a step.
 
 import (
 	"errors"
@@ -12,58 +14,111 @@ import (
 	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/train"
+	"trainmem/zero"
 )
 
-// SimulateReport is what steps of a setup on a shape-only device leave:
-// the last step's record and the allocator statistics.
+// SimulateReport is the last simulated step of a setup over its ranks,
+// each simulated rank (zero.SimulatedRanks) on a shape-only device of its
+// own. One rank is one device: its record and allocator statistics and,
+// on a modelled clock, its predicted time. Over ranks: each rank's peaks
+// beside the ZeRO paper's model states, and its traffic.
 type SimulateReport struct {
 	Setup    model.Setup
-	Device   string
-	Capacity int64 // the device's capacity in bytes; 0: unlimited
+	Setting  zero.Setting
+	Device   string // each rank's device
+	Capacity int64  // each rank's device capacity in bytes; 0: unlimited
 	Steps    int
-	Record   train.Record
-	Stats    cuda.Stats
-	Elapsed  time.Duration
-	// Roofline is the device's modelled clock (cuda.TimeModel), nil
-	// without one: the record's times are then a roofline estimate.
+	// Ranks are the simulated ranks' last steps, one for one rank.
+	Ranks []zero.RankResult
+	// Record and Stats are the first simulated rank's (rank 0's).
+	Record train.Record
+	Stats  cuda.Stats
+	// States is the ZeRO paper's model states a rank (Section 3.1, Table
+	// 1) over ranks; nil for one rank and for the parameter server, which
+	// the paper does not count.
+	States  *model.States
+	Elapsed time.Duration
+	// Roofline is the devices' modelled clock (cuda.TimeModel), nil
+	// without one: the records' times are then a roofline estimate.
 	Roofline *cuda.Roofline
 }
 
-// Simulate runs o.Steps steps (0: 2) of o.Setup, one rank, on dev, a
-// shape-only device of capacity bytes (0: unlimited). A setup that does not
-// fit fails with the allocator's *cuda.OutOfMemoryError, saying so.
-// o.Trace, when set, records the last step (or the one that ran out of
-// memory, up to the failed request).
-func Simulate(dev cuda.Device, capacity int64, o Options) (*SimulateReport, error) {
-	c := o.Setup
+// Simulate runs o.Steps steps (0: 2) of o.Setup over its ranks under
+// o.Setting (one rank: one device's trainer, whatever the setting), each
+// simulated rank on a shape-only device from newDevice, of capacity bytes
+// (0: unlimited). A setup that does not fit fails with the allocator's
+// *cuda.OutOfMemoryError, saying so. traces, when set, records each
+// simulated rank's last step (or the one that ran out of memory, up to the
+// failed request).
+func Simulate(newDevice func() cuda.Device, capacity int64, o Options, traces RankTraces) (*SimulateReport, error) {
+	c, set := o.Setup, o.Setting
 	if err := c.Err(); err != nil {
 		return nil, err
+	}
+	if o.Trace != nil {
+		return nil, errors.New("bench: Simulate records each simulated rank's trace in its traces, not in Options.Trace")
 	}
 	s, steps := c.Setup(), o.Steps
 	if steps <= 0 {
 		steps = 2
 	}
+	var name string
+	var roofline *cuda.Roofline
+	devs := func() cuda.Device {
+		d := newDevice()
+		name = d.Name()
+		if tm, ok := d.(cuda.TimeModel); ok && tm.Roofline().Bandwidth > 0 {
+			r := tm.Roofline()
+			roofline = &r
+		}
+		return d
+	}
+	var trace func(int) cuda.Tracer
+	if traces != nil {
+		trace = traces.Tracer
+	}
 	start := time.Now()
-	rec, st, err := train.Simulate(dev, c, steps, o.Trace)
+	res, err := zero.Simulate(devs, c, set, steps, trace)
 	elapsed := time.Since(start)
 	var oom *cuda.OutOfMemoryError
-	if errors.As(err, &oom) {
-		return nil, fmt.Errorf("%s does not fit: %w", s.Model.Name, err)
+	switch {
+	case s.Ranks == 1 && errors.As(err, &oom):
+		return nil, fmt.Errorf("%s does not fit: %w", s.Model.Name, unwrapRank(err))
+	case s.Ranks == 1 && err != nil:
+		return nil, unwrapRank(err)
+	case err != nil:
+		return nil, fmt.Errorf("%s, %s over %d ranks: %w", s.Model.Name, set, s.Ranks, err)
 	}
-	if err != nil {
-		return nil, err
+	r := &SimulateReport{Setup: s, Setting: set, Device: name, Capacity: capacity, Steps: steps, Ranks: res,
+		Record: res[0].Record, Stats: res[0].Stats, Elapsed: elapsed, Roofline: roofline}
+	if s.Ranks > 1 && !set.PS {
+		st, err := model.ZeROStates(s.Model.NumParams(), s.Precision, s.Optimizer, s.Ranks, set.Stage)
+		if err != nil {
+			return nil, err
+		}
+		r.States = &st
 	}
-	rep := &SimulateReport{Setup: s, Device: dev.Name(), Capacity: capacity, Steps: steps, Record: rec, Stats: st, Elapsed: elapsed}
-	if tm, ok := dev.(cuda.TimeModel); ok && tm.Roofline().Bandwidth > 0 {
-		r := tm.Roofline()
-		rep.Roofline = &r
-	}
-	return rep, nil
+	return r, nil
 }
 
-// WriteText writes the setup and the memory table of the last step, and
-// with a roofline its predicted time.
+// unwrapRank is a one-rank run's error as one device's: without the rank
+// the group names.
+func unwrapRank(err error) error {
+	var re *zero.RankError
+	if errors.As(err, &re) {
+		return re.Err
+	}
+	return err
+}
+
+// WriteText writes the setup and, for one rank, the memory table of the
+// last step and with a roofline its predicted time; over ranks one row a
+// rank (ranks alike folded into one row), the ZeRO paper's model states
+// beside them, and each rank's traffic.
 func (r *SimulateReport) WriteText(w io.Writer) error {
+	if r.Setup.Ranks > 1 {
+		return r.writeRanks(w)
+	}
 	WriteHeader(w, r.Setup, r.Device)
 	fmt.Fprintf(w, "simulated %d steps in %v; peak of the last step:\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
 	if err := train.WriteMemoryTable(w, r.Stats); err != nil {
@@ -92,8 +147,12 @@ func msText(ms float64) string {
 	return fmt.Sprintf("%.3g µs", ms*1000)
 }
 
-// WriteJSON writes the last step's memory with exact bytes.
+// WriteJSON writes the last step's memory with exact bytes: one rank's
+// record, or every simulated rank's peaks and traffic.
 func (r *SimulateReport) WriteJSON(w io.Writer) error {
+	if r.Setup.Ranks > 1 {
+		return r.writeRanksJSON(w)
+	}
 	s, rec := r.Setup, r.Record
 	return writeJSON(w, simulateDoc{
 		Model: modelDocOf(s), Setup: setupDocOf(s), Capacity: r.Capacity, Steps: r.Steps,

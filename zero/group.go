@@ -129,7 +129,7 @@ func (g *Group) Run(f func(c *Comm) error) error {
 				}
 			}()
 			if err := f(c); err != nil {
-				errs[i] = fmt.Errorf("rank %d: %w", r, err)
+				errs[i] = &RankError{Rank: r, Err: err}
 			}
 		}()
 	}
@@ -162,3 +162,13 @@ func (c *Comm) own(i int) *cuda.Buffer { return c.g.stage[c.idx][i] }
 // Traffic is what this rank has sent and received, per collective, over
 // the group's life.
 func (c *Comm) Traffic() [NumCollectives]Traffic { return c.traffic }
+
+// RankError is one rank's error in a group, naming the rank.
+type RankError struct {
+	Rank int
+	Err  error
+}
+
+func (e *RankError) Error() string { return fmt.Sprintf("rank %d: %v", e.Rank, e.Err) }
+
+func (e *RankError) Unwrap() error { return e.Err }

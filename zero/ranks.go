@@ -51,7 +51,11 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 		p, err := NewPolicy(g.Comm(i), set)
 		if err == nil {
 			o := opts
-			o.Policy = p
+			if o.Policy = p; g.Size() == 1 {
+				// One rank has nothing to reduce, shard or gather: its
+				// trainer is one device's, whatever the setting.
+				o.Policy = nil
+			}
 			var t *train.Trainer
 			if t, err = train.New(g.devs[i], c, o); err == nil {
 				rk.tr = append(rk.tr, t)
@@ -59,7 +63,7 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 			}
 		}
 		rk.Close()
-		return nil, fmt.Errorf("rank %d: %w", g.ranks[i], err)
+		return nil, &RankError{Rank: g.ranks[i], Err: err}
 	}
 	return rk, nil
 }
@@ -79,7 +83,7 @@ func (rk *Ranks) SetParams(flat []float32) error {
 	var errs []error
 	for i, t := range rk.tr {
 		if err := t.SetParams(flat); err != nil {
-			errs = append(errs, fmt.Errorf("rank %d: %w", rk.g.ranks[i], err))
+			errs = append(errs, &RankError{Rank: rk.g.ranks[i], Err: err})
 		}
 	}
 	return errors.Join(errs...)
@@ -102,7 +106,7 @@ func (rk *Ranks) Params() ([]float32, error) {
 		}
 		pieces, vals, err := t.PieceParams()
 		if err != nil {
-			return nil, fmt.Errorf("rank %d: %w", rk.g.ranks[i], err)
+			return nil, &RankError{Rank: rk.g.ranks[i], Err: err}
 		}
 		mine = append(mine, held{pieces, vals})
 	}

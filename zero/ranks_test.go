@@ -604,3 +604,31 @@ func BenchmarkSimulateRanks(b *testing.B) {
 		})
 	}
 }
+
+// TestOneRankIsOneDevice: a group of one rank runs one device's trainer,
+// whatever the setting: its simulated step equals train.Simulate's, every
+// allocator statistic, and it sends nothing.
+func TestOneRankIsOneDevice(t *testing.T) {
+	cfg, err := model.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []Setting{{}, {Stage: 1}, {Stage: 2}, {Stage: 3}, {PS: true}} {
+		s := model.Setup{Model: cfg, Batch: 2, Seq: 16, Precision: model.FP16, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1, ZeRO: set.Stage}
+		c := checked(t, s)
+		res, err := Simulate(func() cuda.Device { return shape.New(0) }, c, set, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, st, err := train.Simulate(shape.New(0), c, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 1 || res[0].Stats != st {
+			t.Errorf("%s over one rank: %+v, one device %+v", set, res[0].Stats, st)
+		}
+		if res[0].Traffic != ([NumCollectives]Traffic{}) {
+			t.Errorf("%s over one rank sent %+v", set, res[0].Traffic)
+		}
+	}
+}

@@ -78,21 +78,20 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	s := c.Setup()
-	if (s.Ranks > 1 || sf.ps) && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
+	if s.Ranks > 1 && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
 		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks (the ranks' collectives are not modelled)")
 	}
 	set, err := sf.setting()
 	if err != nil {
 		return err
 	}
-	if format.v == "summary" && (*sweep != "" || s.Ranks > 1 || set.PS) {
-		return usagef("--format summary is one device's memory summary: give it without --sweep, --ranks and --data-parallel")
+	if format.v == "summary" && (*sweep != "" || s.Ranks > 1) {
+		return usagef("--format summary is one device's memory summary: give it without --sweep and --ranks")
 	}
-	ranked := s.Ranks > 1 || set.PS
 	switch {
 	case trace.given() && *sweep != "":
 		return usagef("--memory-trace and --plot-timeline record one setting's step: give them without --sweep")
-	case ranked:
+	case s.Ranks > 1:
 		if err := trace.check(zero.SimulatedRanks(s.Ranks), nil, nil); err != nil {
 			return err
 		}
@@ -117,11 +116,26 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	case *sweep != "":
 		return usagef("--sweep %q: unknown sweep (valid: zero)", *sweep)
 	}
-	if s.Ranks > 1 || set.PS {
-		traces := trace.rankRecorder()
-		o := bench.Options{Setting: set}
-		o.Setup, o.Steps = c, steps
-		rep, err := bench.SimulateRanks(capacity, o, traces)
+	if roofline != nil && s.Ranks > 1 {
+		roofline = nil // the default card's: one device's clock
+	}
+	if roofline != nil {
+		if err := roofline.Check(); err != nil {
+			return usageError{err}
+		}
+	}
+	newDevice := func() cuda.Device {
+		d := shape.New(capacity)
+		if roofline != nil {
+			d.Model(*roofline) // checked above
+		}
+		return d
+	}
+	traces := trace.rankRecorder()
+	o := bench.Options{Setting: set}
+	o.Setup, o.Steps = c, steps
+	rep, err := bench.Simulate(newDevice, capacity, o, traces)
+	if s.Ranks > 1 {
 		if err != nil {
 			return trace.writeRanks(stdout, traces, format.v, err)
 		}
@@ -130,20 +144,10 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return trace.writeRanks(stdout, traces, format.v, nil)
 	}
-	dev := shape.New(capacity)
-	defer dev.Close()
-	if roofline != nil {
-		if err := dev.Model(*roofline); err != nil {
-			return usageError{err}
-		}
+	var rec *bench.MemoryTrace
+	if traces != nil {
+		rec = traces[0]
 	}
-	rec := trace.recorder()
-	var o bench.Options
-	o.Setup, o.Steps = c, steps
-	if rec != nil {
-		o.Trace = rec
-	}
-	rep, err := bench.Simulate(dev, capacity, o)
 	if err != nil {
 		return trace.write(stdout, rec, format.v, err)
 	}
