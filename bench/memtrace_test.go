@@ -322,16 +322,17 @@ func TestMemoryTraceReplays(t *testing.T) {
 		s := setup(t, "tiny", 2, 32, c.prec, model.AdamW, c.ckpt)
 		tr := &MemoryTrace{}
 		o := runOf(checked(t, s), 2, tr, zero.Setting{})
-		var dev cuda.Device
+		var where *Where
 		if c.measure {
 			h, err := host.New(host.Options{Threads: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer h.Close()
-			dev = h
+			where, o.Trace = on(h), nil
+			where.Traces = RankTraces{0: tr}
 		}
-		rep, err := Validate(context.Background(), dev, o)
+		rep, err := Validate(context.Background(), where, o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,19 +109,15 @@ func bytesCell(p *int64) any {
 }
 
 func siteValidate(ctx context.Context, o SiteOptions, site *Site) (Section, error) {
-	var dev cuda.Device
-	if o.NewDevice != nil {
-		d, err := o.NewDevice()
-		if err != nil {
-			return Section{}, err
-		}
-		defer d.Close()
-		dev = d
-	}
 	tr := &MemoryTrace{}
 	vo := o.Options
-	vo.Trace = tr
-	r, err := Validate(ctx, dev, vo)
+	var where *Where
+	if o.NewDevice != nil {
+		where = &Where{New: o.NewDevice, Traces: RankTraces{0: tr}}
+	} else {
+		vo.Trace = tr
+	}
+	r, err := Validate(ctx, where, vo)
 	if err != nil {
 		return Section{}, err
 	}
@@ -472,14 +468,9 @@ func scanPoint(ctx context.Context, u model.Setup, o SiteOptions) (model.Estimat
 	if err != nil {
 		return model.Estimate{}, cuda.Stats{}, nil, err
 	}
-	dev, err := o.NewDevice()
-	if err != nil {
-		return model.Estimate{}, cuda.Stats{}, nil, err
-	}
-	defer dev.Close()
 	vo := o.Options
 	vo.Setup, vo.Steps, vo.Progress = uc, o.simSteps(), nil
-	r, err := Validate(ctx, dev, vo)
+	r, err := Validate(ctx, &Where{New: o.NewDevice}, vo)
 	if err != nil {
 		return model.Estimate{}, cuda.Stats{}, nil, err
 	}

@@ -80,8 +80,14 @@ func diffCell(a, b *int64) string {
 }
 
 // WriteText writes the report for people: the setup, the table (sizes in
-// binary units; exact bytes are in the JSON) and the explanations.
+// binary units; exact bytes are in the JSON) and the explanations; over
+// ranks, for each run of alike ranks, the categories with the paper's
+// model states, the simulation and the measurement, then the traffic
+// beside the paper's volume.
 func (r *ValidateReport) WriteText(w io.Writer) error {
+	if r.Setup.Ranks > 1 {
+		return r.writeRanks(w)
+	}
 	s := r.Setup
 	fmt.Fprintf(w, "model     %s\nsetup     %s\n", s.Model, Describe(s))
 	if r.Device != "" {

@@ -122,11 +122,26 @@ type ValidateReport struct {
 	// DeviceUsed is the measured device's used memory (total − free) after
 	// the last step, when the device is a GPU; 0 otherwise.
 	DeviceUsed int64 `json:"-"`
+
+	// Over ranks: the setting, the simulated ranks' last steps
+	// (zero.SimulatedRanks; one for one rank, whose record and statistics
+	// are Simulated and SimulatedStats) and every measured rank's (nil when
+	// nothing was measured), what moved the measured ranks' data between
+	// processes ("tcp", "mpi"; "" in one process), and the workspace a
+	// measured rank's libraries hold beyond the kernels' (cuBLAS's on a
+	// GPU), which the simulation has not.
+	Setting                       zero.Setting      `json:"-"`
+	SimulatedRanks, MeasuredRanks []zero.RankResult `json:"-"`
+	Engine                        string            `json:"-"`
+	LibraryWorkspace              int64             `json:"-"`
 }
 
 // WriteJSON writes the report with the model, the setup and each formula's
-// source.
+// source; over ranks every simulated and measured rank with exact bytes.
 func (r *ValidateReport) WriteJSON(w io.Writer) error {
+	if r.Setup.Ranks > 1 {
+		return r.writeRanksJSON(w)
+	}
 	doc := struct {
 		Model modelDoc `json:"model"`
 		Setup setupDoc `json:"setup"`
@@ -149,8 +164,8 @@ func (r *ValidateReport) Row(category string) *Row {
 	return nil
 }
 
-// ErrParallel is returned for setups with more than one rank: Validate and
-// Sweep run one device.
+// ErrParallel is returned for setups Validate and Sweep cannot run: tensor
+// and pipeline parallelism (Sweep: data parallelism too).
 var ErrParallel = errors.New("bench: a measured run uses one device: data, tensor and pipeline parallelism are estimated by 'trainmem estimate'")
 
 func checkSetup(c model.Checked) error {
@@ -172,101 +187,195 @@ func checkRunnable(s model.Setup, ranks, zero int) error {
 	return nil
 }
 
-// Validate runs o.Setup's estimate, its simulation (the shape device) and,
-// when dev is not nil, a measured run of o.Steps steps on dev, and sets them
-// side by side.
-// dev should hold nothing else (its allocator statistics are the measured
-// column) and is left open for the caller to close. A measured run that the
-// simulation shows would not fit dev's free memory is refused with a
-// *TooLargeError before it starts.
-func Validate(ctx context.Context, dev cuda.Device, o Options) (*ValidateReport, error) {
-	c := o.Setup
-	if err := checkSetup(c); err != nil {
+// MostMeasuredRanks is the most ranks Validate measures in one process
+// (each builds its own trainer on its own device).
+const MostMeasuredRanks = 8
+
+// Validate estimates o.Setup, simulates o.Steps steps (0: 3) of it over its
+// ranks under o.Setting (each simulated rank, zero.SimulatedRanks, on a
+// shape-only device of its own; one rank is one device's trainer) and,
+// when where is not nil, measures them there (in this process, or one
+// rank a process: see Where), each rank the micro-batch s.Batch, rank r
+// taking the r-th of every s.Ranks micro-batches of the data's stream, and
+// sets them side by side: one rank's memory by category beside every
+// formula, each difference explained; over ranks each rank's beside the
+// ZeRO paper's model states, and its traffic. The measured devices should
+// hold nothing else (their allocator statistics are the measured column).
+// A measured run that the simulation shows would not fit its machine is
+// refused with a *TooLargeError before it starts. Over processes the
+// measured ranks are gathered on rank 0, which alone simulates; the other
+// ranks' answers hold their setup only. o.Trace records the simulated step
+// of one rank when nothing is measured (on the default card's modelled
+// clock, so that its timeline has times); where.Traces the measured ranks'.
+func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, error) {
+	c, set := o.Setup, o.Setting
+	if err := c.Err(); err != nil {
 		return nil, err
 	}
 	s := c.Setup()
+	if err := checkRunnable(s, s.Ranks, s.ZeRO); err != nil {
+		return nil, err
+	}
 	steps := o.Steps
 	if steps == 0 {
 		steps = 3
 	}
-	if steps < 1 {
+	one := s.Ranks == 1
+	switch {
+	case steps < 1:
 		return nil, fmt.Errorf("bench: steps %d: must be a positive integer", steps)
+	case o.Trace != nil && (where != nil || !one):
+		return nil, errors.New("bench: Options.Trace records one rank's simulated step when nothing is measured; the measured ranks' traces are Where.Traces")
+	case o.Profile != nil && !one:
+		return nil, errors.New("bench: a profile is one device's: give it without ranks")
 	}
 	e, err := c.Estimate()
 	if err != nil {
 		return nil, err
 	}
-	r := &ValidateReport{Setup: s, Estimate: e, Formulas: model.Formulas(), Steps: steps}
-
-	o.progress("validate: simulating %d steps on the shape-only device", steps)
-	shape := shape.New(0)
-	defer shape.Close()
-	var simTrace cuda.Tracer
-	if dev == nil && o.Trace != nil {
-		// Nothing measured: the simulation's step is traced, on the default
-		// card's modelled clock (cuda.DefaultGPU), so its timeline has
-		// times as simulate's does.
-		simTrace = o.Trace
-		if g, ok := cuda.GPUByKey(cuda.DefaultGPU); ok {
-			if err := shape.Model(g.Roofline); err != nil {
-				return nil, err
+	r := &ValidateReport{Setup: s, Setting: set, Estimate: e, Formulas: model.Formulas(), Steps: steps}
+	simulate := func() error {
+		newDevice := func() cuda.Device { return shape.New(0) }
+		var trace func(int) cuda.Tracer
+		if one {
+			o.progress("validate: simulating %d steps on the shape-only device", steps)
+			if o.Trace != nil {
+				g, ok := cuda.GPUByKey(cuda.DefaultGPU)
+				if err := g.Roofline.Check(); !ok || err != nil {
+					return fmt.Errorf("bench: the default card %s has no roofline: %v", cuda.DefaultGPU, err)
+				}
+				newDevice = func() cuda.Device {
+					d := shape.New(0)
+					d.Model(g.Roofline) // checked above
+					return d
+				}
+				trace = func(int) cuda.Tracer { return o.Trace }
 			}
+		} else {
+			o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
 		}
-	}
-	rec, st, err := train.Simulate(shape, c, steps, simTrace)
-	if err != nil {
-		return nil, fmt.Errorf("bench: simulation: %w", err)
-	}
-	r.Simulated, r.SimulatedStats = rec, st
-
-	if dev != nil {
-		if err := train.CheckMachine(dev, st.ReservedBytes.Peak, train.HostParamBytes(s.Model)); err != nil {
-			return nil, err
-		}
-		o.progress("validate: measuring %d steps on %s", steps, dev.Name())
-		run, err := newRunner(dev, c, o)
+		res, err := zero.Simulate(newDevice, c, set, steps, trace)
 		if err != nil {
+			if one {
+				return fmt.Errorf("bench: simulation: %w", unwrapRank(err))
+			}
+			return err
+		}
+		r.SimulatedRanks, r.Simulated, r.SimulatedStats = res, res[0].Record, res[0].Stats
+		return nil
+	}
+	finish := func() (*ValidateReport, error) {
+		if one && r.SimulatedRanks != nil {
+			r.Rows = r.rows()
+			r.Explanations = explain(r)
+		}
+		return r, nil
+	}
+	if where == nil {
+		if err := simulate(); err != nil {
 			return nil, err
 		}
-		defer run.close()
-		if o.Trace != nil {
-			if err := run.tr.Trace(o.Trace); err != nil {
-				return nil, err
-			}
-			defer run.tr.Trace(nil) // before the trainer closes: the snapshot is the last step's end
+		return finish()
+	}
+	if where.Link == nil {
+		if err := simulate(); err != nil {
+			return nil, err
 		}
-		run.tr.Profile(o.Profile)
-		r.Data = run.data
-		looped, err := train.Loop(ctx, train.One(run.tr), steps, func(int, int) ([]int32, []int32, error) { return run.batches.Next() },
-			func(i int, recs []train.Record, _ error) error {
-				rec := recs[0]
-				o.progress("validate: step %d/%d: loss %.4f, %.1f ms, peak %s", i+1, steps, rec.Loss, rec.StepMs, model.GiB(rec.PeakAllocatedBytes))
-				r.Measured = &rec
-				return nil
-			})
-		switch {
-		case looped.Interrupted:
-			return nil, fmt.Errorf("bench: measured run stopped after %d of %d steps: %w", looped.Steps, steps, context.Cause(ctx))
-		case err != nil:
-			failed := looped.Steps + 1
-			var div *train.DivergedError
-			if errors.As(err, &div) {
-				failed = looped.Steps // a diverged step is finished
-			}
-			return nil, fmt.Errorf("bench: measured step %d: %w", failed, err)
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	if err := r.measure(ctx, *where, o, steps); err != nil {
+		return nil, err
+	}
+	if !where.Root() {
+		return r, nil
+	}
+	if where.Link != nil {
+		r.Engine = where.Link.Name()
+		if err := simulate(); err != nil {
+			return nil, err
 		}
-		ms := dev.Stats()
-		r.MeasuredStats = &ms
-		r.Device = dev.Name()
-		if isGPU(dev) {
-			if free, total, err := dev.MemInfo(); err == nil {
+	}
+	return finish()
+}
+
+// measure runs the measured ranks where says, steps steps, and keeps
+// every rank's last step (rank 0's over processes; the others keep none).
+func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, steps int) error {
+	c, set, s := o.Setup, o.Setting, r.Setup
+	one := s.Ranks == 1
+	g, devs, closeDevs, err := where.open(s.Ranks)
+	defer closeDevs()
+	if err != nil {
+		return err
+	}
+	if devs[0].Computes() {
+		if err := where.checkFits(devs, c, set); err != nil {
+			return err
+		}
+	}
+	batches, err := train.OpenBatches(devs[0], o.Data, s, o.seed())
+	if err != nil {
+		return err
+	}
+	defer batches.Close()
+	r.Device, r.Data = devs[0].Name(), batches.Source
+	if lw, ok := devs[0].(cuda.LibraryWorkspacer); ok {
+		defer func() { r.LibraryWorkspace = lw.LibraryWorkspaceBytes() }() // once the run has used cuBLAS
+	}
+	var init []float32
+	if devs[0].Computes() {
+		init = model.InitParams(s.Model, o.seed())
+	}
+	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile}
+	switch {
+	case one:
+		o.progress("validate: measuring %d steps on %s", steps, r.Device)
+	case where.Root():
+		o.progress("validate: measuring %s over %d ranks on %s, %d steps%s", set, s.Ranks, r.Device, steps, where.over())
+	}
+	finished := 0
+	errStopped := errors.New("stopped")
+	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, s.Ranks), func(step int, recs []train.Record, _ error) error {
+		finished = step + 1
+		if one {
+			rec := recs[0]
+			o.progress("validate: step %d/%d: loss %.4f, %.1f ms, peak %s", step+1, steps, rec.Loss, rec.StepMs, model.GiB(rec.PeakAllocatedBytes))
+		}
+		if where.Link == nil && ctx.Err() != nil && step+1 < steps {
+			return errStopped
+		}
+		return nil
+	}, nil)
+	var div *train.DivergedError
+	switch {
+	case errors.Is(err, errStopped):
+		return fmt.Errorf("bench: measured run stopped after %d of %d steps: %w", finished, steps, context.Cause(ctx))
+	case one && err != nil:
+		failed := finished + 1
+		if errors.As(err, &div) {
+			failed = finished // a diverged step is finished
+		}
+		return fmt.Errorf("bench: measured step %d: %w", failed, unwrapRank(err))
+	case errors.As(err, &div):
+		return fmt.Errorf("the measured run diverged: %w", err)
+	case err != nil:
+		return err
+	}
+	if r.MeasuredRanks, err = zero.Gather(g, mine); err != nil || !where.Root() {
+		return err
+	}
+	if one {
+		m := r.MeasuredRanks[0]
+		r.Measured, r.MeasuredStats = &m.Record, &m.Stats
+		if isGPU(devs[0]) {
+			if free, total, err := devs[0].MemInfo(); err == nil {
 				r.DeviceUsed = total - free
 			}
 		}
 	}
-	r.Rows = r.rows()
-	r.Explanations = explain(r)
-	return r, nil
+	return nil
 }
 
 // TooLargeError is a measured run that its machine cannot hold

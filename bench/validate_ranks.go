@@ -5,130 +5,17 @@ package bench
 // rank's measured traffic beside the paper's communication volume.
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 
 	"trainmem/cuda"
-	"trainmem/cuda/shape"
 	"trainmem/model"
-	"trainmem/train"
 	"trainmem/zero"
 )
 
-// RanksValidation is ValidateRanks's answer.
-type RanksValidation struct {
-	Setup    model.Setup
-	Setting  zero.Setting
-	Estimate model.Estimate
-	Steps    int
-	// Simulated are the simulated ranks' last steps (zero.SimulatedRanks);
-	// Measured every rank's, nil when nothing was measured.
-	Simulated, Measured []zero.RankResult
-	Device, Data        string
-	// Engine is what moved the measured ranks' data between processes
-	// ("tcp", "mpi"); "" in one process.
-	Engine string
-	// LibraryWorkspace is the workspace a measured rank's libraries hold
-	// beyond the kernels' (cuBLAS's on a GPU), which the simulation has not.
-	LibraryWorkspace int64
-}
-
-// MostMeasuredRanks is the most ranks ValidateRanks measures in one
-// process (each builds its own trainer on its own device).
-const MostMeasuredRanks = 8
-
-// ValidateRanks estimates, simulates and (when where is not nil) measures
-// s under set over s.Ranks ranks, in this process or one a process (see
-// Where): each rank the micro-batch s.Batch, rank r taking the r-th of
-// every s.Ranks micro-batches of the data's stream. Over processes the
-// measured ranks are gathered on rank 0, which alone simulates; the other
-// ranks' answers hold their setup only.
-func ValidateRanks(ctx context.Context, where *Where, o Options) (*RanksValidation, error) {
-	c, set := o.Setup, o.Setting
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	s := c.Setup()
-	if err := checkRunnable(s, s.Ranks, s.ZeRO); err != nil { // the ranks are this function's
-		return nil, err
-	}
-	e, err := c.Estimate()
-	if err != nil {
-		return nil, err
-	}
-	steps := o.Steps
-	if steps <= 0 {
-		steps = 3
-	}
-	v := &RanksValidation{Setup: s, Setting: set, Estimate: e, Steps: steps}
-	simulate := func() error {
-		o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
-		v.Simulated, err = zero.Simulate(func() cuda.Device { return shape.New(0) }, c, set, steps, nil)
-		return err
-	}
-	if where == nil {
-		return v, simulate()
-	}
-	if where.Link == nil {
-		if err := simulate(); err != nil {
-			return nil, err
-		}
-	}
-	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
-	}
-	g, devs, closeDevs, err := where.open(s.Ranks)
-	defer closeDevs()
-	if err != nil {
-		return nil, err
-	}
-	if devs[0].Computes() {
-		if err := where.checkFits(devs, c, set); err != nil {
-			return nil, err
-		}
-	}
-	batches, err := train.OpenBatches(devs[0], o.Data, s, o.seed())
-	if err != nil {
-		return nil, err
-	}
-	defer batches.Close()
-	v.Device, v.Data = devs[0].Name(), batches.Source
-	if lw, ok := devs[0].(cuda.LibraryWorkspacer); ok {
-		defer func() { v.LibraryWorkspace = lw.LibraryWorkspaceBytes() }() // once the run has used cuBLAS
-	}
-	var init []float32
-	if devs[0].Computes() {
-		init = model.InitParams(s.Model, o.seed())
-	}
-	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR)}
-	if where.Root() {
-		o.progress("validate: measuring %s over %d ranks on %s, %d steps%s", set, s.Ranks, v.Device, steps, where.over())
-	}
-	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, s.Ranks), nil, nil)
-	var div *train.DivergedError
-	if errors.As(err, &div) {
-		return nil, fmt.Errorf("the measured run diverged: %w", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if v.Measured, err = zero.Gather(g, mine); err != nil || !where.Root() {
-		return v, err
-	}
-	if where.Link != nil {
-		v.Engine = where.Link.Name()
-		return v, simulate()
-	}
-	return v, nil
-}
-
-// WriteText writes, for each run of alike ranks, the categories with the
-// paper's model states, the simulation and the measurement, then the
-// traffic beside the paper's volume.
-func (v *RanksValidation) WriteText(w io.Writer) error {
+// writeRanks is WriteText over ranks.
+func (v *ValidateReport) writeRanks(w io.Writer) error {
 	s := v.Setup
 	WriteHeader(w, s, fmt.Sprintf("%s × shape (simulated)", model.Comma(int64(s.Ranks))))
 	if v.Device != "" {
@@ -138,18 +25,18 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "measured %s ranks on %s each, %s, data %s\n", model.Comma(int64(s.Ranks)), v.Device, over, v.Data)
 	}
-	writeSimulatedRanks(w, s.Ranks, v.Simulated)
+	writeSimulatedRanks(w, s.Ranks, v.SimulatedRanks)
 	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, plural(s.Ranks, "rank"), v.Steps)
 	st := v.Estimate.States
 	paper := map[cuda.Category]int64{cuda.Params: st.Params, cuda.Grads: st.Grads, cuda.Master: st.Master, cuda.AdamM: st.AdamM, cuda.AdamV: st.AdamV,
 		cuda.Activations: v.Estimate.ActivationBytes(model.ZeROPaper)}
-	for _, g := range alikeRanks(v.Simulated, func(x, y zero.RankResult) bool {
-		return x.Stats == y.Stats && sameMeasured(v.Measured, x.Rank, y.Rank)
+	for _, g := range alikeRanks(v.SimulatedRanks, func(x, y zero.RankResult) bool {
+		return x.Stats == y.Stats && sameMeasured(v.MeasuredRanks, x.Rank, y.Rank)
 	}) {
-		sim := v.Simulated[g.first]
+		sim := v.SimulatedRanks[g.first]
 		var meas *zero.RankResult
-		if v.Measured != nil {
-			meas = &v.Measured[sim.Rank]
+		if v.MeasuredRanks != nil {
+			meas = &v.MeasuredRanks[sim.Rank]
 		}
 		var t Table
 		t.Add("rank "+g.name, "zero_paper", "Δ", "simulated", "measured", "Δ")
@@ -178,7 +65,7 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
-	r0 := v.Simulated[0].Stats
+	r0 := v.SimulatedRanks[0].Stats
 	if a := r0.CategoryRequested[cuda.Activations].Peak; a > 0 {
 		fmt.Fprintf(w, "why they differ: activations are a rank's own micro-batch's, which data parallelism leaves as they are: the ZeRO paper's 12·h·b·s·L values say %s, the simulation %s; 'trainmem validate' without --ranks explains each formula's gap kind by kind\n",
 			model.Bytes(paper[cuda.Activations]), model.Bytes(a))
@@ -195,7 +82,7 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 	if v.LibraryWorkspace > 0 {
 		fmt.Fprintf(w, "why they differ: the measured ranks' workspace holds their libraries' too (cuBLAS's, %s a rank), which the shape-only device has none of\n", model.Bytes(v.LibraryWorkspace))
 	}
-	if m := v.Measured; len(m) > 0 && m[0].Engine != "" {
+	if m := v.MeasuredRanks; len(m) > 0 && m[0].Engine != "" {
 		fmt.Fprintf(w, "the ranks' collectives are %s's, which stages partial sums in buffers of its own, outside the allocator (comm holds none of the ring's staging, in the simulation too): %s on rank 0, measured around its init (context and libraries)\n",
 			m[0].Engine, model.Bytes(m[0].EngineBytes))
 	}
@@ -209,15 +96,15 @@ func (v *RanksValidation) WriteText(w io.Writer) error {
 	fmt.Fprintln(w, "\ntraffic per rank in the last step:")
 	var t Table
 	t.Add("rank", "collective", "calls", "simulated sent", "measured sent", "received")
-	for _, g := range alikeRanks(v.Simulated, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
-		sim := v.Simulated[g.first]
+	for _, g := range alikeRanks(v.SimulatedRanks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
+		sim := v.SimulatedRanks[g.first]
 		for k, tr := range sim.Traffic {
 			if tr.Calls == 0 {
 				continue
 			}
 			ms := "-"
-			if v.Measured != nil {
-				ms = model.Bytes(v.Measured[sim.Rank].Traffic[k].SentBytes)
+			if v.MeasuredRanks != nil {
+				ms = model.Bytes(v.MeasuredRanks[sim.Rank].Traffic[k].SentBytes)
 			}
 			t.Add(g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), ms, model.Bytes(tr.RecvBytes))
 		}
@@ -239,8 +126,8 @@ func sameMeasured(m []zero.RankResult, a, b int) bool {
 	return m == nil || m[a].Stats == m[b].Stats
 }
 
-// WriteJSON writes every simulated and measured rank with exact bytes.
-func (v *RanksValidation) WriteJSON(w io.Writer) error {
+// writeRanksJSON is WriteJSON over ranks.
+func (v *ValidateReport) writeRanksJSON(w io.Writer) error {
 	type rankDoc struct {
 		Rank      int                     `json:"rank"`
 		Simulated map[cuda.Category]int64 `json:"simulated_peak_requested"`
@@ -275,13 +162,13 @@ func (v *RanksValidation) WriteJSON(w io.Writer) error {
 		}
 		return n
 	}
-	for _, sr := range v.Simulated {
+	for _, sr := range v.SimulatedRanks {
 		d := rankDoc{Rank: sr.Rank, Simulated: map[cuda.Category]int64{}, SimSent: sent(sr.Traffic)}
 		for _, c := range rankCategories {
 			d.Simulated[c] = sr.Stats.CategoryRequested[c].Peak
 		}
-		if v.Measured != nil {
-			m := v.Measured[sr.Rank]
+		if v.MeasuredRanks != nil {
+			m := v.MeasuredRanks[sr.Rank]
 			d.Measured = map[cuda.Category]int64{}
 			for _, c := range rankCategories {
 				d.Measured[c] = m.Stats.CategoryRequested[c].Peak

@@ -57,7 +57,7 @@ func TestValidateTiny(t *testing.T) {
 	for _, pol := range []string{"none", "full", "selective"} {
 		t.Run(pol, func(t *testing.T) {
 			s := setup(t, "tiny", 8, 64, model.FP16, model.Adam, pol)
-			r, err := Validate(context.Background(), reference.NewHost(t), runOf(checked(t, s), 2, nil, zero.Setting{}))
+			r, err := Validate(context.Background(), on(reference.NewHost(t)), runOf(checked(t, s), 2, nil, zero.Setting{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func TestModelStatesBytesPerParameter(t *testing.T) {
 			s := model.Setup{Model: model.Config{Name: "odd", Layers: 3, Hidden: 40, Heads: 4, Vocab: 256, Context: 32},
 				Batch: 2, Seq: 32, Precision: tc.prec, Optimizer: tc.opt, Ranks: 1, TP: 1, PP: 1}
 			phi := s.Model.NumParams()
-			r, err := Validate(context.Background(), reference.NewHost(t), runOf(checked(t, s), 2, nil, zero.Setting{}))
+			r, err := Validate(context.Background(), on(reference.NewHost(t)), runOf(checked(t, s), 2, nil, zero.Setting{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,7 +260,7 @@ func TestExplanationKinds(t *testing.T) {
 // ceilDiv is ⌈a/b⌉.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// Not measuring still simulates and explains; more than one rank is refused.
+// Not measuring still simulates and explains; tensor parallelism is refused.
 func TestValidateWithoutMeasuring(t *testing.T) {
 	s := setup(t, "gpt2-xl", 32, 1000, model.FP16, model.Adam, "full")
 	r, err := Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{}))
@@ -275,9 +275,16 @@ func TestValidateWithoutMeasuring(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Explanations, "\n"), "not measured") {
 		t.Error("no line says nothing was measured")
 	}
+	// Over ranks the same call validates every simulated rank; tensor
+	// parallelism is refused.
 	s.Ranks = 4
+	r, err = Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{}))
+	if err != nil || len(r.SimulatedRanks) != 4 || r.MeasuredRanks != nil || r.Rows != nil {
+		t.Errorf("4 ranks: %v", err)
+	}
+	s.Ranks, s.TP = 1, 5
 	if _, err := Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{})); !errors.Is(err, ErrParallel) {
-		t.Errorf("4 ranks: %v, want ErrParallel", err)
+		t.Errorf("tp 5: %v, want ErrParallel", err)
 	}
 }
 
@@ -290,12 +297,17 @@ func TestValidateTooLarge(t *testing.T) {
 	}
 	defer h.Close()
 	s := setup(t, "tiny", 8, 64, model.FP32, model.Adam, "none") // reserves 10 MiB
-	_, err = Validate(context.Background(), h, runOf(checked(t, s), 0, nil, zero.Setting{}))
+	_, err = Validate(context.Background(), on(h), runOf(checked(t, s), 0, nil, zero.Setting{}))
 	var tl *TooLargeError
 	if !errors.As(err, &tl) || tl.Need != 10<<20 {
 		t.Fatalf("got %v, want a TooLargeError needing 10 MiB", err)
 	}
 	t.Log(err)
+}
+
+// on is where a measured run runs on dev, one rank in this process.
+func on(dev cuda.Device) *Where {
+	return &Where{New: func() (cuda.Device, error) { return dev, nil }}
 }
 
 // gpuLike is a host whose MemInfo reads like a card's: the allocator's
@@ -323,7 +335,7 @@ func TestContextRow(t *testing.T) {
 	defer h.Close()
 	const ctx = 500 << 20
 	s := setup(t, "tiny", 2, 16, model.BF16, model.Adam, "none")
-	r, err := Validate(context.Background(), gpuLike{h, ctx}, runOf(checked(t, s), 2, nil, zero.Setting{}))
+	r, err := Validate(context.Background(), on(gpuLike{h, ctx}), runOf(checked(t, s), 2, nil, zero.Setting{}))
 	if err != nil {
 		t.Fatal(err)
 	}

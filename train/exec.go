@@ -26,6 +26,8 @@ type Options struct {
 	// Policy makes the trainer one rank of a data-parallel group of the
 	// setup's Ranks (package zero's settings); nil is one rank alone.
 	Policy Policy
+	// Profile, when set, records every step's ops (Trainer.Profile).
+	Profile *Profile
 }
 
 // Trainer runs a compiled schedule on a device: it owns the model states
@@ -129,6 +131,7 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 		t.Close()
 		return nil, err
 	}
+	t.Profile(opts.Profile)
 	return t, nil
 }
 

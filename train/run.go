@@ -155,7 +155,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	if ctx.Err() != nil {
 		return &RunResult{Device: dev.Name(), Interrupted: true}, nil
 	}
-	tr, err := New(dev, o.Setup, Options{Optimizer: DefaultOptimizer(s.Optimizer).WithLR(o.LR)})
+	tr, err := New(dev, o.Setup, Options{Optimizer: DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,6 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		}
 		defer tr.Trace(nil)
 	}
-	tr.Profile(o.Profile)
 
 	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens)), Schedule: tr.Schedule().Summary()}
 	bar := NewProgress(o.Progress, o.Steps)

@@ -126,11 +126,9 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	opts := tf.options(c, stderr)
 	opts.Steps = steps
-	var rec *bench.MemoryTrace
+	var rec *bench.MemoryTrace // one rank's simulated step, when nothing is measured
 	if *sweep == "" {
-		if rec = trace.recorder(); rec != nil {
-			opts.Trace = rec
-		}
+		rec = trace.recorder()
 	} else {
 		opts.Timelines = trace.plot != "" // one panel a policy
 	}
@@ -157,49 +155,10 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	if launch.Processes() {
-		proc, err := lf.open(launch, backend, setupFields("validate", s, set, tf))
-		if err != nil {
-			return err
-		}
-		if !proc.root() {
-			opts.Progress = nil
-		}
-		where := proc.where(tf.newDevice)
-		where.Traces = trace.rankRecorder()
-		rep, err := bench.ValidateRanks(ctx, &where, opts)
-		if err == nil && proc.root() {
-			err = writeReport(stdout, format.v, rep)
-		}
-		if err == nil {
-			err = trace.writeRanks(stdout, where.Traces, format.v, nil) // each process its own rank's
-		}
-		return proc.end(measureErr(err))
-	}
-	if s.Ranks > 1 || set.PS {
-		if *sweep != "" {
+	if *sweep != "" {
+		if s.Ranks > 1 || launch.Processes() {
 			return usagef("--sweep checkpoint runs one rank; drop --ranks (or --data-parallel)")
 		}
-		var where *bench.Where
-		if !*noMeasure {
-			if s.Ranks > bench.MostMeasuredRanks {
-				return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
-			}
-			w := inProcess(backend, tf.newDevice)
-			w.Traces = trace.rankRecorder()
-			where = &w
-		}
-		rep, err := bench.ValidateRanks(ctx, where, opts)
-		if err != nil {
-			return measureErr(err)
-		}
-		if err := writeReport(stdout, format.v, rep); err != nil || where == nil {
-			return err
-		}
-		return trace.writeRanks(stdout, where.Traces, format.v, nil)
-	}
-
-	if *sweep != "" {
 		var newDev func() (cuda.Device, error)
 		if !*noMeasure {
 			newDev = tf.newDevice
@@ -220,30 +179,57 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 
-	var dev cuda.Device
-	if !*noMeasure {
-		if dev, err = tf.newDevice(); err != nil {
+	// Where the measured ranks run: one a process under a launcher, else in
+	// this process (nowhere with --no-measure).
+	var where *bench.Where
+	var proc *process
+	switch {
+	case launch.Processes():
+		if proc, err = lf.open(launch, backend, setupFields("validate", s, set, tf)); err != nil {
 			return err
 		}
-		defer dev.Close()
+		if !proc.root() {
+			opts.Progress = nil
+		}
+		w := proc.where(tf.newDevice)
+		where = &w
+	case !*noMeasure:
+		if s.Ranks > bench.MostMeasuredRanks {
+			return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
+		}
+		w := inProcess(backend, tf.newDevice)
+		where = &w
+	}
+	if where != nil {
+		where.Traces = trace.rankRecorder()
+	} else if rec != nil {
+		opts.Trace = rec // one rank's simulated step (never a nil *MemoryTrace in the interface)
 	}
 	if *profile {
 		opts.Profile = &bench.Profile{}
 	}
-	rep, err := bench.Validate(ctx, dev, opts)
-	if err != nil {
-		return measureErr(err)
+	rep, err := bench.Validate(ctx, where, opts)
+	if err == nil && (proc == nil || proc.root()) {
+		err = writeReport(stdout, format.v, rep)
 	}
-	if err := writeReport(stdout, format.v, rep); err != nil {
-		return err
-	}
-	if *profile {
+	if err == nil && *profile {
 		fmt.Fprintln(stdout)
-		if err := (bench.ProfileReport{P: opts.Profile}).WriteText(stdout); err != nil {
-			return err
+		err = (bench.ProfileReport{P: opts.Profile}).WriteText(stdout)
+	}
+	if err == nil {
+		switch {
+		case where != nil && s.Ranks == 1:
+			err = trace.write(stdout, where.Traces[0], format.v, nil)
+		case where != nil:
+			err = trace.writeRanks(stdout, where.Traces, format.v, nil) // each process its own rank's
+		default:
+			err = trace.write(stdout, rec, format.v, nil)
 		}
 	}
-	return trace.write(stdout, rec, format.v, nil)
+	if proc != nil {
+		return proc.end(measureErr(err))
+	}
+	return measureErr(err)
 }
 
 // writeSweep writes the sweep's report, then its plot: a plot that fails
