@@ -371,16 +371,15 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			t.traced.SetSite(t.sites[i])
 		}
 		var err error
-		var op string
 		var flops float64
 		var bytes int64
 		if t.profile != nil || tm != nil {
-			op, flops, bytes = t.instrCost(in)
+			flops, bytes = t.instrWork(in)
 		}
 		if t.profile == nil {
 			err = t.exec(in)
 		} else {
-			err = t.profiled(op, in.Phase.String(), flops, bytes, func() error { return t.exec(in) })
+			err = t.profiled(opName(in), in.Phase.String(), flops, bytes, func() error { return t.exec(in) })
 		}
 		if err != nil {
 			return rec, fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)

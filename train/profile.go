@@ -134,16 +134,23 @@ func (t *Trainer) profiled(op, phase string, flops float64, bytes int64, f func(
 	return nil
 }
 
-// instrCost is an instruction's arithmetic (its op's, when it multiplies
-// matrices) and bytes moved (its arguments and its output).
-func (t *Trainer) instrCost(in *Instr) (op string, flops float64, bytes int64) {
-	op = in.Node.Op().String()
+// opName is an instruction's op as a profile names it: its type, without
+// its fields.
+func opName(in *Instr) string {
+	op := in.Node.Op().String()
 	if i := strings.IndexAny(op, "{( "); i > 0 {
 		op = op[:i]
 	}
 	if op == "+" {
 		op = "Add (gradients summed)" // gorgonia's own add, which sums a value's gradients
 	}
+	return op
+}
+
+// instrWork is an instruction's arithmetic (its op's, when it multiplies
+// matrices) and the bytes it reads and writes: what a profile and a
+// modelled clock charge it.
+func (t *Trainer) instrWork(in *Instr) (flops float64, bytes int64) {
 	if f, ok := in.Node.Op().(model.FLOPer); ok {
 		flops = f.FLOPs()
 	}
@@ -153,7 +160,7 @@ func (t *Trainer) instrCost(in *Instr) (op string, flops float64, bytes int64) {
 	}
 	out := &t.sched.Slots[in.Out]
 	bytes += int64(out.Len) * int64(out.DType.Size())
-	return op, flops, bytes
+	return flops, bytes
 }
 
 // updateBytes is what the update moves: every model state read and the
