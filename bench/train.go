@@ -1,37 +1,235 @@
 package bench
 
-// The train report: a training run's loss, speed and memory.
+// The train report: a training run's loss, speed and memory, over its
+// ranks: one rank's as one device's run; over ranks the mean loss and
+// speed, and every rank's memory and traffic.
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
-	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/model/files"
 	"trainmem/train"
+	"trainmem/zero"
 )
 
-// TrainReport is a run's summary: the setup, the device and what the steps
-// left.
+// TrainReport is a run's summary over its ranks: the setup, the devices
+// and what the steps left. One rank is one device's run.
 type TrainReport struct {
-	Setup  model.Setup
-	Device string
-	// ShapeOnly is set when the device computes nothing (cuda.Device's
+	Setup   model.Setup
+	Setting zero.Setting
+	Device  string // each rank's device
+	// ShapeOnly is set when the devices compute nothing (cuda.Device's
 	// Computes): the report says so.
 	ShapeOnly bool
-	Result    *train.RunResult
+	// Engine is what moved the ranks' data.
+	Engine zero.Backend
+	// Result is the run's summary: its finished steps (rank 0's records
+	// over ranks: each rank's are in Out), the first and last, the mean
+	// speed, the allocator statistics after the run (rank 0's), its data
+	// and schedule, and whether it was interrupted.
+	Result *train.RunResult
+	// Over ranks: the ranks' mean loss at the first and the last step, the
+	// mean step time over the ranks and the steps after the first (the
+	// first alone for one step), every rank's last step, and the agreed
+	// stop of an interrupted run (which rank asked first, and why; this
+	// process's own when the signal came here).
+	FirstLoss, LastLoss, MeanStepMs float64
+	Ranks                           []zero.RankResult
+	Stop                            *zero.StopError
 }
 
-// Train runs o on dev, one rank (train.Run of o's run options); the report
-// holds the steps that finished even when the error is set (a diverged or
-// interrupted run).
-func Train(ctx context.Context, dev cuda.Device, o Options) (*TrainReport, error) {
-	res, err := train.Run(ctx, dev, o.RunOptions)
-	if res == nil {
+// Train trains o.Setup under o.Setting over its ranks where says, in this
+// process or one a process, one rank being one device's run: it checks
+// every path first (files.Check), refuses a run its machine cannot hold
+// before anything is allocated, loads the data (rank r takes the r-th of
+// every N micro-batches of the stream), builds and compiles each rank's
+// trainer, initialises or loads the weights and runs o.Steps steps,
+// stopping cleanly after the step in flight when ctx ends (over processes
+// every rank stops after the same step). Each step writes its record to
+// o.Out (one rank's as train's record; over ranks one a rank, a "rank"
+// field first, gathered on rank 0, which alone writes the file) and to
+// o.OnRecord (every rank's, in rank order); the weights, assembled from
+// every rank's pieces, go to o.Save at the end, also after a run that
+// diverged or failed once a step finished. The report holds the finished
+// steps even when the error is set. Over processes the report is rank 0's;
+// the other ranks' holds their setup only.
+func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
+	set := o.Setting
+	if err := o.Setup.Err(); err != nil {
 		return nil, err
 	}
-	return &TrainReport{Setup: o.Setup.Setup(), Device: dev.Name(), ShapeOnly: !dev.Computes(), Result: res}, err
+	s := o.Setup.Setup()
+	one := s.Ranks == 1
+	switch {
+	case o.Steps <= 0:
+		return nil, fmt.Errorf("train: steps must be a positive integer, got %d", o.Steps)
+	case o.Trace != nil:
+		return nil, errors.New("bench: Train records its ranks' traces in Where.Traces, not in Options.Trace")
+	case o.Profile != nil && !one:
+		return nil, errors.New("bench: a profile is one device's: give it without ranks")
+	}
+	root, save := where.Root(), o.Save != ""
+	if !root {
+		o.Out, o.Save, o.Progress = "", "", nil // rank 0's
+	}
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	if o.Load != "" {
+		if err := train.CheckHostFits(o.Load, s.Model); err != nil {
+			return nil, err
+		}
+	}
+	g, devs, closeDevs, err := where.open(s.Ranks)
+	defer closeDevs()
+	if err != nil {
+		return nil, err
+	}
+	dev := devs[0]
+	rep := &TrainReport{Setup: s, Setting: set, Device: dev.Name(), ShapeOnly: !dev.Computes(), Engine: where.Engine(),
+		Result: &train.RunResult{Device: dev.Name()}}
+	if dev.Computes() {
+		if err := where.checkFits(devs, o.Setup, set); err != nil {
+			return rep, err
+		}
+	}
+	batches, err := train.OpenBatches(dev, o.Data, s, o.Seed)
+	if err != nil {
+		return rep, err
+	}
+	defer batches.Close()
+	rep.Result.Dataset = fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens))
+	var init []float32
+	switch {
+	case o.Load != "":
+		if init, err = model.LoadCheckpoint(o.Load, s.Model); err != nil {
+			return rep, err
+		}
+	case dev.Computes():
+		init = model.InitParams(s.Model, o.Seed)
+	}
+	if ctx.Err() != nil {
+		rep.Result.Interrupted = true
+		return rep, nil
+	}
+	rank := 0
+	if where.Link != nil {
+		rank = where.Link.Rank()
+	}
+	var out *files.Lines
+	if o.Out != "" {
+		out = files.CreateLines(o.Out)
+	}
+	bar := train.NewProgress(o.Progress, o.Steps)
+	var outErr error
+	var steady float64
+	errStopped := errors.New("stopped")
+	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile}
+	var saved []float32
+	var saveErr error
+	mine, err := zero.Run(g, o.Setup, set, opts, init, o.Steps, where.stream(batches, s.Ranks),
+		func(step int, mine []train.Record, _ error) error {
+			recs, err := zero.Gather(g, mine)
+			if err != nil {
+				return err
+			}
+			if !root {
+				rep.Result.Add(mine[0])
+				return rep.stopping(g, stopOf(ctx, rank, step, o.Steps, nil), nil, errStopped)
+			}
+			rep.Result.Add(recs[0])
+			mean, ms := 0.0, 0.0
+			for r, rec := range recs {
+				mean += rec.Loss / float64(s.Ranks)
+				ms += rec.StepMs / float64(s.Ranks)
+				if out != nil && outErr == nil {
+					outErr = writeRecord(out, r, one, rec)
+				}
+				if o.OnRecord != nil {
+					o.OnRecord(rec)
+				}
+			}
+			if step == 0 {
+				rep.FirstLoss, rep.MeanStepMs = mean, ms
+			} else {
+				steady += ms
+				rep.MeanStepMs = steady / float64(step)
+			}
+			rep.LastLoss = mean
+			bar.Update(recs[0])
+			return rep.stopping(g, stopOf(ctx, rank, step, o.Steps, outErr), outErr, errStopped)
+		}, func(rk *zero.Ranks) {
+			rep.Result.Schedule = rk.Trainer(0).Schedule().Summary()
+			if save && dev.Computes() {
+				saved, saveErr = rk.Params() // on every rank: over processes they gather on rank 0
+			}
+		})
+	switch {
+	case errors.Is(err, errStopped):
+		err = nil
+	case outErr != nil && errors.Is(err, outErr):
+		err = nil // outErr says it
+	}
+	var div *train.DivergedError
+	if err == nil || where.Link == nil && errors.As(err, &div) {
+		rep.Ranks, _ = zero.Gather(g, mine) // in one process the members' own
+	}
+	if err != nil || outErr != nil || rep.Result.Interrupted {
+		bar.Done()
+	}
+	rep.Result.Stats = dev.Stats()
+	if out != nil {
+		if cerr := out.Close(); cerr != nil && outErr == nil {
+			outErr = cerr
+		}
+	}
+	if saved != nil && rep.Result.Steps > 0 && saveErr == nil && root {
+		saveErr = model.SaveCheckpoint(o.Save, s.Model, saved)
+	}
+	switch {
+	case errors.As(err, &div):
+		err = div // it names its step
+	case err != nil:
+		err = fmt.Errorf("step %d: %w", rep.Result.Steps+1, unwrapRankOf(one, err))
+	case outErr != nil:
+		err = outErr
+	default:
+		err = saveErr
+	}
+	if saveErr != nil && err != saveErr {
+		err = fmt.Errorf("%w (and the weights were not saved: %v)", err, saveErr)
+	}
+	return rep, err
+}
+
+// unwrapRankOf is a one-rank run's error as one device's (unwrapRank),
+// and a run's over ranks as it is.
+func unwrapRankOf(one bool, err error) error {
+	if one {
+		return unwrapRank(err)
+	}
+	return err
+}
+
+// writeRecord appends rank r's record of a step to out: one rank's as
+// train's record marshals itself, a rank's among several with a "rank"
+// field first.
+func writeRecord(out *files.Lines, r int, one bool, rec train.Record) error {
+	var b []byte
+	var err error
+	if one {
+		if b, err = json.Marshal(rec); err != nil {
+			return fmt.Errorf("train: encoding the record of step %d: %w", rec.Step, err)
+		}
+	} else if b, err = rankRecord(r, rec); err != nil {
+		return err
+	}
+	return out.WriteLine(b)
 }
 
 // WriteHeader writes the model, the setup and the device of a run, the
@@ -42,6 +240,9 @@ func WriteHeader(w io.Writer, s model.Setup, device string) {
 
 // WriteText writes the loss, the speed and the memory table of the run.
 func (r *TrainReport) WriteText(w io.Writer) error {
+	if r.Setup.Ranks > 1 {
+		return r.writeRanks(w)
+	}
 	res := r.Result
 	first, last := res.First, res.Last
 	// The first step pays for filling the allocator's cache: the speed

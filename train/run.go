@@ -88,8 +88,8 @@ type RunResult struct {
 	steadyMs, steadyTokensPerS float64 // sums over steps 2..Steps
 }
 
-// add takes a finished step into the summary.
-func (res *RunResult) add(r Record) {
+// Add takes a finished step into the summary.
+func (res *RunResult) Add(r Record) {
 	res.Steps++
 	if res.Steps == 1 {
 		res.First = r
@@ -128,7 +128,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 		return nil, err
 	}
 	if o.Load != "" {
-		if err := checkHostFits(o.Load, s.Model); err != nil {
+		if err := CheckHostFits(o.Load, s.Model); err != nil {
 			return nil, err
 		}
 	}
@@ -184,7 +184,7 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	looped, stepErr := Loop(ctx, One(tr), o.Steps, func(int, int) ([]int32, []int32, error) { return batches.Next() },
 		func(_ int, recs []Record, diverged error) error {
 			r := recs[0]
-			res.add(r)
+			res.Add(r)
 			bar.Update(r)
 			if out != nil && outErr == nil {
 				outErr = writeRecord(out, r)
@@ -238,10 +238,10 @@ func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error)
 	return res, err
 }
 
-// checkHostFits refuses a checkpoint whose parameters the machine could
+// CheckHostFits refuses a checkpoint whose parameters the machine could
 // not hold while reading it (a sparse file of the right size for a huge
 // shape passes every other check).
-func checkHostFits(path string, cfg model.Config) error {
+func CheckHostFits(path string, cfg model.Config) error {
 	need := HostParamBytes(cfg)
 	avail, _, err := host.Memory()
 	if err != nil || need <= avail {

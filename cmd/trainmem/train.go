@@ -206,7 +206,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ranked := launch.Processes() || s.Ranks > 1 || set.PS
+	ranked := s.Ranks > 1 // one rank is one device, whatever the setting
 	var traced []int
 	if ranked {
 		traced = ownRanks(launch, s.Ranks)
@@ -229,55 +229,57 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rec := trace.recorder()
-	if rec != nil && !ranked {
-		opts.Trace = rec
-	}
 	if *profile {
 		opts.Profile = &bench.Profile{}
 	}
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	opts.Setting = set
+	var where bench.Where
+	var proc *process
 	if launch.Processes() {
-		proc, err := lf.open(launch, backend, setupFields("train", s, set, tf))
-		if err != nil {
+		if proc, err = lf.open(launch, backend, setupFields("train", s, set, tf)); err != nil {
 			return err
 		}
 		if !proc.root() {
 			stdout = io.Discard
 		}
-		where := proc.where(tf.newDevice)
-		where.Traces = trace.rankRecorder()
-		err = trainRanks(ctx, where, opts, stdout)
-		if err == nil {
-			err = trace.writeRanks(stdout, where.Traces, "text", nil) // each process its own rank's
-		}
-		return proc.end(err)
-	}
-	if s.Ranks > 1 || set.PS {
+		where = proc.where(tf.newDevice)
+	} else {
 		if s.Ranks > bench.MostMeasuredRanks {
 			return usagef("--ranks %d: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number; one process a rank trains any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
 		}
-		where := inProcess(backend, tf.newDevice)
-		where.Traces = trace.rankRecorder()
-		if err := trainRanks(ctx, where, opts, stdout); err != nil {
-			return err
-		}
-		return trace.writeRanks(stdout, where.Traces, "text", nil)
+		where = inProcess(backend, tf.newDevice)
 	}
-	dev, err := tf.newDevice()
-	if err != nil {
+	where.Traces = trace.rankRecorder()
+	err = trainOn(ctx, where, opts, format.v, *profile, stdout)
+	if err == nil {
+		if ranked {
+			err = trace.writeRanks(stdout, where.Traces, "text", nil) // each process its own rank's
+		} else {
+			err = trace.write(stdout, where.Traces[0], "text", nil)
+		}
+	}
+	return proc.end(err)
+}
+
+// trainOn trains where says and writes the report: one rank's in the
+// chosen format (the profile after it), the ranks' in text.
+func trainOn(ctx context.Context, where bench.Where, opts bench.Options, format string, profile bool, stdout io.Writer) error {
+	s := opts.Setup.Setup()
+	rep, err := bench.Train(ctx, where, opts)
+	if rep == nil {
 		return err
 	}
-	defer dev.Close()
-
-	if format.v != "json" {
-		bench.WriteHeader(stdout, s, dev.Name())
+	device := rep.Device
+	if s.Ranks > 1 {
+		device = fmt.Sprintf("%d ranks", s.Ranks)
 	}
-	rep, err := bench.Train(ctx, dev, opts)
-	if rep != nil && rep.Result.Steps > 0 {
+	if format != "json" {
+		bench.WriteHeader(stdout, s, device)
+	}
+	if rep.Result.Steps > 0 {
 		var write func(io.Writer) error
-		switch format.v {
+		switch format {
 		case "summary":
 			write = rep.WriteSummary
 		case "json":
@@ -288,7 +290,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if werr := write(stdout); werr != nil && err == nil {
 			err = werr
 		}
-		if *profile && format.v != "json" && err == nil {
+		if profile && format != "json" && err == nil {
 			fmt.Fprintln(stdout)
 			err = bench.ProfileReport{P: opts.Profile}.WriteText(stdout)
 		}
@@ -297,40 +299,23 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if rep.Result.Interrupted {
-		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Result.Steps, tf.steps, context.Cause(ctx))
-	}
-	for _, p := range []struct{ what, path string }{{"records", tf.out}, {"weights", tf.save}} {
-		if p.path != "" {
-			fmt.Fprintf(stdout, "%s written to %s\n", p.what, p.path)
-		}
-	}
-	return trace.write(stdout, rec, "text", nil)
-}
-
-// trainRanks is train over ranks, in this process or one a process.
-func trainRanks(ctx context.Context, where bench.Where, opts bench.Options, stdout io.Writer) error {
-	s := opts.Setup.Setup()
-	bench.WriteHeader(stdout, s, fmt.Sprintf("%d ranks", s.Ranks))
-	rep, err := bench.TrainRanks(ctx, where, opts)
-	if rep != nil && rep.Steps > 0 {
-		if werr := rep.WriteText(stdout); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if rep.Interrupted {
-		// This process's own signal, or the peer's stop that every rank
-		// agreed on (zero.StopError: its rank, and its signal, whose
-		// number sets this exit status too).
+		// This process's own signal, or (over ranks) the peer's stop that
+		// every rank agreed on (zero.StopError: its rank, and its signal,
+		// whose number sets this exit status too).
 		var cause error = rep.Stop
-		if ctx.Err() != nil {
+		switch {
+		case rep.Stop == nil:
+			cause = context.Cause(ctx)
+		case ctx.Err() != nil:
 			cause = agreedStop{context.Cause(ctx), rep.Stop}
 		}
-		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Steps, opts.Steps, cause)
+		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Result.Steps, opts.Steps, cause)
 	}
-	for _, p := range []struct{ what, path string }{{"records (one a rank a step)", opts.Out}, {"weights", opts.Save}} {
+	records := "records"
+	if s.Ranks > 1 {
+		records = "records (one a rank a step)"
+	}
+	for _, p := range []struct{ what, path string }{{records, opts.Out}, {"weights", opts.Save}} {
 		if p.path != "" {
 			fmt.Fprintf(stdout, "%s written to %s\n", p.what, p.path)
 		}
