@@ -78,9 +78,7 @@ func TestMixedPrecisionTrainsLikeFP32(t *testing.T) {
 	final := map[model.Precision]float64{}
 	for _, prec := range []model.Precision{model.FP32, model.FP16, model.BF16} {
 		s := model.Setup{Model: tinyCfg, Batch: 8, Seq: 64, Precision: prec, Optimizer: model.Adam, Ranks: 1, TP: 1, PP: 1}
-		h := reference.NewHost(t)
-		var rs []Record
-		_, err := Run(context.Background(), h, RunOptions{Setup: checked(t, s), Steps: 200, LR: 1e-3, Seed: 1, OnRecord: func(r Record) { rs = append(rs, r) }})
+		rs, err := trainSteps(reference.NewHost(t), checked(t, s), 200, 1e-3, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", prec, err)
 		}
@@ -105,6 +103,30 @@ func TestMixedPrecisionTrainsLikeFP32(t *testing.T) {
 			t.Errorf("%s: loss %.4f after 200 steps, fp32 %.4f: %.4f apart, tolerance %g", prec, final[prec], final[model.FP32], d, lossTolerance)
 		}
 	}
+}
+
+// trainSteps trains c on dev for steps steps of the built-in corpus, from
+// seed's weights and batches at learning rate lr, in train's run loop, and
+// returns every step's record.
+func trainSteps(dev cuda.Device, c model.Checked, steps int, lr float64, seed uint64) ([]Record, error) {
+	s := c.Setup()
+	batches, err := OpenBatches(dev, "", s, seed)
+	if err != nil {
+		return nil, err
+	}
+	defer batches.Close()
+	tr, err := New(dev, c, Options{Optimizer: DefaultOptimizer(s.Optimizer).WithLR(lr)})
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	if err := tr.SetParams(model.InitParams(s.Model, seed)); err != nil {
+		return nil, err
+	}
+	var rs []Record
+	_, err = Loop(context.Background(), One(tr), steps, func(int, int) ([]int32, []int32, error) { return batches.Next() },
+		func(_ int, recs []Record, _ error) error { rs = append(rs, recs[0]); return nil })
+	return rs, err
 }
 
 // overflowing returns tiny's initial weights scaled so that the fp16 logits

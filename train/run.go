@@ -1,9 +1,6 @@
 package train
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -110,134 +107,6 @@ func (res *RunResult) Mean() (stepMs, tokensPerS float64) {
 	return res.steadyMs / n, res.steadyTokensPerS / n
 }
 
-// Run trains on dev: it checks every path first (files.Check), loads the
-// data, builds and compiles the model, initialises or loads the weights and
-// runs the steps, stopping early (and cleanly) when ctx ends. Each step's
-// record is written to Out when the step finishes; a run that diverges (a
-// *DivergedError) or fails keeps every finished record and still saves its
-// weights.
-func Run(ctx context.Context, dev cuda.Device, o RunOptions) (*RunResult, error) {
-	if err := o.Setup.Err(); err != nil {
-		return nil, err
-	}
-	s := o.Setup.Setup()
-	if o.Steps <= 0 {
-		return nil, fmt.Errorf("train: steps must be a positive integer, got %d", o.Steps)
-	}
-	if err := o.Check(); err != nil {
-		return nil, err
-	}
-	if o.Load != "" {
-		if err := CheckHostFits(o.Load, s.Model); err != nil {
-			return nil, err
-		}
-	}
-	if dev.Computes() {
-		// The machine must hold the run, before anything is allocated:
-		// else the kernel ends it, or Go's runtime does.
-		if err := CheckFits(dev, o.Setup); err != nil {
-			return nil, err
-		}
-	}
-	batches, err := OpenBatches(dev, o.Data, s, o.Seed)
-	if err != nil {
-		return nil, err
-	}
-	defer batches.Close()
-	var params []float32
-	if o.Load != "" {
-		if params, err = model.LoadCheckpoint(o.Load, s.Model); err != nil {
-			return nil, err
-		}
-	} else if dev.Computes() {
-		params = model.InitParams(s.Model, o.Seed)
-	}
-	if ctx.Err() != nil {
-		return &RunResult{Device: dev.Name(), Interrupted: true}, nil
-	}
-	tr, err := New(dev, o.Setup, Options{Optimizer: DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile})
-	if err != nil {
-		return nil, err
-	}
-	defer tr.Close()
-	if params != nil {
-		if err := tr.SetParams(params); err != nil {
-			return nil, err
-		}
-		params = nil // the device holds them now
-	}
-	if o.Trace != nil {
-		if err := tr.Trace(o.Trace); err != nil {
-			return nil, err
-		}
-		defer tr.Trace(nil)
-	}
-
-	res := &RunResult{Device: dev.Name(), Dataset: fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens)), Schedule: tr.Schedule().Summary()}
-	bar := NewProgress(o.Progress, o.Steps)
-	var out *files.Lines
-	if o.Out != "" {
-		out = files.CreateLines(o.Out)
-	}
-	var outErr error
-	errOut := errors.New("the records could not be written")
-	looped, stepErr := Loop(ctx, One(tr), o.Steps, func(int, int) ([]int32, []int32, error) { return batches.Next() },
-		func(_ int, recs []Record, diverged error) error {
-			r := recs[0]
-			res.Add(r)
-			bar.Update(r)
-			if out != nil && outErr == nil {
-				outErr = writeRecord(out, r)
-			}
-			if o.OnRecord != nil {
-				o.OnRecord(r)
-			}
-			if outErr != nil && diverged == nil { // a diverged step's error comes first
-				return errOut
-			}
-			return nil
-		})
-	res.Interrupted = looped.Interrupted
-	if errors.Is(stepErr, errOut) {
-		stepErr = nil // outErr says it
-	}
-	if stepErr != nil || outErr != nil || res.Interrupted {
-		bar.Done()
-	}
-	res.Stats = dev.Stats()
-	if o.Trace != nil {
-		tr.Trace(nil) // the trace ends with the last step, before the weights are read back
-	}
-
-	// Keep what finished, even when a step failed or the run was stopped.
-	if out != nil {
-		if err := out.Close(); err != nil && outErr == nil {
-			outErr = err
-		}
-	}
-	var saveErr error
-	if o.Save != "" && dev.Computes() && res.Steps > 0 {
-		p, err := tr.Params()
-		if err == nil {
-			err = model.SaveCheckpoint(o.Save, s.Model, p)
-		}
-		saveErr = err
-	}
-	err = saveErr
-	switch {
-	case isDiverged(stepErr):
-		err = stepErr // it names its step
-	case stepErr != nil:
-		err = fmt.Errorf("step %d: %w", res.Steps+1, stepErr)
-	case outErr != nil:
-		err = outErr
-	}
-	if saveErr != nil && err != saveErr {
-		err = fmt.Errorf("%w (and the weights were not saved: %v)", err, saveErr)
-	}
-	return res, err
-}
-
 // CheckHostFits refuses a checkpoint whose parameters the machine could
 // not hold while reading it (a sparse file of the right size for a huge
 // shape passes every other check).
@@ -249,13 +118,4 @@ func CheckHostFits(path string, cfg model.Config) error {
 	}
 	return files.BadInput(path, fmt.Errorf("train: checkpoint %s: its %s parameters need %s of host memory to read, and this machine has %s available",
 		path, model.Comma(cfg.NumParams()), model.Bytes(need), model.Bytes(avail)))
-}
-
-// writeRecord appends r to out as one JSON line.
-func writeRecord(out *files.Lines, r Record) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("train: encoding the record of step %d: %w", r.Step, err)
-	}
-	return out.WriteLine(b)
 }

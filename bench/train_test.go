@@ -1,4 +1,4 @@
-package train
+package bench
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/model/reference"
+	"trainmem/train"
+	"trainmem/zero"
 )
 
 // cancelAfter is a progress writer that ends the run's context once it has
@@ -33,18 +35,19 @@ func (c *cancelAfter) Write(p []byte) (int, error) {
 
 // An interrupted run stops after the step in flight, and its outputs hold
 // exactly the finished steps: whole files, never half-written ones.
-func TestRunInterrupted(t *testing.T) {
+func TestTrainInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	out, save := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "w.bin")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, _ := model.Preset("tiny")
-	s := model.Setup{Model: c, Batch: 2, Seq: 16, Optimizer: model.AdamW, Ranks: 1, TP: 1, PP: 1}
-	res, err := Run(ctx, reference.NewHost(t), RunOptions{Setup: checked(t, s), Steps: 10, Seed: 1, Out: out, Save: save, Progress: &cancelAfter{n: 3, cancel: cancel}})
+	s := setup(t, "tiny", 2, 16, model.FP32, model.AdamW, "none")
+	o := runOf(checked(t, s), 10, nil, zero.Setting{})
+	o.Seed, o.Out, o.Save, o.Progress = 1, out, save, &cancelAfter{n: 3, cancel: cancel}
+	rep, err := Train(ctx, *on(reference.NewHost(t)), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Interrupted || res.Steps != 3 {
+	if res := rep.Result; !res.Interrupted || res.Steps != 3 {
 		t.Fatalf("interrupted %v after %d steps, want after 3", res.Interrupted, res.Steps)
 	}
 	f, err := os.Open(out)
@@ -54,12 +57,15 @@ func TestRunInterrupted(t *testing.T) {
 	defer f.Close()
 	lines := 0
 	for sc := bufio.NewScanner(f); sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), `{"rank"`) {
+			t.Errorf("one rank's record has a rank field: %s", sc.Text())
+		}
 		lines++
 	}
 	if lines != 3 {
 		t.Errorf("%s holds %d records, want 3", out, lines)
 	}
-	if _, err := model.LoadCheckpoint(save, c); err != nil {
+	if _, err := model.LoadCheckpoint(save, s.Model); err != nil {
 		t.Errorf("the weights of the interrupted run: %v", err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -72,7 +78,7 @@ func TestRunInterrupted(t *testing.T) {
 // stays flat over 100,000 steps (each record streamed to Out, here a
 // device, and none kept). On the shape-only device a step of a minimal
 // model takes about 0.1 ms.
-func TestRunMemoryFlat(t *testing.T) {
+func TestTrainMemoryFlat(t *testing.T) {
 	c := model.Config{Name: "minimal", Layers: 1, Hidden: 8, Heads: 1, Vocab: 256, Context: 8}
 	s := model.Setup{Model: c, Batch: 1, Seq: 4, Ranks: 1, TP: 1, PP: 1}
 	heap := func() uint64 {
@@ -83,19 +89,22 @@ func TestRunMemoryFlat(t *testing.T) {
 	}
 	const steps = 100000
 	var at1k, atEnd uint64
-	res, err := Run(context.Background(), shape.New(0), RunOptions{Setup: checked(t, s), Steps: steps, Seed: 1, Out: os.DevNull, OnRecord: func(r Record) {
+	o := runOf(checked(t, s), steps, nil, zero.Setting{})
+	o.Seed, o.Out = 1, os.DevNull
+	o.OnRecord = func(r train.Record) {
 		switch r.Step {
 		case 1000:
 			at1k = heap()
 		case steps:
 			atEnd = heap()
 		}
-	}})
+	}
+	rep, err := Train(context.Background(), *on(shape.New(0)), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Steps != steps {
-		t.Fatalf("%d steps", res.Steps)
+	if rep.Result.Steps != steps {
+		t.Fatalf("%d steps", rep.Result.Steps)
 	}
 	// Holding the records would take about 2 KiB each, some 200 MB.
 	if growth := int64(atEnd) - int64(at1k); growth > 256<<10 {
