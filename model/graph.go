@@ -274,24 +274,38 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	if err := CheckOps(g); err != nil {
 		return nil, err
 	}
-	gr.index()
+	gr.index(b)
 	return gr, nil
 }
 
 // index reads every node's arguments once, by ID (gorgonia gives node i of
 // AllNodes the ID i while no node is removed, which checkGraphIndex
-// verified; a node found elsewhere is read from the graph).
-func (g *Graph) index() {
+// verified; a node found elsewhere is read from the graph). The forward
+// nodes' arguments and layers are the builder's own (b: the forward ops
+// follow the inputs, as backward checked); the others' are read from the
+// graph.
+func (g *Graph) index(b *builder) {
 	all := g.G.AllNodes()
 	g.nodes = make([]*G.Node, len(all))
 	g.args = make([][]*G.Node, len(all))
 	g.layers = make([]int32, len(all))
+	first := len(all) // the first forward node's ID, when the builder's order is known
+	if b != nil && len(b.order) > 0 {
+		first = int(b.order[0].ID())
+	}
 	for _, n := range all {
-		if id := n.ID(); id >= 0 && id < int64(len(all)) {
-			g.nodes[id], g.args[id], g.layers[id] = n, Args(n), notForward
-			if l, ok := g.Layer[n]; ok {
-				g.layers[id] = int32(l)
-			}
+		id := n.ID()
+		if id < 0 || id >= int64(len(all)) {
+			continue
+		}
+		g.nodes[id], g.layers[id] = n, notForward
+		if j := int(id) - first; j >= 0 && j < len(b.order) && b.order[j] == n {
+			g.args[id], g.layers[id] = b.args[j], int32(b.layers[j])
+			continue
+		}
+		g.args[id] = Args(n)
+		if l, ok := g.Layer[n]; ok {
+			g.layers[id] = int32(l)
 		}
 	}
 }
@@ -325,6 +339,7 @@ type builder struct {
 	seen   map[*G.Node]bool
 	order  []*G.Node   // forward nodes in build order
 	args   [][]*G.Node // their arguments
+	layers []int       // their forward layers
 	salt   int         // added to every tag when nonzero (Build's retries)
 	err    error
 }
@@ -390,6 +405,7 @@ func (b *builder) apply(name string, o op, children ...*G.Node) *G.Node {
 	b.seen[n] = true
 	b.order = append(b.order, n)
 	b.args = append(b.args, children)
+	b.layers = append(b.layers, b.layer)
 	b.gr.Layer[n] = b.layer
 	return n
 }
