@@ -284,11 +284,13 @@ func (b *opBase) Do(...G.Value) (G.Value, error) {
 func (b *opBase) WriteHash(h hash.Hash) {
 	if b.hash == nil {
 		o := b.bound()
-		s := "trainmem." + o.String()
+		str := o.String()
+		h := make([]byte, 0, len("trainmem.")+len(str)+1+len(b.tag))
+		h = append(append(h, "trainmem."...), str...)
 		if b.tag != "" {
-			s += "@" + b.tag
+			h = append(append(h, '@'), b.tag...)
 		}
-		b.hash = []byte(s)
+		b.hash = h
 	} else {
 		b.bound() // a copied op is still refused
 	}

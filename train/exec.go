@@ -34,9 +34,10 @@ type Options struct {
 // (one flat buffer per category, carved by the parameter table) and executes
 // one training step at a time.
 type Trainer struct {
-	dev cuda.Device
-	s   model.Setup
-	c   model.Checked // s, checked (Setup.Check), for the estimate mfu reads
+	dev  cuda.Device
+	args []*cuda.Buffer // exec's arguments of an instruction, the slice reused
+	s    model.Setup
+	c    model.Checked // s, checked (Setup.Check), for the estimate mfu reads
 	// stepFLOPs is the estimate's FLOPs of a step (mfu), made on first use.
 	stepFLOPs     float64
 	stepFLOPsMade bool
@@ -469,11 +470,12 @@ func (t *Trainer) exec(in *Instr) error {
 		}
 		t.slots[in.Out] = b
 	}
-	args := make([]*cuda.Buffer, len(in.Args))
-	for i, a := range in.Args {
-		args[i] = t.slots[a]
+	args := t.args[:0] // no kernel keeps its arguments
+	for _, a := range in.Args {
+		args = append(args, t.slots[a])
 	}
-	return in.run(t, t.slots[in.Out], args)
+	t.args = args
+	return in.run.run(t, t.slots[in.Out], args)
 }
 
 // findLastReads finds, per half of the step, each parameter row's last

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 
 	"gorgonia.org/gorgonia"
@@ -10,8 +11,24 @@ import (
 )
 
 // kernel is an op lowered to the device: it runs the op's kernels with out
-// as the op's output buffer and a its arguments in the op's order.
-type kernel func(t *Trainer, out *cuda.Buffer, a []*cuda.Buffer) error
+// as the op's output buffer and a its arguments in the op's order. A
+// trainmem op runs itself (op, its model.Runner); gorgonia's "+" that sums
+// a value's gradient terms is the device's Add (sum). A value, not a
+// closure: a graph of thousands of blocks lowers hundreds of thousands.
+type kernel struct {
+	op  model.Runner
+	sum bool
+}
+
+func (k kernel) run(t *Trainer, out *cuda.Buffer, a []*cuda.Buffer) error {
+	switch {
+	case k.op != nil:
+		return k.op.Run(t.kernels, out, a)
+	case k.sum:
+		return t.dev.Add(out, a[0], a[1])
+	}
+	return errors.New("train: an instruction that was never lowered")
+}
 
 // lower maps an op to its kernels, once, when the schedule is compiled; an
 // op the executor cannot run is an error then, not in the middle of a step.
@@ -20,12 +37,12 @@ type kernel func(t *Trainer, out *cuda.Buffer, a []*cuda.Buffer) error
 // value's gradient terms.
 func lower(op gorgonia.Op) (kernel, error) {
 	if r, ok := op.(model.Runner); ok {
-		return func(t *Trainer, out *cuda.Buffer, a []*cuda.Buffer) error { return r.Run(t.kernels, out, a) }, nil
+		return kernel{op: r}, nil
 	}
 	if model.IsGradAccumulation(op) {
-		return func(t *Trainer, out *cuda.Buffer, a []*cuda.Buffer) error { return t.dev.Add(out, a[0], a[1]) }, nil
+		return kernel{sum: true}, nil
 	}
-	return nil, fmt.Errorf("train: %T %v is not an op trainmem's executor can run", op, op)
+	return kernel{}, fmt.Errorf("train: %T %v is not an op trainmem's executor can run", op, op)
 }
 
 // withScratch lends a kernel workspace from the allocator for one call.

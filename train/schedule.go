@@ -168,7 +168,24 @@ func (c *compiler) order() error {
 func (c *compiler) phases() error {
 	c.isBackward = newNodeMap[bool](c.gr)
 	c.isBackward.set(c.gr.DLoss, true)
+	// Every node's consumers, in creation order, carved from one array:
+	// counted first, then filled.
+	count := newNodeMap[int](c.gr)
+	total := 0
+	for _, n := range c.nodes {
+		for _, a := range c.gr.Args(n) {
+			count.set(a, count.at(a)+1)
+			total++
+		}
+	}
+	all := make([]*gorgonia.Node, 0, total)
 	c.consumers = newNodeMap[[]*gorgonia.Node](c.gr)
+	for _, n := range c.nodes {
+		if k := count.at(n); k > 0 {
+			c.consumers.set(n, all[len(all):len(all):len(all)+k])
+			all = all[:len(all)+k]
+		}
+	}
 	for _, n := range c.nodes {
 		for _, a := range c.gr.Args(n) {
 			c.consumers.set(a, append(c.consumers.at(a), n))
