@@ -66,7 +66,7 @@ PTX        := $(foreach a,$(PTX_ARCHS),cuda/gpu/kernels/kernels_sm$(a).ptx)
 CUDA_ENV   := CGO_ENABLED=1 CGO_CFLAGS="-I$(CUDAKIT)/usr/include" \
 	CGO_LDFLAGS="-Wl,--as-needed -L$(CUDAKIT)/usr/lib/x86_64-linux-gnu/stubs"
 # Every package with tests that only the cuda build has.
-CUDA_TEST_PKGS := ./cuda/gpu ./cmd/trainmem
+CUDA_TEST_PKGS := ./cuda/gpu ./cmd/trainmem ./zero
 BUNDLE     := bin/gpu-bundle
 
 .PHONY: cuda-kit ptx ptx-check build-cuda vet-cuda test-cuda-build test-cuda-nogpu test-cuda-emu emu gpu-check-emu cuda-check gpu-bundle
@@ -208,6 +208,10 @@ test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_DEVICES=2 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../../bin/cuda-tests/trainmem.test -test.v -test.run TestNCCLRanks) >$(EMU)/nccl.log 2>&1; rc=$$?; \
 	grep -E 'cuda_test.go|^(--- |ok|FAIL|PASS)' $(EMU)/nccl.log | sed 's/^ *cuda_test.go:[0-9]*: /  /'; \
 	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/nccl.log; then tail -40 $(EMU)/nccl.log; exit 1; fi
+	@echo "== 2 emulated GPUs: point-to-point over the emulated NCCL (ncclSend, ncclRecv)"
+	@(cd zero && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_DEVICES=2 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../bin/cuda-tests/zero.test -test.v -test.run TestNCCLSendRecv) >$(EMU)/p2p.log 2>&1; rc=$$?; \
+	grep -E '^(--- |ok|FAIL|PASS)' $(EMU)/p2p.log; \
+	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/p2p.log; then tail -40 $(EMU)/p2p.log; exit 1; fi
 
 # scripts/gpu-check.sh's quick pass on the emulated GPU, so that the script
 # a GPU lease runs has run before (about two and a half minutes).

@@ -36,9 +36,12 @@ func (e ncclEngine) ReduceScatter(send, recv *cuda.Buffer, op Op) error {
 	return e.c.ReduceScatter(send, recv, ncclOps[op])
 }
 func (e ncclEngine) AllGather(send, recv *cuda.Buffer) error { return e.c.AllGather(send, recv) }
-func (e ncclEngine) Name() string                            { return e.version }
-func (e ncclEngine) Bytes() int64                            { return e.c.Bytes }
-func (e ncclEngine) Close() error                            { return e.c.Destroy() }
+func (e ncclEngine) SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) error {
+	return e.c.SendRecv(send, to, recv, from)
+}
+func (e ncclEngine) Name() string { return e.version }
+func (e ncclEngine) Bytes() int64 { return e.c.Bytes }
+func (e ncclEngine) Close() error { return e.c.Destroy() }
 
 // gpus is devs as GPUs, or an error naming the rank that is not one.
 func gpus(devs []cuda.Device) ([]*gpu.Device, error) {

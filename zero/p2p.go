@@ -23,6 +23,8 @@ import (
 // while this rank waits for it fails the call, naming it. Ranks that hold
 // no data move none: their calls check their own arguments and count the
 // traffic, with no peer needed (a sparse group's peers may not be members).
+// Under a native engine (NCCL's ncclSend and ncclRecv) the pair checks its
+// halves through the group's transport first, then the engine moves them.
 func (c *Comm) SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) error {
 	if err := c.checkP2P(send, to, "send to"); err != nil {
 		return err
@@ -30,15 +32,21 @@ func (c *Comm) SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) 
 	if err := c.checkP2P(recv, from, "receive from"); err != nil {
 		return err
 	}
-	if c.g.Engine(c.idx) != nil {
-		return fmt.Errorf("zero: send_recv under the native engine %s: its point-to-point calls (ncclSend, ncclRecv) are not trainmem's yet; the ring's groups exchange", c.g.Engine(c.idx).Name())
-	}
 	c.traffic[SendRecv].Calls++
 	if send == nil && recv == nil {
 		return nil
 	}
-	if err := c.g.tr.sendRecv(c, send, to, recv, from); err != nil {
+	e := c.g.Engine(c.idx)
+	// Under a native engine the pair checks its halves first, moving
+	// nothing (the library would wait forever on a pair that disagrees),
+	// and the engine moves the data.
+	if err := c.g.tr.sendRecv(c, send, to, recv, from, e == nil); err != nil {
 		return err
+	}
+	if e != nil {
+		if err := e.SendRecv(send, to, recv, from); err != nil {
+			return err
+		}
 	}
 	if send != nil {
 		c.traffic[SendRecv].SentBytes += send.Bytes()
@@ -67,7 +75,7 @@ func (c *Comm) checkP2P(b *cuda.Buffer, peer int, half string) error {
 	default:
 		return fmt.Errorf("zero: send_recv: %s has an unknown dtype", b)
 	}
-	if c.g.computes && b.Len > 0 && len(b.Host()) != int(b.Bytes()) {
+	if c.g.computes && c.g.eng.readsHost() && b.Len > 0 && len(b.Host()) != int(b.Bytes()) {
 		return fmt.Errorf("zero: send_recv: %s is not in host memory (a buffer of another device?)", b)
 	}
 	return nil
@@ -142,9 +150,10 @@ func (m *mailboxes) left(r, i int, waiter int) error {
 
 // sendRecv is SendRecv in one process: the send is offered from a
 // goroutine of its own while this rank takes its receive, so two ranks
-// that send to each other meet in either order. The ranks of a group that
-// computes are its members (as exchange has it).
-func (t *shared) sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int) error {
+// that send to each other meet in either order; the receiver copies the
+// data when move is set (else it only checks the pair). The ranks of a
+// group that computes are its members (as exchange has it).
+func (t *shared) sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int, move bool) error {
 	if !t.g.computes {
 		return nil // nothing moves, and a sparse group's peers may be absent
 	}
@@ -172,7 +181,7 @@ func (t *shared) sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, fr
 		case offer := <-m.box(from, c.rank):
 			if offer.buf.Len != in.Len || offer.buf.DType != in.DType {
 				recvErr = p2pMismatch(t.g.comms[from].world(), me, offer.buf, in)
-			} else {
+			} else if move {
 				copyHost(in, offer.buf)
 			}
 			offer.done <- recvErr
@@ -188,18 +197,25 @@ func (t *shared) sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, fr
 }
 
 // sendRecv over processes: each half's header (a call of kind send_recv,
-// its dtype and length) then the data, each in one Exchange. The receiver
-// compares the sender's header with its buffer and on a difference aborts
-// the group with it; the header has a call's size, so a peer that makes a
-// collective instead is found by the same comparison in either direction.
-func (t *linked) sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int) error {
+// its dtype and length) then, when move is set, the data, each in one
+// Exchange. The receiver compares the sender's header with its buffer and
+// on a difference aborts the group with it; the header has a call's size,
+// so a peer that makes a collective instead is found by the same
+// comparison in either direction.
+func (t *linked) sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int, move bool) error {
 	var oh, ih []byte
 	var ob, ib []byte
 	if out != nil {
-		oh, ob = encodeCall(0, call{kind: SendRecv, dtype: out.DType, sendLen: out.Len}), out.Host()
+		oh = encodeCall(0, call{kind: SendRecv, dtype: out.DType, sendLen: out.Len})
+		if move {
+			ob = out.Host()
+		}
 	}
 	if in != nil {
-		ih, ib = make([]byte, callLen), in.Host()
+		ih = make([]byte, callLen)
+		if move {
+			ib = in.Host()
+		}
 	}
 	if err := t.l.Exchange(to, oh, from, ih); err != nil {
 		return err
@@ -218,6 +234,9 @@ func (t *linked) sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, fr
 			t.l.Abort(err)
 			return err
 		}
+	}
+	if !move {
+		return nil
 	}
 	return t.l.Exchange(to, ob, from, ib)
 }

@@ -199,9 +199,13 @@ func (e countingEngine) Reduce(_, _ *cuda.Buffer, _ Op, _ int) error { e.calls.A
 func (e countingEngine) AllReduce(_, _ *cuda.Buffer, _ Op) error     { e.calls.Add(1); return nil }
 func (e countingEngine) ReduceScatter(_, _ *cuda.Buffer, _ Op) error { e.calls.Add(1); return nil }
 func (e countingEngine) AllGather(_, _ *cuda.Buffer) error           { e.calls.Add(1); return nil }
-func (e countingEngine) Name() string                                { return "counting" }
-func (e countingEngine) Bytes() int64                                { return 0 }
-func (e countingEngine) Close() error                                { return nil }
+func (e countingEngine) SendRecv(_ *cuda.Buffer, _ int, _ *cuda.Buffer, _ int) error {
+	e.calls.Add(1)
+	return nil
+}
+func (e countingEngine) Name() string { return "counting" }
+func (e countingEngine) Bytes() int64 { return 0 }
+func (e countingEngine) Close() error { return nil }
 
 // Under a native engine, which a link's abort cannot interrupt, no rank
 // enters the library before every rank agreed: a call that differs, or a

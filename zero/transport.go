@@ -32,8 +32,9 @@ type transport interface {
 	exchange(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int) error
 	// sendRecv is member c's SendRecv: out to rank to and in from rank
 	// from (nil: that half is not made), checked with the peers, the
-	// buffers' own checks done.
-	sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int) error
+	// buffers' own checks done; the data moves when move is set (else a
+	// native engine moves it once the pair agrees).
+	sendRecv(c *Comm, out *cuda.Buffer, to int, in *cuda.Buffer, from int, move bool) error
 	// leave says member c's function returned (err: why it failed): the
 	// ranks still in a collective with it must not wait for it.
 	leave(c *Comm, err error)

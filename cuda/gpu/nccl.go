@@ -41,6 +41,10 @@ TMN_FN(tmn_result, tmn_reduce_fn, "ncclReduce", (const void *, void *, size_t, i
 TMN_FN(tmn_result, tmn_all_reduce_fn, "ncclAllReduce", (const void *, void *, size_t, int, int, tmn_comm, void *))
 TMN_FN(tmn_result, tmn_reduce_scatter_fn, "ncclReduceScatter", (const void *, void *, size_t, int, int, tmn_comm, void *))
 TMN_FN(tmn_result, tmn_all_gather_fn, "ncclAllGather", (const void *, void *, size_t, int, tmn_comm, void *))
+TMN_FN(tmn_result, tmn_group_start_fn, "ncclGroupStart", (void))
+TMN_FN(tmn_result, tmn_group_end_fn, "ncclGroupEnd", (void))
+TMN_FN(tmn_result, tmn_send_fn, "ncclSend", (const void *, size_t, int, int, tmn_comm, void *))
+TMN_FN(tmn_result, tmn_recv_fn, "ncclRecv", (void *, size_t, int, int, tmn_comm, void *))
 #undef TMN_FN
 
 // tmn_protos is every prototype, for the test.
@@ -48,7 +52,8 @@ static const char *tmn_protos(int i) {
 	const char *p[] = {tmn_get_version_fn_proto, tmn_get_unique_id_fn_proto, tmn_comm_init_rank_fn_proto,
 		tmn_comm_init_all_fn_proto, tmn_comm_destroy_fn_proto, tmn_comm_abort_fn_proto, tmn_error_string_fn_proto,
 		tmn_async_error_fn_proto, tmn_broadcast_fn_proto, tmn_reduce_fn_proto, tmn_all_reduce_fn_proto,
-		tmn_reduce_scatter_fn_proto, tmn_all_gather_fn_proto};
+		tmn_reduce_scatter_fn_proto, tmn_all_gather_fn_proto, tmn_group_start_fn_proto, tmn_group_end_fn_proto,
+		tmn_send_fn_proto, tmn_recv_fn_proto};
 	return i >= 0 && i < (int)(sizeof p / sizeof p[0]) ? p[i] : NULL;
 }
 static int tmn_unique_id_size(void) { return (int)sizeof(tmn_unique_id); }
@@ -66,6 +71,10 @@ static tmn_reduce_fn tmn_reduce_p;
 static tmn_all_reduce_fn tmn_all_reduce_p;
 static tmn_reduce_scatter_fn tmn_reduce_scatter_p;
 static tmn_all_gather_fn tmn_all_gather_p;
+static tmn_group_start_fn tmn_group_start_p;
+static tmn_group_end_fn tmn_group_end_p;
+static tmn_send_fn tmn_send_p;
+static tmn_recv_fn tmn_recv_p;
 
 // tmn_open loads name and every function; NULL on success, else why not.
 static const char *tmn_open(const char *name) {
@@ -88,6 +97,10 @@ static const char *tmn_open(const char *name) {
 	TMN_LOAD(tmn_all_reduce_p, tmn_all_reduce_fn, "ncclAllReduce")
 	TMN_LOAD(tmn_reduce_scatter_p, tmn_reduce_scatter_fn, "ncclReduceScatter")
 	TMN_LOAD(tmn_all_gather_p, tmn_all_gather_fn, "ncclAllGather")
+	TMN_LOAD(tmn_group_start_p, tmn_group_start_fn, "ncclGroupStart")
+	TMN_LOAD(tmn_group_end_p, tmn_group_end_fn, "ncclGroupEnd")
+	TMN_LOAD(tmn_send_p, tmn_send_fn, "ncclSend")
+	TMN_LOAD(tmn_recv_p, tmn_recv_fn, "ncclRecv")
 #undef TMN_LOAD
 	return NULL;
 }
@@ -127,6 +140,27 @@ static tmn_result tmn_reduce_scatter(unsigned long long s, unsigned long long r,
 }
 static tmn_result tmn_all_gather(unsigned long long s, unsigned long long r, size_t n, int dt, unsigned long long c, unsigned long long st) {
 	return tmn_all_gather_p((const void *)s, (void *)r, n, dt, (tmn_comm)c, (void *)st);
+}
+// tmn_send_recv is one group of a send (when has_send) and a receive (when
+// has_recv), in one call so that the group is one thread's, as NCCL's
+// group state is; *which says the call that failed (0 the group's start,
+// 1 the send, 2 the receive, 3 the group's end).
+static tmn_result tmn_send_recv(int has_send, unsigned long long s, size_t sn, int sdt, int to,
+		int has_recv, unsigned long long r, size_t rn, int rdt, int from, unsigned long long c, unsigned long long st, int *which) {
+	tmn_result e = tmn_group_start_p();
+	if (e != 0) { *which = 0; return e; }
+	if (has_send && (e = tmn_send_p((const void *)s, sn, sdt, to, (tmn_comm)c, (void *)st)) != 0) {
+		*which = 1;
+		tmn_group_end_p();
+		return e;
+	}
+	if (has_recv && (e = tmn_recv_p((void *)r, rn, rdt, from, (tmn_comm)c, (void *)st)) != 0) {
+		*which = 2;
+		tmn_group_end_p();
+		return e;
+	}
+	*which = 3;
+	return tmn_group_end_p();
 }
 */
 import "C"
@@ -401,6 +435,12 @@ func (c *NCCLComm) collective(name string, send, recv *cuda.Buffer, call func(s,
 	if err := ncclErr(name, call(addrs[0], addrs[1], dt, C.ulonglong(uintptr(unsafe.Pointer(c.d.stream.C()))))); err != nil {
 		return err
 	}
+	return c.wait(name)
+}
+
+// wait waits for the stream after call name: its own error, or NCCL's
+// asynchronous one when the communicator has one.
+func (c *NCCLComm) wait(name string) error {
 	if err := c.d.stream.Synchronize(); err != nil {
 		var async C.int
 		if C.tmn_async_error(c.h, &async) == ncclSuccess && async != ncclSuccess {
@@ -446,6 +486,38 @@ func (c *NCCLComm) AllGather(send, recv *cuda.Buffer) error {
 	return c.collective("ncclAllGather", send, recv, func(s, r C.ulonglong, dt C.int, st C.ulonglong) C.int {
 		return C.tmn_all_gather(s, r, C.size_t(send.Len), dt, c.h, st)
 	})
+}
+
+// SendRecv is ncclSend of send to rank to and ncclRecv of recv from rank
+// from (nil: that half is not made), fused in one ncclGroupStart/
+// ncclGroupEnd so that two ranks sending to each other progress; the
+// stream is waited for. The peers must make the matching halves, of the
+// same count and type (zero checks that before it calls: NCCL would hang).
+func (c *NCCLComm) SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) error {
+	const name = "ncclSend/ncclRecv"
+	var sdt, rdt C.int
+	var err error
+	var hasSend, hasRecv C.int
+	var saddr, raddr C.ulonglong
+	var sn, rn C.size_t
+	if send != nil {
+		hasSend, saddr, sn = 1, C.ulonglong(send.Addr()), C.size_t(send.Len)
+		sdt, err = ncclType(send.DType)
+	}
+	if recv != nil && err == nil {
+		hasRecv, raddr, rn = 1, C.ulonglong(recv.Addr()), C.size_t(recv.Len)
+		rdt, err = ncclType(recv.DType)
+	}
+	if err := c.d.begin(name, err, send, recv); err != nil {
+		return err
+	}
+	defer c.d.leave()
+	var which C.int
+	r := C.tmn_send_recv(hasSend, saddr, sn, sdt, C.int(to), hasRecv, raddr, rn, rdt, C.int(from), c.h, C.ulonglong(uintptr(unsafe.Pointer(c.d.stream.C()))), &which)
+	if err := ncclErr([4]string{"ncclGroupStart", "ncclSend", "ncclRecv", "ncclGroupEnd"}[min(max(int(which), 0), 3)], r); err != nil {
+		return err
+	}
+	return c.wait(name)
 }
 
 // Destroy frees the communicator (ncclCommDestroy); Abort ends it with

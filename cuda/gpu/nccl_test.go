@@ -36,6 +36,10 @@ var ncclH = struct {
 		"ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)",
 		"ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)",
 		"ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)",
+		"ncclResult_t ncclGroupStart()",
+		"ncclResult_t ncclGroupEnd()",
+		"ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream)",
+		"ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream)",
 	},
 	values: map[string]int{
 		"ncclSuccess": 0, "ncclInvalidArgument": 4, "ncclTimeout": 8,
@@ -76,8 +80,10 @@ func abi(proto string) string {
 		return "int" // int, ncclResult_t, ncclDataType_t, ncclRedOp_t, tmn_result
 	}
 	var params []string
-	for _, p := range strings.Split(m[3], ",") {
-		params = append(params, kind(p)) // a parameter's name follows its type: kind reads the type
+	if args := strings.TrimSpace(m[3]); args != "" && args != "void" { // "()" and "(void)": none
+		for _, p := range strings.Split(args, ",") {
+			params = append(params, kind(p)) // a parameter's name follows its type: kind reads the type
+		}
 	}
 	ret := kind(m[1])
 	if strings.Contains(m[1], "char") {
@@ -134,7 +140,7 @@ func TestNCCLVersionAndLoad(t *testing.T) {
 }
 
 // NCCL on two GPUs (a machine's, or make test-cuda-emu's emulated pair):
-// every collective trainmem calls, through ncclCommInitAll and through
+// every collective trainmem calls and its point-to-point, through ncclCommInitAll and through
 // ncclCommInitRank with rank 0's unique id, against values computed here;
 // and NCCL's own memory measured.
 func TestNCCLOnTwoGPUs(t *testing.T) {
@@ -230,6 +236,24 @@ func TestNCCLOnTwoGPUs(t *testing.T) {
 			return comms[r].Reduce(bufs[r], outs[r], NCCLMin, 0)
 		})
 		same(how+" reduce (min) to rank 0", download(devs[0], outs[0]), in[0])
+		// Point-to-point: each rank sends to the other while it receives
+		// from it, in one fused group (either would wait forever alone),
+		// then a lone half each way.
+		both(func(r int) error {
+			bufs[r] = upload(devs[r], cuda.F32, in[r])
+			outs[r] = upload(devs[r], cuda.F32, []float32{0, 0, 0, 0})
+			return comms[r].SendRecv(bufs[r], 1-r, outs[r], 1-r)
+		})
+		same(how+" send_recv rank 0", download(devs[0], outs[0]), in[1])
+		same(how+" send_recv rank 1", download(devs[1], outs[1]), in[0])
+		both(func(r int) error {
+			if r == 0 {
+				return comms[0].SendRecv(upload(devs[0], cuda.BF16, []float32{7, 8}), 1, nil, 0)
+			}
+			outs[1] = upload(devs[1], cuda.BF16, []float32{0, 0})
+			return comms[1].SendRecv(nil, 0, outs[1], 0)
+		})
+		same(how+" send from rank 0 to rank 1", download(devs[1], outs[1]), []float32{7, 8})
 		for _, c := range comms {
 			if err := c.Destroy(); err != nil {
 				t.Error(err)

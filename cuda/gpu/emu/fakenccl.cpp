@@ -62,6 +62,18 @@ struct ncclComm {
 	int device;
 };
 
+// p2p is a send offered to its receiver (ncclSend within a group): its
+// buffer, until the receiver has copied it or found it wrong.
+struct clique;
+struct p2p {
+	const void *buf;
+	size_t count;
+	int dt;
+	clique *c;
+	bool done = false;
+	int verdict = ok;
+};
+
 struct clique {
 	int n;
 	std::vector<ncclComm> comms;
@@ -69,6 +81,7 @@ struct clique {
 	int joined = 0, arrived = 0, alive = 0;
 	unsigned long long gen = 0;
 	int verdict = ok;
+	std::map<std::pair<int, int>, std::vector<p2p *>> offers; // (from, to) → the sends in flight, in order
 	std::mutex mu;
 	std::condition_variable cv;
 };
@@ -361,4 +374,110 @@ API int ncclReduceScatter(const void *s, void *r, size_t recvcount, int dt, int 
 }
 API int ncclAllGather(const void *s, void *r, size_t sendcount, int dt, ncclComm *c, void *) {
 	return collective(c, post{ALL_GATHER, s, r, sendcount, dt, 0, 0});
+}
+
+// Point-to-point: ncclSend and ncclRecv queue their halves in the calling
+// thread's group (ncclGroupStart/ncclGroupEnd; a call outside a group is a
+// group of one), and ncclGroupEnd runs them: every send is offered to its
+// receiver first, then every receive takes its sender's oldest offer,
+// checks that the count and type agree (ncclInvalidUsage on both sides
+// otherwise, where NCCL would hang or corrupt) and copies it, and last the
+// sends wait until their receivers took them. Two ranks that send to each
+// other in one group so meet in either order, as NCCL's fused group does.
+struct p2p_half {
+	bool send;
+	void *buf;
+	size_t count;
+	int dt, peer;
+	ncclComm *comm;
+};
+static thread_local int group_depth;
+static thread_local std::vector<p2p_half> group_ops;
+
+static int run_group(std::vector<p2p_half> ops) {
+	for (const p2p_half &h : ops) {
+		if (h.comm == nullptr || h.comm->c == nullptr) {
+			nccl_log(h.send ? "ncclSend" : "ncclRecv", "no communicator");
+			return invalidArgument;
+		}
+		if (h.peer < 0 || h.peer >= h.comm->c->n || h.peer == h.comm->rank) {
+			nccl_log(h.send ? "ncclSend" : "ncclRecv", "peer " + std::to_string(h.peer) + " out of range or this rank");
+			return invalidArgument;
+		}
+		const int sz = type_size(h.dt);
+		if (sz == 0) {
+			nccl_log(h.send ? "ncclSend" : "ncclRecv", "unknown ncclDataType_t " + std::to_string(h.dt));
+			return invalidArgument;
+		}
+		if (h.count > 0 && !tmemu_device_range((uintptr_t)h.buf, h.count * sz)) {
+			nccl_log(h.send ? "ncclSend" : "ncclRecv", "the buffer is not inside one allocation of the emulated GPU");
+			return invalidArgument;
+		}
+	}
+	std::vector<p2p *> mine;
+	int verdict = ok;
+	for (const p2p_half &h : ops) {
+		if (!h.send) continue;
+		clique *c = h.comm->c;
+		p2p *o = new p2p{h.buf, h.count, h.dt, c};
+		std::lock_guard<std::mutex> l(c->mu);
+		c->offers[{h.comm->rank, h.peer}].push_back(o);
+		mine.push_back(o);
+		c->cv.notify_all();
+	}
+	for (const p2p_half &h : ops) {
+		if (h.send) continue;
+		clique *c = h.comm->c;
+		std::unique_lock<std::mutex> l(c->mu);
+		auto &q = c->offers[{h.peer, h.comm->rank}];
+		c->cv.wait(l, [&] { return !q.empty(); });
+		p2p *o = q.front();
+		q.erase(q.begin());
+		if (o->count != h.count || o->dt != h.dt) {
+			nccl_log("ncclRecv", "rank " + std::to_string(h.peer) + " sends " + std::to_string(o->count) + " elements of type " + std::to_string(o->dt) + " to rank " + std::to_string(h.comm->rank) + ", which receives " + std::to_string(h.count) + " of type " + std::to_string(h.dt) + ": NCCL would hang or corrupt");
+			o->verdict = verdict = invalidUsage;
+		} else if (h.count > 0) {
+			memcpy(h.buf, o->buf, h.count * type_size(h.dt));
+		}
+		o->done = true;
+		c->cv.notify_all();
+	}
+	for (p2p *o : mine) {
+		std::unique_lock<std::mutex> l(o->c->mu);
+		o->c->cv.wait(l, [&] { return o->done; });
+		if (o->verdict != ok) verdict = o->verdict;
+		delete o;
+	}
+	return verdict;
+}
+
+API int ncclGroupStart() {
+	group_depth++;
+	return ok;
+}
+
+API int ncclGroupEnd() {
+	if (group_depth == 0) {
+		nccl_log("ncclGroupEnd", "without ncclGroupStart");
+		return invalidUsage;
+	}
+	if (--group_depth > 0) return ok;
+	std::vector<p2p_half> ops;
+	ops.swap(group_ops);
+	return run_group(ops);
+}
+
+static int queue(p2p_half h) {
+	if (group_depth > 0) {
+		group_ops.push_back(h);
+		return ok;
+	}
+	return run_group({h});
+}
+
+API int ncclSend(const void *s, size_t count, int dt, int peer, ncclComm *c, void *) {
+	return queue(p2p_half{true, const_cast<void *>(s), count, dt, peer, c});
+}
+API int ncclRecv(void *r, size_t count, int dt, int peer, ncclComm *c, void *) {
+	return queue(p2p_half{false, r, count, dt, peer, c});
 }
