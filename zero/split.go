@@ -5,7 +5,6 @@ package zero
 // collectives run by the members' own goroutines inside the group's Run.
 
 import (
-	"errors"
 	"fmt"
 
 	"trainmem/cuda"
@@ -19,13 +18,14 @@ import (
 // gives a member its communicator): g's Run starts its sub-groups, and a
 // member that leaves g leaves every sub-group it is in, so that no rank
 // waits for it there. A sub-group moves data as g does (the ring, or the
-// native engine g simulates), and counts its own traffic. In one process
-// only: groups over processes and a native engine's groups are split by
-// their libraries (MPI_Comm_split, ncclCommSplit), not here.
+// native engine g simulates), and counts its own traffic. Over processes
+// the process's rank gets the sub-group it is in (the others are nil): the
+// ring over a link of its own, the parent's link with the sub-group's
+// ranks translated (subLink), so TCP and MPI groups split alike. A native
+// engine's groups are refused: their sub-groups are the library's
+// (ncclCommSplit), not made here.
 func (g *Group) Split(groups [][]int) ([]*Group, error) {
-	if _, ok := g.tr.(*shared); !ok {
-		return nil, errors.New("zero: a group over processes is not split in this process: its ranks' sub-groups need links of their own")
-	}
+	lt, overLink := g.tr.(*linked)
 	if g.Engine(0) != nil {
 		return nil, fmt.Errorf("zero: a group of native engines (%s) is not split here: its sub-groups need communicators of the library's own", g.Engine(0).Name())
 	}
@@ -56,6 +56,15 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 		}
 		if len(parents) == 0 {
 			subs = append(subs, nil) // none of g's members is in it
+			continue
+		}
+		if overLink {
+			sub, err := newGroup([]cuda.Device{parents[0].Device()}, subRanks, len(ranks))
+			if err != nil {
+				return nil, err
+			}
+			sub.tr, sub.eng, sub.parents = &linked{l: &subLink{l: lt.l, ranks: append([]int(nil), ranks...), rank: subRanks[0]}}, g.eng, parents
+			subs = append(subs, sub)
 			continue
 		}
 		if g.computes && len(parents) != len(ranks) {
@@ -121,3 +130,39 @@ func (g *Group) worldRanks() []int {
 	}
 	return rs
 }
+
+// subLink is a sub-group's link over its parent's: the sub-group's rank i
+// is the parent's rank ranks[i]. Messages between two processes keep their
+// order on the parent's link whichever group sends them, and a process
+// makes its groups' calls in one order, as its peers do; an abort ends the
+// parent's link, and so every group of the run.
+type subLink struct {
+	l     Link
+	ranks []int
+	rank  int
+}
+
+func (s *subLink) Rank() int    { return s.rank }
+func (s *subLink) Size() int    { return len(s.ranks) }
+func (s *subLink) Name() string { return s.l.Name() }
+
+func (s *subLink) Send(to int, b []byte) error   { return s.l.Send(s.ranks[to], b) }
+func (s *subLink) Recv(from int, b []byte) error { return s.l.Recv(s.ranks[from], b) }
+
+// Exchange translates only the halves it makes: a missing half's rank may
+// be any.
+func (s *subLink) Exchange(to int, out []byte, from int, in []byte) error {
+	pt, pf := -1, -1
+	if out != nil {
+		pt = s.ranks[to]
+	}
+	if in != nil {
+		pf = s.ranks[from]
+	}
+	return s.l.Exchange(pt, out, pf, in)
+}
+
+func (s *subLink) Abort(err error) { s.l.Abort(err) }
+
+// Close leaves the sub-group; the parent's link stays open.
+func (s *subLink) Close() error { return nil }

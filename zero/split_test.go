@@ -2,6 +2,7 @@ package zero
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -206,4 +207,75 @@ func TestSplitErrors(t *testing.T) {
 	if len(subs) != 2 || subs[0].Size() != 4 || subs[0].Members() != 1 || subs[1].Members() != 1 || subs[1].Comm(0).Rank() != 1 {
 		t.Errorf("sparse split: %d groups", len(subs))
 	}
+}
+
+// TestSplitOverTCP: four processes' ranks (TCP links, as four processes
+// would have) split into a dp 2 × tp 2 layout's tensor and data groups:
+// an all-reduce on each tensor group equals the sum of its ranks' values,
+// over the parent's links with the sub-groups' ranks translated. A TCP
+// link reaches rank 0 and its ring neighbours only, so the data groups
+// (ranks 0 and 2, 1 and 3) are refused at their first exchange between
+// ranks it does not connect, naming both (over MPI every pair is reached:
+// TestMPISendRecv splits the same layout).
+func TestSplitOverTCP(t *testing.T) {
+	l := Layout{DP: 2, TP: 2, PP: 1}
+	gs, _, run := linkedGroups(t, l.Size())
+	err := run(func(c *Comm) error {
+		return splitAndExchange(c, gs[c.Rank()], l, false)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, run = linkedGroups(t, l.Size())
+	err = run(func(c *Comm) error { return splitAndExchange(c, nil, l, true) })
+	if want := "rank 1 has no connection to rank 3"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("data groups over TCP: %v, want %q", err, want)
+	}
+}
+
+// splitAndExchange is one rank's part of a split layout's exchanges: it
+// splits its group (g; nil: c's own) into the tensor groups and, with
+// data, the data groups; an all-reduce on its tensor group is checked
+// against the sum of its ranks' values, and its data group exchanges by
+// SendRecv (ringAndChain, checked value by value).
+func splitAndExchange(c *Comm, g *Group, l Layout, data bool) error {
+	if g == nil {
+		g = c.g
+	}
+	r, d := c.Rank(), c.Device()
+	tp, err := g.Split(l.Groups(TensorAxis))
+	if err != nil {
+		return err
+	}
+	for j, sub := range tp {
+		if mine := j == groupIndex(l, TensorAxis, r); (sub != nil) != mine && g.Link() != nil {
+			return fmt.Errorf("rank %d: over processes a rank gets its own tensor group only (group %d: %v)", r, j, sub != nil)
+		}
+	}
+	sc, ok := tp[groupIndex(l, TensorAxis, r)].Sub(c)
+	if !ok {
+		return errors.New("not in its own tensor group")
+	}
+	b := filledOn(d, cuda.F32, 5, r)
+	if err := sc.AllReduce(b, b, Sum); err != nil {
+		return err
+	}
+	want := make([]float64, 5)
+	for _, q := range l.Group(TensorAxis, r) {
+		for i, v := range saltedValues(5, q) {
+			want[i] += v
+		}
+	}
+	if got := download(d, b); fmt.Sprint(got) != fmt.Sprint(want) {
+		return fmt.Errorf("rank %d: tensor all-reduce %v, want %v", r, got, want)
+	}
+	if !data {
+		return nil
+	}
+	dp, err := g.Split(l.Groups(DataAxis))
+	if err != nil {
+		return err
+	}
+	dc, _ := dp[groupIndex(l, DataAxis, r)].Sub(c)
+	return ringAndChain(dc, cuda.F32, 3)
 }
