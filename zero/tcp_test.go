@@ -113,8 +113,10 @@ func TestCollectivesOverTCP(t *testing.T) {
 }
 
 // A collective that differs between the ranks fails on every rank with the
-// difference, as in process: the ranks that find it (rank 1's neighbours)
-// name rank 1's call, and their abort reaches rank 0.
+// difference, as in process: a rank that finds it (one of rank 1's
+// neighbours, whichever compares first: the other may hear its abort
+// before it compares) names rank 1's call, and the abort reaches every
+// other rank.
 func TestTCPCallsDiffer(t *testing.T) {
 	_, devs, run := linkedGroups(t, 3)
 	bufs := make([]*cuda.Buffer, 3)
@@ -129,13 +131,17 @@ func TestTCPCallsDiffer(t *testing.T) {
 	if err == nil || strings.Count(err.Error(), "the ranks' calls differ") != 3 || strings.Count(err.Error(), "all_reduce of fp32 (sum), send 5 and recv 5 elements") != 3 {
 		t.Fatalf("got %v, want every rank to name rank 1's different call", err)
 	}
-	for _, want := range []string{
+	found := 0
+	for _, finder := range []string{
 		"rank 1: zero: the ranks' calls differ: rank 0 calls all_reduce of fp32 (sum), send 4 and recv 4 elements, rank 1 all_reduce of fp32 (sum), send 5 and recv 5 elements",
 		"rank 2: zero: the ranks' calls differ: rank 1 calls all_reduce of fp32 (sum), send 5 and recv 5 elements, rank 2 all_reduce of fp32 (sum), send 4 and recv 4 elements",
 	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("got %v, want %q", err, want)
+		if strings.Contains(err.Error(), finder) {
+			found++
 		}
+	}
+	if found == 0 {
+		t.Errorf("got %v, want rank 1 or rank 2 to have found the difference with its neighbour", err)
 	}
 }
 
