@@ -93,26 +93,12 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	dev := devs[0]
 	rep := &TrainReport{Setup: s, Setting: set, Device: dev.Name(), ShapeOnly: !dev.Computes(), Engine: where.Engine(),
 		Result: &train.RunResult{Device: dev.Name()}}
-	if dev.Computes() {
-		if err := where.checkFits(devs, o.Setup, set); err != nil {
-			return rep, err
-		}
-	}
-	batches, err := train.OpenBatches(dev, o.Data, s, o.Seed)
+	batches, init, err := where.prepare(devs, o.Setup, set, o.Data, o.Load, o.Seed)
 	if err != nil {
 		return rep, err
 	}
 	defer batches.Close()
 	rep.Result.Dataset = fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens))
-	var init []float32
-	switch {
-	case o.Load != "":
-		if init, err = model.LoadCheckpoint(o.Load, s.Model); err != nil {
-			return rep, err
-		}
-	case dev.Computes():
-		init = model.InitParams(s.Model, o.Seed)
-	}
 	if ctx.Err() != nil {
 		rep.Result.Interrupted = true
 		return rep, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"trainmem/cuda"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/model/reference"
@@ -111,4 +112,40 @@ func TestTrainMemoryFlat(t *testing.T) {
 		t.Errorf("the heap grew by %d bytes from step 1,000 to %d (%d to %d)", growth, steps, at1k, atEnd)
 	}
 	t.Logf("heap at step 1,000: %d bytes; at step %d: %d", at1k, steps, atEnd)
+}
+
+// Each run takes its traces and profile one way, and refuses the others
+// by name: Simulate and Train record traces per rank (RankTraces,
+// Where.Traces), Validate's Options.Trace is one rank's simulated step
+// when nothing is measured, and a profile is one device's.
+func TestRunRequestRefusals(t *testing.T) {
+	one := setup(t, "tiny", 1, 16, model.FP32, model.Adam, "none")
+	two := one
+	two.Ranks = 2
+	ctx := context.Background()
+	traced := func(s model.Setup) Options { return runOf(checked(t, s), 1, &MemoryTrace{}, zero.Setting{}) }
+	profiled := func(s model.Setup) Options {
+		o := runOf(checked(t, s), 1, nil, zero.Setting{})
+		o.Profile = &Profile{}
+		return o
+	}
+	shapeOnly := func() cuda.Device { return shape.New(0) }
+	check := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", what, err, want)
+		}
+	}
+	_, err := Simulate(shapeOnly, 0, traced(one), nil)
+	check("Simulate with Options.Trace", err, "records each simulated rank's trace in its traces")
+	_, err = Validate(ctx, on(shape.New(0)), traced(one))
+	check("Validate measured with Options.Trace", err, "the measured ranks' traces are Where.Traces")
+	_, err = Validate(ctx, nil, traced(two))
+	check("Validate of two ranks with Options.Trace", err, "the measured ranks' traces are Where.Traces")
+	_, err = Validate(ctx, nil, profiled(two))
+	check("Validate of two ranks with a profile", err, "a profile is one device's")
+	_, err = Train(ctx, *on(shape.New(0)), traced(one))
+	check("Train with Options.Trace", err, "records its ranks' traces in Where.Traces")
+	_, err = Train(ctx, *on(shape.New(0)), profiled(two))
+	check("Train of two ranks with a profile", err, "a profile is one device's")
 }

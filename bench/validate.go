@@ -310,12 +310,7 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	if err != nil {
 		return err
 	}
-	if devs[0].Computes() {
-		if err := where.checkFits(devs, c, set); err != nil {
-			return err
-		}
-	}
-	batches, err := train.OpenBatches(devs[0], o.Data, s, o.seed())
+	batches, init, err := where.prepare(devs, c, set, o.Data, "", o.seed())
 	if err != nil {
 		return err
 	}
@@ -323,10 +318,6 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	r.Device, r.Data = devs[0].Name(), batches.Source
 	if lw, ok := devs[0].(cuda.LibraryWorkspacer); ok {
 		defer func() { r.LibraryWorkspace = lw.LibraryWorkspaceBytes() }() // once the run has used cuBLAS
-	}
-	var init []float32
-	if devs[0].Computes() {
-		init = model.InitParams(s.Model, o.seed())
 	}
 	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile}
 	switch {

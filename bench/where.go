@@ -84,6 +84,35 @@ func (w Where) open(n int) (g *zero.Group, devs []cuda.Device, close func(), err
 	return g, devs, close, nil
 }
 
+// prepare is what a run on devs (opened by open) starts from once the
+// machine is checked to hold it (checkFits, on devices that compute): the
+// data's batches (closed by the caller), and the initial weights: load's
+// checkpoint when given, else seed's on devices that compute (nil on
+// shape-only ones, which hold none).
+func (w Where) prepare(devs []cuda.Device, c model.Checked, set zero.Setting, data, load string, seed uint64) (*train.Batches, []float32, error) {
+	s := c.Setup()
+	if devs[0].Computes() {
+		if err := w.checkFits(devs, c, set); err != nil {
+			return nil, nil, err
+		}
+	}
+	batches, err := train.OpenBatches(devs[0], data, s, seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	var init []float32
+	switch {
+	case load != "":
+		if init, err = model.LoadCheckpoint(load, s.Model); err != nil {
+			batches.Close()
+			return nil, nil, err
+		}
+	case devs[0].Computes():
+		init = model.InitParams(s.Model, seed)
+	}
+	return batches, init, nil
+}
+
 // stream is the batches of a run of n ranks: rank r takes the r-th of
 // every n micro-batches of the data's stream. In one process the members
 // ask in rank order, each its own in turn; a process's rank reads the n
