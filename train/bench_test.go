@@ -149,6 +149,38 @@ func BenchmarkSimulateLayers(b *testing.B) {
 	}
 }
 
+// BenchmarkSimulateLinearity simulates the narrow model at 256, 2048 and
+// 4096 layers in turn inside one loop, each from a collected heap as a fresh
+// command starts, and reports the ratios of their times: 8 and 2 when the
+// whole is linear in layers. Interleaving makes the ratios robust on a
+// shared machine where absolute times drift. The first ratio also crosses
+// the last-level cache: 256 layers' graph (about 30 MB) fits a 32 MiB L3,
+// 2048 layers' (about 260 MB) does not, so a linear count of work (the
+// allocations a layer are the same at every size) can still cost more a
+// layer there; the second ratio, both sides out of cache, shows the work.
+func BenchmarkSimulateLinearity(b *testing.B) {
+	sizes := []int{256, 2048, 4096}
+	took := make([]time.Duration, len(sizes))
+	for b.Loop() {
+		for i, L := range sizes {
+			s := model.Setup{Model: model.Config{Name: "narrow", Layers: L, Hidden: 64, Heads: 4, Vocab: 256, Context: 64},
+				Batch: 1, Seq: 64, Ranks: 1, TP: 1, PP: 1}
+			c := checked(b, s)
+			runtime.GC()
+			start := time.Now()
+			if _, _, err := Simulate(shape.New(0), c, 1, nil); err != nil {
+				b.Fatal(err)
+			}
+			took[i] += time.Since(start)
+		}
+	}
+	for i, L := range sizes {
+		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), fmt.Sprintf("ms@L=%d", L))
+	}
+	b.ReportMetric(float64(took[1])/float64(took[0]), "2048/256")
+	b.ReportMetric(float64(took[2])/float64(took[1]), "4096/2048")
+}
+
 // BenchmarkProfileCost runs tiny's step with the profile off and on,
 // interleaved in one run, and reports the ratio: off costs nothing (one nil
 // check an instruction), on costs a mark and an elapsed time each.
