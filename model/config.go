@@ -20,6 +20,10 @@ type Config struct {
 	// Untied gives the model its own output projection (lm_head, V×h)
 	// instead of reusing the token embedding (GPT-2 ties them).
 	Untied bool
+	// Tensor is the tensor-parallel rank this config is the part of
+	// (Config.TensorRank; tensor.go): its blocks' heads and MLP channels
+	// split, the rest whole. The zero value is the whole model.
+	Tensor TensorRank
 }
 
 // Presets, smallest first. GPT-2 shapes are from Radford et al. 2019
@@ -87,7 +91,7 @@ func (c Config) Validate() error {
 		}
 		return fmt.Errorf("model: heads %d does not divide hidden %d (valid head counts include %s)", c.Heads, c.Hidden, strings.Join(ok, ", "))
 	}
-	return nil
+	return c.Tensor.check(c.Heads)
 }
 
 // HeadDim is the channels per head, h/a.
@@ -107,65 +111,80 @@ type Param struct {
 	// weights: embeddings and linear layers), false for biases and layer
 	// norm gains, as in GPT-2 training practice.
 	Decay bool
+	// Split is where a tensor-parallel rank's row sits in the whole
+	// model's tensor of the same name; the zero value is the whole tensor.
+	Split TensorSplit
 }
 
 // Params is the parameter table in flat-buffer order: embeddings, then each
 // block's tensors together (so a block is one contiguous range, as ZeRO-3
 // gathering wants), then the final layer norm and, when untied, the head.
-// Linear weights are stored (out, in) as in llm.c: y = x·Wᵀ + b.
+// Linear weights are stored (out, in) as in llm.c: y = x·Wᵀ + b. For a
+// tensor-parallel rank (c.Tensor) the split rows hold the rank's part, and
+// Split says where it sits in the whole tensor (tensor.go).
 func (c Config) Params() []Param {
 	h, L := c.Hidden, c.Layers
+	t := c.Tensor.size()
+	hp := h / t // this rank's channels of q, k, v and of the attention output
 	var ps []Param
 	var off int64
-	add := func(name string, layer int, decay bool, shape ...int) {
+	add := func(name string, layer int, decay bool, split TensorSplit, shape ...int) {
 		n := int64(1)
 		for _, d := range shape {
 			n *= int64(d)
 		}
-		ps = append(ps, Param{Name: name, Shape: shape, Count: n, Offset: off, Layer: layer, Decay: decay})
+		ps = append(ps, Param{Name: name, Shape: shape, Count: n, Offset: off, Layer: layer, Decay: decay, Split: split})
 		off += n
 	}
-	add("wte", -1, true, c.Vocab, h) // token embedding (V, h); also the head when tied
-	add("wpe", -1, true, c.Context, h)
+	var whole TensorSplit
+	qkv := c.Tensor.heads(h)                // column-parallel: rows of q, k and v of the rank's heads
+	attn := c.Tensor.part(1, h)             // row-parallel: the attention output's columns
+	fc := c.Tensor.part(0, 4*h)             // column-parallel: the MLP's rows
+	proj := c.Tensor.part(1, 4*h)           // row-parallel: the MLP's columns
+	add("wte", -1, true, whole, c.Vocab, h) // token embedding (V, h); also the head when tied
+	add("wpe", -1, true, whole, c.Context, h)
 	for l := 0; l < L; l++ {
 		p := fmt.Sprintf("h%d.", l)
-		add(p+"ln1.w", l, false, h)
-		add(p+"ln1.b", l, false, h)
-		add(p+"attn.qkv.w", l, true, 3*h, h)
-		add(p+"attn.qkv.b", l, false, 3*h)
-		add(p+"attn.proj.w", l, true, h, h)
-		add(p+"attn.proj.b", l, false, h)
-		add(p+"ln2.w", l, false, h)
-		add(p+"ln2.b", l, false, h)
-		add(p+"mlp.fc.w", l, true, 4*h, h)
-		add(p+"mlp.fc.b", l, false, 4*h)
-		add(p+"mlp.proj.w", l, true, h, 4*h)
-		add(p+"mlp.proj.b", l, false, h)
+		add(p+"ln1.w", l, false, whole, h)
+		add(p+"ln1.b", l, false, whole, h)
+		add(p+"attn.qkv.w", l, true, qkv, 3*hp, h)
+		add(p+"attn.qkv.b", l, false, qkv, 3*hp)
+		add(p+"attn.proj.w", l, true, attn, h, hp)
+		add(p+"attn.proj.b", l, false, whole, h)
+		add(p+"ln2.w", l, false, whole, h)
+		add(p+"ln2.b", l, false, whole, h)
+		add(p+"mlp.fc.w", l, true, fc, 4*hp, h)
+		add(p+"mlp.fc.b", l, false, fc, 4*hp)
+		add(p+"mlp.proj.w", l, true, proj, h, 4*hp)
+		add(p+"mlp.proj.b", l, false, whole, h)
 	}
-	add("lnf.w", -1, false, h)
-	add("lnf.b", -1, false, h)
+	add("lnf.w", -1, false, whole, h)
+	add("lnf.b", -1, false, whole, h)
 	if c.Untied {
-		add("lm_head.w", -1, true, c.Vocab, h)
+		add("lm_head.w", -1, true, whole, c.Vocab, h)
 	}
 	return ps
 }
 
 // NumParams is the exact parameter count, Φ: V·h + ctx·h + L·(12h² + 13h) +
 // 2h, plus V·h for an untied head. GPT-2 (124M) has 124,439,808; gpt2-xl
-// 1,557,611,200.
+// 1,557,611,200. A tensor-parallel rank's is its own table's (LayerParams).
 func (c Config) NumParams() int64 {
 	h, L := int64(c.Hidden), int64(c.Layers)
-	n := int64(c.Vocab)*h + int64(c.Context)*h + L*(12*h*h+13*h) + 2*h
+	n := int64(c.Vocab)*h + int64(c.Context)*h + L*c.LayerParams() + 2*h
 	if c.Untied {
 		n += int64(c.Vocab) * h
 	}
 	return n
 }
 
-// LayerParams is the parameter count of one transformer block, 12h² + 13h.
+// LayerParams is the parameter count of one transformer block, 12h² + 13h;
+// of a tensor-parallel rank's part of it, 12h²/t + 7h/t + 6h (the split
+// matrices and column-parallel biases, then the layer norms and the
+// row-parallel biases, which every rank holds whole).
 func (c Config) LayerParams() int64 {
-	h := int64(c.Hidden)
-	return 12*h*h + 13*h
+	h, t := int64(c.Hidden), int64(c.Tensor.size())
+	return 12*h*h/t + 7*h/t + 6*h
 }
 
 // ParamByName finds a row of the parameter table.
@@ -183,8 +202,12 @@ func (c Config) String() string {
 	if c.Untied {
 		head = "untied head"
 	}
-	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s, %s parameters",
-		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, Comma(c.NumParams()))
+	rank := ""
+	if c.Tensor.Size > 1 {
+		rank = fmt.Sprintf(", tensor-parallel rank %d of %d", c.Tensor.Rank, c.Tensor.Size)
+	}
+	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s, %s parameters",
+		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, rank, Comma(c.NumParams()))
 }
 
 // Comma formats n with thousands separators: 124439808 → "124,439,808".

@@ -100,34 +100,44 @@ func (s *sectionOf) add(name, term string, mk func() op, args ...string) {
 // x += attn.proj(attention(attn.qkv(ln1(x)))), x += mlp.proj(gelu(
 // mlp.fc(ln2(x)))); then lnf, logits = lnf·wteᵀ (or lm_head.wᵀ when untied),
 // loss = mean cross-entropy.
+//
+// A tensor-parallel rank's (cfg.Tensor, tensor.go) blocks hold its heads
+// (NH/t of them, C/t channels of q, k, v and the attention output) and C·4/t
+// of the MLP's channels, between column-parallel and row-parallel layers.
 func flowOf(cfg Config, B, T int) (dataflow, error) {
 	N, C, V, NH := B*T, cfg.Hidden, cfg.Vocab, cfg.Heads
+	tp := cfg.Tensor.size()
+	Cp, NHp := C/tp, NH/tp // the rank's channels and heads
+	column, row := NotParallel, NotParallel
+	if tp > 1 {
+		column, row = ColumnParallel, RowParallel
+	}
 	var embed, block, head sectionOf
 	layerNorm := func(s *sectionOf, name, term, statsTerm, x string) {
 		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: N, C: C, Eps: LayerNormEps} }, x)
 		s.add(name, term, func() op { return &LayerNormOp{N: N, C: C} }, x, name+".stats", "@"+name+".w", "@"+name+".b")
 	}
-	linear := func(s *sectionOf, name, term, x string, in, out int, bias bool, w string) {
+	linear := func(s *sectionOf, name, term, x string, in, out int, bias bool, w string, par Parallel) {
 		args := []string{x, "@" + w}
 		if bias {
 			args = append(args, "@"+name+".b")
 		}
-		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias} }, args...)
+		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias, Parallel: par} }, args...)
 	}
 
 	embed.add("embed", "embedding", func() op { return &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context} }, "tokens", "@wte", "@wpe")
 
 	b := &block
 	layerNorm(b, "ln1", "ln1", "ln1_stats", "x")
-	linear(b, "attn.qkv", "qkv", "ln1", C, 3*C, true, "attn.qkv.w")
-	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: C, NH: NH} }, "attn.qkv")
-	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: C, NH: NH} }, "attn.qkv", "attn.probs")
-	linear(b, "attn.proj", "", "attn.out", C, C, true, "attn.proj.w")
+	linear(b, "attn.qkv", "qkv", "ln1", C, 3*Cp, true, "attn.qkv.w", column)
+	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv")
+	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv", "attn.probs")
+	linear(b, "attn.proj", "", "attn.out", Cp, C, true, "attn.proj.w", row)
 	b.add("res1", "residual1", func() op { return &AddOp{N: N, C: C} }, "x", "attn.proj")
 	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")
-	linear(b, "mlp.fc", "mlp_fc", "ln2", C, 4*C, true, "mlp.fc.w")
-	b.add("mlp.gelu", "mlp_gelu", func() op { return &GELUOp{N: N, C: 4 * C} }, "mlp.fc")
-	linear(b, "mlp.proj", "", "mlp.gelu", 4*C, C, true, "mlp.proj.w")
+	linear(b, "mlp.fc", "mlp_fc", "ln2", C, 4*Cp, true, "mlp.fc.w", column)
+	b.add("mlp.gelu", "mlp_gelu", func() op { return &GELUOp{N: N, C: 4 * Cp} }, "mlp.fc")
+	linear(b, "mlp.proj", "", "mlp.gelu", 4*Cp, C, true, "mlp.proj.w", row)
 	b.add("res2", "block_output", func() op { return &AddOp{N: N, C: C} }, "res1", "mlp.proj")
 
 	layerNorm(&head, "lnf", "final_layer_norm", "final_layer_norm", "x")
@@ -135,7 +145,7 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	if cfg.Untied {
 		w = "lm_head.w"
 	}
-	linear(&head, "logits", "logits", "lnf", C, V, false, w)
+	linear(&head, "logits", "logits", "lnf", C, V, false, w, NotParallel)
 	head.add("loss", "", func() op { return &CrossEntropyOp{N: N, V: V} }, "logits", "targets")
 
 	for _, s := range []*sectionOf{&embed, &block, &head} {
@@ -157,7 +167,11 @@ type kept struct {
 // structureOf is the smallest config with cfg's structure: what decides
 // which ops a graph has and how they connect, not how large they are.
 func structureOf(cfg Config) Config {
-	return Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied}
+	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied}
+	if cfg.Tensor.size() > 1 {
+		sc.Tensor = TensorRank{Size: 2} // what a split keeps is the same on every rank and at every size
+	}
+	return sc
 }
 
 var keptCache sync.Map // structureOf(cfg) → kept

@@ -404,6 +404,8 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d heads (valid: %s)", s.TP, m.Heads, divisors(m.Heads))
 	case m.Layers%s.PP != 0:
 		return fmt.Errorf("model: pipeline stages %d do not divide the %d layers (valid: %s)", s.PP, m.Layers, divisors(m.Layers))
+	case m.Tensor.Size > 1 && m.Tensor.Size != s.TP:
+		return fmt.Errorf("model: the model is tensor-parallel rank %d of %d and the setup has %d tensor-parallel ranks (valid: the same count)", m.Tensor.Rank, m.Tensor.Size, s.TP)
 	}
 	c := s.Checkpoint
 	switch c.Kind {
@@ -442,6 +444,25 @@ func (s Setup) Check() (Checked, error) {
 
 // Setup is the checked setup (a copy).
 func (c Checked) Setup() Setup { return c.s }
+
+// TensorRank is the setup of tensor-parallel rank r of c's TP ranks: its
+// model the rank's part of c's (Config.TensorRank), the rest as c's. With
+// one tensor-parallel rank it is c.
+func (c Checked) TensorRank(r int) (Checked, error) {
+	if err := c.Err(); err != nil {
+		return Checked{}, err
+	}
+	s := c.s
+	if s.ParamsOnly() {
+		return Checked{}, errors.New("model: a setup of a parameter count only has no model to split over tensor-parallel ranks")
+	}
+	m, err := s.Model.TensorRank(s.TP, r)
+	if err != nil {
+		return Checked{}, err
+	}
+	s.Model = m
+	return s.Check()
+}
 
 // Err is nil for a setup that Setup.Check made, an error naming the
 // mistake for the zero Checked.

@@ -18,10 +18,15 @@ import (
 // Kept for backward: x (N·In elements) for W's gradient and W (Out·In, a
 // parameter) for x's gradient; b's gradient reads only dy. Differentiable in
 // every input.
+//
+// Parallel splits it over tensor-parallel ranks (tensor.go): a
+// column-parallel layer's x gradient is all-reduced (its backward op's
+// Reduce); a row-parallel layer all-reduces x·Wᵀ before it adds b.
 type LinearOp struct {
 	opBase
 	N, In, Out int
 	Bias       bool
+	Parallel   Parallel
 }
 
 // signature: x (N, In), W (Out, In), with Bias b (Out) → (N, Out).
@@ -35,13 +40,22 @@ func (op *LinearOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearOp) String() string {
+	if op.Parallel != NotParallel {
+		return fmt.Sprintf("Linear{N=%d,In=%d,Out=%d,Bias=%t,Parallel=%v}", op.N, op.In, op.Out, op.Bias, op.Parallel)
+	}
 	return fmt.Sprintf("Linear{N=%d,In=%d,Out=%d,Bias=%t}", op.N, op.In, op.Out, op.Bias)
 }
 
-// Run is y = x·Wᵀ (Kernels.MatMul), then + b (Kernels.AddBias).
+// Run is y = x·Wᵀ (Kernels.MatMul), row-parallel summed over the tensor
+// group, then + b (Kernels.AddBias).
 func (op *LinearOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	if err := x.K.MatMul(cuda.MatMul{TransB: true, M: op.N, N: op.Out, K: op.In, A: a[0], B: a[1], C: out, Alpha: 1}); err != nil {
 		return err
+	}
+	if op.Parallel == RowParallel {
+		if err := x.allReduce(op.String(), out); err != nil {
+			return err
+		}
 	}
 	if op.Bias {
 		return x.K.AddBias(out, a[2], op.N, op.Out)
@@ -65,7 +79,7 @@ func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 		return nil, err
 	}
 	x, w := in[0], in[1]
-	dx, err := applyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out}), dy, w)
+	dx, err := applyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out, Reduce: op.Parallel == ColumnParallel}), dy, w)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +98,13 @@ func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 }
 
 // LinearBackwardXOp is x's gradient (N, In) of y = x·Wᵀ + b, from dy (N, Out)
-// and W (Out, In): dx = dy·W. Lowered to one Kernels.MatMul.
+// and W (Out, In): dx = dy·W. Lowered to one Kernels.MatMul. Reduce (a
+// column-parallel layer's) sums dx over the tensor group: each rank's is
+// the part through its own output features.
 type LinearBackwardXOp struct {
 	opBase
 	N, In, Out int
+	Reduce     bool
 }
 
 // signature: dy (N, Out), W (Out, In) → (N, In).
@@ -100,12 +117,22 @@ func (op *LinearBackwardXOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearBackwardXOp) String() string {
+	if op.Reduce {
+		return fmt.Sprintf("LinearBackwardX{N=%d,In=%d,Out=%d,Reduce}", op.N, op.In, op.Out)
+	}
 	return fmt.Sprintf("LinearBackwardX{N=%d,In=%d,Out=%d}", op.N, op.In, op.Out)
 }
 
-// Run is dx = dy·W (Kernels.MatMul).
+// Run is dx = dy·W (Kernels.MatMul), with Reduce summed over the tensor
+// group.
 func (op *LinearBackwardXOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.MatMul(cuda.MatMul{M: op.N, N: op.In, K: op.Out, A: a[0], B: a[1], C: out, Alpha: 1})
+	if err := x.K.MatMul(cuda.MatMul{M: op.N, N: op.In, K: op.Out, A: a[0], B: a[1], C: out, Alpha: 1}); err != nil {
+		return err
+	}
+	if op.Reduce {
+		return x.allReduce(op.String(), out)
+	}
+	return nil
 }
 
 // LinearBackwardWOp is W's gradient (Out, In) of y = x·Wᵀ + b, from dy (N, Out)

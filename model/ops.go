@@ -54,12 +54,14 @@ var ErrNotVM = errors.New("model: trainmem ops run on trainmem's executor (packa
 // LayerNormEps is the ε of every layer norm, as in GPT-2.
 const LayerNormEps = 1e-5
 
-// Exec is what an op runs on: the device's kernels, and workspace the
+// Exec is what an op runs on: the device's kernels, workspace the
 // executor lends for one call (allocated as cuda.Workspace, so that the
-// shape-only device sees every byte a computing one would).
+// shape-only device sees every byte a computing one would), and, for a
+// tensor-parallel rank's ops, the ranks it is split over (tensor.go).
 type Exec struct {
 	K       cuda.Kernels
 	Scratch func(n int, run func(*cuda.Buffer) error) error
+	Tensor  TensorGroup
 }
 
 // Runner is an op that runs itself on a device: out is the buffer of its

@@ -195,6 +195,8 @@ func TestOpsHashCoversEveryField(t *testing.T) {
 			switch fv.Kind() {
 			case reflect.Int:
 				cf.SetInt(fv.Int() + 1)
+			case reflect.Uint8: // an enum (Parallel)
+				cf.SetUint(fv.Uint() + 1)
 			case reflect.Bool:
 				cf.SetBool(!fv.Bool())
 			case reflect.Float32:

@@ -28,6 +28,10 @@ type Options struct {
 	Policy Policy
 	// Profile, when set, records every step's ops (Trainer.Profile).
 	Profile *Profile
+	// TensorGroup is the ranks a tensor-parallel rank's model is split
+	// over (the setup's model a part, model.Checked.TensorRank): its
+	// parallel layers sum over it. Nil for a whole model.
+	TensorGroup model.TensorGroup
 }
 
 // Trainer runs a compiled schedule on a device: it owns the model states
@@ -86,8 +90,14 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	switch {
 	case s.ParamsOnly():
 		return nil, errors.New("train: a setup of a parameter count only has no model to run: give a preset or layers, hidden, heads")
-	case s.TP != 1 || s.PP != 1:
-		return nil, fmt.Errorf("train: the trainer runs data parallelism only; the setup has %d tensor-parallel ranks and %d pipeline stages (valid: 1 each)", s.TP, s.PP)
+	case s.PP != 1:
+		return nil, fmt.Errorf("train: the trainer runs one pipeline stage; the setup has %d (valid: 1)", s.PP)
+	case s.TP != 1 && s.Model.Tensor.Size != s.TP:
+		return nil, fmt.Errorf("train: the setup has %d tensor-parallel ranks and its model is whole: run a rank's part (model.Checked.TensorRank) through package zero", s.TP)
+	case s.TP != 1 && opts.TensorGroup == nil:
+		return nil, fmt.Errorf("train: %s is a tensor-parallel part and the trainer has no tensor group (Options.TensorGroup)", s.Model)
+	case s.TP == 1 && opts.TensorGroup != nil:
+		return nil, errors.New("train: a tensor group for a whole model (the setup has one tensor-parallel rank)")
 	case s.Ranks != 1 && opts.Policy == nil:
 		return nil, fmt.Errorf("train: the setup has %d data-parallel ranks and the trainer no policy for them: run the ranks through package zero", s.Ranks)
 	}
@@ -125,7 +135,7 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	}
 	t := &Trainer{dev: dev, s: s, c: c, table: gr.Table, opts: opts, st: st, sched: sched, lay: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
-	t.kernels = model.Exec{K: dev, Scratch: t.withScratch}
+	t.kernels = model.Exec{K: dev, Scratch: t.withScratch, Tensor: opts.TensorGroup}
 	t.findLastReads()
 	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if err := t.allocStates(); err != nil {

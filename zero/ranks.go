@@ -8,18 +8,28 @@ import (
 	"trainmem/train"
 )
 
-// Ranks is a data-parallel group of trainers, one per member rank of a
-// Group, each running setup s (s.Batch is a rank's micro-batch) under the
-// setting's policy.
+// Ranks is a group of trainers, one per member rank of a Group, each
+// running setup s (s.Batch is a rank's micro-batch) under the setting's
+// policy: s.Ranks data-parallel replicas of s.TP tensor-parallel ranks
+// each, numbered as Layout says (the tensor rank fastest).
 type Ranks struct {
-	g   *Group
-	set Setting
-	tr  []*train.Trainer
+	g      *Group
+	set    Setting
+	layout Layout
+	tr     []*train.Trainer
+	// tensor and data are each member's communicators of its tensor group
+	// (nil with one tensor-parallel rank) and its data group (the member's
+	// own communicator of g then).
+	tensor, data []*Comm
 }
 
 // NewRanks builds a trainer per rank of g on the rank's device, each of
-// the one checked setup c. The setup says the group: its Ranks must be g's
-// size and its ZeRO the setting's stage (0 under the parameter server).
+// the one checked setup c (a tensor-parallel rank of the part of c's model
+// it holds, Checked.TensorRank). The setup says the group: its Ranks times
+// its TP must be g's size, and its ZeRO the setting's stage (0 under the
+// parameter server). With more than one tensor-parallel rank, g is split
+// into its tensor groups (each rank's parallel layers sum over its own) and
+// its data groups (each rank's policy reduces over its own).
 func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Ranks, error) {
 	if err := set.Check(); err != nil {
 		return nil, err
@@ -28,9 +38,14 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 		return nil, err
 	}
 	s := c.Setup()
+	lay := Layout{DP: s.Ranks, TP: s.TP, PP: s.PP}
 	switch {
-	case s.Ranks != g.Size():
+	case s.PP != 1:
+		return nil, fmt.Errorf("zero: the ranks run one pipeline stage; the setup has %d (valid: 1)", s.PP)
+	case lay.Size() != g.Size() && s.TP == 1:
 		return nil, fmt.Errorf("zero: the setup has %d ranks and the group %d", s.Ranks, g.Size())
+	case lay.Size() != g.Size():
+		return nil, fmt.Errorf("zero: the setup has %d ranks (%v) and the group %d", lay.Size(), lay, g.Size())
 	case s.ZeRO != set.Stage:
 		return nil, fmt.Errorf("zero: the setup says ZeRO-%d and the setting %s", s.ZeRO, set)
 	case g.Engine(0) != nil && !set.Native:
@@ -46,26 +61,75 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 			g.eng = ring{}
 		}
 	}
-	rk := &Ranks{g: g, set: set}
+	tensor, data, err := axisComms(g, lay)
+	if err != nil {
+		return nil, err
+	}
+	rk := &Ranks{g: g, set: set, layout: lay, tensor: tensor, data: data}
 	for i := range g.Members() {
-		p, err := NewPolicy(g.Comm(i), set)
-		if err == nil {
-			o := opts
-			if o.Policy = p; g.Size() == 1 {
-				// One rank has nothing to reduce, shard or gather: its
-				// trainer is one device's, whatever the setting.
-				o.Policy = nil
+		err := func() error {
+			o, rc := opts, c
+			if s.Ranks > 1 {
+				// One replica has nothing to reduce, shard or gather: its
+				// trainers are one device's, whatever the setting.
+				var err error
+				if o.Policy, err = NewPolicy(data[i], set); err != nil {
+					return err
+				}
 			}
-			var t *train.Trainer
-			if t, err = train.New(g.devs[i], c, o); err == nil {
-				rk.tr = append(rk.tr, t)
-				continue
+			if s.TP > 1 {
+				var err error
+				if rc, err = c.TensorRank(lay.Coord(g.ranks[i])[TensorAxis]); err != nil {
+					return err
+				}
+				o.TensorGroup = tensor[i]
 			}
+			t, err := train.New(g.devs[i], rc, o)
+			if err != nil {
+				return err
+			}
+			rk.tr = append(rk.tr, t)
+			return nil
+		}()
+		if err != nil {
+			rk.Close()
+			return nil, &RankError{Rank: g.ranks[i], Err: err}
 		}
-		rk.Close()
-		return nil, &RankError{Rank: g.ranks[i], Err: err}
 	}
 	return rk, nil
+}
+
+// axisComms is each member's communicator in its tensor group (nil with
+// one tensor-parallel rank) and in its data group (g's own with one).
+func axisComms(g *Group, lay Layout) (tensor, data []*Comm, err error) {
+	data = make([]*Comm, g.Members())
+	if lay.TP == 1 {
+		copy(data, g.comms)
+		return nil, data, nil
+	}
+	tensor = make([]*Comm, g.Members())
+	index := make(map[*Comm]int, g.Members())
+	for i, c := range g.comms {
+		index[c] = i
+	}
+	for _, ax := range []struct {
+		a   Axis
+		out []*Comm
+	}{{TensorAxis, tensor}, {DataAxis, data}} {
+		subs, err := g.Split(lay.Groups(ax.a))
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, sub := range subs {
+			if sub == nil {
+				continue
+			}
+			for k, p := range sub.parents {
+				ax.out[index[p]] = sub.comms[k]
+			}
+		}
+	}
+	return tensor, data, nil
 }
 
 // Members is the number of member ranks (every rank but in a sparse
@@ -78,21 +142,56 @@ func (rk *Ranks) Trainer(i int) *train.Trainer { return rk.tr[i] }
 // Comm is member i's communicator.
 func (rk *Ranks) Comm(i int) *Comm { return rk.g.Comm(i) }
 
-// SetParams loads the same weights on every rank.
+// Traffic is what member i has sent and received so far, by kind of
+// collective: its tensor group's (the parallel layers' sums), its data
+// group's (the policy's reductions and gathers) and, in all, theirs and
+// whatever else it sent over the whole group.
+func (rk *Ranks) Traffic(i int) (all [NumCollectives]Traffic, axes [NumAxes][NumCollectives]Traffic) {
+	axes[DataAxis] = rk.data[i].Traffic()
+	if rk.tensor != nil {
+		axes[TensorAxis] = rk.tensor[i].Traffic()
+	}
+	all = rk.g.Comm(i).Traffic()
+	if rk.data[i] != rk.g.Comm(i) {
+		all = addTraffic(all, axes[DataAxis])
+	}
+	return addTraffic(all, axes[TensorAxis]), axes
+}
+
+func addTraffic(a, b [NumCollectives]Traffic) [NumCollectives]Traffic {
+	for k := range a {
+		a[k].Calls += b[k].Calls
+		a[k].SentBytes += b[k].SentBytes
+		a[k].RecvBytes += b[k].RecvBytes
+	}
+	return a
+}
+
+// SetParams loads the whole model's weights: on every rank the same, or
+// a tensor-parallel rank's part of them (model.SplitParams).
 func (rk *Ranks) SetParams(flat []float32) error {
 	var errs []error
 	for i, t := range rk.tr {
-		if err := t.SetParams(flat); err != nil {
+		mine := flat
+		if rk.layout.TP > 1 {
+			var err error
+			if mine, err = model.SplitParams(t.Setup().Model, flat); err != nil {
+				errs = append(errs, &RankError{Rank: rk.g.ranks[i], Err: err})
+				continue
+			}
+		}
+		if err := t.SetParams(mine); err != nil {
 			errs = append(errs, &RankError{Rank: rk.g.ranks[i], Err: err})
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Params assembles the weights, in flat table order, from every rank's
-// pieces (the fp32 master copy under mixed precision): the whole model
-// whatever the setting shards. Over processes every rank calls it, and
-// rank 0 gathers the others' pieces and gets the weights (the others nil).
+// Params assembles the whole model's weights, in flat table order, from
+// every rank's pieces (the fp32 master copy under mixed precision) and the
+// tensor-parallel ranks' parts (model.JoinParams), whatever the setting
+// shards. Over processes every rank calls it, and rank 0 gathers the
+// others' pieces and gets the weights (the others nil).
 func (rk *Ranks) Params() ([]float32, error) {
 	type held struct {
 		Pieces []train.Piece
@@ -100,8 +199,8 @@ func (rk *Ranks) Params() ([]float32, error) {
 	}
 	var mine []held
 	for i, t := range rk.tr {
-		if rk.set.Stage == 0 && !rk.set.PS && rk.g.ranks[i] != 0 {
-			mine = append(mine, held{}) // every DDP rank holds everything: rank 0's are the weights
+		if rk.set.Stage == 0 && !rk.set.PS && rk.layout.Coord(rk.g.ranks[i])[DataAxis] != 0 {
+			mine = append(mine, held{}) // every DDP replica holds everything: the first's are the weights
 			continue
 		}
 		pieces, vals, err := t.PieceParams()
@@ -114,18 +213,31 @@ func (rk *Ranks) Params() ([]float32, error) {
 	if err != nil || all == nil {
 		return nil, err
 	}
-	n := int(rk.tr[0].Setup().Model.NumParams())
-	out := make([]float32, n)
-	covered := 0
-	for _, h := range all {
+	whole := rk.tr[0].Setup().Model.Whole()
+	parts := make([][]float32, rk.layout.TP)
+	covered := make([]int, len(parts))
+	for r, h := range all {
+		tp := rk.layout.Coord(r)[TensorAxis]
+		if parts[tp] == nil {
+			part, err := whole.TensorRank(rk.layout.TP, tp)
+			if err != nil {
+				return nil, err
+			}
+			parts[tp] = make([]float32, part.NumParams())
+		}
 		for i, p := range h.Pieces {
-			covered += copy(out[p.Lo:p.Hi], h.Vals[i])
+			covered[tp] += copy(parts[tp][p.Lo:p.Hi], h.Vals[i])
 		}
 	}
-	if covered != n {
-		return nil, fmt.Errorf("zero: the ranks' pieces cover %d of the %d parameters", covered, n)
+	for tp, part := range parts {
+		if covered[tp] != len(part) {
+			return nil, fmt.Errorf("zero: the ranks' pieces cover %d of tensor-parallel rank %d's %d parameters", covered[tp], tp, len(part))
+		}
 	}
-	return out, nil
+	if rk.layout.TP == 1 {
+		return parts[0], nil
+	}
+	return model.JoinParams(whole, parts)
 }
 
 // Step runs one training step on every member at once, the rank of

@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	"trainmem/cuda"
+	"trainmem/model"
 )
 
 // Broadcast implements Communicator.Broadcast: a chain from the root,
@@ -135,6 +136,12 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 		return nil
 	}, func() error { return c.g.eng.allReduce(c, send, recv, op) })
 }
+
+// AllReduceSum is AllReduce(b, b, Sum): the in-place sum a tensor-parallel
+// rank's layers make over their tensor group (model.TensorGroup).
+func (c *Comm) AllReduceSum(b *cuda.Buffer) error { return c.AllReduce(b, b, Sum) }
+
+var _ model.TensorGroup = (*Comm)(nil)
 
 // allReduce is the ring's AllReduce.
 func (ring) allReduce(c *Comm, send, recv *cuda.Buffer, op Op) error {

@@ -18,6 +18,9 @@ type RankResult struct {
 	Record  train.Record
 	Stats   cuda.Stats
 	Traffic [NumCollectives]Traffic
+	// AxisTraffic is Traffic by the layout's axis: the tensor group's and
+	// the data group's.
+	AxisTraffic [NumAxes][NumCollectives]Traffic
 	// Engine and EngineBytes are the rank's native engine ("" for the
 	// ring) and the device memory it holds outside the allocator.
 	Engine      string
@@ -41,8 +44,26 @@ func SimulatedRanks(n int) []int {
 	return []int{0, 1, 2, n / 2, n - 2, n - 1}
 }
 
+// SimulatedRanks are the ranks Simulate runs of the layout: the ranks at
+// SimulatedRanks(DP) on the data axis times SimulatedRanks(TP) on the
+// tensor axis, in rank order. The tensor-parallel ranks of a replica hold
+// buffers of the same sizes (the split divides the heads evenly), and the
+// ring's uneven blocks make their traffic their own as on the data axis.
+func (l Layout) SimulatedRanks() []int {
+	var rs []int
+	for _, p := range SimulatedRanks(l.PP) {
+		for _, d := range SimulatedRanks(l.DP) {
+			for _, t := range SimulatedRanks(l.TP) {
+				rs = append(rs, l.Rank(Coord{TensorAxis: t, DataAxis: d, PipelineAxis: p}))
+			}
+		}
+	}
+	return rs
+}
+
 // Simulate runs steps of s (s.Batch a rank's micro-batch, s.Ranks the
-// ranks) under set, each rank of SimulatedRanks(s.Ranks) on a shape-only
+// data-parallel ranks, s.TP the tensor-parallel ranks of each) under set,
+// each rank of the layout's SimulatedRanks on a shape-only
 // device of its own from newDevice: their schedules, collectives and
 // allocations, nothing computed. It returns the last step's result per
 // simulated rank (the first step fills the caches; two are run by
@@ -57,7 +78,11 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 		return nil, err
 	}
 	s := c.Setup()
-	ranks := SimulatedRanks(s.Ranks)
+	lay := Layout{DP: s.Ranks, TP: s.TP, PP: s.PP}
+	if err := lay.Check(); err != nil {
+		return nil, err
+	}
+	ranks := lay.SimulatedRanks()
 	devs := make([]cuda.Device, len(ranks))
 	for i := range devs {
 		devs[i] = newDevice()
@@ -68,7 +93,7 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 			return nil, fmt.Errorf("zero: Simulate runs on shape-only devices; rank %d's is %s", ranks[i], d.Name())
 		}
 	}
-	g, err := NewSparseGroup(devs, ranks, s.Ranks)
+	g, err := NewSparseGroup(devs, ranks, lay.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +139,19 @@ func Run(g *Group, c model.Checked, set Setting, opts train.Options, init []floa
 	}
 	// Each step's traffic is the counters' growth over it.
 	n := rk.Members()
-	before, after := make([][NumCollectives]Traffic, n), make([][NumCollectives]Traffic, n)
+	type counts struct {
+		all  [NumCollectives]Traffic
+		axes [NumAxes][NumCollectives]Traffic
+	}
+	before, after := make([]counts, n), make([]counts, n)
 	for i := range after {
-		after[i] = rk.Comm(i).Traffic()
+		after[i].all, after[i].axes = rk.Traffic(i)
 	}
 	looped, runErr := train.Loop(context.Background(), rk, steps, func(step, i int) ([]int32, []int32, error) { return batch(step, g.ranks[i]) },
 		func(step int, recs []train.Record, err error) error {
 			copy(before, after)
 			for i := range after {
-				after[i] = rk.Comm(i).Traffic()
+				after[i].all, after[i].axes = rk.Traffic(i)
 			}
 			if onStep != nil {
 				return onStep(step, recs, err)
@@ -143,12 +172,20 @@ func Run(g *Group, c model.Checked, set Setting, opts train.Options, init []floa
 		if e := g.Engine(i); e != nil {
 			out[i].Engine, out[i].EngineBytes = e.Name(), e.Bytes()
 		}
-		for k, tr := range after[i] {
-			b := before[i][k]
-			out[i].Traffic[k] = Traffic{Calls: tr.Calls - b.Calls, SentBytes: tr.SentBytes - b.SentBytes, RecvBytes: tr.RecvBytes - b.RecvBytes}
+		out[i].Traffic = subTraffic(after[i].all, before[i].all)
+		for a := range out[i].AxisTraffic {
+			out[i].AxisTraffic[a] = subTraffic(after[i].axes[a], before[i].axes[a])
 		}
 	}
 	return out, runErr
+}
+
+// subTraffic is the counters a less b.
+func subTraffic(a, b [NumCollectives]Traffic) [NumCollectives]Traffic {
+	for k := range a {
+		a[k] = Traffic{Calls: a[k].Calls - b[k].Calls, SentBytes: a[k].SentBytes - b[k].SentBytes, RecvBytes: a[k].RecvBytes - b[k].RecvBytes}
+	}
+	return a
 }
 
 // oomFirst puts a rank's out-of-memory error first: the other ranks then

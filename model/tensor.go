@@ -1,0 +1,226 @@
+package model
+
+// Tensor parallelism as Megatron-LM splits a GPT-2 (Shoeybi et al. 2019,
+// Section 3): within a block, the QKV projection and the first MLP matrix
+// are column-parallel (each rank computes its heads' q, k, v and its part of
+// the MLP's channels from the whole input), the attention output projection
+// and the second MLP matrix row-parallel (each rank multiplies its part of
+// the input by its rows of the weight's input dimension and the ranks' sums
+// are all-reduced before the bias is added). The input of a column-parallel
+// layer is the same on every rank, so its gradient is the ranks' sum (an
+// all-reduce in backward, Megatron's f); the output of a row-parallel layer
+// is that sum (an all-reduce in forward, Megatron's g), whose gradient every
+// rank already has whole. Layer norms, the residual stream, the embeddings
+// and the head are whole on every rank, so their gradients are the same on
+// every rank and every rank updates its copy alike.
+//
+// A rank's part of the model is a Config with Tensor set (Config.TensorRank):
+// its parameter table holds the rank's parts of the split rows, each saying
+// with Split where it sits in the whole tensor, and Build makes the rank's
+// graph, whose parallel linear ops reduce over the Exec's TensorGroup.
+
+import (
+	"fmt"
+
+	"trainmem/cuda"
+)
+
+// TensorRank is one rank of a tensor-parallel split: Size ranks, this one
+// Rank. The zero value is the whole model (no split).
+type TensorRank struct{ Size, Rank int }
+
+// size is the ranks the model is split over, 1 for the whole model.
+func (t TensorRank) size() int { return max(t.Size, 1) }
+
+// check refuses a split that does not divide the heads.
+func (t TensorRank) check(heads int) error {
+	switch {
+	case t == TensorRank{}:
+		return nil
+	case t.Size < 2 || t.Size > heads:
+		return fmt.Errorf("model: a tensor-parallel split over %d ranks (valid: 2 to the heads, %d; the whole model is the zero TensorRank)", t.Size, heads)
+	case heads%t.Size != 0:
+		return fmt.Errorf("model: %d tensor-parallel ranks do not divide the %d heads (valid: a divisor of the heads)", t.Size, heads)
+	case t.Rank < 0 || t.Rank >= t.Size:
+		return fmt.Errorf("model: tensor-parallel rank %d of %d (valid: 0 to %d)", t.Rank, t.Size, t.Size-1)
+	}
+	return nil
+}
+
+// TensorRank is rank r's part of c split over size tensor-parallel ranks;
+// one rank is the whole model.
+func (c Config) TensorRank(size, r int) (Config, error) {
+	if c.Tensor != (TensorRank{}) {
+		return Config{}, fmt.Errorf("model: %s is already tensor-parallel rank %d of %d", c.Name, c.Tensor.Rank, c.Tensor.Size)
+	}
+	if size < 1 {
+		return Config{}, fmt.Errorf("model: a tensor-parallel split over %d ranks (valid: 1 to the heads, %d)", size, c.Heads)
+	}
+	if size == 1 && r == 0 {
+		return c, nil
+	}
+	c.Tensor = TensorRank{Size: size, Rank: r}
+	if err := c.Tensor.check(c.Heads); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Whole is the whole model c is a tensor-parallel part of (c itself when
+// it is whole).
+func (c Config) Whole() Config {
+	c.Tensor = TensorRank{}
+	return c
+}
+
+// TensorSplit is where a tensor-parallel rank's parameter sits in the whole
+// model's tensor of the same name: the rank's tensor is the whole one's
+// Ranges [start, end) of Axis (0 the rows, 1 the columns of a matrix)
+// concatenated in order. No ranges is the whole tensor.
+type TensorSplit struct {
+	Axis   int
+	Ranges [][2]int
+}
+
+// part is the rank's one contiguous share of n along axis.
+func (t TensorRank) part(axis, n int) TensorSplit {
+	if t.size() == 1 {
+		return TensorSplit{}
+	}
+	k := n / t.Size
+	return TensorSplit{Axis: axis, Ranges: [][2]int{{t.Rank * k, (t.Rank + 1) * k}}}
+}
+
+// heads is the rank's rows of a QKV projection of h channels: its heads'
+// channels of q, of k and of v (each of h rows in the whole tensor).
+func (t TensorRank) heads(h int) TensorSplit {
+	if t.size() == 1 {
+		return TensorSplit{}
+	}
+	one := t.part(0, h).Ranges[0]
+	s := TensorSplit{}
+	for j := range 3 {
+		s.Ranges = append(s.Ranges, [2]int{j*h + one[0], j*h + one[1]})
+	}
+	return s
+}
+
+// copyRow calls move(whole, part, n) for every contiguous run of n elements
+// of the whole row w's tensor that the part p holds, the offsets in
+// elements from each row's own start.
+func copyRow(w, p Param, move func(whole, part, n int64)) {
+	if len(p.Split.Ranges) == 0 {
+		move(0, 0, p.Count)
+		return
+	}
+	inner := int64(1) // elements a step of the split axis moves over
+	for _, d := range w.Shape[p.Split.Axis+1:] {
+		inner *= int64(d)
+	}
+	outer := w.Count / (inner * int64(w.Shape[p.Split.Axis]))
+	axisLen := int64(w.Shape[p.Split.Axis])
+	var at int64
+	for o := range outer {
+		for _, r := range p.Split.Ranges {
+			n := int64(r[1]-r[0]) * inner
+			move(o*axisLen*inner+int64(r[0])*inner, at, n)
+			at += n
+		}
+	}
+}
+
+// SplitParams cuts tensor-parallel rank part's flat parameters out of the
+// whole model's.
+func SplitParams(part Config, whole []float32) ([]float32, error) {
+	wt := part.Whole().Params()
+	if n := part.Whole().NumParams(); int64(len(whole)) != n {
+		return nil, fmt.Errorf("model: %d parameters, want the whole %s's %d", len(whole), part.Name, n)
+	}
+	pt := part.Params()
+	out := make([]float32, part.NumParams())
+	for i, p := range pt {
+		w := wt[i]
+		copyRow(w, p, func(wo, po, n int64) {
+			copy(out[p.Offset+po:p.Offset+po+n], whole[w.Offset+wo:w.Offset+wo+n])
+		})
+	}
+	return out, nil
+}
+
+// JoinParams puts the whole model's flat parameters together from every
+// tensor-parallel rank's (parts[r] is rank r's, of the split cfg describes
+// with parts' count as its size). A row every rank holds whole is taken
+// from rank 0, after checking that every rank holds the same values: ranks
+// whose copies differ have not trained alike, which is an error.
+func JoinParams(cfg Config, parts [][]float32) ([]float32, error) {
+	whole := cfg.Whole()
+	wt := whole.Params()
+	out := make([]float32, whole.NumParams())
+	for r, flat := range parts {
+		pc, err := whole.TensorRank(len(parts), r)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(flat)) != pc.NumParams() {
+			return nil, fmt.Errorf("model: tensor-parallel rank %d has %d parameters, want %d", r, len(flat), pc.NumParams())
+		}
+		for i, p := range pc.Params() {
+			w := wt[i]
+			var differs error
+			copyRow(w, p, func(wo, po, n int64) {
+				src, dst := flat[p.Offset+po:p.Offset+po+n], out[w.Offset+wo:w.Offset+wo+n]
+				if r > 0 && len(p.Split.Ranges) == 0 {
+					for j := range src {
+						if src[j] != dst[j] && differs == nil {
+							differs = fmt.Errorf("model: %s[%d] is %g on tensor-parallel rank %d and %g on rank 0: a whole row must be the same on every rank", p.Name, po+int64(j), src[j], r, dst[j])
+						}
+					}
+					return
+				}
+				copy(dst, src)
+			})
+			if differs != nil {
+				return nil, differs
+			}
+		}
+	}
+	return out, nil
+}
+
+// TensorGroup is what a tensor-parallel rank's ops need of the ranks it is
+// split over: a sum of a buffer over them, in place, that every rank calls
+// in the same order (package zero's Comm is one).
+type TensorGroup interface {
+	AllReduceSum(b *cuda.Buffer) error
+}
+
+// Parallel says how a linear layer is split over tensor-parallel ranks.
+type Parallel uint8
+
+const (
+	// NotParallel is a whole layer.
+	NotParallel Parallel = iota
+	// ColumnParallel splits the output features: the input is whole on
+	// every rank, so its gradient is all-reduced.
+	ColumnParallel
+	// RowParallel splits the input features: the partial products are
+	// all-reduced, then the bias (whole on every rank) is added.
+	RowParallel
+)
+
+var parallelNames = [...]string{NotParallel: "whole", ColumnParallel: "column", RowParallel: "row"}
+
+func (p Parallel) String() string {
+	if int(p) < len(parallelNames) {
+		return parallelNames[p]
+	}
+	return fmt.Sprintf("Parallel(%d)", uint8(p))
+}
+
+// allReduce sums b over the Exec's tensor group; what is an error's subject.
+func (x Exec) allReduce(what string, b *cuda.Buffer) error {
+	if x.Tensor == nil {
+		return fmt.Errorf("model: %s is tensor-parallel and the executor has no tensor group (train.Options.TensorGroup)", what)
+	}
+	return x.Tensor.AllReduceSum(b)
+}
