@@ -35,9 +35,15 @@ var rankCategories = []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.
 // writeRanks is WriteText over ranks.
 func (r *SimulateReport) writeRanks(w io.Writer) error {
 	s := r.Setup
-	WriteHeader(w, s, fmt.Sprintf("%s × %s", model.Comma(int64(s.Ranks)), r.Device))
-	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, plural(s.Ranks, "rank"))
-	writeSimulatedRanks(w, s.Ranks, r.Ranks)
+	lay := zero.LayoutOf(s)
+	WriteHeader(w, s, fmt.Sprintf("%s × %s", model.Comma(int64(lay.Size())), r.Device))
+	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, ranksText(s))
+	if lay.TP > 1 {
+		part, _ := s.Model.TensorRank(s.TP, 0)
+		fmt.Fprintf(w, "tensor  each rank holds 1/%d of every block's heads and MLP channels (%s parameters of %s); ranks are numbered tensor rank fastest, then data rank (Megatron-LM's order)\n",
+			lay.TP, model.Comma(part.NumParams()), model.Comma(s.Model.NumParams()))
+	}
+	writeSimulatedRanks(w, lay.Size(), r.Ranks)
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
 	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States)
 }
@@ -74,13 +80,29 @@ func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.
 	default:
 		fmt.Fprintln(w, "  parameter server: rank 0 alone holds the optimizer states (master, adam_m, adam_v); the ZeRO paper does not count this setting")
 	}
+	if states != nil && s.TP > 1 {
+		fmt.Fprintf(w, "  Φ is a tensor-parallel rank's part of the model, %s parameters (the ZeRO paper's model parallelism: each data-parallel group shards its own part)\n", model.Comma(rankParams(s)))
+	}
 	fmt.Fprintln(w, "\ntraffic per rank in the last step (the ring algorithm's bytes):")
 	t = Table{}
-	t.Add("rank", "collective", "calls", "sent", "received")
-	for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
-		for k, tr := range ranks[g.first].Traffic {
-			if tr.Calls > 0 {
-				t.Add(g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), model.Bytes(tr.RecvBytes))
+	if s.TP == 1 {
+		t.Add("rank", "collective", "calls", "sent", "received")
+		for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
+			for k, tr := range ranks[g.first].Traffic {
+				if tr.Calls > 0 {
+					t.Add(g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), model.Bytes(tr.RecvBytes))
+				}
+			}
+		}
+		return t.Write(w)
+	}
+	t.Add("rank", "group", "collective", "calls", "sent", "received")
+	for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.AxisTraffic == y.AxisTraffic }) {
+		for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis} {
+			for k, tr := range ranks[g.first].AxisTraffic[a] {
+				if tr.Calls > 0 {
+					t.Add(g.name, a.String(), zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), model.Bytes(tr.RecvBytes))
+				}
 			}
 		}
 	}
@@ -122,6 +144,9 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 		PeakAllocatedBytes int64                   `json:"peak_allocated_bytes"`
 		PeakReservedBytes  int64                   `json:"peak_reserved_bytes"`
 		Traffic            []trafficDoc            `json:"traffic"`
+		// TrafficByGroup is Traffic by the rank's tensor and data groups,
+		// with more than one tensor-parallel rank.
+		TrafficByGroup map[string][]trafficDoc `json:"traffic_by_group,omitempty"`
 	}
 	doc := struct {
 		Model    modelDoc   `json:"model"`
@@ -145,6 +170,16 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 		for k, tr := range rr.Traffic {
 			if tr.Calls > 0 {
 				d.Traffic = append(d.Traffic, trafficDoc{zero.Collective(k).String(), tr})
+			}
+		}
+		if r.Setup.TP > 1 {
+			d.TrafficByGroup = map[string][]trafficDoc{}
+			for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis} {
+				for k, tr := range rr.AxisTraffic[a] {
+					if tr.Calls > 0 {
+						d.TrafficByGroup[a.String()] = append(d.TrafficByGroup[a.String()], trafficDoc{zero.Collective(k).String(), tr})
+					}
+				}
 			}
 		}
 		doc.Ranks = append(doc.Ranks, d)

@@ -81,24 +81,47 @@ func Simulate(newDevice func() cuda.Device, capacity int64, o Options, traces Ra
 	res, err := zero.Simulate(devs, c, set, steps, trace)
 	elapsed := time.Since(start)
 	var oom *cuda.OutOfMemoryError
+	lay := zero.LayoutOf(s)
 	switch {
-	case s.Ranks == 1 && errors.As(err, &oom):
+	case lay.Size() == 1 && errors.As(err, &oom):
 		return nil, fmt.Errorf("%s does not fit: %w", s.Model.Name, unwrapRank(err))
-	case s.Ranks == 1 && err != nil:
+	case lay.Size() == 1 && err != nil:
 		return nil, unwrapRank(err)
 	case err != nil:
-		return nil, fmt.Errorf("%s, %s over %d ranks: %w", s.Model.Name, set, s.Ranks, err)
+		return nil, fmt.Errorf("%s, %s over %s: %w", s.Model.Name, set, ranksText(s), err)
 	}
 	r := &SimulateReport{Setup: s, Setting: set, Device: name, Capacity: capacity, Steps: steps, Ranks: res,
 		Record: res[0].Record, Stats: res[0].Stats, Elapsed: elapsed, Roofline: roofline}
-	if s.Ranks > 1 && !set.PS {
-		st, err := model.ZeROStates(s.Model.NumParams(), s.Precision, s.Optimizer, s.Ranks, set.Stage)
+	if lay.Size() > 1 && !set.PS {
+		st, err := model.ZeROStates(rankParams(s), s.Precision, s.Optimizer, s.Ranks, set.Stage)
 		if err != nil {
 			return nil, err
 		}
 		r.States = &st
 	}
 	return r, nil
+}
+
+// rankParams is the parameters a data-parallel rank's model states are
+// of: the whole model's, or a tensor-parallel rank's part (rank 0's: the
+// split divides the heads evenly, so every part is as large).
+func rankParams(s model.Setup) int64 {
+	if s.TP > 1 {
+		if part, err := s.Model.TensorRank(s.TP, 0); err == nil {
+			return part.NumParams()
+		}
+	}
+	return s.Model.NumParams()
+}
+
+// ranksText is a setup's ranks in words: "4 ranks", or its layout with
+// its count.
+func ranksText(s model.Setup) string {
+	lay := zero.LayoutOf(s)
+	if lay.TP == 1 && lay.PP == 1 {
+		return plural(s.Ranks, "rank")
+	}
+	return fmt.Sprintf("%s (%s)", plural(lay.Size(), "rank"), lay)
 }
 
 // unwrapRank is a one-rank run's error as one device's: without the rank
@@ -116,7 +139,7 @@ func unwrapRank(err error) error {
 // rank (ranks alike folded into one row), the ZeRO paper's model states
 // beside them, and each rank's traffic.
 func (r *SimulateReport) WriteText(w io.Writer) error {
-	if r.Setup.Ranks > 1 {
+	if zero.LayoutOf(r.Setup).Size() > 1 {
 		return r.writeRanks(w)
 	}
 	WriteHeader(w, r.Setup, r.Device)
@@ -150,7 +173,7 @@ func msText(ms float64) string {
 // WriteJSON writes the last step's memory with exact bytes: one rank's
 // record, or every simulated rank's peaks and traffic.
 func (r *SimulateReport) WriteJSON(w io.Writer) error {
-	if r.Setup.Ranks > 1 {
+	if zero.LayoutOf(r.Setup).Size() > 1 {
 		return r.writeRanksJSON(w)
 	}
 	s, rec := r.Setup, r.Record

@@ -6,6 +6,8 @@ package zero
 import (
 	"fmt"
 	"math"
+
+	"trainmem/model"
 )
 
 // Layout is DP·TP·PP ranks: DP data-parallel replicas (ZeRO shards over
@@ -77,6 +79,10 @@ func (l Layout) Degree(a Axis) int {
 	}
 	return 0
 }
+
+// LayoutOf is the layout of a setup's ranks: its data-parallel ranks, its
+// tensor-parallel ranks and its pipeline stages.
+func LayoutOf(s model.Setup) Layout { return Layout{DP: s.Ranks, TP: s.TP, PP: s.PP} }
 
 // Size is the number of ranks, DP·TP·PP (the layout must Check).
 func (l Layout) Size() int { return l.DP * l.TP * l.PP }

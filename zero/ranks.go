@@ -38,7 +38,7 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 		return nil, err
 	}
 	s := c.Setup()
-	lay := Layout{DP: s.Ranks, TP: s.TP, PP: s.PP}
+	lay := LayoutOf(s)
 	switch {
 	case s.PP != 1:
 		return nil, fmt.Errorf("zero: the ranks run one pipeline stage; the setup has %d (valid: 1)", s.PP)

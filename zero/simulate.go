@@ -78,7 +78,7 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 		return nil, err
 	}
 	s := c.Setup()
-	lay := Layout{DP: s.Ranks, TP: s.TP, PP: s.PP}
+	lay := LayoutOf(s)
 	if err := lay.Check(); err != nil {
 		return nil, err
 	}

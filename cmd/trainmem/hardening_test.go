@@ -349,6 +349,12 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		h := help(cmd)
 		formats := flagLine(h, "format")
 		refusals := []string{"tp", "pp", "sequence-parallel", "params"}
+		if cmd == "simulate" {
+			refusals = refusals[1:] // simulate runs the tensor-parallel ranks
+			if flagLine(h, "tp") == "" {
+				t.Errorf("simulate -h does not list --tp")
+			}
+		}
 		for _, refused := range refusals {
 			if flagLine(h, refused) != "" {
 				t.Errorf("%s -h lists --%s, which it refuses", cmd, refused)

@@ -374,6 +374,55 @@ func TestSimulateRanks(t *testing.T) {
 	}
 }
 
+// simulate --tp T --ranks N runs every rank of the layout: each holds its
+// tensor-parallel part's weights (ZeRO-1 pads them over the data group),
+// and its tensor group's all-reduces (two a block forward, two backward,
+// of the N·C activations) send what the ring sends, 2(t-1)/t of each.
+func TestSimulateTensorParallel(t *testing.T) {
+	cfg, _ := model.Preset("tiny")
+	const tp, dp, B, T = 2, 2, 2, 16
+	out, _ := mustRun(t, "simulate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--precision", "bf16", "--tp", "2", "--ranks", "2", "--zero", "1", "--format", "json")
+	var doc struct {
+		Ranks []struct {
+			Rank          int              `json:"rank"`
+			PeakRequested map[string]int64 `json:"peak_requested"`
+			ByGroup       map[string][]struct {
+				Collective string `json:"collective"`
+				Calls      int64  `json:"calls"`
+				SentBytes  int64  `json:"sent_bytes"`
+			} `json:"traffic_by_group"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Ranks) != tp*dp {
+		t.Fatalf("%d ranks, want %d", len(doc.Ranks), tp*dp)
+	}
+	part, _ := cfg.TensorRank(tp, 0)
+	wantParams := int64(2 * zero.PaddedLen(int(part.NumParams()), dp))
+	n := int64(B * T * cfg.Hidden) // an all-reduced activation's elements
+	for _, rk := range doc.Ranks {
+		if got := rk.PeakRequested["params"]; got != wantParams {
+			t.Errorf("rank %d: params %d bytes, want the part's padded over the data group, %d", rk.Rank, got, wantParams)
+		}
+		tensor := rk.ByGroup["tensor"]
+		if len(tensor) != 1 || tensor[0].Collective != "all_reduce" || tensor[0].Calls != int64(4*cfg.Layers) || tensor[0].SentBytes != int64(4*cfg.Layers)*2*(tp-1)*n/tp*2 {
+			t.Errorf("rank %d: tensor group traffic %+v, want %d all-reduces sending %d bytes", rk.Rank, tensor, 4*cfg.Layers, int64(4*cfg.Layers)*2*(tp-1)*n/tp*2)
+		}
+		if len(rk.ByGroup["data"]) == 0 {
+			t.Errorf("rank %d: no data group traffic", rk.Rank)
+		}
+	}
+	out, _ = mustRun(t, "simulate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--tp", "2", "--ranks", "2", "--zero", "1")
+	for _, want := range []string{"over 4 ranks (dp 2 × tp 2 × pp 1)", "1/2 of every block's heads", "0-3 ", "tensor      all_reduce", "data  reduce_scatter"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	wantUsage(t, []string{"simulate", "--preset", "tiny", "--tp", "3"}, "3", "do not divide the 4 heads")
+}
+
 // simulate --ranks N --sweep zero sets every data-parallel setting side by
 // side: each ZeRO stage holds less than the one before (with buckets small
 // beside the model: a ZeRO-2 bucket of the whole model would hold it all

@@ -55,7 +55,10 @@ type setupOptions struct {
 	parallel bool
 	// ranks defines --ranks, --zero, --data-parallel and --bucket-mb
 	// (simulate: the ranks are run); parallel implies the first two.
-	ranks  bool
+	ranks bool
+	// tensor defines --tp with the ranks (simulate: the tensor-parallel
+	// ranks are run).
+	tensor bool
 	batch  int    // default micro-batch
 	seq    int    // default sequence length; 0: the model's context
 	preset string // what the default model is, for --preset's help; "" for none
@@ -123,6 +126,9 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			f.bucketBytes = int64(v * (1 << 20))
 			return nil
 		})
+		if o.tensor {
+			intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t`, of each data-parallel rank, each with a device of its own: Megatron-LM's split of the blocks (the heads and the MLP's channels; the embeddings and the head whole on every rank); must divide the heads")
+		}
 		return f
 	}
 	if !o.parallel {
@@ -179,7 +185,7 @@ var elsewhere = map[string]string{
 	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' and 'trainmem validate' run the parameter server",
 	"prefetch":          "ZeRO-3's prefetch belongs to 'trainmem simulate', 'trainmem validate' and 'trainmem train' with --ranks N --zero 3",
 	"bucket-mb":         "gradient buckets belong to 'trainmem simulate' and 'trainmem validate' with --ranks N --zero 0 or --zero 2",
-	"tp":                "this subcommand runs one device; tensor parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"tp":                "tensor parallelism is run rank by rank by 'trainmem simulate --tp T' and estimated by 'trainmem estimate' and 'trainmem fit'",
 	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 }

@@ -44,7 +44,7 @@ examples:
 
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	sf := addSetupFlags(fs, setupOptions{batch: 1, ranks: true})
+	sf := addSetupFlags(fs, setupOptions{batch: 1, ranks: true, tensor: true})
 	var capacity int64
 	fs.Func("memory", "device capacity, e.g. 24GiB or 80GB (default: unlimited)", func(s string) error {
 		n, err := parseMemory(s)

@@ -148,7 +148,7 @@ func TestValidateBadInput(t *testing.T) {
 		{[]string{"--format", "csv"}, []string{`"csv"`, "-format", "valid: text, json"}},
 		{[]string{"--ranks", "9"}, []string{"--ranks 9", "at most 8", "--no-measure"}},
 		{[]string{"--ranks", "2", "--sweep", "checkpoint"}, []string{"--sweep checkpoint runs one rank"}},
-		{[]string{"--tp", "2"}, []string{"--tp", "one device"}},
+		{[]string{"--tp", "2"}, []string{"--tp", "trainmem simulate --tp T"}},
 		{[]string{"--device", "tpu"}, []string{`"tpu"`, "host, cuda"}},
 		{[]string{"--device", "cuda"}, []string{"--device cuda", "make build-cuda", "-tags trainmem_cuda"}},
 		{[]string{"--seq", "65"}, []string{"65", "valid"}},
