@@ -758,8 +758,8 @@ func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 	if formula >= numFormulas {
 		return Estimate{}, fmt.Errorf("model: unknown formula %v (valid: %s)", formula, strings.Join(formulaNames[:], ", "))
 	}
-	if formula == Exact && (s.TP > 1 || s.PP > 1) {
-		return Estimate{}, fmt.Errorf("model: the %s formula follows trainmem's one-device schedule: use --formula %s or %s with --tp %d and --pp %d", Exact, ZeROPaper, Korthikanti, s.TP, s.PP)
+	if formula == Exact && s.PP > 1 {
+		return Estimate{}, fmt.Errorf("model: the %s formula follows trainmem's schedule of one pipeline stage: use --formula %s or %s with --pp %d", Exact, ZeROPaper, Korthikanti, s.PP)
 	}
 	if s.ParamsOnly() {
 		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params}

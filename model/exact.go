@@ -136,11 +136,20 @@ func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 }
 
 // exact is the implementation-exact activation peak and its terms at the
-// moment of the peak. It needs one device's schedule: no tensor or pipeline
-// parallelism (data-parallel ranks and ZeRO do not change activations).
+// moment of the peak. It needs one pipeline stage's schedule (data-parallel
+// ranks and ZeRO do not change activations). With tensor parallelism it is
+// a rank's, of its part of the model (every part is alike: the split
+// divides the heads evenly).
 func (s Setup) exact(c *calc) (Activations, bool, error) {
-	if s.TP != 1 || s.PP != 1 {
+	if s.PP != 1 {
 		return Activations{}, false, nil
+	}
+	if s.TP > 1 && s.Model.Tensor.Size != s.TP {
+		part, err := s.Model.TensorRank(s.TP, 0)
+		if err != nil {
+			return Activations{}, false, err
+		}
+		s.Model = part
 	}
 	m := s.Model
 	L := int64(m.Layers)
