@@ -40,8 +40,9 @@ func (r *SimulateReport) writeRanks(w io.Writer) error {
 	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, ranksText(s))
 	if lay.TP > 1 {
 		part, _ := s.Model.TensorRank(s.TP, 0)
-		fmt.Fprintf(w, "tensor  each rank holds 1/%d of every block's heads and MLP channels (%s parameters of %s); ranks are numbered tensor rank fastest, then data rank (Megatron-LM's order)\n",
-			lay.TP, model.Comma(part.NumParams()), model.Comma(s.Model.NumParams()))
+		_, rows := part.Tensor.VocabRows(s.Model.Vocab)
+		fmt.Fprintf(w, "tensor  each rank holds 1/%d of every block's heads and MLP channels and about 1/%d of the vocabulary (rank 0: %s rows, %s parameters of %s); ranks are numbered tensor rank fastest, then data rank (Megatron-LM's order)\n",
+			lay.TP, lay.TP, model.Comma(int64(rows)), model.Comma(part.NumParams()), model.Comma(s.Model.NumParams()))
 	}
 	writeSimulatedRanks(w, lay.Size(), r.Ranks)
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))

@@ -91,7 +91,7 @@ func (c Config) Validate() error {
 		}
 		return fmt.Errorf("model: heads %d does not divide hidden %d (valid head counts include %s)", c.Heads, c.Hidden, strings.Join(ok, ", "))
 	}
-	return c.Tensor.check(c.Heads)
+	return c.Tensor.check(c.Heads, c.Vocab)
 }
 
 // HeadDim is the channels per head, h/a.
@@ -137,11 +137,13 @@ func (c Config) Params() []Param {
 		off += n
 	}
 	var whole TensorSplit
-	qkv := c.Tensor.heads(h)                // column-parallel: rows of q, k and v of the rank's heads
-	attn := c.Tensor.part(1, h)             // row-parallel: the attention output's columns
-	fc := c.Tensor.part(0, 4*h)             // column-parallel: the MLP's rows
-	proj := c.Tensor.part(1, 4*h)           // row-parallel: the MLP's columns
-	add("wte", -1, true, whole, c.Vocab, h) // token embedding (V, h); also the head when tied
+	qkv := c.Tensor.heads(h)      // column-parallel: rows of q, k and v of the rank's heads
+	attn := c.Tensor.part(1, h)   // row-parallel: the attention output's columns
+	fc := c.Tensor.part(0, 4*h)   // column-parallel: the MLP's rows
+	proj := c.Tensor.part(1, 4*h) // row-parallel: the MLP's columns
+	_, vr := c.Tensor.VocabRows(c.Vocab)
+	vocab := c.Tensor.vocab(c.Vocab)   // vocabulary-parallel: the rank's rows
+	add("wte", -1, true, vocab, vr, h) // token embedding (V, h); also the head when tied
 	add("wpe", -1, true, whole, c.Context, h)
 	for l := 0; l < L; l++ {
 		p := fmt.Sprintf("h%d.", l)
@@ -161,19 +163,22 @@ func (c Config) Params() []Param {
 	add("lnf.w", -1, false, whole, h)
 	add("lnf.b", -1, false, whole, h)
 	if c.Untied {
-		add("lm_head.w", -1, true, whole, c.Vocab, h)
+		add("lm_head.w", -1, true, vocab, vr, h)
 	}
 	return ps
 }
 
 // NumParams is the exact parameter count, Φ: V·h + ctx·h + L·(12h² + 13h) +
 // 2h, plus V·h for an untied head. GPT-2 (124M) has 124,439,808; gpt2-xl
-// 1,557,611,200. A tensor-parallel rank's is its own table's (LayerParams).
+// 1,557,611,200. A tensor-parallel rank's is its own table's: its rows of
+// the vocabulary (Tensor.VocabRows) and its part of each block
+// (LayerParams).
 func (c Config) NumParams() int64 {
 	h, L := int64(c.Hidden), int64(c.Layers)
-	n := int64(c.Vocab)*h + int64(c.Context)*h + L*c.LayerParams() + 2*h
+	_, vr := c.Tensor.VocabRows(c.Vocab)
+	n := int64(vr)*h + int64(c.Context)*h + L*c.LayerParams() + 2*h
 	if c.Untied {
-		n += int64(c.Vocab) * h
+		n += int64(vr) * h
 	}
 	return n
 }

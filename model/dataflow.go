@@ -125,7 +125,16 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias, Parallel: par} }, args...)
 	}
 
-	embed.add("embed", "embedding", func() op { return &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context} }, "tokens", "@wte", "@wpe")
+	if tp == 1 {
+		embed.add("embed", "embedding", func() op { return &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context} }, "tokens", "@wte", "@wpe")
+	} else {
+		// Vocabulary-parallel: the rank's rows, the positions added on
+		// rank 0 alone, the ranks' lookups summed.
+		lo, n := cfg.Tensor.VocabRows(V)
+		embed.add("embed", "embedding", func() op {
+			return &EmbeddingOp{B: B, T: T, C: C, V: n, Ctx: cfg.Context, Lo: lo, Vocab: V, NoPositions: cfg.Tensor.Rank != 0}
+		}, "tokens", "@wte", "@wpe")
+	}
 
 	b := &block
 	layerNorm(b, "ln1", "ln1", "ln1_stats", "x")
@@ -145,8 +154,17 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	if cfg.Untied {
 		w = "lm_head.w"
 	}
-	linear(&head, "logits", "logits", "lnf", C, V, false, w, NotParallel)
-	head.add("loss", "", func() op { return &CrossEntropyOp{N: N, V: V} }, "logits", "targets")
+	if tp == 1 {
+		linear(&head, "logits", "logits", "lnf", C, V, false, w, NotParallel)
+		head.add("loss", "", func() op { return &CrossEntropyOp{N: N, V: V} }, "logits", "targets")
+	} else {
+		// The rank's columns of the logits (its rows of the head), the
+		// cross entropy from the rows' statistics reduced over the ranks.
+		lo, n := cfg.Tensor.VocabRows(V)
+		linear(&head, "logits", "logits", "lnf", C, n, false, w, ColumnParallel)
+		head.add("loss.stats", "cross_entropy_stats", func() op { return &CrossEntropyStatsOp{N: N, V: n, Lo: lo, Vocab: V} }, "logits", "targets")
+		head.add("loss", "", func() op { return &CrossEntropyPartOp{N: N, V: n, Lo: lo, Vocab: V} }, "logits", "targets", "loss.stats")
+	}
 
 	for _, s := range []*sectionOf{&embed, &block, &head} {
 		if s.err != nil {

@@ -85,6 +85,7 @@ func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 	ids := Part{Kind: TokenIDs, Count: 1, Bytes: c.mul(N, 4)}
 	terms := func(steps []step, kept []bool, layers int64) []Term {
 		var ts []Term
+		var tokensDone, targetsDone bool // an input is kept once, however many steps read it
 		add := func(name string, p Part) {
 			if n := len(ts); n > 0 && ts[n-1].Name == name {
 				ts[n-1] = ts[n-1].plus(c, name, termOf(c, name, p))
@@ -95,10 +96,12 @@ func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 		for i, st := range steps {
 			for _, a := range st.args {
 				switch {
-				case a.kind == refTokens && k.tokens:
+				case a.kind == refTokens && k.tokens && !tokensDone:
 					add(tokensTerm, ids)
-				case a.kind == refTargets && k.targets:
+					tokensDone = true
+				case a.kind == refTargets && k.targets && !targetsDone:
 					add(targetsTerm, ids)
+					targetsDone = true
 				}
 			}
 			if !kept[i] {

@@ -26,7 +26,8 @@ func isBackwardOp(op G.Op) bool {
 	switch op.(type) {
 	case *EmbeddingBackwardTokensOp, *EmbeddingBackwardPositionsOp, *LayerNormBackwardXOp, *LayerNormBackwardWOp,
 		*RMSNormBackwardXOp, *RMSNormBackwardWOp,
-		*SumRowsOp, *LinearBackwardXOp, *LinearBackwardWOp, *AttentionBackwardOp, *GELUBackwardOp, *CrossEntropyBackwardOp:
+		*SumRowsOp, *LinearBackwardXOp, *LinearBackwardWOp, *AttentionBackwardOp, *GELUBackwardOp, *CrossEntropyBackwardOp,
+		*CrossEntropyPartBackwardOp:
 		return true
 	}
 	return false

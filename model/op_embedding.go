@@ -16,11 +16,25 @@ import (
 //
 // Kept for backward: tokens (B·T Int32 elements) for wte's gradient; wpe's
 // gradient reads only the output gradient. Differentiable in wte and wpe.
+//
+// A tensor-parallel rank's embedding is vocabulary-parallel (tensor.go):
+// its wte holds the V rows from id Lo of a vocabulary of Vocab (0: the
+// whole one), a token outside them embeds to zero, the positions are added
+// on one rank of the group alone (NoPositions on the others), and the
+// ranks' outputs are summed over the tensor group, so every rank has the
+// whole embedding.
 type EmbeddingOp struct {
 	opBase
-	B, T, C int
-	V       int // vocabulary: wte's rows
-	Ctx     int // positions: wpe's rows, ≥ T
+	B, T, C     int
+	V           int // vocabulary: wte's rows
+	Ctx         int // positions: wpe's rows, ≥ T
+	Lo, Vocab   int
+	NoPositions bool
+}
+
+// part is the kernels' view of the rows wte holds.
+func (op *EmbeddingOp) part() cuda.VocabPart {
+	return cuda.VocabPart{Lo: op.Lo, V: op.Vocab, NoPositions: op.NoPositions}
 }
 
 // signature: tokens (B*T) token ids, wte (V, C), wpe (Ctx, C) → (B*T, C).
@@ -33,12 +47,22 @@ func (op *EmbeddingOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingOp) String() string {
+	if op.Lo != 0 || op.Vocab != 0 || op.NoPositions {
+		return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d,Lo=%d,Vocab=%d,NoPositions=%t}", op.B, op.T, op.C, op.V, op.Ctx, op.Lo, op.Vocab, op.NoPositions)
+	}
 	return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d}", op.B, op.T, op.C, op.V, op.Ctx)
 }
 
-// Run is Kernels.Embedding.
+// Run is Kernels.Embedding, for a part of the vocabulary summed over the
+// tensor group.
 func (op *EmbeddingOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.Embedding(out, a[0], a[1], a[2], op.B, op.T, op.C)
+	if err := x.K.Embedding(out, a[0], a[1], a[2], op.B, op.T, op.C, op.part()); err != nil {
+		return err
+	}
+	if op.Vocab != 0 {
+		return x.allReduce(op.String(), out)
+	}
+	return nil
 }
 
 // DiffWRT: wte and wpe, not the token ids.
@@ -50,7 +74,7 @@ func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dwte, err := applyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V}), dy, in[0])
+	dwte, err := applyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V, Lo: op.Lo, Vocab: op.Vocab}), dy, in[0])
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +91,7 @@ func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 type EmbeddingBackwardTokensOp struct {
 	opBase
 	B, T, C, V int
+	Lo, Vocab  int // the rows wte holds, as EmbeddingOp's
 }
 
 // signature: dy (B*T, C), tokens (B*T) token ids → (V, C).
@@ -79,12 +104,15 @@ func (op *EmbeddingBackwardTokensOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingBackwardTokensOp) String() string {
+	if op.Lo != 0 || op.Vocab != 0 {
+		return fmt.Sprintf("EmbeddingBackwardTokens{B=%d,T=%d,C=%d,V=%d,Lo=%d,Vocab=%d}", op.B, op.T, op.C, op.V, op.Lo, op.Vocab)
+	}
 	return fmt.Sprintf("EmbeddingBackwardTokens{B=%d,T=%d,C=%d,V=%d}", op.B, op.T, op.C, op.V)
 }
 
 // Run is Kernels.EmbeddingBackwardTokens.
 func (op *EmbeddingBackwardTokensOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.EmbeddingBackwardTokens(out, a[0], a[1], op.B, op.T, op.C)
+	return x.K.EmbeddingBackwardTokens(out, a[0], a[1], op.B, op.T, op.C, cuda.VocabPart{Lo: op.Lo, V: op.Vocab})
 }
 
 // EmbeddingBackwardPositionsOp is wpe's gradient (Ctx, C) from dy (B·T, C): row

@@ -47,6 +47,8 @@ func opCases() []opCase {
 		{bind(&GELUOp{N: N, C: 4 * C}, ""), []in{f(N, 4*C)}, shp(N, 4*C), []bool{true}},
 		{bind(&AddOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), []bool{true, true}},
 		{bind(&CrossEntropyOp{N: N, V: V}, ""), []in{f(N, V), ids32(N)}, tensor.ScalarShape(), []bool{true, false}},
+		{bind(&CrossEntropyStatsOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{f(N, 4), ids32(N)}, shp(3, N), []bool{false, false}},
+		{bind(&CrossEntropyPartOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{f(N, 4), ids32(N), f(3, N)}, tensor.ScalarShape(), []bool{true, false, false}},
 
 		{bind(&EmbeddingBackwardTokensOp{B: B, T: T, C: C, V: V}, ""), []in{f(N, C), ids32(N)}, shp(V, C), nil},
 		{bind(&EmbeddingBackwardPositionsOp{B: B, T: T, C: C, Ctx: Ctx}, ""), []in{f(N, C)}, shp(Ctx, C), nil},
@@ -60,6 +62,7 @@ func opCases() []opCase {
 		{bind(&AttentionBackwardOp{B: B, T: T, C: C, NH: NH}, ""), []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
 		{bind(&GELUBackwardOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), nil},
 		{bind(&CrossEntropyBackwardOp{N: N, V: V}, ""), []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
+		{bind(&CrossEntropyPartBackwardOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{scalarIn(), f(N, 4), ids32(N), f(3, N)}, shp(N, 4), nil},
 	}
 }
 

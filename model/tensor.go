@@ -6,13 +6,17 @@ package model
 // the MLP's channels from the whole input), the attention output projection
 // and the second MLP matrix row-parallel (each rank multiplies its part of
 // the input by its rows of the weight's input dimension and the ranks' sums
-// are all-reduced before the bias is added). The input of a column-parallel
+// are all-reduced before the bias is added); the token embedding and the
+// head are split over the vocabulary (each rank a run of its rows), the
+// embedding's lookups summed over the ranks and the cross entropy's row
+// statistics reduced so that no rank holds the whole logits (Megatron-LM's
+// vocabulary-parallel embedding and cross entropy). The input of a column-parallel
 // layer is the same on every rank, so its gradient is the ranks' sum (an
 // all-reduce in backward, Megatron's f); the output of a row-parallel layer
 // is that sum (an all-reduce in forward, Megatron's g), whose gradient every
-// rank already has whole. Layer norms, the residual stream, the embeddings
-// and the head are whole on every rank, so their gradients are the same on
-// every rank and every rank updates its copy alike.
+// rank already has whole. Layer norms, the residual stream and the
+// position embedding are whole on every rank, so their gradients are the
+// same on every rank and every rank updates its copy alike.
 //
 // A rank's part of the model is a Config with Tensor set (Config.TensorRank):
 // its parameter table holds the rank's parts of the split rows, each saying
@@ -32,8 +36,9 @@ type TensorRank struct{ Size, Rank int }
 // size is the ranks the model is split over, 1 for the whole model.
 func (t TensorRank) size() int { return max(t.Size, 1) }
 
-// check refuses a split that does not divide the heads.
-func (t TensorRank) check(heads int) error {
+// check refuses a split that does not divide the heads or leaves a rank
+// no row of the vocabulary.
+func (t TensorRank) check(heads, vocab int) error {
 	switch {
 	case t == TensorRank{}:
 		return nil
@@ -41,10 +46,35 @@ func (t TensorRank) check(heads int) error {
 		return fmt.Errorf("model: a tensor-parallel split over %d ranks (valid: 2 to the heads, %d; the whole model is the zero TensorRank)", t.Size, heads)
 	case heads%t.Size != 0:
 		return fmt.Errorf("model: %d tensor-parallel ranks do not divide the %d heads (valid: a divisor of the heads)", t.Size, heads)
+	case t.Size > vocab:
+		return fmt.Errorf("model: %d tensor-parallel ranks split a vocabulary of %d (valid: at most one rank a row)", t.Size, vocab)
 	case t.Rank < 0 || t.Rank >= t.Size:
 		return fmt.Errorf("model: tensor-parallel rank %d of %d (valid: 0 to %d)", t.Rank, t.Size, t.Size-1)
 	}
 	return nil
+}
+
+// VocabRows is the rank's rows [lo, lo+n) of a vocabulary of V: V/t each,
+// the first V mod t ranks one more (the vocabulary is not padded to a
+// multiple of the ranks, as Megatron-LM pads it: trainmem's counts are the
+// model's own). The whole model's are all V.
+func (t TensorRank) VocabRows(V int) (lo, n int) {
+	s := t.size()
+	q, r := V/s, V%s
+	lo, n = t.Rank*q+min(t.Rank, r), q
+	if t.Rank < r {
+		n++
+	}
+	return lo, n
+}
+
+// vocab is the rank's split of a table of the vocabulary.
+func (t TensorRank) vocab(V int) TensorSplit {
+	if t.size() == 1 {
+		return TensorSplit{}
+	}
+	lo, n := t.VocabRows(V)
+	return TensorSplit{Axis: 0, Ranges: [][2]int{{lo, lo + n}}}
 }
 
 // TensorRank is rank r's part of c split over size tensor-parallel ranks;
@@ -60,7 +90,7 @@ func (c Config) TensorRank(size, r int) (Config, error) {
 		return c, nil
 	}
 	c.Tensor = TensorRank{Size: size, Rank: r}
-	if err := c.Tensor.check(c.Heads); err != nil {
+	if err := c.Tensor.check(c.Heads, c.Vocab); err != nil {
 		return Config{}, err
 	}
 	return c, nil
@@ -188,10 +218,11 @@ func JoinParams(cfg Config, parts [][]float32) ([]float32, error) {
 }
 
 // TensorGroup is what a tensor-parallel rank's ops need of the ranks it is
-// split over: a sum of a buffer over them, in place, that every rank calls
-// in the same order (package zero's Comm is one).
+// split over: the sum and the largest of a buffer over them, in place, that
+// every rank calls in the same order (package zero's Comm is one).
 type TensorGroup interface {
 	AllReduceSum(b *cuda.Buffer) error
+	AllReduceMax(b *cuda.Buffer) error
 }
 
 // Parallel says how a linear layer is split over tensor-parallel ranks.

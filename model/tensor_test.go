@@ -8,9 +8,10 @@ import (
 // TestTensorRankTable holds a rank's parameter table to Megatron-LM's split
 // of a GPT-2 block (Shoeybi et al. 2019, Section 3): the QKV projection and
 // the first MLP matrix split by their output rows, the attention output and
-// the second MLP matrix by their input columns, everything else whole; the
-// ranks' counts sum to the whole model's plus the whole rows every rank
-// holds again.
+// the second MLP matrix by their input columns, the token embedding by the
+// vocabulary (the first V mod t ranks a row more), everything else whole;
+// the ranks' counts sum to the whole model's plus the whole rows every
+// rank holds again.
 func TestTensorRankTable(t *testing.T) {
 	cfg, _ := Preset("gpt2")
 	const tp = 4
@@ -18,7 +19,7 @@ func TestTensorRankTable(t *testing.T) {
 	wholeRows := int64(0) // the elements of the rows every rank holds whole
 	for _, p := range cfg.Params() {
 		switch {
-		case strings.HasSuffix(p.Name, "attn.qkv.w"), strings.HasSuffix(p.Name, "attn.qkv.b"),
+		case p.Name == "wte", strings.HasSuffix(p.Name, "attn.qkv.w"), strings.HasSuffix(p.Name, "attn.qkv.b"),
 			strings.HasSuffix(p.Name, "attn.proj.w"), strings.HasSuffix(p.Name, "mlp.fc.w"),
 			strings.HasSuffix(p.Name, "mlp.fc.b"), strings.HasSuffix(p.Name, "mlp.proj.w"):
 		default:
@@ -58,6 +59,15 @@ func TestTensorRankTable(t *testing.T) {
 		}
 		if b, _ := part.ParamByName("h0.attn.proj.b"); b.Count != int64(h) || len(b.Split.Ranges) != 0 {
 			t.Errorf("rank %d: the row-parallel bias %v split %+v, want whole", r, b.Shape, b.Split)
+		}
+		// 50257 = 4·12564 + 1: rank 0 holds 12565 rows, the others 12564.
+		wte, _ := part.ParamByName("wte")
+		lo, n := 0, 12565
+		if r > 0 {
+			lo, n = 12565+(r-1)*12564, 12564
+		}
+		if wte.Shape[0] != n || wte.Split.Ranges[0] != [2]int{lo, lo + n} {
+			t.Errorf("rank %d: wte %v split %+v, want rows [%d, %d)", r, wte.Shape, wte.Split, lo, lo+n)
 		}
 	}
 	if want := cfg.NumParams() + (tp-1)*wholeRows; sum != want {

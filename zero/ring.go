@@ -141,6 +141,10 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 // rank's layers make over their tensor group (model.TensorGroup).
 func (c *Comm) AllReduceSum(b *cuda.Buffer) error { return c.AllReduce(b, b, Sum) }
 
+// AllReduceMax is AllReduce(b, b, Max), the vocabulary-parallel cross
+// entropy's rows' maxima (model.TensorGroup).
+func (c *Comm) AllReduceMax(b *cuda.Buffer) error { return c.AllReduce(b, b, Max) }
+
 var _ model.TensorGroup = (*Comm)(nil)
 
 // allReduce is the ring's AllReduce.

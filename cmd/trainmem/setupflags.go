@@ -127,7 +127,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			return nil
 		})
 		if o.tensor {
-			intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t`, of each data-parallel rank, each with a device of its own: Megatron-LM's split of the blocks (the heads and the MLP's channels; the embeddings and the head whole on every rank); must divide the heads")
+			intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t`, of each data-parallel rank, each with a device of its own: Megatron-LM's split (each block's heads and MLP channels, the vocabulary of the token embedding, the head and the cross entropy); must divide the heads")
 		}
 		return f
 	}

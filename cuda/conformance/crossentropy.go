@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register(family{name: "cross-entropy", tests: []familyTest{{"CrossEntropy", testCrossEntropy}},
+	register(family{name: "cross-entropy", tests: []familyTest{{"CrossEntropy", testCrossEntropy}, {"CrossEntropyPart", testCrossEntropyPart}},
 		invalid: invalidCrossEntropy, valid: validCrossEntropy})
 }
 
@@ -25,6 +25,10 @@ func invalidCrossEntropy(f *fixture) []badCall {
 		{"CrossEntropy fp16 loss", d.CrossEntropy(f.alloc(cuda.F16, 1), logits, targets, scratch, N, V), []string{"CrossEntropy", "loss is fp16"}},
 		{"CrossEntropy short scratch", d.CrossEntropy(loss, logits, targets, f.f32(N-1), N, V), []string{"CrossEntropy", "scratch has 5 elements, want at least N = 6"}},
 		{"CrossEntropyBackward two-element dloss", d.CrossEntropyBackward(f.f32(N*V), f.f32(2), logits, targets, N, V), []string{"CrossEntropyBackward", "dloss has 2 elements, want 1"}},
+		{"CrossEntropyPartMax short stats", d.CrossEntropyPartMax(f.f32(2*N), logits, N, V), []string{"CrossEntropyPartMax", "stats has 12 elements, want 3N = 18"}},
+		{"CrossEntropyPartSums part past the vocabulary", d.CrossEntropyPartSums(f.f32(3*N), logits, targets, N, V, cuda.VocabPart{Lo: 5, V: 15}), []string{"CrossEntropyPartSums", "11 rows at 5", "V = 15"}},
+		{"CrossEntropyPartLoss fp16 stats", d.CrossEntropyPartLoss(loss, f.alloc(cuda.F16, 3*N), N), []string{"CrossEntropyPartLoss", "stats is fp16"}},
+		{"CrossEntropyPartBackward stats in dlogits", d.CrossEntropyPartBackward(logits, loss, logits, targets, logits.View(0, 3*N), N, V, cuda.VocabPart{}), []string{"CrossEntropyPartBackward", "dlogits", "stats"}},
 	}
 	if f.computes {
 		cases = append(cases,
@@ -32,6 +36,10 @@ func invalidCrossEntropy(f *fixture) []badCall {
 				[]string{"CrossEntropy", "target 11", "row 5", "V = 11"}},
 			badCall{"CrossEntropyBackward negative target", d.CrossEntropyBackward(f.f32(N*V), loss, logits, idsOf(f.env, []int32{0, -3, 2, 3, 4, 5}), N, V),
 				[]string{"CrossEntropyBackward", "target -3", "row 1"}},
+			badCall{"CrossEntropyPartSums target out of the vocabulary", d.CrossEntropyPartSums(f.f32(3*N), logits, idsOf(f.env, []int32{0, 1, 2, 3, 4, 22}), N, V, cuda.VocabPart{Lo: 11, V: 22}),
+				[]string{"CrossEntropyPartSums", "target 22", "row 5", "V = 22"}},
+			badCall{"CrossEntropyPartBackward negative target", d.CrossEntropyPartBackward(f.f32(N*V), loss, logits, idsOf(f.env, []int32{0, -3, 2, 3, 4, 5}), f.f32(3*N), N, V, cuda.VocabPart{Lo: 11, V: 22}),
+				[]string{"CrossEntropyPartBackward", "target -3", "row 1"}},
 		)
 	}
 	return cases
@@ -42,9 +50,15 @@ func validCrossEntropy(f *fixture, dt cuda.DType) []goodCall {
 	N, V := 32, 300
 	logits, loss, targets := f.alloc(dt, N*V), f.alloc(stateType(dt), 1), f.alloc(cuda.I32, N)
 	scratch := f.alloc(cuda.F32, cuda.CrossEntropyScratchLen(N))
+	stats := f.alloc(stateType(dt), cuda.CrossEntropyStatsLen(N))
+	part := cuda.VocabPart{Lo: V, V: 3 * V}
 	return []goodCall{
 		{"CrossEntropy", func() error { return d.CrossEntropy(loss, logits, targets, scratch, N, V) }},
 		{"CrossEntropyBackward", func() error { return d.CrossEntropyBackward(logits, loss, logits, targets, N, V) }},
+		{"CrossEntropyPartMax", func() error { return d.CrossEntropyPartMax(stats, logits, N, V) }},
+		{"CrossEntropyPartSums", func() error { return d.CrossEntropyPartSums(stats, logits, targets, N, V, part) }},
+		{"CrossEntropyPartLoss", func() error { return d.CrossEntropyPartLoss(loss, stats, N) }},
+		{"CrossEntropyPartBackward", func() error { return d.CrossEntropyPartBackward(logits, loss, logits, targets, stats, N, V, part) }},
 	}
 }
 
@@ -91,6 +105,79 @@ func testCrossEntropy(t *testing.T, nd NewDevice) {
 		fd := FiniteDiff(lv, func() float64 { return 1.7 * refCrossEntropy(lv, targets, N, V) })
 		compare(t, "CrossEntropyBackward vs finite differences", e.get(dlogits), fd, fdTol)
 		compare(t, "reference vs finite differences", refCrossEntropyBackward(lv, targets, 1.7, N, V), fd, fdTol)
+	})
+}
+
+// testCrossEntropyPart: the vocabulary-parallel cross entropy over a
+// vocabulary split in three uneven parts, the ranks' reductions of the row
+// statistics done here between the steps (the largest of the maxima, the
+// sums of the sums and of the target logits), gives the whole vocabulary's
+// loss, and each part's gradient is the whole gradient's columns it holds.
+func testCrossEntropyPart(t *testing.T, nd NewDevice) {
+	forTypes(t, nd, func(e *env, dt cuda.DType) {
+		N, V := 40, 1000
+		st := stateType(dt)
+		lv := e.randn(N * V)
+		for i := range lv {
+			lv[i] *= 3
+		}
+		_, ls := e.buf(dt, lv) // the values as stored
+		targets, tb := e.randIDs(N, V)
+		targets[0], targets[1] = 0, int32(V-1) // the first and last columns
+		tb = e.ids(targets)
+		parts := [][2]int{{0, 333}, {333, 700}, {700, V}}
+		cols := func(lo, hi int) []float64 {
+			out := make([]float64, 0, N*(hi-lo))
+			for i := range N {
+				out = append(out, ls[i*V+lo:i*V+hi]...)
+			}
+			return out
+		}
+		bufs := make([]*cuda.Buffer, len(parts))
+		stats := make([]float64, 3*N)
+		for i := range N {
+			stats[i] = math.Inf(-1)
+		}
+		for k, p := range parts {
+			bufs[k], _ = e.buf(dt, cols(p[0], p[1]))
+			sb := e.out(st, cuda.CrossEntropyStatsLen(N))
+			e.must(e.d.CrossEntropyPartMax(sb, bufs[k], N, p[1]-p[0]))
+			for i, m := range e.get(sb)[:N] {
+				stats[i] = math.Max(stats[i], m)
+			}
+		}
+		for k, p := range parts {
+			sb, _ := e.buf(st, append(append([]float64(nil), stats[:N]...), make([]float64, 2*N)...))
+			e.must(e.d.CrossEntropyPartSums(sb, bufs[k], tb, N, p[1]-p[0], cuda.VocabPart{Lo: p[0], V: V}))
+			got := e.get(sb)
+			for i := N; i < 3*N; i++ {
+				stats[i] += got[i]
+			}
+		}
+		ref := make([]float64, 3*N)
+		for i := range N {
+			ref[i], ref[N+i] = refSoftmaxSum(ls[i*V : (i+1)*V])
+			ref[2*N+i] = ls[i*V+int(targets[i])]
+		}
+		compare(e.t, "CrossEntropyPartMax reduced", stats[:N], ref[:N], tolFor(st))
+		compare(e.t, "CrossEntropyPartSums reduced", stats[N:2*N], ref[N:2*N], tolFor(st))
+		compare(e.t, "CrossEntropyPartSums target logits", stats[2*N:], ref[2*N:], tolFor(st))
+		sb, _ := e.buf(st, stats)
+		loss := e.out(st, 1)
+		e.must(e.d.CrossEntropyPartLoss(loss, sb, N))
+		compare(e.t, "CrossEntropyPartLoss", e.get(loss), []float64{refCrossEntropy(ls, targets, N, V)}, tolFor(st))
+		dloss, dls := e.buf(st, []float64{1.7})
+		want := refCrossEntropyBackward(ls, targets, dls[0], N, V)
+		for k, p := range parts {
+			Vp := p[1] - p[0]
+			d := e.out(dt, N*Vp)
+			e.must(e.d.CrossEntropyPartBackward(d, dloss, bufs[k], tb, sb, N, Vp, cuda.VocabPart{Lo: p[0], V: V}))
+			wp := make([]float64, 0, N*Vp)
+			for i := range N {
+				wp = append(wp, want[i*V+p[0]:i*V+p[1]]...)
+			}
+			compare(e.t, "CrossEntropyPartBackward", e.get(d), wp, tolFor(dt))
+		}
 	})
 }
 

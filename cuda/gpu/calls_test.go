@@ -114,6 +114,7 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 	wte, wpe := fakeBuf(dt, V*C, next()), fakeBuf(dt, T*C, next())
 	qkv, p := fakeBuf(dt, N*3*C, next()), fakeBuf(dt, B*NH*T*T, next())
 	logits, loss, scratch := fakeBuf(dt, N*V, next()), fakeBuf(st, 1, next()), fakeBuf(st, N, next())
+	ceStats := fakeBuf(st, cuda.CrossEntropyStatsLen(N), next())
 	m, v := fakeBuf(st, 100, next()), fakeBuf(st, 100, next())
 	param, grad, master := fakeBuf(dt, 100, next()), fakeBuf(dt, 100, next()), fakeBuf(st, 100, next())
 	mm, err := cuda.MatMul{TransB: true, M: N, N: V, K: C, A: x, B: wte, C: logits, Alpha: 1}.Checked()
@@ -123,7 +124,7 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 	return []*kcall{
 		fillCall(x, 1), castCall(y, x), nonFiniteCall(x, 64), addCall(y, x, y), addBiasCall(y, b, N, C),
 		geluCall(y, x), geluBackwardCall(y, x, x),
-		embeddingCall(y, tokens, wte, wpe, B, T, C, 64), embeddingBackwardTokensCall(wte, y, tokens, B, T, C, 64),
+		embeddingCall(y, tokens, wte, wpe, B, T, C, cuda.VocabPart{Lo: 1, V: V + 1, NoPositions: true}, 64), embeddingBackwardTokensCall(wte, y, tokens, B, T, C, cuda.VocabPart{}, 64),
 		embeddingBackwardPositionsCall(wpe, y, B, T, C),
 		layerNormStatsCall(stats, x, N, C, 1e-5), layerNormCall(y, x, stats, w, b, N, C),
 		layerNormBackwardXCall(y, x, x, stats, w, N, C), layerNormBackwardWCall(w, y, x, stats, N, C), sumRowsCall(b, y, N, C),
@@ -133,6 +134,8 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 		gemmGenericCall(mm, skipNone), gemmGenericCall(mm, skipLower),
 		crossEntropyRowsCall(scratch, logits, tokens, N, V, dt == cuda.F64, 64), crossEntropyMeanCall(loss, scratch, N, dt == cuda.F64),
 		crossEntropyBackwardCall(logits, loss, logits, tokens, N, V, 64),
+		crossEntropyPartMaxCall(ceStats, logits, N, V), crossEntropyPartSumsCall(ceStats, logits, tokens, N, V, cuda.VocabPart{Lo: V, V: 3 * V}, 64),
+		crossEntropyPartLossCall(loss, ceStats, N), crossEntropyPartBackwardCall(logits, loss, logits, tokens, ceStats, N, V, cuda.VocabPart{Lo: V, V: 3 * V}, 64),
 		adamCall(param, grad, master, m, v, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Step: 2, GradScale: 1}),
 		sgdCall(param, grad, master, m, cuda.SGDArgs{LR: 0.1, Momentum: 0.9, GradScale: 1}),
 		sgdCall(param, grad, nil, nil, cuda.SGDArgs{LR: 0.1, GradScale: 1}),

@@ -9,9 +9,13 @@ import "trainmem/cuda"
 // The family's kernels (kernels/crossentropy.cuh) and their parameter kinds.
 func init() {
 	kernelFamily(map[string]string{
-		"cross_entropy_rows":     "pipipiip",
-		"cross_entropy_mean":     "pipii",
-		"cross_entropy_backward": "pipipipiip",
+		"cross_entropy_rows":          "pipipiip",
+		"cross_entropy_mean":          "pipii",
+		"cross_entropy_backward":      "pipipipiip",
+		"cross_entropy_part_max":      "pipiii",
+		"cross_entropy_part_sums":     "pipipiiiip",
+		"cross_entropy_part_loss":     "pipii",
+		"cross_entropy_part_backward": "pipipippiiiiip",
 	})
 }
 
@@ -61,4 +65,73 @@ func crossEntropyMeanCall(loss, losses *cuda.Buffer, N int, f64 bool) *kcall {
 func crossEntropyBackwardCall(dlogits, dloss, logits, targets *cuda.Buffer, N, V int, status uintptr) *kcall {
 	return newCall("cross_entropy_backward", cuda.AllF64(dlogits, dloss, logits), perRow(int64(N), rowBlock)).
 		buf(dlogits).buf(dloss).buf(logits).ids(targets).int(int64(N)).int(int64(V)).ptr(status)
+}
+
+// CrossEntropyPartMax: a block per row, its largest logit.
+func (d *Device) CrossEntropyPartMax(stats, logits *cuda.Buffer, N, V int) error {
+	if err := d.begin("CrossEntropyPartMax", cuda.Check.CrossEntropyPartMax(stats, logits, N, V), stats, logits); err != nil {
+		return err
+	}
+	defer d.leave()
+	return d.run(crossEntropyPartMaxCall(stats, logits, N, V))
+}
+
+// CrossEntropyPartSums: a block per row, its exponentials' sum (fp64) and
+// its target's logit where the part holds it.
+func (d *Device) CrossEntropyPartSums(stats, logits, targets *cuda.Buffer, N, V int, part cuda.VocabPart) error {
+	err := cuda.Check.CrossEntropyPartSums(stats, logits, targets, N, V, part)
+	if err := d.begin("CrossEntropyPartSums", err, stats, logits, targets); err != nil {
+		return err
+	}
+	defer d.leave()
+	checked, err := d.checkIDsOnHost("CrossEntropyPartSums", "target", targets, 0, part.Vocab(V))
+	if err != nil {
+		return err
+	}
+	return d.runChecked(crossEntropyPartSumsCall(stats, logits, targets, N, V, part, uintptr(d.status)), checked)
+}
+
+// CrossEntropyPartLoss: one block, the rows' mean loss from their
+// statistics (fp64).
+func (d *Device) CrossEntropyPartLoss(loss, stats *cuda.Buffer, N int) error {
+	if err := d.begin("CrossEntropyPartLoss", cuda.Check.CrossEntropyPartLoss(loss, stats, N), loss, stats); err != nil {
+		return err
+	}
+	defer d.leave()
+	return d.run(crossEntropyPartLossCall(loss, stats, N))
+}
+
+// CrossEntropyPartBackward: dlogits = (softmax - onehot)·dloss/N from the
+// rows' statistics, an element a thread; dlogits may be logits.
+func (d *Device) CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats *cuda.Buffer, N, V int, part cuda.VocabPart) error {
+	err := cuda.Check.CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats, N, V, part)
+	if err := d.begin("CrossEntropyPartBackward", err, dlogits, dloss, logits, targets, stats); err != nil {
+		return err
+	}
+	defer d.leave()
+	checked, err := d.checkIDsOnHost("CrossEntropyPartBackward", "target", targets, 0, part.Vocab(V))
+	if err != nil {
+		return err
+	}
+	return d.runChecked(crossEntropyPartBackwardCall(dlogits, dloss, logits, targets, stats, N, V, part, uintptr(d.status)), checked)
+}
+
+func crossEntropyPartMaxCall(stats, logits *cuda.Buffer, N, V int) *kcall {
+	return newCall("cross_entropy_part_max", cuda.AllF64(stats, logits), perRow(int64(N), rowBlock)).
+		buf(stats).buf(logits).int(int64(N)).int(int64(V))
+}
+
+func crossEntropyPartSumsCall(stats, logits, targets *cuda.Buffer, N, V int, part cuda.VocabPart, status uintptr) *kcall {
+	return newCall("cross_entropy_part_sums", cuda.AllF64(stats, logits), perRow(int64(N), rowBlock)).
+		buf(stats).buf(logits).ids(targets).int(int64(N)).int(int64(V)).int(int64(part.Vocab(V))).int(int64(part.Lo)).ptr(status)
+}
+
+func crossEntropyPartLossCall(loss, stats *cuda.Buffer, N int) *kcall {
+	return newCall("cross_entropy_part_loss", cuda.AllF64(loss, stats), launch{grid: [3]int{1, 1, 1}, block: [3]int{256, 1, 1}}).
+		buf(loss).buf(stats).int(int64(N))
+}
+
+func crossEntropyPartBackwardCall(dlogits, dloss, logits, targets, stats *cuda.Buffer, N, V int, part cuda.VocabPart, status uintptr) *kcall {
+	return newCall("cross_entropy_part_backward", cuda.AllF64(dlogits, dloss, logits), gridStride(int64(N)*int64(V), elemBlock)).
+		buf(dlogits).buf(dloss).buf(logits).ids(targets).buf(stats).int(int64(N)).int(int64(V)).int(int64(part.Vocab(V))).int(int64(part.Lo)).ptr(status)
 }

@@ -305,7 +305,8 @@ const (
 	statusFlag  = 4 * 4 // byte offset of NonFinite's flag
 )
 
-var statusKernels = map[int32]string{1: "Embedding", 2: "EmbeddingBackwardTokens", 3: "CrossEntropy", 4: "CrossEntropyBackward"}
+var statusKernels = map[int32]string{1: "Embedding", 2: "EmbeddingBackwardTokens", 3: "CrossEntropy", 4: "CrossEntropyBackward",
+	5: "CrossEntropyPartSums", 6: "CrossEntropyPartBackward"}
 
 // Device is an NVIDIA GPU as a cuda.Device. It is safe for use by several
 // goroutines (calls are serialized); each call makes the device's context

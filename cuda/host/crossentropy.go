@@ -145,9 +145,40 @@ func (h *Device) CrossEntropyBackward(dlogits, dloss, logits, targets *cuda.Buff
 
 func crossEntropyBackwardKernel[F float](h *Device, dlogits, dloss, logits, targets *cuda.Buffer, N, V int) {
 	tg := Int32s(targets)
+	g := lossGrad(dloss, N)
+	eachLogitsRow(h, dlogits, logits, N, V, func(i int, row, out []F) {
+		mx := float64(rowMax(row))
+		t := int(tg[i])
+		// out may be row itself: each element is read before it is
+		// written.
+		var sums [4]float64
+		var et float64
+		var e [expChunk]float64
+		for c0 := 0; c0 < V; c0 += expChunk {
+			es := expShiftedSum(e[:], row[c0:min(c0+expChunk, V)], mx, &sums)
+			roundInto(out[c0:c0+len(es)], es)
+			if t >= c0 && t < c0+len(es) {
+				et = es[t-c0]
+			}
+		}
+		sum := sum4(&sums)
+		scaleBy(out, g/sum)
+		out[t] = F((et/sum - 1) * g)
+	})
+}
+
+// lossGrad is a mean loss's gradient of each of its N rows' terms:
+// dloss[0]/N.
+func lossGrad(dloss *cuda.Buffer, N int) float64 {
 	var d [1]float64
 	Decode(dloss, 0, d[:])
-	g := d[0] / float64(N)
+	return d[0] / float64(N)
+}
+
+// eachLogitsRow runs f on each row of logits (N, V) and the row of dlogits
+// its gradient goes to (which may be the row itself), rows in parallel,
+// and stores what f wrote.
+func eachLogitsRow[F float](h *Device, dlogits, logits *cuda.Buffer, N, V int, f func(i int, row, out []F)) {
 	vl, vd := mkvec[F](logits), mkvec[F](dlogits)
 	h.parallel(N, max(1, elemGrain/V), func(lo, hi int) {
 		tin, tout := batchScratch(vl, V), batchScratch(vd, V)
@@ -155,25 +186,125 @@ func crossEntropyBackwardKernel[F float](h *Device, dlogits, dloss, logits, targ
 		defer putScratch(tout)
 		for i := lo; i < hi; i++ {
 			row := vl.get(i*V, (i+1)*V, tin)
-			mx := float64(rowMax(row))
-			t := int(tg[i])
 			out := vd.out(i*V, (i+1)*V, tout)
-			// out may be row itself: each element is read before it is
-			// written.
+			f(i, row, out)
+			vd.put(i*V, out)
+		}
+	})
+}
+
+// The vocabulary-parallel cross entropy (cuda.CrossEntropyKernels): a
+// rank's part of the logits, the row statistics reduced over the ranks
+// between the steps.
+
+// CrossEntropyPartMax: stats[i] = the largest logit of row i.
+func (h *Device) CrossEntropyPartMax(stats, logits *cuda.Buffer, N, V int) error {
+	if err := h.begin("CrossEntropyPartMax", cuda.Check.CrossEntropyPartMax(stats, logits, N, V), stats, logits); err != nil {
+		return err
+	}
+	instance(cuda.AllF64(stats, logits), crossEntropyPartMaxKernel[float64], crossEntropyPartMaxKernel[float32])(h, stats, logits, N, V)
+	return nil
+}
+
+func crossEntropyPartMaxKernel[F float](h *Device, stats, logits *cuda.Buffer, N, V int) {
+	vl := mkvec[F](logits)
+	mx := make([]F, N)
+	h.parallel(N, max(1, elemGrain/V), func(lo, hi int) {
+		tmp := batchScratch(vl, V)
+		defer putScratch(tmp)
+		for i := lo; i < hi; i++ {
+			mx[i] = rowMax(vl.get(i*V, (i+1)*V, tmp))
+		}
+	})
+	Encode(stats, 0, mx)
+}
+
+// CrossEntropyPartSums: stats[N+i] = Σ_j exp(logits[i, j] - stats[i]), in
+// float64 as CrossEntropy sums, and stats[2N+i] the target's logit where
+// the part holds the target, else 0.
+func (h *Device) CrossEntropyPartSums(stats, logits, targets *cuda.Buffer, N, V int, part cuda.VocabPart) error {
+	err := cuda.Check.CrossEntropyPartSums(stats, logits, targets, N, V, part)
+	if err := h.begin("CrossEntropyPartSums", err, stats, logits, targets); err != nil {
+		return err
+	}
+	if err := cuda.CheckIDs("CrossEntropyPartSums", "target", Int32s(targets), 0, part.Vocab(V)); err != nil {
+		return err
+	}
+	instance(cuda.AllF64(stats, logits), crossEntropyPartSumsKernel[float64], crossEntropyPartSumsKernel[float32])(h, stats, logits, targets, N, V, part)
+	return nil
+}
+
+func crossEntropyPartSumsKernel[F float](h *Device, stats, logits, targets *cuda.Buffer, N, V int, part cuda.VocabPart) {
+	tg := Int32s(targets)
+	vl := mkvec[F](logits)
+	mx := make([]float64, N)
+	Decode(stats, 0, mx)
+	out := make([]F, 2*N)
+	h.parallel(N, max(1, elemGrain/V), func(lo, hi int) {
+		tmp := batchScratch(vl, V)
+		defer putScratch(tmp)
+		for i := lo; i < hi; i++ {
+			row := vl.get(i*V, (i+1)*V, tmp)
 			var sums [4]float64
-			var et float64
 			var e [expChunk]float64
 			for c0 := 0; c0 < V; c0 += expChunk {
-				es := expShiftedSum(e[:], row[c0:min(c0+expChunk, V)], mx, &sums)
-				roundInto(out[c0:c0+len(es)], es)
-				if t >= c0 && t < c0+len(es) {
-					et = es[t-c0]
-				}
+				expShiftedSum(e[:], row[c0:min(c0+expChunk, V)], mx[i], &sums)
 			}
-			sum := sum4(&sums)
-			scaleBy(out, g/sum)
-			out[t] = F((et/sum - 1) * g)
-			vd.put(i*V, out)
+			out[i] = F(sum4(&sums))
+			if t := int(tg[i]) - part.Lo; t >= 0 && t < V {
+				out[N+i] = row[t]
+			}
+		}
+	})
+	Encode(stats, N, out)
+}
+
+// CrossEntropyPartLoss: loss = Σ_i (log stats[N+i] + stats[i] -
+// stats[2N+i]) / N, in float64 in row order.
+func (h *Device) CrossEntropyPartLoss(loss, stats *cuda.Buffer, N int) error {
+	if err := h.begin("CrossEntropyPartLoss", cuda.Check.CrossEntropyPartLoss(loss, stats, N), loss, stats); err != nil {
+		return err
+	}
+	st := make([]float64, cuda.CrossEntropyStatsLen(N))
+	Decode(stats, 0, st)
+	var total float64
+	for i := range N {
+		total += math.Log(st[N+i]) + st[i] - st[2*N+i]
+	}
+	Encode(loss, 0, []float64{total / float64(N)})
+	return nil
+}
+
+// CrossEntropyPartBackward: dlogits = (exp(logits - max)/sum -
+// onehot)·dloss/N, each element computed in float64 and rounded once.
+// dlogits may be logits itself.
+func (h *Device) CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats *cuda.Buffer, N, V int, part cuda.VocabPart) error {
+	err := cuda.Check.CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats, N, V, part)
+	if err := h.begin("CrossEntropyPartBackward", err, dlogits, dloss, logits, targets, stats); err != nil {
+		return err
+	}
+	if err := cuda.CheckIDs("CrossEntropyPartBackward", "target", Int32s(targets), 0, part.Vocab(V)); err != nil {
+		return err
+	}
+	instance(cuda.AllF64(dlogits, dloss, logits), crossEntropyPartBackwardKernel[float64], crossEntropyPartBackwardKernel[float32])(h, dlogits, dloss, logits, targets, stats, N, V, part)
+	return nil
+}
+
+func crossEntropyPartBackwardKernel[F float](h *Device, dlogits, dloss, logits, targets, stats *cuda.Buffer, N, V int, part cuda.VocabPart) {
+	tg := Int32s(targets)
+	g := lossGrad(dloss, N)
+	st := make([]float64, cuda.CrossEntropyStatsLen(N))
+	Decode(stats, 0, st)
+	eachLogitsRow(h, dlogits, logits, N, V, func(i int, row, out []F) {
+		mx, scale, t := st[i], g/st[N+i], int(tg[i])-part.Lo
+		// out may be row itself: each element is read before it is
+		// written.
+		for j, v := range row {
+			p := math.Exp(float64(v)-mx) * scale
+			if j == t {
+				p -= g
+			}
+			out[j] = F(p)
 		}
 	})
 }

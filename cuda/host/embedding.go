@@ -7,52 +7,67 @@ import (
 	"trainmem/cuda"
 )
 
-// Embedding: out[b·T+t, :] = wte[tokens[b·T+t], :] + wpe[t, :].
-func (h *Device) Embedding(out, tokens, wte, wpe *cuda.Buffer, B, T, C int) error {
-	if err := h.begin("Embedding", cuda.Check.Embedding(out, tokens, wte, wpe, B, T, C), out, tokens, wte, wpe); err != nil {
+// Embedding: out[b·T+t, :] = wte[tokens[b·T+t] - part.Lo, :] (zero for a
+// token outside the table) + wpe[t, :] (unless part.NoPositions).
+func (h *Device) Embedding(out, tokens, wte, wpe *cuda.Buffer, B, T, C int, part cuda.VocabPart) error {
+	if err := h.begin("Embedding", cuda.Check.Embedding(out, tokens, wte, wpe, B, T, C, part), out, tokens, wte, wpe); err != nil {
 		return err
 	}
-	if err := cuda.CheckIDs("Embedding", "token id", Int32s(tokens), T, wte.Len/C); err != nil {
+	if err := cuda.CheckIDs("Embedding", "token id", Int32s(tokens), T, part.Vocab(wte.Len/C)); err != nil {
 		return err
 	}
-	instance(cuda.AllF64(out, wte, wpe), embeddingKernel[float64], embeddingKernel[float32])(h, out, tokens, wte, wpe, T, C)
+	instance(cuda.AllF64(out, wte, wpe), embeddingKernel[float64], embeddingKernel[float32])(h, out, tokens, wte, wpe, T, C, part)
 	return nil
 }
 
-func embeddingKernel[F float](h *Device, out, tokens, wte, wpe *cuda.Buffer, T, C int) {
+func embeddingKernel[F float](h *Device, out, tokens, wte, wpe *cuda.Buffer, T, C int, part cuda.VocabPart) {
 	ids := Int32s(tokens)
 	vo, ve, vp := mkvec[F](out), mkvec[F](wte), mkvec[F](wpe)
+	rows := wte.Len / C
 	h.parallel(len(ids), rowGrain(C), func(lo, hi int) {
 		tmp := getScratch[F](3 * C)
 		defer putScratch(tmp)
 		for i := lo; i < hi; i++ {
-			tok, t := int(ids[i]), i%T
-			e := ve.get(tok*C, tok*C+C, tmp[:C])
-			p := vp.get(t*C, t*C+C, tmp[C:2*C])
+			tok, t := int(ids[i])-part.Lo, i%T
 			o := vo.out(i*C, i*C+C, tmp[2*C:])
-			for c := range o {
-				o[c] = e[c] + p[c]
+			clear(o)
+			if tok >= 0 && tok < rows {
+				copy(o, ve.get(tok*C, tok*C+C, tmp[:C]))
+			}
+			if !part.NoPositions {
+				for c, p := range vp.get(t*C, t*C+C, tmp[C:2*C]) {
+					o[c] += p
+				}
 			}
 			vo.put(i*C, o)
 		}
 	})
 }
 
-// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i], :] += dout[i, :],
-// each row summed in position order (in float64) and rounded once.
-func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int) error {
-	if err := h.begin("EmbeddingBackwardTokens", cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C), dwte, dout, tokens); err != nil {
+// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i] - part.Lo, :] +=
+// dout[i, :] for the tokens the table holds, each row summed in position
+// order (in float64) and rounded once.
+func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int, part cuda.VocabPart) error {
+	err := cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C, part)
+	if err := h.begin("EmbeddingBackwardTokens", err, dwte, dout, tokens); err != nil {
 		return err
 	}
-	ids := Int32s(tokens)
-	if err := cuda.CheckIDs("EmbeddingBackwardTokens", "token id", ids, T, dwte.Len/C); err != nil {
+	all := Int32s(tokens)
+	rows := dwte.Len / C
+	if err := cuda.CheckIDs("EmbeddingBackwardTokens", "token id", all, T, part.Vocab(rows)); err != nil {
 		return err
 	}
 	h.clear(dwte)
-	// Positions grouped by token, ascending within each group.
-	order := make([]int32, len(ids))
-	for i := range order {
-		order[i] = int32(i)
+	// Each position's row of the table (outside it for a token the table
+	// does not hold), and the positions the table holds grouped by row,
+	// ascending in each group.
+	ids := make([]int32, len(all))
+	var order []int32
+	for i, id := range all {
+		ids[i] = id - int32(part.Lo)
+		if ids[i] >= 0 && int(ids[i]) < rows {
+			order = append(order, int32(i))
+		}
 	}
 	slices.SortStableFunc(order, func(a, b int32) int { return int(ids[a]) - int(ids[b]) })
 	var starts []int // group boundaries in order

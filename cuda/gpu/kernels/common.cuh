@@ -12,7 +12,14 @@ typedef long long i64;
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_F64 = 3 };
 
 // Kernel codes for bad token ids, as cuda/gpu/device.go's statusKernels names them.
-enum { K_EMBEDDING = 1, K_EMBEDDING_BWD_TOKENS = 2, K_CROSS_ENTROPY = 3, K_CROSS_ENTROPY_BWD = 4 };
+enum {
+	K_EMBEDDING = 1,
+	K_EMBEDDING_BWD_TOKENS = 2,
+	K_CROSS_ENTROPY = 3,
+	K_CROSS_ENTROPY_BWD = 4,
+	K_CROSS_ENTROPY_PART_SUMS = 5,
+	K_CROSS_ENTROPY_PART_BWD = 6
+};
 
 // ---------------------------------------------------------------- storage
 

@@ -3,9 +3,12 @@
 #pragma once
 #include "common.cuh"
 
+// embedding: a table of rows ids lo .. lo+rows-1 of a vocabulary of V (the
+// whole one: lo 0, rows V); a token outside it embeds to zero, and the
+// positions are added when pos is 1 (cuda.VocabPart).
 template <typename T>
 __device__ void embedding(void *out, i64 odt, const int *tokens, const void *wte, i64 edt, const void *wpe, i64 pdt,
-                          i64 N, i64 Tn, i64 C, i64 V, int *status) {
+                          i64 N, i64 Tn, i64 C, i64 V, i64 lo, i64 rows, i64 pos, int *status) {
 	GRID_STRIDE(k, N * C) {
 		i64 i = k / C, c = k % C;
 		int tok = tokens[i];
@@ -13,7 +16,10 @@ __device__ void embedding(void *out, i64 odt, const int *tokens, const void *wte
 			if (c == 0) bad_id(status, K_EMBEDDING, i, tok);
 			continue;
 		}
-		st(out, odt, k, ld<T>(wte, edt, (i64)tok * C + c) + ld<T>(wpe, pdt, (i % Tn) * C + c));
+		i64 row = (i64)tok - lo;
+		T v = (row >= 0 && row < rows) ? ld<T>(wte, edt, row * C + c) : (T)0;
+		if (pos) v += ld<T>(wpe, pdt, (i % Tn) * C + c);
+		st(out, odt, k, v);
 	}
 }
 
@@ -24,9 +30,11 @@ __device__ void embedding(void *out, i64 odt, const int *tokens, const void *wte
 // Lanes compare 32 ids at a time (ballot). Each lane keeps EBT_CPL
 // channels' sums.
 #define EBT_CPL 8
+// The table holds rows ids lo .. lo+rows-1 of a vocabulary of V; a token
+// outside them has no row here.
 template <typename T>
 __device__ void embedding_backward_tokens(void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C,
-                                     i64 V, int *status) {
+                                     i64 V, i64 lo, i64 rows, int *status) {
 	int lane = threadIdx.x & 31;
 	i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
 	for (i64 i = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); i < N; i += warps) {
@@ -35,6 +43,7 @@ __device__ void embedding_backward_tokens(void *dwte, i64 wdt, const void *dout,
 			if (lane == 0) bad_id(status, K_EMBEDDING_BWD_TOKENS, i, tok);
 			continue;
 		}
+		if ((i64)tok < lo || (i64)tok >= lo + rows) continue;
 		bool first = true;
 		for (i64 j0 = 0; j0 < i && first; j0 += 32) {
 			i64 j = j0 + lane;
@@ -63,7 +72,7 @@ __device__ void embedding_backward_tokens(void *dwte, i64 wdt, const void *dout,
 #pragma unroll
 			for (int q = 0; q < EBT_CPL; q++) {
 				i64 c = c0 + lane + 32 * q;
-				if (c < C) st(dwte, wdt, (i64)tok * C + c, (T)acc[q]);
+				if (c < C) st(dwte, wdt, ((i64)tok - lo) * C + c, (T)acc[q]);
 			}
 		}
 	}
@@ -82,10 +91,11 @@ __device__ void embedding_backward_positions(void *dwpe, i64 wdt, const void *do
 
 ENTRY2(embedding,
        (void *out, i64 odt, const int *tokens, const void *wte, i64 edt, const void *wpe, i64 pdt, i64 N, i64 Tn, i64 C,
-        i64 V, int *status),
-       (out, odt, tokens, wte, edt, wpe, pdt, N, Tn, C, V, status))
+        i64 V, i64 lo, i64 rows, i64 pos, int *status),
+       (out, odt, tokens, wte, edt, wpe, pdt, N, Tn, C, V, lo, rows, pos, status))
 ENTRY2(embedding_backward_tokens,
-       (void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C, i64 V, int *status),
-       (dwte, wdt, dout, ddt, tokens, N, C, V, status))
+       (void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C, i64 V, i64 lo, i64 rows,
+        int *status),
+       (dwte, wdt, dout, ddt, tokens, N, C, V, lo, rows, status))
 ENTRY2(embedding_backward_positions, (void *dwpe, i64 wdt, const void *dout, i64 ddt, i64 B, i64 Tn, i64 C),
        (dwpe, wdt, dout, ddt, B, Tn, C))
