@@ -64,7 +64,8 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 		return nil, err
 	}
 	s := o.Setup.Setup()
-	one := s.Ranks == 1
+	lay := zero.LayoutOf(s)
+	one := lay.Size() == 1
 	switch {
 	case o.Steps <= 0:
 		return nil, fmt.Errorf("train: steps must be a positive integer, got %d", o.Steps)
@@ -85,7 +86,7 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 			return nil, err
 		}
 	}
-	g, devs, closeDevs, err := where.open(s.Ranks)
+	g, devs, closeDevs, err := where.open(lay.Size())
 	defer closeDevs()
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile}
 	var saved []float32
 	var saveErr error
-	mine, err := zero.Run(g, o.Setup, set, opts, init, o.Steps, where.stream(batches, s.Ranks),
+	mine, err := zero.Run(g, o.Setup, set, opts, init, o.Steps, where.stream(batches, lay),
 		func(step int, mine []train.Record, _ error) error {
 			recs, err := zero.Gather(g, mine)
 			if err != nil {
@@ -131,8 +132,8 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 			rep.Result.Add(recs[0])
 			mean, ms := 0.0, 0.0
 			for r, rec := range recs {
-				mean += rec.Loss / float64(s.Ranks)
-				ms += rec.StepMs / float64(s.Ranks)
+				mean += rec.Loss / float64(len(recs))
+				ms += rec.StepMs / float64(len(recs))
 				if out != nil && outErr == nil {
 					outErr = writeRecord(out, r, one, rec)
 				}
@@ -226,7 +227,7 @@ func WriteHeader(w io.Writer, s model.Setup, device string) {
 
 // WriteText writes the loss, the speed and the memory table of the run.
 func (r *TrainReport) WriteText(w io.Writer) error {
-	if r.Setup.Ranks > 1 {
+	if zero.LayoutOf(r.Setup).Size() > 1 {
 		return r.writeRanks(w)
 	}
 	res := r.Result

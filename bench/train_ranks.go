@@ -70,7 +70,7 @@ func (r *TrainReport) stopping(g *zero.Group, mine *zero.StopError, failed, stop
 // writeRanks is WriteText over ranks: the loss and speed over the ranks,
 // then every rank's memory and traffic in the last step.
 func (r *TrainReport) writeRanks(w io.Writer) error {
-	fmt.Fprintf(w, "data    %s\nsetting %s over %s, each on %s\nengine  %s\n", r.Result.Dataset, r.Setting, plural(r.Setup.Ranks, "rank"), r.Device, engineText(r.Engine))
+	fmt.Fprintf(w, "data    %s\nsetting %s over %s, each on %s\nengine  %s\n", r.Result.Dataset, r.Setting, ranksText(r.Setup), r.Device, engineText(r.Engine))
 	fmt.Fprintf(w, "loss    %.4f at step 1, %.4f at step %d (the mean over the ranks)\n", r.FirstLoss, r.LastLoss, r.Result.Steps)
 	fmt.Fprintf(w, "speed   %.1f ms/step (mean over the ranks and the steps after the first)\n\n", r.MeanStepMs)
 	if len(r.Ranks) == 0 {
@@ -81,7 +81,7 @@ func (r *TrainReport) writeRanks(w io.Writer) error {
 	fmt.Fprintln(w, "each rank's peak per category in the last step (requested bytes):")
 	var states *model.States
 	if !r.Setting.PS {
-		if st, err := model.ZeROStates(r.Setup.Model.NumParams(), r.Setup.Precision, r.Setup.Optimizer, r.Setup.Ranks, r.Setting.Stage); err == nil {
+		if st, err := model.ZeROStates(rankParams(r.Setup), r.Setup.Precision, r.Setup.Optimizer, r.Setup.Ranks, r.Setting.Stage); err == nil {
 			states = &st
 		}
 	}

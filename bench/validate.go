@@ -328,7 +328,7 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	}
 	finished := 0
 	errStopped := errors.New("stopped")
-	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, s.Ranks), func(step int, recs []train.Record, _ error) error {
+	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, zero.LayoutOf(s)), func(step int, recs []train.Record, _ error) error {
 		finished = step + 1
 		if one {
 			rec := recs[0]

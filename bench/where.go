@@ -113,21 +113,34 @@ func (w Where) prepare(devs []cuda.Device, c model.Checked, set zero.Setting, da
 	return batches, init, nil
 }
 
-// stream is the batches of a run of n ranks: rank r takes the r-th of
-// every n micro-batches of the data's stream. In one process the members
-// ask in rank order, each its own in turn; a process's rank reads the n
-// of a step and keeps its own.
-func (w Where) stream(b *train.Batches, n int) func(step, rank int) ([]int32, []int32, error) {
+// stream is the batches of a run of the layout's ranks: data rank d takes
+// the d-th of every DP micro-batches of the data's stream, and every
+// tensor-parallel rank of a replica the same one. In one process the
+// members ask in rank order, each in turn (the first tensor rank of a
+// replica reads its micro-batch, the others of the replica, after it,
+// share it); a process's rank reads the DP of a step and keeps its own.
+func (w Where) stream(b *train.Batches, lay zero.Layout) func(step, rank int) ([]int32, []int32, error) {
 	if w.Link == nil {
-		return func(int, int) ([]int32, []int32, error) { return b.Next() }
+		var tok, tgt []int32
+		return func(_, rank int) ([]int32, []int32, error) {
+			if lay.Coord(rank)[zero.TensorAxis] == 0 {
+				t, g, err := b.Next()
+				if err != nil {
+					return nil, nil, err
+				}
+				tok, tgt = t, g
+			}
+			return tok, tgt, nil
+		}
 	}
 	return func(_, rank int) (tok, tgt []int32, err error) {
-		for q := range n {
+		mine := lay.Coord(rank)[zero.DataAxis]
+		for q := range lay.DP {
 			t, g, err := b.Next()
 			if err != nil {
 				return nil, nil, err
 			}
-			if q == rank {
+			if q == mine {
 				tok, tgt = append([]int32(nil), t...), append([]int32(nil), g...)
 			}
 		}

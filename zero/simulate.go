@@ -214,7 +214,7 @@ func SimulateRank(dev cuda.Device, c model.Checked, set Setting, rank, steps int
 	if err := c.Err(); err != nil {
 		return RankResult{}, err
 	}
-	g, err := NewSparseGroup([]cuda.Device{dev}, []int{rank}, c.Setup().Ranks)
+	g, err := NewSparseGroup([]cuda.Device{dev}, []int{rank}, LayoutOf(c.Setup()).Size())
 	if err != nil {
 		return RankResult{}, err
 	}

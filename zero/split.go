@@ -59,6 +59,9 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 			continue
 		}
 		if overLink {
+			if err := reachable(lt.l, ranks, subRanks[0]); err != nil {
+				return nil, err
+			}
 			sub, err := newGroup([]cuda.Device{parents[0].Device()}, subRanks, len(ranks))
 			if err != nil {
 				return nil, err
@@ -82,6 +85,25 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 		}
 	}
 	return subs, nil
+}
+
+// reachable refuses, before any collective, a sub-group whose ring this
+// process's link cannot run: a link that reaches only some ranks (TCP's:
+// rank 0 and the ring neighbours) must reach the sub-group's ring
+// neighbours of this process (sub-group rank i) and the sub-group's first
+// rank.
+func reachable(l Link, ranks []int, i int) error {
+	r, ok := l.(interface{ Reaches(q int) bool })
+	if !ok {
+		return nil // every rank reached (MPI)
+	}
+	n := len(ranks)
+	for _, q := range []int{ranks[(i+1)%n], ranks[(i+n-1)%n], ranks[0]} {
+		if !r.Reaches(q) {
+			return fmt.Errorf("zero: rank %d's group %v needs a connection to rank %d, and over %s a rank talks to rank 0 and its ring neighbours only: run this layout under MPI (mpirun), whose ranks all reach each other", ranks[i], ranks, q, l.Name())
+		}
+	}
+	return nil
 }
 
 // subGroup is the group of n ranks whose members are g's members parents,

@@ -214,9 +214,10 @@ func TestSplitErrors(t *testing.T) {
 // an all-reduce on each tensor group equals the sum of its ranks' values,
 // over the parent's links with the sub-groups' ranks translated. A TCP
 // link reaches rank 0 and its ring neighbours only, so the data groups
-// (ranks 0 and 2, 1 and 3) are refused at their first exchange between
-// ranks it does not connect, naming both (over MPI every pair is reached:
-// TestMPISendRecv splits the same layout).
+// (ranks 0 and 2, 1 and 3) are refused when they are split, before any
+// collective, naming the rank, its group and the rank it cannot reach
+// (over MPI every pair is reached: TestMPISendRecv splits the same
+// layout).
 func TestSplitOverTCP(t *testing.T) {
 	l := Layout{DP: 2, TP: 2, PP: 1}
 	gs, _, run := linkedGroups(t, l.Size())
@@ -228,7 +229,7 @@ func TestSplitOverTCP(t *testing.T) {
 	}
 	_, _, run = linkedGroups(t, l.Size())
 	err = run(func(c *Comm) error { return splitAndExchange(c, nil, l, true) })
-	if want := "rank 1 has no connection to rank 3"; err == nil || !strings.Contains(err.Error(), want) {
+	if want := "rank 1's group [1 3] needs a connection to rank 3"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("data groups over TCP: %v, want %q", err, want)
 	}
 }

@@ -544,6 +544,16 @@ func (l *TCPLink) failed() error {
 	return l.err
 }
 
+// Reaches reports whether this rank has a connection to rank q: rank 0 and
+// its ring neighbours (a sub-group's ring over other ranks needs a link
+// that reaches them, Group.Split).
+func (l *TCPLink) Reaches(q int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.peers[q]
+	return ok || q == l.rank
+}
+
 func (l *TCPLink) peer(q int, what string) (*peer, error) {
 	if err := l.failed(); err != nil {
 		return nil, err

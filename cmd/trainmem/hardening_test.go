@@ -349,10 +349,10 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		h := help(cmd)
 		formats := flagLine(h, "format")
 		refusals := []string{"tp", "pp", "sequence-parallel", "params"}
-		if cmd == "simulate" {
-			refusals = refusals[1:] // simulate runs the tensor-parallel ranks
+		if cmd != "validate" {
+			refusals = refusals[1:] // simulate and train run the tensor-parallel ranks
 			if flagLine(h, "tp") == "" {
-				t.Errorf("simulate -h does not list --tp")
+				t.Errorf("%s -h does not list --tp", cmd)
 			}
 		}
 		for _, refused := range refusals {

@@ -257,7 +257,7 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"--vocab", strconv.Itoa(c.Vocab)}, {"--context", strconv.Itoa(c.Context)}, {"--untied", strconv.FormatBool(c.Untied)},
 		{"--batch", strconv.Itoa(s.Batch)}, {"--seq", strconv.Itoa(s.Seq)},
 		{"--precision", s.Precision.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
-		{"--world", strconv.Itoa(s.Ranks)}, {"the setting (--zero, --data-parallel, --prefetch)", set.String()},
+		{"--world", strconv.Itoa(s.Ranks)}, {"--tp", strconv.Itoa(s.TP)}, {"the setting (--zero, --data-parallel, --prefetch)", set.String()},
 		{"--bucket-mb", strconv.FormatInt(set.BucketBytes, 10) + " bytes"},
 		{"--steps", strconv.Itoa(tf.steps)}, {"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64)}, {"--seed", strconv.FormatUint(tf.seed, 10)},
 		{"--data", tf.data}, {"--load", tf.load}, {"--device", tf.device},
@@ -274,10 +274,18 @@ func (f *launchFlags) ranksFrom(l zero.Launch, sf *setupFlags) error {
 	if !l.Processes() {
 		return nil
 	}
-	if sf.set("ranks") && sf.ranks != l.World {
+	tp := max(sf.tp, 1)
+	if l.World%tp != 0 {
+		return usagef("--tp %d: it does not divide the %d processes %s started (valid: a divisor of %d)", tp, l.World, l.Launcher, l.World)
+	}
+	dp := l.World / tp
+	if sf.set("ranks") && sf.ranks != dp {
+		if tp > 1 {
+			return usagef("--ranks %d: this process is rank %d of %d started by %s, %d data-parallel ranks of --tp %d (give --ranks %d, or leave it out)", sf.ranks, l.Rank, l.World, l.Launcher, dp, tp, dp)
+		}
 		return usagef("--ranks %d: this process is rank %d of %d started by %s (give --ranks %d, or leave it out)", sf.ranks, l.Rank, l.World, l.Launcher, l.World)
 	}
-	sf.ranks = l.World
+	sf.ranks = dp
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -64,4 +65,19 @@ func TestMPISetupsDiffer(t *testing.T) {
 	if err == nil || strings.Count(merr, "rank 3's setup differs from rank 0's: --batch 3 (rank 0: 2)") != 4 {
 		t.Errorf("mpirun: %v, want every rank to name rank 3's batch:\n%s", err, merr)
 	}
+}
+
+// Four ranks of a dp 2 × tp 2 layout started by mpirun (MPI reaches every
+// pair, so the data groups, two ranks apart, run too): the same records and
+// weights as the layout in one process.
+func TestMPITensorParallel(t *testing.T) {
+	dir := t.TempDir()
+	args := func(out, save string) []string {
+		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--tp", "2", "--zero", "1", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
+	}
+	mustRun(t, append(args("in.jsonl", "in.bin"), "--ranks", "2")...)
+	if _, merr, err := mpirun(t, append([]string{"-np", "4", "BIN"}, append(args("procs.jsonl", "procs.bin"), "--backend", "mpi")...)...); err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, merr)
+	}
+	sameTrainRuns(t, dir, "in", "procs", 4, 3)
 }

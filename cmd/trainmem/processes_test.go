@@ -259,6 +259,34 @@ func TestTrainOverTCP(t *testing.T) {
 			t.Fatalf("rank %d exited %d:\n%s", r, code, ps[r].stderr.String())
 		}
 	}
+	sameTrainRuns(t, dir, "in", "procs", 3, 3)
+}
+
+// TestTrainTensorParallelOverTCP: two processes of a tp 2 layout (its
+// tensor group the whole TCP ring) train as the same layout in one
+// process: the same records and the same weights to the bit.
+func TestTrainTensorParallelOverTCP(t *testing.T) {
+	dir := t.TempDir()
+	args := func(out, save string) []string {
+		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--tp", "2", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
+	}
+	mustRun(t, args("in.jsonl", "in.bin")...)
+	ps := startRanks(t, 2, args("procs.jsonl", "procs.bin"), nil)
+	for r, code := range waitRanks(t, ps, 2*time.Minute) {
+		if code != 0 {
+			t.Fatalf("rank %d exited %d:\n%s", r, code, ps[r].stderr.String())
+		}
+	}
+	sameTrainRuns(t, dir, "in", "procs", 2, 3)
+}
+
+// sameTrainRuns compares the records (in.jsonl, procs.jsonl under dir) and
+// the saved weights (.bin) of a run in one process and over processes, n
+// ranks of steps steps each: the same ranks, steps and peaks, the losses
+// within lossTol, and, with one thread a rank and the same order of every
+// sum, the weights to the bit.
+func sameTrainRuns(t *testing.T, dir, in, procs string, n, steps int) {
+	t.Helper()
 	type rec struct {
 		Rank int      `json:"rank"`
 		Step int      `json:"step"`
@@ -280,23 +308,21 @@ func TestTrainOverTCP(t *testing.T) {
 		}
 		return rs
 	}
-	in, procs := read("in.jsonl"), read("procs.jsonl")
-	if len(in) != 9 || len(procs) != 9 {
-		t.Fatalf("%d and %d records, want 3 steps of 3 ranks", len(in), len(procs))
+	a, b := read(in+".jsonl"), read(procs+".jsonl")
+	if len(a) != n*steps || len(b) != n*steps {
+		t.Fatalf("%d and %d records, want %d steps of %d ranks", len(a), len(b), steps, n)
 	}
-	for i := range in {
-		a, b := in[i], procs[i]
-		if a.Rank != b.Rank || a.Step != b.Step || a.Peak != b.Peak || math.Abs(*a.Loss-*b.Loss) > lossTol*math.Abs(*a.Loss) {
-			t.Errorf("record %d: %+v over processes, %+v in one", i, b, a)
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Rank != y.Rank || x.Step != y.Step || x.Peak != y.Peak || math.Abs(*x.Loss-*y.Loss) > lossTol*math.Abs(*x.Loss) {
+			t.Errorf("record %d: %+v over processes, %+v in one", i, y, x)
 		}
 	}
-	wi, err1 := os.ReadFile(filepath.Join(dir, "in.bin"))
-	wp, err2 := os.ReadFile(filepath.Join(dir, "procs.bin"))
+	wi, err1 := os.ReadFile(filepath.Join(dir, in+".bin"))
+	wp, err2 := os.ReadFile(filepath.Join(dir, procs+".bin"))
 	if err1 != nil || err2 != nil || len(wi) != len(wp) {
 		t.Fatalf("weights: %v %v, %d and %d bytes", err1, err2, len(wi), len(wp))
 	}
-	// One thread a rank and the same order of every sum: the weights are
-	// the in-process run's to the bit.
 	if !bytes.Equal(wi, wp) {
 		t.Errorf("the weights saved over processes differ from the in-process run's")
 	}

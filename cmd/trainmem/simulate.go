@@ -78,21 +78,22 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	s := c.Setup()
-	if s.Ranks > 1 && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
-		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks (the ranks' collectives are not modelled)")
+	lay := zero.LayoutOf(s)
+	if lay.Size() > 1 && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
+		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks and --tp (the ranks' collectives are not modelled)")
 	}
 	set, err := sf.setting()
 	if err != nil {
 		return err
 	}
-	if format.v == "summary" && (*sweep != "" || s.Ranks > 1) {
-		return usagef("--format summary is one device's memory summary: give it without --sweep and --ranks")
+	if format.v == "summary" && (*sweep != "" || lay.Size() > 1) {
+		return usagef("--format summary is one device's memory summary: give it without --sweep, --ranks and --tp")
 	}
 	switch {
 	case trace.given() && *sweep != "":
 		return usagef("--memory-trace and --plot-timeline record one setting's step: give them without --sweep")
-	case s.Ranks > 1:
-		if err := trace.check(zero.SimulatedRanks(s.Ranks), nil, nil); err != nil {
+	case lay.Size() > 1:
+		if err := trace.check(lay.SimulatedRanks(), nil, nil); err != nil {
 			return err
 		}
 	default:
@@ -103,6 +104,8 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case *sweep == "zero" && s.Ranks < 2:
 		return usagef("--sweep zero compares the data-parallel settings: give --ranks N of at least 2")
+	case *sweep == "zero" && s.TP > 1:
+		return usagef("--sweep zero compares the data-parallel settings of whole models: give it without --tp")
 	case *sweep == "zero" && (sf.set("zero") || sf.ps):
 		return usagef("--sweep zero runs every setting; drop --zero and --data-parallel")
 	case *sweep == "zero":
@@ -116,7 +119,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	case *sweep != "":
 		return usagef("--sweep %q: unknown sweep (valid: zero)", *sweep)
 	}
-	if roofline != nil && s.Ranks > 1 {
+	if roofline != nil && lay.Size() > 1 {
 		roofline = nil // the default card's: one device's clock
 	}
 	if roofline != nil {
@@ -135,7 +138,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	o := bench.Options{Setting: set}
 	o.Setup, o.Steps = c, steps
 	rep, err := bench.Simulate(newDevice, capacity, o, traces)
-	if s.Ranks > 1 {
+	if lay.Size() > 1 {
 		if err != nil {
 			return trace.writeRanks(stdout, traces, format.v, err)
 		}

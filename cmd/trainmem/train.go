@@ -70,7 +70,7 @@ var runSetupOptions = setupOptions{batch: 8, seq: 64, preset: "tiny, or the shap
 
 func addTrainFlags(fs *flag.FlagSet) *trainFlags {
 	withRanks := runSetupOptions
-	withRanks.ranks = true
+	withRanks.ranks, withRanks.tensor = true, true
 	f := &trainFlags{setup: addSetupFlags(fs, withRanks)}
 	intVar(fs, &f.steps, "steps", 200, "training `steps`")
 	fs.Float64Var(&f.lr, "lr", 1e-3, "learning rate")
@@ -196,20 +196,21 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if format.v == "json" && !*profile {
 		return usagef("--format json is the profile's: give --profile (a run's records are --out's JSON Lines)")
 	}
-	if *profile && (launch.Processes() || s.Ranks > 1) {
-		return usagef("--profile times one device's steps: give it without --ranks")
+	world := zero.LayoutOf(s).Size()
+	if *profile && (launch.Processes() || world > 1) {
+		return usagef("--profile times one device's steps: give it without --ranks and --tp")
 	}
-	if format.v == "summary" && (launch.Processes() || s.Ranks > 1) {
-		return usagef("--format summary is one device's memory summary: give it without --ranks")
+	if format.v == "summary" && (launch.Processes() || world > 1) {
+		return usagef("--format summary is one device's memory summary: give it without --ranks and --tp")
 	}
 	set, err := tf.setup.setting()
 	if err != nil {
 		return err
 	}
-	ranked := s.Ranks > 1 // one rank is one device, whatever the setting
+	ranked := world > 1 // one rank is one device, whatever the setting
 	var traced []int
 	if ranked {
-		traced = ownRanks(launch, s.Ranks)
+		traced = ownRanks(launch, world)
 	}
 	// Every path is checked before the device opens and the work starts, in
 	// one check (the records, the weights, the traces and the plot against
@@ -234,6 +235,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	opts.Setting = set
+	switch {
+	case s.TP > 1 && backend == zero.NCCL:
+		return usagef("--tp %d over nccl: the tensor and data groups would need NCCL communicators of their own (ncclCommSplit), which trainmem does not make yet: use --backend mpi, tcp or inproc", s.TP)
+	case s.TP > 1 && s.Ranks > 1 && backend == zero.TCP:
+		return usagef("--tp %d with %d data-parallel ranks over tcp: a data group's ranks are %d apart, and over tcp a rank talks to rank 0 and its ring neighbours only: run it under mpirun (--backend mpi), or with --tp alone", s.TP, s.Ranks, s.TP)
+	}
 	var where bench.Where
 	var proc *process
 	if launch.Processes() {
@@ -245,8 +252,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		where = proc.where(tf.newDevice)
 	} else {
-		if s.Ranks > bench.MostMeasuredRanks {
-			return usagef("--ranks %d: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number; one process a rank trains any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
+		if world > bench.MostMeasuredRanks {
+			ranks := fmt.Sprintf("--ranks %d", s.Ranks)
+			if s.TP > 1 {
+				ranks = fmt.Sprintf("--ranks %d with --tp %d (%d ranks)", s.Ranks, s.TP, world)
+			}
+			return usagef("%s: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number; one process a rank trains any number: see --backend)", ranks, bench.MostMeasuredRanks)
 		}
 		where = inProcess(backend, tf.newDevice)
 	}
@@ -271,8 +282,8 @@ func trainOn(ctx context.Context, where bench.Where, opts bench.Options, format 
 		return err
 	}
 	device := rep.Device
-	if s.Ranks > 1 {
-		device = fmt.Sprintf("%d ranks", s.Ranks)
+	if world := zero.LayoutOf(s).Size(); world > 1 {
+		device = fmt.Sprintf("%d ranks", world)
 	}
 	if format != "json" {
 		bench.WriteHeader(stdout, s, device)
@@ -312,7 +323,7 @@ func trainOn(ctx context.Context, where bench.Where, opts bench.Options, format 
 		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Result.Steps, opts.Steps, cause)
 	}
 	records := "records"
-	if s.Ranks > 1 {
+	if zero.LayoutOf(s).Size() > 1 {
 		records = "records (one a rank a step)"
 	}
 	for _, p := range []struct{ what, path string }{{records, opts.Out}, {"weights", opts.Save}} {

@@ -216,3 +216,63 @@ func TestSimulateRoofline(t *testing.T) {
 	wantUsage(t, append(append([]string(nil), base...), "--gpu", "a100", "--bandwidth", "5"), "give one roofline")
 	wantUsage(t, append(append([]string(nil), base...), "--ranks", "2", "--gpu", "a100"), "without --ranks")
 }
+
+// train --tp 2 --ranks 2 runs the four ranks of a dp 2 × tp 2 layout in one
+// process and trains as one rank of the global batch: the same first loss
+// to the printed digits, a record a rank a step (the tensor group's ranks
+// alike), and saved weights of the whole model (the parts put together)
+// that a one-device run loads and that are one rank's within AdamW's
+// 2·lr·steps (an update near a zero gradient may turn either way).
+func TestTrainTensorParallel(t *testing.T) {
+	dir := t.TempDir()
+	out, save, ref := filepath.Join(dir, "r.jsonl"), filepath.Join(dir, "w.bin"), filepath.Join(dir, "one.bin")
+	const steps, lr = 2, 1e-3
+	text, _ := mustRun(t, "train", "--tp", "2", "--ranks", "2", "--zero", "1", "--batch", "2", "--seq", "16", "--steps", "2", "--out", out, "--save", save)
+	one, _ := mustRun(t, "train", "--batch", "4", "--seq", "16", "--steps", "2", "--save", ref)
+	loss := func(s string) string {
+		i := strings.Index(s, "loss    ")
+		if i < 0 {
+			t.Fatalf("no loss line:\n%s", s)
+		}
+		return strings.Join(strings.Fields(s[i:])[1:6], " ")
+	}
+	if a, b := loss(text), loss(one); a != b {
+		t.Errorf("the layout's losses %q, one rank of batch 4: %q", a, b)
+	}
+	if !strings.Contains(text, "over 4 ranks (dp 2 × tp 2 × pp 1)") || !strings.Contains(text, "tensor") {
+		t.Errorf("the report does not give the layout and the tensor group:\n%s", text)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 4*steps {
+		t.Fatalf("%d records, want 4 ranks × %d steps", len(lines), steps)
+	}
+	cfg, _ := model.Preset("tiny")
+	got, err := model.LoadCheckpoint(save, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := model.LoadCheckpoint(ref, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for i := range want {
+		worst = max(worst, float64(abs32(got[i]-want[i])))
+	}
+	if worst > 2*lr*steps {
+		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, 2*lr*steps)
+	}
+	mustRun(t, "train", "--load", save, "--steps", "1", "--batch", "2", "--seq", "16")
+	wantUsage(t, []string{"train", "--tp", "3"}, "tensor-parallel ranks 3", "do not divide the 4 heads", "valid: 1, 2, 4")
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
