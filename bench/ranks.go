@@ -38,15 +38,25 @@ func (r *SimulateReport) writeRanks(w io.Writer) error {
 	lay := zero.LayoutOf(s)
 	WriteHeader(w, s, fmt.Sprintf("%s × %s", model.Comma(int64(lay.Size())), r.Device))
 	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, ranksText(s))
-	if lay.TP > 1 {
-		part, _ := s.Model.TensorRank(s.TP, 0)
-		_, rows := part.Tensor.VocabRows(s.Model.Vocab)
-		fmt.Fprintf(w, "tensor  each rank holds 1/%d of every block's heads and MLP channels and about 1/%d of the vocabulary (rank 0: %s rows, %s parameters of %s); ranks are numbered tensor rank fastest, then data rank (Megatron-LM's order)\n",
-			lay.TP, lay.TP, model.Comma(int64(rows)), model.Comma(part.NumParams()), model.Comma(s.Model.NumParams()))
-	}
+	writeTensorSplit(w, s)
 	writeSimulatedRanks(w, lay.Size(), r.Ranks)
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
 	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States)
+}
+
+// writeTensorSplit says, with tensor parallelism, what a rank holds and
+// how the ranks are numbered.
+func writeTensorSplit(w io.Writer, s model.Setup) {
+	if s.TP == 1 {
+		return
+	}
+	part, err := s.Model.TensorRank(s.TP, 0)
+	if err != nil {
+		return
+	}
+	_, rows := part.Tensor.VocabRows(s.Model.Vocab)
+	fmt.Fprintf(w, "tensor  each rank holds 1/%d of every block's heads and MLP channels and about 1/%d of the vocabulary (rank 0: %s rows, %s parameters of %s); ranks are numbered tensor rank fastest, then data rank (Megatron-LM's order)\n",
+		s.TP, s.TP, model.Comma(int64(rows)), model.Comma(part.NumParams()), model.Comma(s.Model.NumParams()))
 }
 
 // writeRankTables writes each rank's peaks per category (ranks alike

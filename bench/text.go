@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"trainmem/model"
+	"trainmem/zero"
 )
 
 // Table lays out text columns for people: the first left-aligned (names),
@@ -85,7 +86,7 @@ func diffCell(a, b *int64) string {
 // model states, the simulation and the measurement, then the traffic
 // beside the paper's volume.
 func (r *ValidateReport) WriteText(w io.Writer) error {
-	if r.Setup.Ranks > 1 {
+	if zero.LayoutOf(r.Setup).Size() > 1 {
 		return r.writeRanks(w)
 	}
 	s := r.Setup

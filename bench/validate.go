@@ -134,12 +134,17 @@ type ValidateReport struct {
 	SimulatedRanks, MeasuredRanks []zero.RankResult `json:"-"`
 	Engine                        string            `json:"-"`
 	LibraryWorkspace              int64             `json:"-"`
+	// PartActivations is, with tensor parallelism, the trainmem formula's
+	// activations of each tensor-parallel rank's part (by tensor rank):
+	// the parts differ by a row of the vocabulary where t does not divide
+	// it.
+	PartActivations []int64 `json:"-"`
 }
 
 // WriteJSON writes the report with the model, the setup and each formula's
 // source; over ranks every simulated and measured rank with exact bytes.
 func (r *ValidateReport) WriteJSON(w io.Writer) error {
-	if r.Setup.Ranks > 1 {
+	if zero.LayoutOf(r.Setup).Size() > 1 {
 		return r.writeRanksJSON(w)
 	}
 	doc := struct {
@@ -172,16 +177,16 @@ func checkSetup(c model.Checked) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	return checkRunnable(c.Setup(), 1, 0)
+	return checkRunnable(c.Setup(), 1, 1, 0)
 }
 
 // checkRunnable refuses what a measured run of ranks data-parallel ranks
-// under ZeRO stage zero cannot run.
-func checkRunnable(s model.Setup, ranks, zero int) error {
+// of tp tensor-parallel ranks each under ZeRO stage zero cannot run.
+func checkRunnable(s model.Setup, ranks, tp, zero int) error {
 	if s.ParamsOnly() {
 		return errors.New("bench: a parameter count alone cannot be run: give a model shape")
 	}
-	if s.Ranks != ranks || s.TP != 1 || s.PP != 1 || s.ZeRO != zero {
+	if s.Ranks != ranks || s.TP != tp || s.PP != 1 || s.ZeRO != zero {
 		return ErrParallel
 	}
 	return nil
@@ -213,14 +218,14 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 		return nil, err
 	}
 	s := c.Setup()
-	if err := checkRunnable(s, s.Ranks, s.ZeRO); err != nil {
+	if err := checkRunnable(s, s.Ranks, s.TP, s.ZeRO); err != nil {
 		return nil, err
 	}
 	steps := o.Steps
 	if steps == 0 {
 		steps = 3
 	}
-	one := s.Ranks == 1
+	one := zero.LayoutOf(s).Size() == 1
 	switch {
 	case steps < 1:
 		return nil, fmt.Errorf("bench: steps %d: must be a positive integer", steps)
@@ -234,6 +239,20 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 		return nil, err
 	}
 	r := &ValidateReport{Setup: s, Setting: set, Estimate: e, Formulas: model.Formulas(), Steps: steps}
+	for tr := range s.TP {
+		if s.TP == 1 {
+			break
+		}
+		part, err := c.TensorRank(tr)
+		if err != nil {
+			return nil, err
+		}
+		pe, err := part.Estimate()
+		if err != nil {
+			return nil, err
+		}
+		r.PartActivations = append(r.PartActivations, pe.ActivationBytes(model.Exact))
+	}
 	simulate := func() error {
 		newDevice := func() cuda.Device { return shape.New(0) }
 		var trace func(int) cuda.Tracer
@@ -252,7 +271,7 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 				trace = func(int) cuda.Tracer { return o.Trace }
 			}
 		} else {
-			o.progress("validate: simulating %s over %d ranks", set, s.Ranks)
+			o.progress("validate: simulating %s over %s", set, ranksText(s))
 		}
 		res, err := zero.Simulate(newDevice, c, set, steps, trace)
 		if err != nil {
@@ -304,8 +323,9 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 // every rank's last step (rank 0's over processes; the others keep none).
 func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, steps int) error {
 	c, set, s := o.Setup, o.Setting, r.Setup
-	one := s.Ranks == 1
-	g, devs, closeDevs, err := where.open(s.Ranks)
+	lay := zero.LayoutOf(s)
+	one := lay.Size() == 1
+	g, devs, closeDevs, err := where.open(lay.Size())
 	defer closeDevs()
 	if err != nil {
 		return err
@@ -324,11 +344,11 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	case one:
 		o.progress("validate: measuring %d steps on %s", steps, r.Device)
 	case where.Root():
-		o.progress("validate: measuring %s over %d ranks on %s, %d steps%s", set, s.Ranks, r.Device, steps, where.over())
+		o.progress("validate: measuring %s over %s on %s, %d steps%s", set, ranksText(s), r.Device, steps, where.over())
 	}
 	finished := 0
 	errStopped := errors.New("stopped")
-	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, zero.LayoutOf(s)), func(step int, recs []train.Record, _ error) error {
+	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, lay), func(step int, recs []train.Record, _ error) error {
 		finished = step + 1
 		if one {
 			rec := recs[0]

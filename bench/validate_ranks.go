@@ -17,16 +17,18 @@ import (
 // writeRanks is WriteText over ranks.
 func (v *ValidateReport) writeRanks(w io.Writer) error {
 	s := v.Setup
-	WriteHeader(w, s, fmt.Sprintf("%s × shape (simulated)", model.Comma(int64(s.Ranks))))
+	lay := zero.LayoutOf(s)
+	WriteHeader(w, s, fmt.Sprintf("%s × shape (simulated)", model.Comma(int64(lay.Size()))))
 	if v.Device != "" {
 		over := "in one process"
 		if v.Engine != "" {
 			over = "one a process over " + v.Engine
 		}
-		fmt.Fprintf(w, "measured %s ranks on %s each, %s, data %s\n", model.Comma(int64(s.Ranks)), v.Device, over, v.Data)
+		fmt.Fprintf(w, "measured %s ranks on %s each, %s, data %s\n", model.Comma(int64(lay.Size())), v.Device, over, v.Data)
 	}
-	writeSimulatedRanks(w, s.Ranks, v.SimulatedRanks)
-	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, plural(s.Ranks, "rank"), v.Steps)
+	writeTensorSplit(w, s)
+	writeSimulatedRanks(w, lay.Size(), v.SimulatedRanks)
+	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, ranksText(s), v.Steps)
 	st := v.Estimate.States
 	paper := map[cuda.Category]int64{cuda.Params: st.Params, cuda.Grads: st.Grads, cuda.Master: st.Master, cuda.AdamM: st.AdamM, cuda.AdamV: st.AdamV,
 		cuda.Activations: v.Estimate.ActivationBytes(model.ZeROPaper)}
@@ -63,6 +65,9 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		if err := t.Write(w); err != nil {
 			return err
 		}
+		if v.PartActivations != nil {
+			v.writePartFormulas(w, sim, meas)
+		}
 		fmt.Fprintln(w)
 	}
 	r0 := v.SimulatedRanks[0].Stats
@@ -90,23 +95,47 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		fmt.Fprintln(w, "zero_paper: the ZeRO paper does not count the parameter server (rank 0 alone holds master, adam_m and adam_v)")
 	} else {
 		fmt.Fprintf(w, "zero_paper: Rajbhandari et al. 2020, Section 3.1 and Table 1, ZeRO-%d over N = %d (trainmem pads a shard to ceil(Φ/N), per unit or bucket under ZeRO-2 and 3)\n", v.Setting.Stage, s.Ranks)
+		if s.TP > 1 {
+			fmt.Fprintf(w, "  Φ is a tensor-parallel rank's part of the model, %s parameters on rank 0 (each data-parallel group shards its own part)\n", model.Comma(rankParams(s)))
+		}
 	}
 	fmt.Fprintln(w, "Δ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")
 
 	fmt.Fprintln(w, "\ntraffic per rank in the last step:")
 	var t Table
-	t.Add("rank", "collective", "calls", "simulated sent", "measured sent", "received")
-	for _, g := range alikeRanks(v.SimulatedRanks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
+	// By group with tensor parallelism (the tensor group's, the data
+	// group's); all of a rank's otherwise.
+	type part struct {
+		group string
+		of    func(r zero.RankResult) [zero.NumCollectives]zero.Traffic
+	}
+	parts := []part{{"", func(r zero.RankResult) [zero.NumCollectives]zero.Traffic { return r.Traffic }}}
+	head := []string{"rank", "collective", "calls", "simulated sent", "measured sent", "received"}
+	if s.TP > 1 {
+		parts = nil
+		for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis} {
+			parts = append(parts, part{a.String(), func(r zero.RankResult) [zero.NumCollectives]zero.Traffic { return r.AxisTraffic[a] }})
+		}
+		head = append([]string{"rank", "group"}, head[1:]...)
+	}
+	t.Add(head...)
+	for _, g := range alikeRanks(v.SimulatedRanks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic && x.AxisTraffic == y.AxisTraffic }) {
 		sim := v.SimulatedRanks[g.first]
-		for k, tr := range sim.Traffic {
-			if tr.Calls == 0 {
-				continue
+		for _, p := range parts {
+			for k, tr := range p.of(sim) {
+				if tr.Calls == 0 {
+					continue
+				}
+				ms := "-"
+				if v.MeasuredRanks != nil {
+					ms = model.Bytes(p.of(v.MeasuredRanks[sim.Rank])[k].SentBytes)
+				}
+				row := []string{g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), ms, model.Bytes(tr.RecvBytes)}
+				if p.group != "" {
+					row = append([]string{g.name, p.group}, row[1:]...)
+				}
+				t.Add(row...)
 			}
-			ms := "-"
-			if v.MeasuredRanks != nil {
-				ms = model.Bytes(v.MeasuredRanks[sim.Rank].Traffic[k].SentBytes)
-			}
-			t.Add(g.name, zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), ms, model.Bytes(tr.RecvBytes))
 		}
 	}
 	if err := t.Write(w); err != nil {
@@ -118,6 +147,27 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		fmt.Fprintln(w, "(trainmem's sums beside it include the ranks' agreement on skipping a step, one all-reduce of two int32 flags; under ZeRO-3 a unit that the backward pass does not read, such as untied embeddings, is not gathered again)")
 	}
 	return nil
+}
+
+// writePartFormulas writes, under a tensor-parallel rank's table, its
+// activations by the formulas beside the simulation and the measurement:
+// the trainmem formula of its own part (equal to the simulation to the
+// byte) and Korthikanti et al.'s for the layout (Table 2's tensor-parallel
+// row with Section 4.3's embedding and output terms, of the rank with the
+// most vocabulary rows).
+func (v *ValidateReport) writePartFormulas(w io.Writer, sim zero.RankResult, meas *zero.RankResult) {
+	sv := sim.Stats.CategoryRequested[cuda.Activations].Peak
+	tr := zero.LayoutOf(v.Setup).Coord(sim.Rank)[zero.TensorAxis]
+	var t Table
+	t.Add("  activations by formula", "bytes", "Δ against simulated")
+	t.Add("    trainmem (this rank's part)", model.GiB(v.PartActivations[tr]), Percent(v.PartActivations[tr], sv))
+	k := v.Estimate.ActivationBytes(model.Korthikanti)
+	t.Add("    korthikanti (tensor parallel)", model.GiB(k), Percent(k, sv))
+	if meas != nil {
+		mv := meas.Stats.CategoryRequested[cuda.Activations].Peak
+		t.Add("    measured", model.GiB(mv), Percent(mv, sv))
+	}
+	t.Write(w)
 }
 
 // sameMeasured reports whether ranks a and b measured alike (true when
@@ -142,6 +192,24 @@ func (v *ValidateReport) writeRanksJSON(w io.Writer) error {
 		MeasTraffic   map[string]zero.Traffic `json:"measured_traffic,omitempty"`
 		// A native engine's (NCCL's) own device memory, outside the allocator.
 		MeasEngineBytes int64 `json:"measured_engine_bytes,omitempty"`
+		// With tensor parallelism: the trainmem formula's activations of
+		// the rank's part, and the simulated and measured traffic by group
+		// (tensor, data).
+		PartActivations  *int64                             `json:"trainmem_part_activations,omitempty"`
+		SimGroupTraffic  map[string]map[string]zero.Traffic `json:"simulated_traffic_by_group,omitempty"`
+		MeasGroupTraffic map[string]map[string]zero.Traffic `json:"measured_traffic_by_group,omitempty"`
+	}
+	byGroup := func(r zero.RankResult) map[string]map[string]zero.Traffic {
+		out := map[string]map[string]zero.Traffic{}
+		for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis} {
+			out[a.String()] = map[string]zero.Traffic{}
+			for k, tr := range r.AxisTraffic[a] {
+				if tr.Calls > 0 {
+					out[a.String()][zero.Collective(k).String()] = tr
+				}
+			}
+		}
+		return out
 	}
 	st := v.Estimate.States
 	doc := struct {
@@ -166,6 +234,13 @@ func (v *ValidateReport) writeRanksJSON(w io.Writer) error {
 		d := rankDoc{Rank: sr.Rank, Simulated: map[cuda.Category]int64{}, SimSent: sent(sr.Traffic)}
 		for _, c := range rankCategories {
 			d.Simulated[c] = sr.Stats.CategoryRequested[c].Peak
+		}
+		if v.PartActivations != nil {
+			pa := v.PartActivations[zero.LayoutOf(v.Setup).Coord(sr.Rank)[zero.TensorAxis]]
+			d.PartActivations, d.SimGroupTraffic = &pa, byGroup(sr)
+			if v.MeasuredRanks != nil {
+				d.MeasGroupTraffic = byGroup(v.MeasuredRanks[sr.Rank])
+			}
 		}
 		if v.MeasuredRanks != nil {
 			m := v.MeasuredRanks[sr.Rank]

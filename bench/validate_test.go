@@ -275,16 +275,64 @@ func TestValidateWithoutMeasuring(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Explanations, "\n"), "not measured") {
 		t.Error("no line says nothing was measured")
 	}
-	// Over ranks the same call validates every simulated rank; tensor
+	// Over ranks the same call validates every simulated rank; pipeline
 	// parallelism is refused.
 	s.Ranks = 4
 	r, err = Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{}))
 	if err != nil || len(r.SimulatedRanks) != 4 || r.MeasuredRanks != nil || r.Rows != nil {
 		t.Errorf("4 ranks: %v", err)
 	}
-	s.Ranks, s.TP = 1, 5
+	s.Ranks, s.PP = 1, 2
 	if _, err := Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{})); !errors.Is(err, ErrParallel) {
-		t.Errorf("tp 5: %v, want ErrParallel", err)
+		t.Errorf("pp 2: %v, want ErrParallel", err)
+	}
+}
+
+// validate of a dp 2 × tp 2 layout measured on host ranks in one process:
+// every rank's categories and traffic (by group) simulated = measured, and
+// the trainmem formula of each rank's part equal to its activations; the
+// tensor ranks of a 5-way split of a vocabulary of 256 (rank 0 one row
+// more) are each held to their own part.
+func TestValidateTensorParallel(t *testing.T) {
+	for _, tc := range []struct {
+		cfg    model.Config
+		tp, dp int
+		set    zero.Setting
+	}{
+		{model.Config{Name: "t", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}, 2, 2, zero.Setting{Stage: 1}},
+		{model.Config{Name: "t5", Layers: 2, Hidden: 80, Heads: 5, Vocab: 256, Context: 64}, 5, 1, zero.Setting{}},
+	} {
+		s := model.Setup{Model: tc.cfg, Batch: 2, Seq: 16, Precision: model.BF16, Optimizer: model.AdamW, Ranks: tc.dp, ZeRO: tc.set.Stage, TP: tc.tp, PP: 1}
+		where := &Where{New: func() (cuda.Device, error) { return host.New(host.Options{Threads: 1}) }}
+		r, err := Validate(context.Background(), where, runOf(checked(t, s), 2, nil, tc.set))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.SimulatedRanks) != tc.tp*tc.dp || len(r.MeasuredRanks) != tc.tp*tc.dp || len(r.PartActivations) != tc.tp {
+			t.Fatalf("tp %d dp %d: %d simulated, %d measured ranks, %d parts", tc.tp, tc.dp, len(r.SimulatedRanks), len(r.MeasuredRanks), len(r.PartActivations))
+		}
+		for i, sim := range r.SimulatedRanks {
+			meas := r.MeasuredRanks[i]
+			if sim.Stats != meas.Stats || sim.AxisTraffic != meas.AxisTraffic || sim.Traffic != meas.Traffic {
+				t.Errorf("tp %d dp %d rank %d: simulated and measured differ", tc.tp, tc.dp, i)
+			}
+			tr := zero.LayoutOf(s).Coord(sim.Rank)[zero.TensorAxis]
+			if got, want := sim.Stats.CategoryRequested[cuda.Activations].Peak, r.PartActivations[tr]; got != want {
+				t.Errorf("tp %d dp %d rank %d: activations %d bytes, its part's formula %d", tc.tp, tc.dp, i, got, want)
+			}
+		}
+		if tc.tp == 5 && r.PartActivations[0] <= r.PartActivations[1] {
+			t.Errorf("a vocabulary of 256 over 5 ranks: rank 0's part keeps %d bytes, rank 1's %d: want rank 0's row more", r.PartActivations[0], r.PartActivations[1])
+		}
+		var text strings.Builder
+		if err := r.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"trainmem (this rank's part)", "korthikanti (tensor parallel)", "group", "tensor"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("tp %d dp %d: the report lacks %q:\n%s", tc.tp, tc.dp, want, text.String())
+			}
+		}
 	}
 }
 

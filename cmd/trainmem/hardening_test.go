@@ -348,12 +348,9 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	for _, cmd := range []string{"train", "validate", "simulate"} {
 		h := help(cmd)
 		formats := flagLine(h, "format")
-		refusals := []string{"tp", "pp", "sequence-parallel", "params"}
-		if cmd != "validate" {
-			refusals = refusals[1:] // simulate and train run the tensor-parallel ranks
-			if flagLine(h, "tp") == "" {
-				t.Errorf("%s -h does not list --tp", cmd)
-			}
+		refusals := []string{"pp", "sequence-parallel", "params"}
+		if flagLine(h, "tp") == "" {
+			t.Errorf("%s -h does not list --tp: it runs the tensor-parallel ranks", cmd)
 		}
 		for _, refused := range refusals {
 			if flagLine(h, refused) != "" {

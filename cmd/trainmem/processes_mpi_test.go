@@ -81,3 +81,16 @@ func TestMPITensorParallel(t *testing.T) {
 	}
 	sameTrainRuns(t, dir, "in", "procs", 4, 3)
 }
+
+// validate of a dp 2 × tp 2 layout under mpirun: every rank's memory and
+// traffic equal to the same layout in one process, and to the simulation.
+func TestMPIValidateTensorParallel(t *testing.T) {
+	args := ranksArgs([]string{"--zero", "1", "--tp", "2"})
+	out, _ := mustRun(t, append(args, "--ranks", "2")...)
+	inproc := parseRankReport(t, "tp 2 in one process", out)
+	mout, merr, err := mpirun(t, append([]string{"-np", "4", "BIN"}, append(args, "--backend", "mpi")...)...)
+	if err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, merr)
+	}
+	sameRanks(t, "dp 2 × tp 2", inproc, parseRankReport(t, "tp 2 over mpi", mout), 4)
+}

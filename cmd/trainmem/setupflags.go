@@ -185,7 +185,7 @@ var elsewhere = map[string]string{
 	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' and 'trainmem validate' run the parameter server",
 	"prefetch":          "ZeRO-3's prefetch belongs to 'trainmem simulate', 'trainmem validate' and 'trainmem train' with --ranks N --zero 3",
 	"bucket-mb":         "gradient buckets belong to 'trainmem simulate' and 'trainmem validate' with --ranks N --zero 0 or --zero 2",
-	"tp":                "tensor parallelism is run rank by rank by 'trainmem simulate --tp T' and 'trainmem train --tp T', and estimated by 'trainmem estimate' and 'trainmem fit'",
+	"tp":                "tensor parallelism is run rank by rank by 'trainmem simulate', 'trainmem train' and 'trainmem validate' with --tp T, and estimated by 'trainmem estimate' and 'trainmem fit'",
 	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 }

@@ -167,6 +167,18 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 	return nil, usagef("--device %q: unknown device (valid: host, cuda)", f.device)
 }
 
+// checkLayoutBackend refuses, before the work, a tensor-parallel layout
+// that the engine cannot run.
+func checkLayoutBackend(s model.Setup, backend zero.Backend) error {
+	switch {
+	case s.TP > 1 && backend == zero.NCCL:
+		return usagef("--tp %d over nccl: the tensor and data groups would need NCCL communicators of their own (ncclCommSplit), which trainmem does not make yet: use --backend mpi, tcp or inproc", s.TP)
+	case s.TP > 1 && s.Ranks > 1 && backend == zero.TCP:
+		return usagef("--tp %d with %d data-parallel ranks over tcp: a data group's ranks are %d apart, and over tcp a rank talks to rank 0 and its ring neighbours only: run it under mpirun (--backend mpi), or with --tp alone", s.TP, s.Ranks, s.TP)
+	}
+	return nil
+}
+
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
@@ -235,11 +247,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	opts.Setting = set
-	switch {
-	case s.TP > 1 && backend == zero.NCCL:
-		return usagef("--tp %d over nccl: the tensor and data groups would need NCCL communicators of their own (ncclCommSplit), which trainmem does not make yet: use --backend mpi, tcp or inproc", s.TP)
-	case s.TP > 1 && s.Ranks > 1 && backend == zero.TCP:
-		return usagef("--tp %d with %d data-parallel ranks over tcp: a data group's ranks are %d apart, and over tcp a rank talks to rank 0 and its ring neighbours only: run it under mpirun (--backend mpi), or with --tp alone", s.TP, s.Ranks, s.TP)
+	if err := checkLayoutBackend(s, backend); err != nil {
+		return err
 	}
 	var where bench.Where
 	var proc *process

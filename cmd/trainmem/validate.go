@@ -62,7 +62,7 @@ func addMeasureFlags(fs *flag.FlagSet, tf *trainFlags) (noMeasure *bool) {
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	withRanks := runSetupOptions
-	withRanks.ranks = true
+	withRanks.ranks, withRanks.tensor = true, true
 	tf := &trainFlags{setup: addSetupFlags(fs, withRanks), lr: 1e-3, notes: stderr}
 	var steps int
 	intVar(fs, &steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
@@ -138,7 +138,11 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	opts.Setting = set
-	ranked := launch.Processes() || s.Ranks > 1 || set.PS
+	world := zero.LayoutOf(s).Size()
+	if err := checkLayoutBackend(s, backend); err != nil {
+		return err
+	}
+	ranked := launch.Processes() || world > 1 || set.PS
 	switch {
 	case *profile && (ranked || *sweep != "" || *noMeasure || format.v == "json"):
 		return usagef("--profile times one device's measured run, in text: give it without --ranks, --sweep, --no-measure and --format json")
@@ -147,7 +151,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case ranked && trace.given() && *noMeasure:
 		return usagef("--memory-trace and --plot-timeline with ranks record the measured ranks; without measuring, 'trainmem simulate --ranks N --memory-trace FILE' records the simulated ones")
 	case ranked:
-		if err := trace.check(ownRanks(launch, s.Ranks), inputs, outputs); err != nil {
+		if err := trace.check(ownRanks(launch, world), inputs, outputs); err != nil {
 			return err
 		}
 	default:
@@ -156,8 +160,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	if *sweep != "" {
-		if s.Ranks > 1 || launch.Processes() {
-			return usagef("--sweep checkpoint runs one rank; drop --ranks (or --data-parallel)")
+		if world > 1 || launch.Processes() {
+			return usagef("--sweep checkpoint runs one rank; drop --ranks and --tp (or --data-parallel)")
 		}
 		var newDev func() (cuda.Device, error)
 		if !*noMeasure {
@@ -194,8 +198,12 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		w := proc.where(tf.newDevice)
 		where = &w
 	case !*noMeasure:
-		if s.Ranks > bench.MostMeasuredRanks {
-			return usagef("--ranks %d: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", s.Ranks, bench.MostMeasuredRanks)
+		if world > bench.MostMeasuredRanks {
+			ranks := fmt.Sprintf("--ranks %d", s.Ranks)
+			if s.TP > 1 {
+				ranks = fmt.Sprintf("--ranks %d with --tp %d (%d ranks)", s.Ranks, s.TP, world)
+			}
+			return usagef("%s: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", ranks, bench.MostMeasuredRanks)
 		}
 		w := inProcess(backend, tf.newDevice)
 		where = &w
@@ -218,7 +226,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if err == nil {
 		switch {
-		case where != nil && s.Ranks == 1:
+		case where != nil && world == 1:
 			err = trace.write(stdout, where.Traces[0], format.v, nil)
 		case where != nil:
 			err = trace.writeRanks(stdout, where.Traces, format.v, nil) // each process its own rank's
