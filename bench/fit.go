@@ -183,13 +183,14 @@ func batchText(s model.Setup, n int, byRanks bool) string {
 }
 
 // simFits reports whether s's simulation fits a card of memory bytes: the
-// single-rank schedule, or one rank of a ZeRO setting (every rank's buffers
-// have the same sizes).
+// single-rank schedule, or rank 0 of a ZeRO setting (every rank's buffers
+// have the same sizes) or of a tensor-parallel layout (its part has the
+// most rows of the vocabulary).
 func simFits(c model.Checked, memory int64) (bool, error) {
 	dev := shape.New(memory)
 	defer dev.Close()
 	var err error
-	if s := c.Setup(); s.Ranks == 1 {
+	if s := c.Setup(); zero.LayoutOf(s).Size() == 1 {
 		_, _, err = train.Simulate(dev, c, 2, nil)
 	} else {
 		_, err = zero.SimulateRank(dev, c, zero.Setting{Stage: s.ZeRO}, 0, 2)
