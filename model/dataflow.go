@@ -104,6 +104,8 @@ func (s *sectionOf) add(name, term string, mk func() op, args ...string) {
 // A tensor-parallel rank's (cfg.Tensor, tensor.go) blocks hold its heads
 // (NH/t of them, C/t channels of q, k, v and the attention output) and C·4/t
 // of the MLP's channels, between column-parallel and row-parallel layers.
+// With sequence parallelism (cfg.Tensor.Sequence) the residual stream, the
+// layer norms and the additions hold the rank's N/t rows.
 func flowOf(cfg Config, B, T int) (dataflow, error) {
 	N, C, V, NH := B*T, cfg.Hidden, cfg.Vocab, cfg.Heads
 	tp := cfg.Tensor.size()
@@ -112,17 +114,30 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	if tp > 1 {
 		column, row = ColumnParallel, RowParallel
 	}
+	seq := cfg.Tensor.seq()
+	if N%seq != 0 {
+		return dataflow{}, fmt.Errorf("model: sequence parallelism over %d ranks splits the b·s = %d rows of a micro-batch, which %d does not divide (valid: a batch and sequence whose product it divides)", seq, N, seq)
+	}
+	Ns := N / seq // the rows of the residual stream on this rank
+	spSeq := 0    // the linear layers' Seq
+	if seq > 1 {
+		spSeq = seq
+	}
 	var embed, block, head sectionOf
 	layerNorm := func(s *sectionOf, name, term, statsTerm, x string) {
-		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: N, C: C, Eps: LayerNormEps} }, x)
-		s.add(name, term, func() op { return &LayerNormOp{N: N, C: C} }, x, name+".stats", "@"+name+".w", "@"+name+".b")
+		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: Ns, C: C, Eps: LayerNormEps} }, x)
+		s.add(name, term, func() op { return &LayerNormOp{N: Ns, C: C, Reduce: seq > 1} }, x, name+".stats", "@"+name+".w", "@"+name+".b")
 	}
 	linear := func(s *sectionOf, name, term, x string, in, out int, bias bool, w string, par Parallel) {
 		args := []string{x, "@" + w}
 		if bias {
 			args = append(args, "@"+name+".b")
 		}
-		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias, Parallel: par} }, args...)
+		sq := 0
+		if par != NotParallel {
+			sq = spSeq
+		}
+		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias, Parallel: par, Seq: sq} }, args...)
 	}
 
 	if tp == 1 {
@@ -132,7 +147,7 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 		// rank 0 alone, the ranks' lookups summed.
 		lo, n := cfg.Tensor.VocabRows(V)
 		embed.add("embed", "embedding", func() op {
-			return &EmbeddingOp{B: B, T: T, C: C, V: n, Ctx: cfg.Context, Lo: lo, Vocab: V, NoPositions: cfg.Tensor.Rank != 0}
+			return &EmbeddingOp{B: B, T: T, C: C, V: n, Ctx: cfg.Context, Lo: lo, Vocab: V, NoPositions: cfg.Tensor.Rank != 0, Seq: spSeq}
 		}, "tokens", "@wte", "@wpe")
 	}
 
@@ -142,12 +157,12 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv")
 	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv", "attn.probs")
 	linear(b, "attn.proj", "", "attn.out", Cp, C, true, "attn.proj.w", row)
-	b.add("res1", "residual1", func() op { return &AddOp{N: N, C: C} }, "x", "attn.proj")
+	b.add("res1", "residual1", func() op { return &AddOp{N: Ns, C: C} }, "x", "attn.proj")
 	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")
 	linear(b, "mlp.fc", "mlp_fc", "ln2", C, 4*Cp, true, "mlp.fc.w", column)
 	b.add("mlp.gelu", "mlp_gelu", func() op { return &GELUOp{N: N, C: 4 * Cp} }, "mlp.fc")
 	linear(b, "mlp.proj", "", "mlp.gelu", 4*Cp, C, true, "mlp.proj.w", row)
-	b.add("res2", "block_output", func() op { return &AddOp{N: N, C: C} }, "res1", "mlp.proj")
+	b.add("res2", "block_output", func() op { return &AddOp{N: Ns, C: C} }, "res1", "mlp.proj")
 
 	layerNorm(&head, "lnf", "final_layer_norm", "final_layer_norm", "x")
 	w := "wte"
@@ -187,7 +202,7 @@ type kept struct {
 func structureOf(cfg Config) Config {
 	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied}
 	if cfg.Tensor.size() > 1 {
-		sc.Tensor = TensorRank{Size: 2} // what a split keeps is the same on every rank and at every size
+		sc.Tensor = TensorRank{Size: 2, Sequence: cfg.Tensor.Sequence} // what a split keeps is the same on every rank and at every size
 	}
 	return sc
 }

@@ -406,6 +406,8 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: pipeline stages %d do not divide the %d layers (valid: %s)", s.PP, m.Layers, divisors(m.Layers))
 	case m.Tensor.Size > 1 && m.Tensor.Size != s.TP:
 		return fmt.Errorf("model: the model is tensor-parallel rank %d of %d and the setup has %d tensor-parallel ranks (valid: the same count)", m.Tensor.Rank, m.Tensor.Size, s.TP)
+	case m.Tensor.Sequence != (s.SequenceParallel && m.Tensor.Size > 1):
+		return fmt.Errorf("model: the model's sequence parallelism is %t and the setup's %t (valid: the same)", m.Tensor.Sequence, s.SequenceParallel)
 	}
 	c := s.Checkpoint
 	switch c.Kind {
@@ -460,6 +462,7 @@ func (c Checked) TensorRank(r int) (Checked, error) {
 	if err != nil {
 		return Checked{}, err
 	}
+	m.Tensor.Sequence = s.SequenceParallel && s.TP > 1
 	s.Model = m
 	return s.Check()
 }

@@ -156,8 +156,6 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 	}
 	m := s.Model
 	L := int64(m.Layers)
-	N := c.mul(int64(s.Batch), int64(s.Seq))
-	nh := c.mul(N, int64(m.Hidden), s.Precision.Size())
 	f, err := s.flowTerms(c)
 	if err != nil {
 		return Activations{}, false, err
@@ -217,8 +215,10 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		}
 		embed = append(embed, t)
 	}
+	// A checkpoint is a block's output: N·h values, or the rank's N/t rows
+	// of them with sequence parallelism.
 	checkpoints := func(n int64) Term {
-		return termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: n, Bytes: c.mul(n, nh)})
+		return termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: n, Bytes: c.mul(n, output.Bytes)})
 	}
 	switch {
 	case s.Checkpoint.Kind == CheckpointSelective:

@@ -13,6 +13,9 @@ import (
 type SumRowsOp struct {
 	opBase
 	N, C int
+	// Reduce sums the result over the tensor group: dy is this rank's
+	// rows of a sequence-parallel region.
+	Reduce bool
 }
 
 // signature: dy (N, C) → (C).
@@ -24,9 +27,17 @@ func (op *SumRowsOp) signature() signature {
 }
 
 // String names the op and every field; WriteHash hashes it.
-func (op *SumRowsOp) String() string { return fmt.Sprintf("SumRows{N=%d,C=%d}", op.N, op.C) }
+func (op *SumRowsOp) String() string {
+	if op.Reduce {
+		return fmt.Sprintf("SumRows{N=%d,C=%d,Reduce}", op.N, op.C)
+	}
+	return fmt.Sprintf("SumRows{N=%d,C=%d}", op.N, op.C)
+}
 
-// Run is Kernels.SumRows.
+// Run is Kernels.SumRows, with Reduce summed over the tensor group.
 func (op *SumRowsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.SumRows(out, a[0], op.N, op.C)
+	if err := x.K.SumRows(out, a[0], op.N, op.C); err != nil || !op.Reduce {
+		return err
+	}
+	return x.allReduce(op.String(), out)
 }

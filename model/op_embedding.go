@@ -30,6 +30,10 @@ type EmbeddingOp struct {
 	Ctx         int // positions: wpe's rows, ≥ T
 	Lo, Vocab   int
 	NoPositions bool
+	// Seq, with sequence parallelism, is the ranks the output's rows are
+	// split over: the ranks' lookups are reduce-scattered, each rank
+	// keeping its B·T/Seq rows.
+	Seq int
 }
 
 // part is the kernels' view of the rows wte holds.
@@ -37,18 +41,18 @@ func (op *EmbeddingOp) part() cuda.VocabPart {
 	return cuda.VocabPart{Lo: op.Lo, V: op.Vocab, NoPositions: op.NoPositions}
 }
 
-// signature: tokens (B*T) token ids, wte (V, C), wpe (Ctx, C) → (B*T, C).
+// signature: tokens (B*T) token ids, wte (V, C), wpe (Ctx, C) → (B*T/Seq, C).
 func (op *EmbeddingOp) signature() signature {
 	return signature{
 		args: []param{tokenArg("tokens", op.B*op.T), arg("wte", op.V, op.C), arg("wpe", op.Ctx, op.C)},
-		out:  result(op.B*op.T, op.C),
+		out:  result(op.B*op.T/seqOf(op.Seq), op.C),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingOp) String() string {
-	if op.Lo != 0 || op.Vocab != 0 || op.NoPositions {
-		return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d,Lo=%d,Vocab=%d,NoPositions=%t}", op.B, op.T, op.C, op.V, op.Ctx, op.Lo, op.Vocab, op.NoPositions)
+	if op.Lo != 0 || op.Vocab != 0 || op.NoPositions || op.Seq != 0 {
+		return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d,Lo=%d,Vocab=%d,NoPositions=%t,Seq=%d}", op.B, op.T, op.C, op.V, op.Ctx, op.Lo, op.Vocab, op.NoPositions, op.Seq)
 	}
 	return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d}", op.B, op.T, op.C, op.V, op.Ctx)
 }
@@ -56,7 +60,11 @@ func (op *EmbeddingOp) String() string {
 // Run is Kernels.Embedding, for a part of the vocabulary summed over the
 // tensor group.
 func (op *EmbeddingOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	if err := x.K.Embedding(out, a[0], a[1], a[2], op.B, op.T, op.C, op.part()); err != nil {
+	lookup := func(y *cuda.Buffer) error { return x.K.Embedding(y, a[0], a[1], a[2], op.B, op.T, op.C, op.part()) }
+	if seq := seqOf(op.Seq); seq > 1 {
+		return x.scattered(op.String(), out, seq, lookup)
+	}
+	if err := lookup(out); err != nil {
 		return err
 	}
 	if op.Vocab != 0 {
@@ -74,11 +82,11 @@ func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dwte, err := applyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V, Lo: op.Lo, Vocab: op.Vocab}), dy, in[0])
+	dwte, err := applyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V, Lo: op.Lo, Vocab: op.Vocab, Seq: op.Seq}), dy, in[0])
 	if err != nil {
 		return nil, err
 	}
-	dwpe, err := applyOp(op.sub("wpe", &EmbeddingBackwardPositionsOp{B: op.B, T: op.T, C: op.C, Ctx: op.Ctx}), dy)
+	dwpe, err := applyOp(op.sub("wpe", &EmbeddingBackwardPositionsOp{B: op.B, T: op.T, C: op.C, Ctx: op.Ctx, Seq: op.Seq}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -92,27 +100,34 @@ type EmbeddingBackwardTokensOp struct {
 	opBase
 	B, T, C, V int
 	Lo, Vocab  int // the rows wte holds, as EmbeddingOp's
+	Seq        int // dy is this rank's B·T/Seq rows, gathered first
 }
 
-// signature: dy (B*T, C), tokens (B*T) token ids → (V, C).
+// signature: dy (B*T/Seq, C), tokens (B*T) token ids → (V, C).
 func (op *EmbeddingBackwardTokensOp) signature() signature {
 	return signature{
-		args: []param{arg("dy", op.B*op.T, op.C), tokenArg("tokens", op.B*op.T)},
+		args: []param{arg("dy", op.B*op.T/seqOf(op.Seq), op.C), tokenArg("tokens", op.B*op.T)},
 		out:  result(op.V, op.C),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingBackwardTokensOp) String() string {
-	if op.Lo != 0 || op.Vocab != 0 {
-		return fmt.Sprintf("EmbeddingBackwardTokens{B=%d,T=%d,C=%d,V=%d,Lo=%d,Vocab=%d}", op.B, op.T, op.C, op.V, op.Lo, op.Vocab)
+	if op.Lo != 0 || op.Vocab != 0 || op.Seq != 0 {
+		return fmt.Sprintf("EmbeddingBackwardTokens{B=%d,T=%d,C=%d,V=%d,Lo=%d,Vocab=%d,Seq=%d}", op.B, op.T, op.C, op.V, op.Lo, op.Vocab, op.Seq)
 	}
 	return fmt.Sprintf("EmbeddingBackwardTokens{B=%d,T=%d,C=%d,V=%d}", op.B, op.T, op.C, op.V)
 }
 
 // Run is Kernels.EmbeddingBackwardTokens.
 func (op *EmbeddingBackwardTokensOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.EmbeddingBackwardTokens(out, a[0], a[1], op.B, op.T, op.C, cuda.VocabPart{Lo: op.Lo, V: op.Vocab})
+	run := func(dy *cuda.Buffer) error {
+		return x.K.EmbeddingBackwardTokens(out, dy, a[1], op.B, op.T, op.C, cuda.VocabPart{Lo: op.Lo, V: op.Vocab})
+	}
+	if seq := seqOf(op.Seq); seq > 1 {
+		return x.gathered(op.String(), a[0], seq, run)
+	}
+	return run(a[0])
 }
 
 // EmbeddingBackwardPositionsOp is wpe's gradient (Ctx, C) from dy (B·T, C): row
@@ -121,22 +136,31 @@ func (op *EmbeddingBackwardTokensOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buf
 type EmbeddingBackwardPositionsOp struct {
 	opBase
 	B, T, C, Ctx int
+	Seq          int // dy is this rank's B·T/Seq rows, gathered first
 }
 
-// signature: dy (B*T, C) → (Ctx, C).
+// signature: dy (B*T/Seq, C) → (Ctx, C).
 func (op *EmbeddingBackwardPositionsOp) signature() signature {
 	return signature{
-		args: []param{arg("dy", op.B*op.T, op.C)},
+		args: []param{arg("dy", op.B*op.T/seqOf(op.Seq), op.C)},
 		out:  result(op.Ctx, op.C),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingBackwardPositionsOp) String() string {
+	if op.Seq != 0 {
+		return fmt.Sprintf("EmbeddingBackwardPositions{B=%d,T=%d,C=%d,Ctx=%d,Seq=%d}", op.B, op.T, op.C, op.Ctx, op.Seq)
+	}
 	return fmt.Sprintf("EmbeddingBackwardPositions{B=%d,T=%d,C=%d,Ctx=%d}", op.B, op.T, op.C, op.Ctx)
 }
 
-// Run is Kernels.EmbeddingBackwardPositions.
+// Run is Kernels.EmbeddingBackwardPositions (of the gathered dy with
+// sequence parallelism).
 func (op *EmbeddingBackwardPositionsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.EmbeddingBackwardPositions(out, a[0], op.B, op.T, op.C)
+	run := func(dy *cuda.Buffer) error { return x.K.EmbeddingBackwardPositions(out, dy, op.B, op.T, op.C) }
+	if seq := seqOf(op.Seq); seq > 1 {
+		return x.gathered(op.String(), a[0], seq, run)
+	}
+	return run(a[0])
 }

@@ -55,6 +55,9 @@ func (op *LayerNormStatsOp) Statistic() bool { return true }
 type LayerNormOp struct {
 	opBase
 	N, C int
+	// Reduce sums w's and b's gradients over the tensor group: with
+	// sequence parallelism the rows are a rank's own.
+	Reduce bool
 }
 
 // signature: x (N, C), stats (N, 2), w (C), b (C) → (N, C).
@@ -66,7 +69,12 @@ func (op *LayerNormOp) signature() signature {
 }
 
 // String names the op and every field; WriteHash hashes it.
-func (op *LayerNormOp) String() string { return fmt.Sprintf("LayerNorm{N=%d,C=%d}", op.N, op.C) }
+func (op *LayerNormOp) String() string {
+	if op.Reduce {
+		return fmt.Sprintf("LayerNorm{N=%d,C=%d,Reduce}", op.N, op.C)
+	}
+	return fmt.Sprintf("LayerNorm{N=%d,C=%d}", op.N, op.C)
+}
 
 // DiffWRT: x, w and b; not stats.
 func (op *LayerNormOp) DiffWRT(n int) []bool { return []bool{true, false, true, true} }
@@ -82,11 +90,11 @@ func (op *LayerNormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err != nil {
 		return nil, err
 	}
-	dw, err := applyOp(op.sub("w", &LayerNormBackwardWOp{N: op.N, C: op.C}), dy, x, stats)
+	dw, err := applyOp(op.sub("w", &LayerNormBackwardWOp{N: op.N, C: op.C, Reduce: op.Reduce}), dy, x, stats)
 	if err != nil {
 		return nil, err
 	}
-	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.C}), dy)
+	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.C, Reduce: op.Reduce}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +138,8 @@ func (op *LayerNormBackwardXOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) 
 // Kernels.LayerNormBackwardW.
 type LayerNormBackwardWOp struct {
 	opBase
-	N, C int
+	N, C   int
+	Reduce bool // summed over the tensor group: the rows are a rank's (LayerNormOp.Reduce)
 }
 
 // signature: dy (N, C), x (N, C), stats (N, 2) → (C).
@@ -143,10 +152,17 @@ func (op *LayerNormBackwardWOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LayerNormBackwardWOp) String() string {
+	if op.Reduce {
+		return fmt.Sprintf("LayerNormBackwardW{N=%d,C=%d,Reduce}", op.N, op.C)
+	}
 	return fmt.Sprintf("LayerNormBackwardW{N=%d,C=%d}", op.N, op.C)
 }
 
-// Run is Kernels.LayerNormBackwardW.
+// Run is Kernels.LayerNormBackwardW, with Reduce summed over the tensor
+// group.
 func (op *LayerNormBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.LayerNormBackwardW(out, a[0], a[1], a[2], op.N, op.C)
+	if err := x.K.LayerNormBackwardW(out, a[0], a[1], a[2], op.N, op.C); err != nil || !op.Reduce {
+		return err
+	}
+	return x.allReduce(op.String(), out)
 }

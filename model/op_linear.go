@@ -20,47 +20,85 @@ import (
 // every input.
 //
 // Parallel splits it over tensor-parallel ranks (tensor.go): a
-// column-parallel layer's x gradient is all-reduced (its backward op's
-// Reduce); a row-parallel layer all-reduces x·Wᵀ before it adds b.
+// column-parallel layer's x gradient is all-reduced; a row-parallel layer
+// all-reduces x·Wᵀ before it adds b. With sequence parallelism (Seq, the
+// ranks the rows are split over) a column-parallel layer's x is this
+// rank's N/Seq rows, gathered into workspace before the product (and again
+// for W's gradient, so that only the rank's rows are kept), its x gradient
+// reduce-scattered; a row-parallel layer's product is reduce-scattered into
+// the rank's N/Seq rows of y, and its dy gathered for both gradients.
 type LinearOp struct {
 	opBase
 	N, In, Out int
 	Bias       bool
 	Parallel   Parallel
+	Seq        int
 }
 
-// signature: x (N, In), W (Out, In), with Bias b (Out) → (N, Out).
+// seq is the ranks the rows of a sequence-parallel layer's rank's part are
+// split over, 1 for none.
+func seqOf(seq int) int { return max(seq, 1) }
+
+// rowsX and rowsY are the rows of x and y this rank holds.
+func (op *LinearOp) rowsX() int {
+	if op.Parallel == ColumnParallel {
+		return op.N / seqOf(op.Seq)
+	}
+	return op.N
+}
+
+func (op *LinearOp) rowsY() int {
+	if op.Parallel == RowParallel {
+		return op.N / seqOf(op.Seq)
+	}
+	return op.N
+}
+
+// signature: x (N, In), W (Out, In), with Bias b (Out) → (N, Out), the
+// sequence-parallel side N/Seq rows.
 func (op *LinearOp) signature() signature {
-	args := []param{arg("x", op.N, op.In), arg("W", op.Out, op.In)}
+	args := []param{arg("x", op.rowsX(), op.In), arg("W", op.Out, op.In)}
 	if op.Bias {
 		args = append(args, arg("b", op.Out))
 	}
-	return signature{args: args, out: result(op.N, op.Out)}
+	return signature{args: args, out: result(op.rowsY(), op.Out)}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearOp) String() string {
-	if op.Parallel != NotParallel {
+	switch {
+	case op.Seq != 0:
+		return fmt.Sprintf("Linear{N=%d,In=%d,Out=%d,Bias=%t,Parallel=%v,Seq=%d}", op.N, op.In, op.Out, op.Bias, op.Parallel, op.Seq)
+	case op.Parallel != NotParallel:
 		return fmt.Sprintf("Linear{N=%d,In=%d,Out=%d,Bias=%t,Parallel=%v}", op.N, op.In, op.Out, op.Bias, op.Parallel)
 	}
 	return fmt.Sprintf("Linear{N=%d,In=%d,Out=%d,Bias=%t}", op.N, op.In, op.Out, op.Bias)
 }
 
 // Run is y = x·Wᵀ (Kernels.MatMul), row-parallel summed over the tensor
-// group, then + b (Kernels.AddBias).
+// group (sequence-parallel: x gathered, or y reduce-scattered), then + b
+// (Kernels.AddBias).
 func (op *LinearOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	if err := x.K.MatMul(cuda.MatMul{TransB: true, M: op.N, N: op.Out, K: op.In, A: a[0], B: a[1], C: out, Alpha: 1}); err != nil {
+	mm := func(in, y *cuda.Buffer) error {
+		return x.K.MatMul(cuda.MatMul{TransB: true, M: op.N, N: op.Out, K: op.In, A: in, B: a[1], C: y, Alpha: 1})
+	}
+	var err error
+	switch seq := seqOf(op.Seq); {
+	case seq > 1 && op.Parallel == ColumnParallel:
+		err = x.gathered(op.String(), a[0], seq, func(all *cuda.Buffer) error { return mm(all, out) })
+	case seq > 1 && op.Parallel == RowParallel:
+		err = x.scattered(op.String(), out, seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
+	case op.Parallel == RowParallel:
+		if err = mm(a[0], out); err == nil {
+			err = x.allReduce(op.String(), out)
+		}
+	default:
+		err = mm(a[0], out)
+	}
+	if err != nil || !op.Bias {
 		return err
 	}
-	if op.Parallel == RowParallel {
-		if err := x.allReduce(op.String(), out); err != nil {
-			return err
-		}
-	}
-	if op.Bias {
-		return x.K.AddBias(out, a[2], op.N, op.Out)
-	}
-	return nil
+	return x.K.AddBias(out, a[2], op.rowsY(), op.Out)
 }
 
 // DiffWRT: every input.
@@ -73,24 +111,24 @@ func (op *LinearOp) DiffWRT(n int) []bool {
 }
 
 // SymDiff returns LinearGradX(dy, W), LinearGradW(dy, x) and, with a bias,
-// SumRows(dy).
+// SumRows(dy) (summed over the tensor group where dy is a rank's rows).
 func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
 	x, w := in[0], in[1]
-	dx, err := applyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out, Reduce: op.Parallel == ColumnParallel}), dy, w)
+	dx, err := applyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}), dy, w)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := applyOp(op.sub("w", &LinearBackwardWOp{N: op.N, In: op.In, Out: op.Out}), dy, x)
+	dw, err := applyOp(op.sub("w", &LinearBackwardWOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}), dy, x)
 	if err != nil {
 		return nil, err
 	}
 	if !op.Bias {
 		return G.Nodes{dx, dw}, nil
 	}
-	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.Out}), dy)
+	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.rowsY(), C: op.Out, Reduce: op.rowsY() < op.N}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -98,66 +136,103 @@ func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 }
 
 // LinearBackwardXOp is x's gradient (N, In) of y = x·Wᵀ + b, from dy (N, Out)
-// and W (Out, In): dx = dy·W. Lowered to one Kernels.MatMul. Reduce (a
-// column-parallel layer's) sums dx over the tensor group: each rank's is
-// the part through its own output features.
+// and W (Out, In): dx = dy·W. Lowered to one Kernels.MatMul. Parallel and Seq
+// are the forward layer's: a column-parallel layer's dx is summed over the
+// tensor group (each rank's is the part through its own output features),
+// reduce-scattered into the rank's rows with sequence parallelism; a
+// sequence-parallel row-parallel layer's dy, the rank's rows, is gathered
+// first.
 type LinearBackwardXOp struct {
 	opBase
 	N, In, Out int
-	Reduce     bool
+	Parallel   Parallel
+	Seq        int
 }
 
-// signature: dy (N, Out), W (Out, In) → (N, In).
+func (op *LinearBackwardXOp) fwd() *LinearOp {
+	return &LinearOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}
+}
+
+// signature: dy (N, Out), W (Out, In) → (N, In), the sequence-parallel
+// side N/Seq rows.
 func (op *LinearBackwardXOp) signature() signature {
+	f := op.fwd()
 	return signature{
-		args: []param{arg("dy", op.N, op.Out), arg("W", op.Out, op.In)},
-		out:  result(op.N, op.In),
+		args: []param{arg("dy", f.rowsY(), op.Out), arg("W", op.Out, op.In)},
+		out:  result(f.rowsX(), op.In),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearBackwardXOp) String() string {
-	if op.Reduce {
-		return fmt.Sprintf("LinearBackwardX{N=%d,In=%d,Out=%d,Reduce}", op.N, op.In, op.Out)
+	if op.Parallel != NotParallel || op.Seq != 0 {
+		return fmt.Sprintf("LinearBackwardX{N=%d,In=%d,Out=%d,Parallel=%v,Seq=%d}", op.N, op.In, op.Out, op.Parallel, op.Seq)
 	}
 	return fmt.Sprintf("LinearBackwardX{N=%d,In=%d,Out=%d}", op.N, op.In, op.Out)
 }
 
-// Run is dx = dy·W (Kernels.MatMul), with Reduce summed over the tensor
-// group.
+// Run is dx = dy·W (Kernels.MatMul), summed, reduce-scattered or from
+// the gathered dy as Parallel and Seq say.
 func (op *LinearBackwardXOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	if err := x.K.MatMul(cuda.MatMul{M: op.N, N: op.In, K: op.Out, A: a[0], B: a[1], C: out, Alpha: 1}); err != nil {
-		return err
+	mm := func(dy, dx *cuda.Buffer) error {
+		return x.K.MatMul(cuda.MatMul{M: op.N, N: op.In, K: op.Out, A: dy, B: a[1], C: dx, Alpha: 1})
 	}
-	if op.Reduce {
+	switch seq := seqOf(op.Seq); {
+	case seq > 1 && op.Parallel == ColumnParallel:
+		return x.scattered(op.String(), out, seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
+	case seq > 1 && op.Parallel == RowParallel:
+		return x.gathered(op.String(), a[0], seq, func(all *cuda.Buffer) error { return mm(all, out) })
+	case op.Parallel == ColumnParallel:
+		if err := mm(a[0], out); err != nil {
+			return err
+		}
 		return x.allReduce(op.String(), out)
 	}
-	return nil
+	return mm(a[0], out)
 }
 
 // LinearBackwardWOp is W's gradient (Out, In) of y = x·Wᵀ + b, from dy (N, Out)
-// and x (N, In): dW = dyᵀ·x. Lowered to one Kernels.MatMul (TransA).
+// and x (N, In): dW = dyᵀ·x. Lowered to one Kernels.MatMul (TransA). With
+// sequence parallelism the side that is the rank's rows (x of a
+// column-parallel layer, dy of a row-parallel one) is gathered first.
 type LinearBackwardWOp struct {
 	opBase
 	N, In, Out int
+	Parallel   Parallel
+	Seq        int
 }
 
-// signature: dy (N, Out), x (N, In) → (Out, In).
+// signature: dy (N, Out), x (N, In) → (Out, In), the sequence-parallel
+// side N/Seq rows.
 func (op *LinearBackwardWOp) signature() signature {
+	f := &LinearOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}
 	return signature{
-		args: []param{arg("dy", op.N, op.Out), arg("x", op.N, op.In)},
+		args: []param{arg("dy", f.rowsY(), op.Out), arg("x", f.rowsX(), op.In)},
 		out:  result(op.Out, op.In),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearBackwardWOp) String() string {
+	if op.Parallel != NotParallel || op.Seq != 0 {
+		return fmt.Sprintf("LinearBackwardW{N=%d,In=%d,Out=%d,Parallel=%v,Seq=%d}", op.N, op.In, op.Out, op.Parallel, op.Seq)
+	}
 	return fmt.Sprintf("LinearBackwardW{N=%d,In=%d,Out=%d}", op.N, op.In, op.Out)
 }
 
-// Run is dW = dyᵀ·x (Kernels.MatMul).
+// Run is dW = dyᵀ·x (Kernels.MatMul), the rank's rows gathered first with
+// sequence parallelism.
 func (op *LinearBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.MatMul(cuda.MatMul{TransA: true, M: op.Out, N: op.In, K: op.N, A: a[0], B: a[1], C: out, Alpha: 1})
+	mm := func(dy, in *cuda.Buffer) error {
+		return x.K.MatMul(cuda.MatMul{TransA: true, M: op.Out, N: op.In, K: op.N, A: dy, B: in, C: out, Alpha: 1})
+	}
+	switch seq := seqOf(op.Seq); {
+	case seq > 1 && op.Parallel == ColumnParallel:
+		return x.gathered(op.String(), a[1], seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
+	case seq > 1 && op.Parallel == RowParallel:
+		return x.gathered(op.String(), a[0], seq, func(all *cuda.Buffer) error { return mm(all, a[1]) })
+	}
+	return mm(a[0], a[1])
 }
 
 // FLOPs of y = x·Wᵀ: 2·N·In·Out.

@@ -61,7 +61,10 @@ const LayerNormEps = 1e-5
 type Exec struct {
 	K       cuda.Kernels
 	Scratch func(n int, run func(*cuda.Buffer) error) error
-	Tensor  TensorGroup
+	// ScratchLike lends n elements of like's dtype (sequence parallelism's
+	// gathered rows).
+	ScratchLike func(like *cuda.Buffer, n int, run func(*cuda.Buffer) error) error
+	Tensor      TensorGroup
 }
 
 // Runner is an op that runs itself on a device: out is the buffer of its

@@ -24,14 +24,31 @@ package model
 // graph, whose parallel linear ops reduce over the Exec's TensorGroup.
 
 import (
+	"errors"
 	"fmt"
 
 	"trainmem/cuda"
 )
 
 // TensorRank is one rank of a tensor-parallel split: Size ranks, this one
-// Rank. The zero value is the whole model (no split).
-type TensorRank struct{ Size, Rank int }
+// Rank. The zero value is the whole model (no split). Sequence adds
+// sequence parallelism (Korthikanti et al. 2022, Section 4.2.2): the
+// layer norms, the residual stream and the regions between them hold
+// 1/Size of the rows (b·s/t), gathered before each column-parallel layer
+// and reduce-scattered after each row-parallel one.
+type TensorRank struct {
+	Size, Rank int
+	Sequence   bool
+}
+
+// seq is the ranks the rows of the sequence-parallel regions are split
+// over: Size with sequence parallelism, else 1.
+func (t TensorRank) seq() int {
+	if t.Sequence && t.Size > 1 {
+		return t.Size
+	}
+	return 1
+}
 
 // size is the ranks the model is split over, 1 for the whole model.
 func (t TensorRank) size() int { return max(t.Size, 1) }
@@ -42,6 +59,8 @@ func (t TensorRank) check(heads, vocab int) error {
 	switch {
 	case t == TensorRank{}:
 		return nil
+	case t.Size < 2 && t.Sequence:
+		return errors.New("model: sequence parallelism splits a tensor-parallel rank's rows: it needs at least 2 tensor-parallel ranks")
 	case t.Size < 2 || t.Size > heads:
 		return fmt.Errorf("model: a tensor-parallel split over %d ranks (valid: 2 to the heads, %d; the whole model is the zero TensorRank)", t.Size, heads)
 	case heads%t.Size != 0:
@@ -223,6 +242,12 @@ func JoinParams(cfg Config, parts [][]float32) ([]float32, error) {
 type TensorGroup interface {
 	AllReduceSum(b *cuda.Buffer) error
 	AllReduceMax(b *cuda.Buffer) error
+	// AllGather sets recv to every rank's send in rank order (recv is
+	// the ranks times send long).
+	AllGather(send, recv *cuda.Buffer) error
+	// ReduceScatterSum sets recv to this rank's block of the sum of every
+	// rank's send (send is the ranks times recv long).
+	ReduceScatterSum(send, recv *cuda.Buffer) error
 }
 
 // Parallel says how a linear layer is split over tensor-parallel ranks.
@@ -246,6 +271,34 @@ func (p Parallel) String() string {
 		return parallelNames[p]
 	}
 	return fmt.Sprintf("Parallel(%d)", uint8(p))
+}
+
+// gathered runs f on the rows of every rank of the tensor group, gathered
+// from this rank's part (in workspace the executor lends, of part's dtype).
+func (x Exec) gathered(what string, part *cuda.Buffer, ranks int, f func(all *cuda.Buffer) error) error {
+	if x.Tensor == nil {
+		return fmt.Errorf("model: %s is sequence-parallel and the executor has no tensor group (train.Options.TensorGroup)", what)
+	}
+	return x.ScratchLike(part, ranks*part.Len, func(all *cuda.Buffer) error {
+		if err := x.Tensor.AllGather(part, all); err != nil {
+			return err
+		}
+		return f(all)
+	})
+}
+
+// scattered has f write every rank's rows into workspace of out's dtype
+// and sets out to this rank's block of their sum over the tensor group.
+func (x Exec) scattered(what string, out *cuda.Buffer, ranks int, f func(all *cuda.Buffer) error) error {
+	if x.Tensor == nil {
+		return fmt.Errorf("model: %s is sequence-parallel and the executor has no tensor group (train.Options.TensorGroup)", what)
+	}
+	return x.ScratchLike(out, ranks*out.Len, func(all *cuda.Buffer) error {
+		if err := f(all); err != nil {
+			return err
+		}
+		return x.Tensor.ReduceScatterSum(all, out)
+	})
 }
 
 // allReduce sums b over the Exec's tensor group; what is an error's subject.

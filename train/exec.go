@@ -135,7 +135,7 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	}
 	t := &Trainer{dev: dev, s: s, c: c, table: gr.Table, opts: opts, st: st, sched: sched, lay: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
-	t.kernels = model.Exec{K: dev, Scratch: t.withScratch, Tensor: opts.TensorGroup}
+	t.kernels = model.Exec{K: dev, Scratch: t.withScratch, ScratchLike: t.withScratchLike, Tensor: opts.TensorGroup}
 	t.findLastReads()
 	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if err := t.allocStates(); err != nil {

@@ -46,6 +46,16 @@ func lower(op gorgonia.Op) (kernel, error) {
 }
 
 // withScratch lends a kernel workspace from the allocator for one call.
+// withScratchLike lends workspace of n elements of like's dtype.
+func (t *Trainer) withScratchLike(like *cuda.Buffer, n int, f func(*cuda.Buffer) error) error {
+	s, err := t.dev.Alloc(cuda.Workspace, like.DType, n)
+	if err != nil {
+		return err
+	}
+	defer t.dev.Free(s)
+	return f(s)
+}
+
 func (t *Trainer) withScratch(n int, f func(*cuda.Buffer) error) error {
 	s, err := t.dev.Alloc(cuda.Workspace, t.st.state, n)
 	if err != nil {

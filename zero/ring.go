@@ -141,6 +141,12 @@ func (c *Comm) AllReduce(send, recv *cuda.Buffer, op Op) error {
 // rank's layers make over their tensor group (model.TensorGroup).
 func (c *Comm) AllReduceSum(b *cuda.Buffer) error { return c.AllReduce(b, b, Sum) }
 
+// ReduceScatterSum is ReduceScatter(send, recv, Sum): sequence
+// parallelism's sum of a row-parallel layer's rows (model.TensorGroup).
+func (c *Comm) ReduceScatterSum(send, recv *cuda.Buffer) error {
+	return c.ReduceScatter(send, recv, Sum)
+}
+
 // AllReduceMax is AllReduce(b, b, Max), the vocabulary-parallel cross
 // entropy's rows' maxima (model.TensorGroup).
 func (c *Comm) AllReduceMax(b *cuda.Buffer) error { return c.AllReduce(b, b, Max) }

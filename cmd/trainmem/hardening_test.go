@@ -348,7 +348,7 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	for _, cmd := range []string{"train", "validate", "simulate"} {
 		h := help(cmd)
 		formats := flagLine(h, "format")
-		refusals := []string{"pp", "sequence-parallel", "params"}
+		refusals := []string{"pp", "params"}
 		if flagLine(h, "tp") == "" {
 			t.Errorf("%s -h does not list --tp: it runs the tensor-parallel ranks", cmd)
 		}

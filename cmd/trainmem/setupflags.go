@@ -41,6 +41,9 @@ type setupFlags struct {
 
 	// capSeq caps a default --seq at the model's context (train, validate).
 	capSeq bool
+	// runsTensor is set where the tensor-parallel ranks are run (simulate,
+	// train, validate): sequence parallelism must then split the rows.
+	runsTensor bool
 
 	// base, when set, is the model in place of a preset: the shape of a
 	// checkpoint file (train --load), which the shape flags may override.
@@ -127,6 +130,8 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			return nil
 		})
 		if o.tensor {
+			f.runsTensor = true
+			fs.BoolVar(&f.sequenceParallel, "sequence-parallel", false, "with --tp, split the residual stream, the layer norms and the additions by rows too (Korthikanti et al. 2022, Section 4.2.2): gathered before each column-parallel layer, reduce-scattered after each row-parallel one; b·s must be a multiple of t")
 			intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t`, of each data-parallel rank, each with a device of its own: Megatron-LM's split (each block's heads and MLP channels, the vocabulary of the token embedding, the head and the cross entropy); must divide the heads")
 		}
 		return f
@@ -293,6 +298,9 @@ func (f *setupFlags) setup() (model.Checked, error) {
 // would otherwise build its graph for seconds before running out of the
 // shape device's address space).
 func (f *setupFlags) validate(s model.Setup) (model.Checked, error) {
+	if f.runsTensor && s.SequenceParallel && s.TP > 1 && (s.Batch*s.Seq)%s.TP != 0 {
+		return model.Checked{}, usagef("--sequence-parallel with --tp %d splits the %d rows of a micro-batch (--batch %d × --seq %d) over the ranks: give a batch and sequence whose product %d divides", s.TP, s.Batch*s.Seq, s.Batch, s.Seq, s.TP)
+	}
 	c, err := s.Check()
 	if err != nil {
 		return model.Checked{}, badSetup(err)

@@ -267,7 +267,13 @@ func TestTrainTensorParallel(t *testing.T) {
 		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, 2*lr*steps)
 	}
 	mustRun(t, "train", "--load", save, "--steps", "1", "--batch", "2", "--seq", "16")
+	// With sequence parallelism too.
+	sp, _ := mustRun(t, "train", "--tp", "2", "--sequence-parallel", "--ranks", "2", "--zero", "1", "--batch", "2", "--seq", "16", "--steps", "2")
+	if a, b := loss(sp), loss(one); a != b {
+		t.Errorf("the sequence-parallel layout's losses %q, one rank of batch 4: %q", a, b)
+	}
 	wantUsage(t, []string{"train", "--tp", "3"}, "tensor-parallel ranks 3", "do not divide the 4 heads", "valid: 1, 2, 4")
+	wantUsage(t, []string{"train", "--tp", "4", "--sequence-parallel", "--batch", "1", "--seq", "5"}, "--sequence-parallel with --tp 4", "5 rows", "product 4 divides")
 }
 
 func abs32(x float32) float32 {
