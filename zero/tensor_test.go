@@ -338,3 +338,68 @@ func TestKorthikantiTable2(t *testing.T) {
 		t.Logf("%s: Table 2 %s a layer, this GPT-2 %s (%+.1f%%)", tc.name, model.GiB(tc.table), model.GiB(peaks[2]-peaks[1]), 100*float64(peaks[2]-peaks[1]-tc.table)/float64(tc.table))
 	}
 }
+
+// A 14M-parameter config (6 layers, h 384, 6 heads, a vocabulary of 8192)
+// over tp 2 and tp 3 (with sequence parallelism), in float64: one step's
+// loss equals one rank's to 1e-12 and the weights agree to a float32 unit,
+// as for tiny (TestTensorParallelTrainsAsOneRank gives the reasons).
+func TestTensorParallel14M(t *testing.T) {
+	cfg := model.Config{Name: "14m", Layers: 6, Hidden: 384, Heads: 6, Vocab: 8192, Context: 256}
+	const b, T = 1, 48
+	tok := make([]int32, b*T)
+	for i := range tok {
+		tok[i] = int32(i * 7919 % cfg.Vocab)
+	}
+	init := model.InitParams(cfg, 5)
+	opts := train.Options{Optimizer: train.DefaultOptimizer(model.AdamW), Float64: true}
+	ref, err := train.New(hosts(t, 1)[0], checked(t, setupOf(cfg, b, T, 1, 0, model.FP32, model.AdamW)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	if err := ref.SetParams(init); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Step(tok, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, _ := ref.Params()
+	for _, tc := range []struct {
+		tp int
+		sp bool
+	}{{2, false}, {3, true}} {
+		s := setupOf(cfg, b, T, 1, 0, model.FP32, model.AdamW)
+		s.TP, s.SequenceParallel = tc.tp, tc.sp
+		g, _ := NewGroup(hosts(t, tc.tp))
+		rk, err := NewRanks(g, checked(t, s), Setting{}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rk.SetParams(init); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := rk.Step(func(int) ([]int32, []int32) { return tok, tok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Abs(recs[0].Loss - want.Loss); d > 1e-12*want.Loss {
+			t.Errorf("tp %d sequence-parallel %t: loss %.15f, one rank's %.15f", tc.tp, tc.sp, recs[0].Loss, want.Loss)
+		}
+		gp, err := rk.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var worst float64
+		for i := range wp {
+			d := math.Abs(float64(gp[i]) - float64(wp[i]))
+			ulp := float64(math.Nextafter32(float32(math.Abs(float64(wp[i]))), math.MaxFloat32)) - math.Abs(float64(wp[i]))
+			if d > ulp && d > 1e-12 {
+				t.Fatalf("tp %d sequence-parallel %t: weight %d is %.9g, one rank's %.9g", tc.tp, tc.sp, i, gp[i], wp[i])
+			}
+			worst = max(worst, d)
+		}
+		t.Logf("tp %d sequence-parallel %t: loss %.12f (one rank %.12f), weights within %.2g", tc.tp, tc.sp, recs[0].Loss, want.Loss, worst)
+		rk.Close()
+	}
+}
