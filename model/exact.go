@@ -148,10 +148,14 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		return Activations{}, false, nil
 	}
 	if s.TP > 1 && s.Model.Tensor.Size != s.TP {
+		if s.SequenceParallel && (s.Batch*s.Seq)%s.TP != 0 {
+			return Activations{}, false, nil // trainmem runs no such split: its rows are b·s/t each
+		}
 		part, err := s.Model.TensorRank(s.TP, 0)
 		if err != nil {
 			return Activations{}, false, err
 		}
+		part.Tensor.Sequence = s.SequenceParallel
 		s.Model = part
 	}
 	m := s.Model

@@ -257,6 +257,10 @@ func TestExactFormulaEqualsTensorParallelSimulation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The whole setup's estimate is rank 0's part's.
+				if e, err := s.Estimate(); err != nil || e.ActivationBytes(model.Exact) != res[0].Stats.CategoryRequested[cuda.Activations].Peak {
+					t.Errorf("%s tp %d %s: the whole setup's trainmem formula %d bytes (%v), rank 0's simulation %d", tc.cfg.Name, tp, pol, e.ActivationBytes(model.Exact), err, res[0].Stats.CategoryRequested[cuda.Activations].Peak)
+				}
 				for _, r := range res {
 					// Each rank's own part: the first V mod t ranks hold a
 					// row of the vocabulary more.
