@@ -39,5 +39,5 @@ func (op *SumRowsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	if err := x.K.SumRows(out, a[0], op.N, op.C); err != nil || !op.Reduce {
 		return err
 	}
-	return x.allReduce(op.String(), out)
+	return x.allReduce(op, out)
 }

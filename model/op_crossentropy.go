@@ -122,8 +122,8 @@ func (op *CrossEntropyStatsOp) String() string {
 
 // Run is the two partial statistics and their reductions.
 func (op *CrossEntropyStatsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	if x.Tensor == nil {
-		return fmt.Errorf("model: %s is tensor-parallel and the executor has no tensor group (train.Options.TensorGroup)", op)
+	if err := x.hasTensor(op); err != nil {
+		return err
 	}
 	if err := x.K.CrossEntropyPartMax(out, a[0], op.N, op.V); err != nil {
 		return err
@@ -134,7 +134,7 @@ func (op *CrossEntropyStatsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) e
 	if err := x.K.CrossEntropyPartSums(out, a[0], a[1], op.N, op.V, cuda.VocabPart{Lo: op.Lo, V: op.Vocab}); err != nil {
 		return err
 	}
-	return x.allReduce(op.String(), out.View(op.N, 2*op.N))
+	return x.allReduce(op, out.View(op.N, 2*op.N))
 }
 
 // Statistic: the rows' statistics are fp32 bookkeeping.

@@ -62,13 +62,13 @@ func (op *EmbeddingOp) String() string {
 func (op *EmbeddingOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	lookup := func(y *cuda.Buffer) error { return x.K.Embedding(y, a[0], a[1], a[2], op.B, op.T, op.C, op.part()) }
 	if seq := seqOf(op.Seq); seq > 1 {
-		return x.scattered(op.String(), out, seq, lookup)
+		return x.scattered(op, out, seq, lookup)
 	}
 	if err := lookup(out); err != nil {
 		return err
 	}
 	if op.Vocab != 0 {
-		return x.allReduce(op.String(), out)
+		return x.allReduce(op, out)
 	}
 	return nil
 }
@@ -125,7 +125,7 @@ func (op *EmbeddingBackwardTokensOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buf
 		return x.K.EmbeddingBackwardTokens(out, dy, a[1], op.B, op.T, op.C, cuda.VocabPart{Lo: op.Lo, V: op.Vocab})
 	}
 	if seq := seqOf(op.Seq); seq > 1 {
-		return x.gathered(op.String(), a[0], seq, run)
+		return x.gathered(op, a[0], seq, run)
 	}
 	return run(a[0])
 }
@@ -160,7 +160,7 @@ func (op *EmbeddingBackwardPositionsOp) String() string {
 func (op *EmbeddingBackwardPositionsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	run := func(dy *cuda.Buffer) error { return x.K.EmbeddingBackwardPositions(out, dy, op.B, op.T, op.C) }
 	if seq := seqOf(op.Seq); seq > 1 {
-		return x.gathered(op.String(), a[0], seq, run)
+		return x.gathered(op, a[0], seq, run)
 	}
 	return run(a[0])
 }

@@ -164,5 +164,5 @@ func (op *LayerNormBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) 
 	if err := x.K.LayerNormBackwardW(out, a[0], a[1], a[2], op.N, op.C); err != nil || !op.Reduce {
 		return err
 	}
-	return x.allReduce(op.String(), out)
+	return x.allReduce(op, out)
 }

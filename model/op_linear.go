@@ -35,8 +35,8 @@ type LinearOp struct {
 	Seq        int
 }
 
-// seq is the ranks the rows of a sequence-parallel layer's rank's part are
-// split over, 1 for none.
+// seqOf is an op's Seq as the ranks its sequence-parallel rows are split
+// over: 1 for none (Seq 0).
 func seqOf(seq int) int { return max(seq, 1) }
 
 // rowsX and rowsY are the rows of x and y this rank holds.
@@ -85,12 +85,12 @@ func (op *LinearOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	var err error
 	switch seq := seqOf(op.Seq); {
 	case seq > 1 && op.Parallel == ColumnParallel:
-		err = x.gathered(op.String(), a[0], seq, func(all *cuda.Buffer) error { return mm(all, out) })
+		err = x.gathered(op, a[0], seq, func(all *cuda.Buffer) error { return mm(all, out) })
 	case seq > 1 && op.Parallel == RowParallel:
-		err = x.scattered(op.String(), out, seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
+		err = x.scattered(op, out, seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
 	case op.Parallel == RowParallel:
 		if err = mm(a[0], out); err == nil {
-			err = x.allReduce(op.String(), out)
+			err = x.allReduce(op, out)
 		}
 	default:
 		err = mm(a[0], out)
@@ -179,14 +179,14 @@ func (op *LinearBackwardXOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) err
 	}
 	switch seq := seqOf(op.Seq); {
 	case seq > 1 && op.Parallel == ColumnParallel:
-		return x.scattered(op.String(), out, seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
+		return x.scattered(op, out, seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
 	case seq > 1 && op.Parallel == RowParallel:
-		return x.gathered(op.String(), a[0], seq, func(all *cuda.Buffer) error { return mm(all, out) })
+		return x.gathered(op, a[0], seq, func(all *cuda.Buffer) error { return mm(all, out) })
 	case op.Parallel == ColumnParallel:
 		if err := mm(a[0], out); err != nil {
 			return err
 		}
-		return x.allReduce(op.String(), out)
+		return x.allReduce(op, out)
 	}
 	return mm(a[0], out)
 }
@@ -228,9 +228,9 @@ func (op *LinearBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) err
 	}
 	switch seq := seqOf(op.Seq); {
 	case seq > 1 && op.Parallel == ColumnParallel:
-		return x.gathered(op.String(), a[1], seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
+		return x.gathered(op, a[1], seq, func(all *cuda.Buffer) error { return mm(a[0], all) })
 	case seq > 1 && op.Parallel == RowParallel:
-		return x.gathered(op.String(), a[0], seq, func(all *cuda.Buffer) error { return mm(all, a[1]) })
+		return x.gathered(op, a[0], seq, func(all *cuda.Buffer) error { return mm(all, a[1]) })
 	}
 	return mm(a[0], a[1])
 }

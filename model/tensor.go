@@ -275,9 +275,9 @@ func (p Parallel) String() string {
 
 // gathered runs f on the rows of every rank of the tensor group, gathered
 // from this rank's part (in workspace the executor lends, of part's dtype).
-func (x Exec) gathered(what string, part *cuda.Buffer, ranks int, f func(all *cuda.Buffer) error) error {
-	if x.Tensor == nil {
-		return fmt.Errorf("model: %s is sequence-parallel and the executor has no tensor group (train.Options.TensorGroup)", what)
+func (x Exec) gathered(what fmt.Stringer, part *cuda.Buffer, ranks int, f func(all *cuda.Buffer) error) error {
+	if err := x.hasTensor(what); err != nil {
+		return err
 	}
 	return x.ScratchLike(part, ranks*part.Len, func(all *cuda.Buffer) error {
 		if err := x.Tensor.AllGather(part, all); err != nil {
@@ -289,9 +289,9 @@ func (x Exec) gathered(what string, part *cuda.Buffer, ranks int, f func(all *cu
 
 // scattered has f write every rank's rows into workspace of out's dtype
 // and sets out to this rank's block of their sum over the tensor group.
-func (x Exec) scattered(what string, out *cuda.Buffer, ranks int, f func(all *cuda.Buffer) error) error {
-	if x.Tensor == nil {
-		return fmt.Errorf("model: %s is sequence-parallel and the executor has no tensor group (train.Options.TensorGroup)", what)
+func (x Exec) scattered(what fmt.Stringer, out *cuda.Buffer, ranks int, f func(all *cuda.Buffer) error) error {
+	if err := x.hasTensor(what); err != nil {
+		return err
 	}
 	return x.ScratchLike(out, ranks*out.Len, func(all *cuda.Buffer) error {
 		if err := f(all); err != nil {
@@ -301,10 +301,20 @@ func (x Exec) scattered(what string, out *cuda.Buffer, ranks int, f func(all *cu
 	})
 }
 
-// allReduce sums b over the Exec's tensor group; what is an error's subject.
-func (x Exec) allReduce(what string, b *cuda.Buffer) error {
+// allReduce sums b over the Exec's tensor group; what, the op, is an
+// error's subject (named only then: a step formats no op's name).
+func (x Exec) allReduce(what fmt.Stringer, b *cuda.Buffer) error {
+	if err := x.hasTensor(what); err != nil {
+		return err
+	}
+	return x.Tensor.AllReduceSum(b)
+}
+
+// hasTensor refuses a tensor-parallel op (what) on an executor without a
+// tensor group.
+func (x Exec) hasTensor(what fmt.Stringer) error {
 	if x.Tensor == nil {
 		return fmt.Errorf("model: %s is tensor-parallel and the executor has no tensor group (train.Options.TensorGroup)", what)
 	}
-	return x.Tensor.AllReduceSum(b)
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -261,7 +262,7 @@ func TestTrainTensorParallel(t *testing.T) {
 	}
 	var worst float64
 	for i := range want {
-		worst = max(worst, float64(abs32(got[i]-want[i])))
+		worst = max(worst, math.Abs(float64(got[i]-want[i])))
 	}
 	if worst > 2*lr*steps {
 		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, 2*lr*steps)
@@ -274,11 +275,4 @@ func TestTrainTensorParallel(t *testing.T) {
 	}
 	wantUsage(t, []string{"train", "--tp", "3"}, "tensor-parallel ranks 3", "do not divide the 4 heads", "valid: 1, 2, 4")
 	wantUsage(t, []string{"train", "--tp", "4", "--sequence-parallel", "--batch", "1", "--seq", "5"}, "--sequence-parallel with --tp 4", "5 rows", "product 4 divides")
-}
-
-func abs32(x float32) float32 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }

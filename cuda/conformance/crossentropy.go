@@ -62,14 +62,21 @@ func validCrossEntropy(f *fixture, dt cuda.DType) []goodCall {
 	}
 }
 
+// randLogits is N rows of V logits, spread (×3) so that the softmax is
+// far from uniform.
+func randLogits(e *env, N, V int) []float64 {
+	lv := e.randn(N * V)
+	for i := range lv {
+		lv[i] *= 3
+	}
+	return lv
+}
+
 func testCrossEntropy(t *testing.T, nd NewDevice) {
 	forTypes(t, nd, func(e *env, dt cuda.DType) {
 		N, V := 40, 1000
 		st := stateType(dt)
-		lv := e.randn(N * V)
-		for i := range lv {
-			lv[i] *= 3
-		}
+		lv := randLogits(e, N, V)
 		logits, ls := e.buf(dt, lv)
 		targets, tb := e.randIDs(N, V)
 		loss := e.out(st, 1)
@@ -117,11 +124,7 @@ func testCrossEntropyPart(t *testing.T, nd NewDevice) {
 	forTypes(t, nd, func(e *env, dt cuda.DType) {
 		N, V := 40, 1000
 		st := stateType(dt)
-		lv := e.randn(N * V)
-		for i := range lv {
-			lv[i] *= 3
-		}
-		_, ls := e.buf(dt, lv) // the values as stored
+		_, ls := e.buf(dt, randLogits(e, N, V)) // the values as stored
 		targets, tb := e.randIDs(N, V)
 		targets[0], targets[1] = 0, int32(V-1) // the first and last columns
 		tb = e.ids(targets)
