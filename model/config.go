@@ -24,6 +24,11 @@ type Config struct {
 	// (Config.TensorRank; tensor.go): its blocks' heads and MLP channels
 	// split, the rest whole. The zero value is the whole model.
 	Tensor TensorRank
+	// Stage is the pipeline stage this config is (Config.PipelineStage;
+	// pipeline.go): Layers is its blocks, the embedding on the first stage
+	// only, the final layer norm and the head on the last. The zero value is
+	// the whole model.
+	Stage PipelineStage
 }
 
 // Presets, smallest first. GPT-2 shapes are from Radford et al. 2019
@@ -91,6 +96,9 @@ func (c Config) Validate() error {
 		}
 		return fmt.Errorf("model: heads %d does not divide hidden %d (valid head counts include %s)", c.Heads, c.Hidden, strings.Join(ok, ", "))
 	}
+	if err := c.Stage.check(c.Layers); err != nil {
+		return err
+	}
 	return c.Tensor.check(c.Heads, c.Vocab)
 }
 
@@ -121,7 +129,10 @@ type Param struct {
 // gathering wants), then the final layer norm and, when untied, the head.
 // Linear weights are stored (out, in) as in llm.c: y = x·Wᵀ + b. For a
 // tensor-parallel rank (c.Tensor) the split rows hold the rank's part, and
-// Split says where it sits in the whole tensor (tensor.go).
+// Split says where it sits in the whole tensor (tensor.go). A pipeline
+// stage (c.Stage, pipeline.go) holds its blocks, named as in the whole
+// model, the embeddings on the first stage and the final layer norm and
+// head on the last (a tied head's copy of wte after lnf).
 func (c Config) Params() []Param {
 	h, L := c.Hidden, c.Layers
 	t := c.Tensor.size()
@@ -142,11 +153,13 @@ func (c Config) Params() []Param {
 	fc := c.Tensor.part(0, 4*h)   // column-parallel: the MLP's rows
 	proj := c.Tensor.part(1, 4*h) // row-parallel: the MLP's columns
 	_, vr := c.Tensor.VocabRows(c.Vocab)
-	vocab := c.Tensor.vocab(c.Vocab)   // vocabulary-parallel: the rank's rows
-	add("wte", -1, true, vocab, vr, h) // token embedding (V, h); also the head when tied
-	add("wpe", -1, true, whole, c.Context, h)
+	vocab := c.Tensor.vocab(c.Vocab) // vocabulary-parallel: the rank's rows
+	if c.First() {
+		add("wte", -1, true, vocab, vr, h) // token embedding (V, h); also the head when tied
+		add("wpe", -1, true, whole, c.Context, h)
+	}
 	for l := 0; l < L; l++ {
-		p := fmt.Sprintf("h%d.", l)
+		p := fmt.Sprintf("h%d.", c.Stage.Lo+l)
 		add(p+"ln1.w", l, false, whole, h)
 		add(p+"ln1.b", l, false, whole, h)
 		add(p+"attn.qkv.w", l, true, qkv, 3*hp, h)
@@ -160,10 +173,16 @@ func (c Config) Params() []Param {
 		add(p+"mlp.proj.w", l, true, proj, h, 4*hp)
 		add(p+"mlp.proj.b", l, false, whole, h)
 	}
+	if !c.Last() {
+		return ps
+	}
 	add("lnf.w", -1, false, whole, h)
 	add("lnf.b", -1, false, whole, h)
-	if c.Untied {
+	switch {
+	case c.Untied:
 		add("lm_head.w", -1, true, vocab, vr, h)
+	case c.headCopy():
+		add("wte", -1, true, vocab, vr, h) // the tied head's copy of the token embedding
 	}
 	return ps
 }
@@ -176,9 +195,15 @@ func (c Config) Params() []Param {
 func (c Config) NumParams() int64 {
 	h, L := int64(c.Hidden), int64(c.Layers)
 	_, vr := c.Tensor.VocabRows(c.Vocab)
-	n := int64(vr)*h + int64(c.Context)*h + L*c.LayerParams() + 2*h
-	if c.Untied {
-		n += int64(vr) * h
+	n := L * c.LayerParams()
+	if c.First() {
+		n += int64(vr)*h + int64(c.Context)*h
+	}
+	if c.Last() {
+		n += 2 * h
+		if c.Untied || c.headCopy() {
+			n += int64(vr) * h
+		}
 	}
 	return n
 }
@@ -210,6 +235,9 @@ func (c Config) String() string {
 	rank := ""
 	if c.Tensor.Size > 1 {
 		rank = fmt.Sprintf(", tensor-parallel rank %d of %d", c.Tensor.Rank, c.Tensor.Size)
+	}
+	if c.Stage.Size > 1 {
+		rank += fmt.Sprintf(", pipeline stage %d of %d (blocks %d to %d)", c.Stage.Rank, c.Stage.Size, c.Stage.Lo, c.Stage.Lo+c.Layers-1)
 	}
 	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s, %s parameters",
 		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, rank, Comma(c.NumParams()))

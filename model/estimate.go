@@ -358,7 +358,12 @@ type Setup struct {
 	Ranks int // data-parallel ranks N; ZeRO shards over them (1: no data parallelism)
 	ZeRO  int // ZeRO stage 0 (plain data parallel) to 3
 	TP    int // tensor-parallel ranks t (Megatron-LM); must divide the heads
-	PP    int // pipeline stages P (1F1B schedule); must divide the layers
+	PP    int // pipeline stages P; must divide the layers
+	// MicroBatches is the micro-batches M of b a step runs (0 is one):
+	// a pipeline's, or gradient accumulation on one stage.
+	MicroBatches int
+	// Pipeline is the order a stage runs its micro-batches in.
+	Pipeline PipelineSchedule
 	// SequenceParallel splits the layer norms' and dropouts' activations
 	// over the tensor-parallel ranks too (Korthikanti et al. 2022, Section 4.2).
 	SequenceParallel bool
@@ -383,6 +388,10 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: tensor-parallel ranks %d: must be a positive integer", s.TP)
 	case s.PP < 1:
 		return fmt.Errorf("model: pipeline stages %d: must be a positive integer", s.PP)
+	case s.MicroBatches < 0 || s.MicroBatches > MaxBatch:
+		return fmt.Errorf("model: micro-batches %d: out of range (valid: 1 to %d)", s.MicroBatches, MaxBatch)
+	case int(s.Pipeline) >= len(pipelineScheduleNames):
+		return fmt.Errorf("model: unknown pipeline schedule %v (valid: 1f1b, gpipe)", s.Pipeline)
 	case int(s.Precision) >= len(precisionNames):
 		return fmt.Errorf("model: unknown precision %v (valid: %s)", s.Precision, strings.Join(precisionNames, ", "))
 	case int(s.Optimizer) >= len(optimizerNames):
@@ -402,8 +411,10 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: sequence length %d (valid: 1 to the context, %d)", s.Seq, m.Context)
 	case m.Heads%s.TP != 0:
 		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d heads (valid: %s)", s.TP, m.Heads, divisors(m.Heads))
-	case m.Layers%s.PP != 0:
-		return fmt.Errorf("model: pipeline stages %d do not divide the %d layers (valid: %s)", s.PP, m.Layers, divisors(m.Layers))
+	case s.PP > m.wholeBlocks():
+		return fmt.Errorf("model: %d pipeline stages for %d layers (valid: 1 to %d)", s.PP, m.wholeBlocks(), m.wholeBlocks())
+	case m.Stage.Size > 1 && m.Stage.Size != s.PP:
+		return fmt.Errorf("model: the model is pipeline stage %d of %d and the setup has %d stages (valid: the same count)", m.Stage.Rank, m.Stage.Size, s.PP)
 	case m.Tensor.Size > 1 && m.Tensor.Size != s.TP:
 		return fmt.Errorf("model: the model is tensor-parallel rank %d of %d and the setup has %d tensor-parallel ranks (valid: the same count)", m.Tensor.Rank, m.Tensor.Size, s.TP)
 	case m.Tensor.Sequence != (s.SequenceParallel && m.Tensor.Size > 1):
@@ -772,6 +783,9 @@ func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 		}
 		e.Comm, err = dataParallelComm(s.Params, s)
 		return e, err
+	}
+	if L := s.Model.wholeBlocks(); s.PP > 1 && L%s.PP != 0 {
+		return Estimate{}, fmt.Errorf("model: the estimate's pipeline stages hold L/P blocks each, and %d stages do not divide the %d layers (valid: %s; trainmem's simulation splits them unevenly, model.StageBlocks)", s.PP, L, divisors(L))
 	}
 	var best Estimate
 	// The first stage holds the embeddings and P micro-batches in flight;

@@ -27,15 +27,24 @@ type Graph struct {
 	Targets *G.Node // next-token targets, Int32 (B·T)
 	// DLoss is the seed of the backward pass, a scalar input: the gradient
 	// of the loss, which the executor binds to the loss scale (1 without
-	// loss scaling).
+	// loss scaling). On a pipeline stage before the last it is the
+	// gradient of Output, received from the next stage.
 	DLoss *G.Node
+	// Input is a pipeline stage's input after the first: the previous
+	// stage's residual stream (rows × C), a step input; nil on the first
+	// stage. DInput is its gradient, which the stage sends back.
+	Input, DInput *G.Node
+	// Output is a pipeline stage's residual stream after its last block,
+	// which it sends to the next stage; nil on the last stage, whose
+	// forward pass ends in the loss.
+	Output *G.Node
 	// Table is Config.Params(), made once for the graph and everything
 	// built from it (the schedule, the trainer, its policies).
 	Table []Param
 	// Params are the parameter input nodes, one per row of Table, in
 	// table order, named and shaped as the table.
 	Params []*G.Node
-	Loss   *G.Node // the mean cross-entropy, a scalar of Dtype
+	Loss   *G.Node // the mean cross-entropy, a scalar of Dtype; nil on a pipeline stage before the last
 	// Grads[i] is the gradient node of Params[i] (the same shape).
 	Grads []*G.Node
 	// args[id] are the arguments of the node of that ID (nodes[id]),
@@ -185,11 +194,21 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	if seed {
 		index = newGraphIndex(g)
 	}
-	index.ahead(3 + len(table) + len(flow.embed) + L*len(flow.block) + len(flow.head))
+	index.ahead(4 + len(table) + len(flow.embed) + L*len(flow.block) + len(flow.head))
 
+	// The inputs first (the reverse pass finds the forward ops after
+	// them): the tokens, the targets, the seed and a later stage's input.
+	rows := N / cfg.Tensor.seq() // the residual stream's rows on this rank
 	gr.Tokens = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("tokens"))
 	gr.Targets = G.NewVector(g, tensor.Int32, G.WithShape(N), G.WithName("targets"))
-	gr.DLoss = G.NewScalar(g, dt, G.WithName("dloss"))
+	if cfg.Last() {
+		gr.DLoss = G.NewScalar(g, dt, G.WithName("dloss"))
+	} else {
+		gr.DLoss = G.NewMatrix(g, dt, G.WithShape(rows, cfg.Hidden), G.WithName("d(x_out)"))
+	}
+	if !cfg.First() {
+		gr.Input = G.NewMatrix(g, dt, G.WithShape(rows, cfg.Hidden), G.WithName("x_in"))
+	}
 	b.params = make(map[string]*G.Node, len(table))
 	for _, p := range table {
 		n := G.NewTensor(g, dt, len(p.Shape), G.WithShape(p.Shape...), G.WithName(p.Name))
@@ -197,13 +216,26 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 		b.params[p.Name] = n
 	}
 
-	x := b.section(flow.embed, "", EmbeddingLayer, nil)
-	for l := 0; l < L; l++ {
-		x = b.section(flow.block, fmt.Sprintf("h%d.", l), l, x)
+	x := gr.Input
+	if cfg.First() {
+		x = b.section(flow.embed, "", EmbeddingLayer, nil)
 	}
-	gr.Loss = b.section(flow.head, "", cfg.HeadLayer(), x)
+	for l := 0; l < L; l++ {
+		x = b.section(flow.block, fmt.Sprintf("h%d.", cfg.Stage.Lo+l), l, x)
+	}
+	root := x // what the backward pass is seeded at: the loss, or the stage's output
+	if cfg.Last() {
+		gr.Loss = b.section(flow.head, "", cfg.HeadLayer(), x)
+		root = gr.Loss
+	} else {
+		gr.Output = x
+	}
 	if b.err != nil {
 		return nil, b.err
+	}
+	wrt := gr.Params
+	if gr.Input != nil {
+		wrt = append(append([]*G.Node(nil), gr.Params...), gr.Input)
 	}
 
 	// The backward pass makes a few nodes per forward op (one per
@@ -218,12 +250,15 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	}
 	var grads []*G.Node
 	if gorgoniaBackprop {
-		grads, err = G.Backpropagate(G.Nodes{gr.Loss}, G.Nodes{gr.DLoss}, G.Nodes(gr.Params))
+		grads, err = G.Backpropagate(G.Nodes{root}, G.Nodes{gr.DLoss}, G.Nodes(wrt))
 	} else {
-		grads, err = b.backward(gr.Loss, gr.DLoss, gr.Params)
+		grads, err = b.backward(root, gr.DLoss, wrt)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("model: differentiating %s: %w", cfg.Name, err)
+	}
+	if gr.Input != nil {
+		gr.DInput, grads = grads[len(grads)-1], grads[:len(grads)-1]
 	}
 	if len(grads) != len(gr.Params) {
 		return nil, fmt.Errorf("model: differentiation returned %d gradients for %d parameters", len(grads), len(gr.Params))
@@ -256,7 +291,7 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	for i := len(b.order) - 1; i >= 0; i-- {
 		nameGrad(b.order[i])
 	}
-	for _, p := range gr.Params {
+	for _, p := range wrt {
 		nameGrad(p)
 	}
 	// The terms a "+" sums are partial gradients: d(name)#0, d(name)#1.

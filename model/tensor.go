@@ -115,10 +115,14 @@ func (c Config) TensorRank(size, r int) (Config, error) {
 	return c, nil
 }
 
-// Whole is the whole model c is a tensor-parallel part of (c itself when
-// it is whole).
+// Whole is the whole model c is a tensor-parallel part or a pipeline
+// stage of (c itself when it is whole).
 func (c Config) Whole() Config {
 	c.Tensor = TensorRank{}
+	if c.Stage.Size > 1 {
+		c.Layers = c.Stage.Blocks
+	}
+	c.Stage = PipelineStage{}
 	return c
 }
 
@@ -176,64 +180,6 @@ func copyRow(w, p Param, move func(whole, part, n int64)) {
 			at += n
 		}
 	}
-}
-
-// SplitParams cuts tensor-parallel rank part's flat parameters out of the
-// whole model's.
-func SplitParams(part Config, whole []float32) ([]float32, error) {
-	wt := part.Whole().Params()
-	if n := part.Whole().NumParams(); int64(len(whole)) != n {
-		return nil, fmt.Errorf("model: %d parameters, want the whole %s's %d", len(whole), part.Name, n)
-	}
-	pt := part.Params()
-	out := make([]float32, part.NumParams())
-	for i, p := range pt {
-		w := wt[i]
-		copyRow(w, p, func(wo, po, n int64) {
-			copy(out[p.Offset+po:p.Offset+po+n], whole[w.Offset+wo:w.Offset+wo+n])
-		})
-	}
-	return out, nil
-}
-
-// JoinParams puts the whole model's flat parameters together from every
-// tensor-parallel rank's (parts[r] is rank r's, of the split cfg describes
-// with parts' count as its size). A row every rank holds whole is taken
-// from rank 0, after checking that every rank holds the same values: ranks
-// whose copies differ have not trained alike, which is an error.
-func JoinParams(cfg Config, parts [][]float32) ([]float32, error) {
-	whole := cfg.Whole()
-	wt := whole.Params()
-	out := make([]float32, whole.NumParams())
-	for r, flat := range parts {
-		pc, err := whole.TensorRank(len(parts), r)
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(flat)) != pc.NumParams() {
-			return nil, fmt.Errorf("model: tensor-parallel rank %d has %d parameters, want %d", r, len(flat), pc.NumParams())
-		}
-		for i, p := range pc.Params() {
-			w := wt[i]
-			var differs error
-			copyRow(w, p, func(wo, po, n int64) {
-				src, dst := flat[p.Offset+po:p.Offset+po+n], out[w.Offset+wo:w.Offset+wo+n]
-				if r > 0 && len(p.Split.Ranges) == 0 {
-					for j := range src {
-						if src[j] != dst[j] && differs == nil {
-							differs = fmt.Errorf("model: %s[%d] is %g on tensor-parallel rank %d and %g on rank 0: a whole row must be the same on every rank", p.Name, po+int64(j), src[j], r, dst[j])
-						}
-					}
-					return
-				}
-				copy(dst, src)
-			})
-			if differs != nil {
-				return nil, differs
-			}
-		}
-	}
-	return out, nil
 }
 
 // TensorGroup is what a tensor-parallel rank's ops need of the ranks it is

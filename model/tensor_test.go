@@ -86,11 +86,13 @@ func TestSplitJoinParams(t *testing.T) {
 	}
 	for _, tp := range []int{2, 4} {
 		parts := make([][]float32, tp)
+		cfgs := make([]Config, tp)
 		for r := range parts {
 			part, err := cfg.TensorRank(tp, r)
 			if err != nil {
 				t.Fatal(err)
 			}
+			cfgs[r] = part
 			if parts[r], err = SplitParams(part, flat); err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +105,7 @@ func TestSplitJoinParams(t *testing.T) {
 		if got, want := parts[1][p.Offset+int64(k)], flat[w.Offset+int64(cfg.Hidden)+int64(k)]; got != want {
 			t.Errorf("tp %d: rank 1's attn.proj.w[1, 0] = %g, want the whole's [1, %d] = %g", tp, got, k, want)
 		}
-		back, err := JoinParams(cfg, parts)
+		back, err := JoinParams(cfgs, parts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +116,7 @@ func TestSplitJoinParams(t *testing.T) {
 		}
 		ln, _ := part.ParamByName("h0.ln2.b")
 		parts[1][ln.Offset+3]++
-		if _, err := JoinParams(cfg, parts); err == nil || !strings.Contains(err.Error(), "h0.ln2.b[3]") {
+		if _, err := JoinParams(cfgs, parts); err == nil || !strings.Contains(err.Error(), "h0.ln2.b[3]") {
 			t.Errorf("tp %d: a whole row that differs between ranks: %v, want an error naming h0.ln2.b[3]", tp, err)
 		}
 	}

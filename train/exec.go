@@ -32,6 +32,10 @@ type Options struct {
 	// over (the setup's model a part, model.Checked.TensorRank): its
 	// parallel layers sum over it. Nil for a whole model.
 	TensorGroup model.TensorGroup
+	// Pipeline is the stages of a pipeline stage's pipeline (the setup's
+	// model a stage, model.Checked.StageRank; pipeline.go). Nil for a
+	// whole model.
+	Pipeline PipelineGroup
 }
 
 // Trainer runs a compiled schedule on a device: it owns the model states
@@ -75,6 +79,8 @@ type Trainer struct {
 	sites  []cuda.Site
 	// profile, when set, times every instruction and the update (profile.go).
 	profile *Profile
+	// micro is the state of a step's micro-batches (pipeline.go).
+	micro microState
 }
 
 // New builds the GPT-2 graph of setup c (model, batch, sequence,
@@ -90,8 +96,10 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	switch {
 	case s.ParamsOnly():
 		return nil, errors.New("train: a setup of a parameter count only has no model to run: give a preset or layers, hidden, heads")
-	case s.PP != 1:
-		return nil, fmt.Errorf("train: the trainer runs one pipeline stage; the setup has %d (valid: 1)", s.PP)
+	case s.PP != 1 && s.Model.Stage.Size != s.PP:
+		return nil, fmt.Errorf("train: the setup has %d pipeline stages and its model is whole: run a stage (model.Checked.StageRank) through package zero", s.PP)
+	case s.PP == 1 && opts.Pipeline != nil:
+		return nil, errNoPipeline
 	case s.TP != 1 && s.Model.Tensor.Size != s.TP:
 		return nil, fmt.Errorf("train: the setup has %d tensor-parallel ranks and its model is whole: run a rank's part (model.Checked.TensorRank) through package zero", s.TP)
 	case s.TP != 1 && opts.TensorGroup == nil:
@@ -139,6 +147,10 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	t.findLastReads()
 	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if err := t.allocStates(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	if err := t.setupMicro(); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -311,6 +323,9 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
+	if t.s.PP > 1 {
+		rec.Loss = t.micro.loss // the last stage's, which every stage learned
+	}
 	d, err := t.since(m0)
 	if err != nil {
 		return rec, err
@@ -329,6 +344,9 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 // ForwardBackward runs the forward and backward passes, leaving the
 // gradients in the grads buffer, without updating the weights.
 func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err error) {
+	if t.micro.on {
+		return t.microBatches(tokens, targets)
+	}
 	// A failed step gives back everything but the model states.
 	defer func() {
 		if err != nil {
@@ -358,22 +376,36 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 	}
 
 	var spent [numPhases]time.Duration
-	phase := Phase(0)
+	if err := t.run(0, len(t.sched.Instrs), &rec, &spent); err != nil {
+		return rec, err
+	}
+	rec.ForwardMs, rec.RecomputeMs, rec.BackwardMs = ms(spent[Forward]), ms(spent[Recompute]), ms(spent[Backward])
+	return rec, nil
+}
+
+// run executes instructions [lo, hi) of the schedule on the trainer's
+// slots, adding each phase's device time to spent and the loss, weighted
+// by lossWeight, to rec's.
+func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) error {
+	if lo >= hi {
+		return nil
+	}
+	phase := t.sched.Instrs[lo].Phase
 	tm := t.timeModel()
 	mark, err := t.dev.Mark()
 	if err != nil {
-		return rec, err
+		return err
 	}
-	for i := range t.sched.Instrs {
+	for i := lo; i < hi; i++ {
 		in := &t.sched.Instrs[i]
 		if in.Phase != phase {
 			now, err := t.dev.Mark()
 			if err != nil {
-				return rec, err
+				return err
 			}
 			d, err := t.dev.Elapsed(mark, now)
 			if err != nil {
-				return rec, err
+				return err
 			}
 			spent[phase] += d
 			phase, mark = in.Phase, now
@@ -393,7 +425,7 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			err = t.profiled(opName(in), in.Phase.String(), flops, bytes, func() error { return t.exec(in) })
 		}
 		if err != nil {
-			return rec, fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)
+			return fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)
 		}
 		if tm != nil {
 			// A modelled clock: the instruction's time at the roofline,
@@ -403,9 +435,9 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 		if in.Out == t.sched.Loss {
 			loss, err := t.scalar(t.slots[in.Out])
 			if err != nil {
-				return rec, err
+				return err
 			}
-			rec.Loss = loss
+			rec.Loss += loss * t.micro.lossWeight()
 		}
 		for _, sl := range in.Free {
 			t.dev.Free(t.slots[sl])
@@ -413,12 +445,12 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 		}
 		if t.lay.LazyParams {
 			if err := t.paramsDone(i, in); err != nil {
-				return rec, err
+				return err
 			}
 		}
-		if out := &t.sched.Slots[in.Out]; t.opts.Policy != nil && out.Persistent && out.Cat == cuda.Grads {
+		if out := &t.sched.Slots[in.Out]; t.opts.Policy != nil && out.Persistent && out.Cat == cuda.Grads && !t.micro.holdGrads {
 			if err := t.opts.Policy.GradReady(t, out.Param); err != nil {
-				return rec, fmt.Errorf("train: the gradient of %s: %w", t.table[out.Param].Name, err)
+				return fmt.Errorf("train: the gradient of %s: %w", t.table[out.Param].Name, err)
 			}
 			if t.lay.LazyGrads {
 				t.slots[in.Out] = nil // the policy's buffer, bound again next step
@@ -427,11 +459,10 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 	}
 	d, err := t.since(mark)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	spent[phase] += d
-	rec.ForwardMs, rec.RecomputeMs, rec.BackwardMs = ms(spent[Forward]), ms(spent[Recompute]), ms(spent[Backward])
-	return rec, nil
+	return nil
 }
 
 // exec allocates an instruction's output and the step inputs it reads for
@@ -485,6 +516,9 @@ func (t *Trainer) exec(in *Instr) error {
 		args = append(args, t.slots[a])
 	}
 	t.args = args
+	if sl := &t.sched.Slots[in.Out]; t.micro.accumulate && sl.Persistent && sl.Cat == cuda.Grads {
+		return t.accumulated(in, args)
+	}
 	return in.run.run(t, t.slots[in.Out], args)
 }
 
@@ -531,6 +565,7 @@ func (t *Trainer) paramsDone(i int, in *Instr) error {
 // release frees every live non-persistent buffer after a failed step, so the
 // allocator is back to the model states.
 func (t *Trainer) release() {
+	t.releaseMicro()
 	for sl, b := range t.slots {
 		if b != nil && !t.sched.Slots[sl].Persistent {
 			t.dev.Free(b)
@@ -562,6 +597,9 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 	if !t.dev.Computes() {
 		loss = 0 // nothing was computed
 	}
+	if err := t.tieEmbedding(); err != nil {
+		return false, "", err
+	}
 	if p := t.opts.Policy; p != nil {
 		if err = p.ReduceGrads(t); err != nil {
 			return false, "", err
@@ -585,6 +623,10 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 		}
 		bad, lossBad = any[0], any[1]
 	}
+	if bad, lossBad, loss, err = t.agreeStages(bad, lossBad, loss); err != nil {
+		return false, "", err
+	}
+	t.micro.loss = loss
 	switch {
 	case t.scaler.enabled:
 		bad = bad || lossBad // an overflow in the forward pass counts too

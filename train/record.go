@@ -25,6 +25,14 @@ type Record struct {
 	// Diverged says why the run ended at this step, its loss or gradients
 	// not finite (see DivergedError); empty otherwise.
 	Diverged string `json:"diverged,omitempty"`
+	// MicroBatches is the step's micro-batches (M) when it ran more than
+	// one or on a pipeline stage; InFlight the most whose forward pass had
+	// run and backward pass had not, at once (the activations the stage
+	// held together), and BubbleMs the time the stage waited for its
+	// neighbours in its sends and receives.
+	MicroBatches int     `json:"micro_batches,omitempty"`
+	InFlight     int     `json:"in_flight,omitempty"`
+	BubbleMs     float64 `json:"bubble_ms,omitempty"`
 
 	Memory             Memory `json:"memory"`
 	AllocatedBytes     int64  `json:"allocated_bytes"`

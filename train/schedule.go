@@ -37,8 +37,11 @@ type Slot struct {
 	DType      cuda.DType // storage type
 	Cat        cuda.Category
 	Persistent bool // bound for the whole run: parameters and gradients
-	Input      bool // a step input (tokens, targets, loss seed): allocated and uploaded by the executor just before its first use
-	Param      int  // parameter-table row for parameter and gradient slots, else -1
+	Input      bool // a step input (tokens, targets, loss seed, a pipeline stage's input): allocated and filled by the executor just before its first use
+	// Sent is a pipeline stage's output or input gradient, which no
+	// instruction reads: the trainer frees it once it is sent.
+	Sent  bool
+	Param int // parameter-table row for parameter and gradient slots, else -1
 }
 
 // Instr runs one node's op.
@@ -61,8 +64,16 @@ type Schedule struct {
 	Slots  []Slot
 	Instrs []Instr
 
-	Tokens, Targets, DLoss, Loss int   // slots of the step's inputs, the loss seed and the loss
+	Tokens, Targets, DLoss, Loss int   // slots of the step's inputs, the loss seed (a stage's output gradient) and the loss (-1 on a stage before the last)
 	ParamSlots, GradSlots        []int // one per parameter-table row
+	// Input, Output and DInput are a pipeline stage's received input, its
+	// output and its input's gradient (model.Graph's), -1 where the stage
+	// has none.
+	Input, Output, DInput int
+	// Backward0 is the first instruction after the forward pass: a
+	// micro-batch's forward pass is Instrs[:Backward0], its backward pass
+	// (with recomputation) the rest.
+	Backward0 int
 
 	// Dropped lists the forward nodes the checkpoint policy frees after the
 	// forward pass and recomputes during backward.
@@ -98,10 +109,22 @@ type Schedule struct {
 //     to produce them run again (recompute).
 //   - liveness: every value is freed right after its last use.
 func compile(gr *model.Graph, st storage, pol model.Checkpoint) (*Schedule, error) {
-	c := &compiler{gr: gr, st: st, pol: pol, s: &Schedule{Graph: gr}}
+	c := &compiler{gr: gr, st: st, pol: pol, s: &Schedule{Graph: gr, Loss: -1, Input: -1, Output: -1, DInput: -1}}
 	for _, pass := range []func() error{c.order, c.phases, c.bind, c.segments, c.lower, c.forward, c.backward} {
 		if err := pass(); err != nil {
 			return nil, err
+		}
+	}
+	c.s.Backward0 = len(c.s.Instrs)
+	for i, in := range c.s.Instrs {
+		if in.Phase != Forward {
+			c.s.Backward0 = i
+			break
+		}
+	}
+	for _, sl := range []int{c.s.Output, c.s.DInput} {
+		if sl >= 0 {
+			c.s.Slots[sl].Sent = true
 		}
 	}
 	c.s.liveness()
@@ -145,7 +168,14 @@ func (c *compiler) order() error {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	for _, r := range append(gorgonia.Nodes{gr.Loss}, gr.Grads...) {
+	roots := gorgonia.Nodes{gr.Loss}
+	if gr.Loss == nil { // a pipeline stage before the last
+		roots = gorgonia.Nodes{gr.Output}
+	}
+	if gr.DInput != nil {
+		roots = append(roots, gr.DInput)
+	}
+	for _, r := range append(roots, gr.Grads...) {
 		walk(r)
 	}
 	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].ID() < c.nodes[j].ID() })
@@ -233,7 +263,19 @@ func (c *compiler) bind() error {
 	// in the backward pass only.
 	s.Tokens = c.newSlot(Slot{Node: gr.Tokens, Len: size(gr.Tokens), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
 	s.Targets = c.newSlot(Slot{Node: gr.Targets, Len: size(gr.Targets), DType: cuda.I32, Cat: cuda.Activations, Input: true, Param: -1})
-	s.DLoss = c.newSlot(Slot{Node: gr.DLoss, Len: 1, DType: st.state, Cat: cuda.Temporaries, Input: true, Param: -1})
+	if gr.Loss != nil {
+		s.DLoss = c.newSlot(Slot{Node: gr.DLoss, Len: 1, DType: st.state, Cat: cuda.Temporaries, Input: true, Param: -1})
+	} else {
+		// A stage's output gradient, received from the next stage: a
+		// gradient of a forward value, stored as one.
+		s.DLoss = c.newSlot(Slot{Node: gr.DLoss, Len: size(gr.DLoss), DType: st.param, Cat: cuda.Temporaries, Input: true, Param: -1})
+	}
+	if gr.Input != nil {
+		// The previous stage's residual stream, received: kept for
+		// backward as the first block's input.
+		s.Input = c.newSlot(Slot{Node: gr.Input, Len: size(gr.Input), DType: st.param, Cat: cuda.Activations, Input: true, Param: -1})
+		c.live.set(gr.Input, s.Input)
+	}
 	c.live.set(gr.Tokens, s.Tokens)
 	c.live.set(gr.Targets, s.Targets)
 	c.live.set(gr.DLoss, s.DLoss)
@@ -317,6 +359,12 @@ func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
 		in.Out = c.newSlot(Slot{Node: n, Len: size(n), DType: dt, Cat: cat, Param: -1})
 	}
 	c.live.set(n, in.Out)
+	switch n {
+	case c.gr.Output:
+		c.s.Output = in.Out
+	case c.gr.DInput:
+		c.s.DInput = in.Out
+	}
 	c.s.Instrs = append(c.s.Instrs, in)
 	return nil
 }
@@ -434,7 +482,7 @@ func (s *Schedule) liveness() {
 		}
 	}
 	for sl, i := range last {
-		if i >= 0 && !s.Slots[sl].Persistent {
+		if i >= 0 && !s.Slots[sl].Persistent && !s.Slots[sl].Sent {
 			s.Instrs[i].Free = append(s.Instrs[i].Free, sl)
 		}
 	}

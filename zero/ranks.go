@@ -17,10 +17,11 @@ type Ranks struct {
 	set    Setting
 	layout Layout
 	tr     []*train.Trainer
-	// tensor and data are each member's communicators of its tensor group
-	// (nil with one tensor-parallel rank) and its data group (the member's
-	// own communicator of g then).
-	tensor, data []*Comm
+	// tensor, data and pipe are each member's communicators of its tensor
+	// group (nil with one tensor-parallel rank), its data group (the
+	// member's own communicator of g with one data group) and its pipeline
+	// (nil with one stage).
+	tensor, data, pipe []*Comm
 }
 
 // NewRanks builds a trainer per rank of g on the rank's device, each of
@@ -40,9 +41,7 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 	s := c.Setup()
 	lay := LayoutOf(s)
 	switch {
-	case s.PP != 1:
-		return nil, fmt.Errorf("zero: the ranks run one pipeline stage; the setup has %d (valid: 1)", s.PP)
-	case lay.Size() != g.Size() && s.TP == 1:
+	case lay.Size() != g.Size() && s.TP == 1 && s.PP == 1:
 		return nil, fmt.Errorf("zero: the setup has %d ranks and the group %d", s.Ranks, g.Size())
 	case lay.Size() != g.Size():
 		return nil, fmt.Errorf("zero: the setup has %d ranks (%v) and the group %d", lay.Size(), lay, g.Size())
@@ -61,11 +60,12 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 			g.eng = ring{}
 		}
 	}
-	tensor, data, err := axisComms(g, lay)
+	axes, err := axisComms(g, lay)
 	if err != nil {
 		return nil, err
 	}
-	rk := &Ranks{g: g, set: set, layout: lay, tensor: tensor, data: data}
+	tensor, data, pipe := axes[TensorAxis], axes[DataAxis], axes[PipelineAxis]
+	rk := &Ranks{g: g, set: set, layout: lay, tensor: tensor, data: data, pipe: pipe}
 	for i := range g.Members() {
 		err := func() error {
 			o, rc := opts, c
@@ -84,6 +84,13 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 				}
 				o.TensorGroup = tensor[i]
 			}
+			if s.PP > 1 {
+				var err error
+				if rc, err = rc.StageRank(lay.Coord(g.ranks[i])[PipelineAxis]); err != nil {
+					return err
+				}
+				o.Pipeline = pipe[i]
+			}
 			t, err := train.New(g.devs[i], rc, o)
 			if err != nil {
 				return err
@@ -99,37 +106,40 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 	return rk, nil
 }
 
-// axisComms is each member's communicator in its tensor group (nil with
-// one tensor-parallel rank) and in its data group (g's own with one).
-func axisComms(g *Group, lay Layout) (tensor, data []*Comm, err error) {
-	data = make([]*Comm, g.Members())
-	if lay.TP == 1 {
+// axisComms is each member's communicator in its group of each axis:
+// its tensor group and its pipeline (nil with one rank on the axis), its
+// data group (g's own when the layout is data-parallel only).
+func axisComms(g *Group, lay Layout) (axes [NumAxes][]*Comm, err error) {
+	data := make([]*Comm, g.Members())
+	axes[DataAxis] = data
+	if lay.TP == 1 && lay.PP == 1 {
 		copy(data, g.comms)
-		return nil, data, nil
+		return axes, nil
 	}
-	tensor = make([]*Comm, g.Members())
 	index := make(map[*Comm]int, g.Members())
 	for i, c := range g.comms {
 		index[c] = i
 	}
-	for _, ax := range []struct {
-		a   Axis
-		out []*Comm
-	}{{TensorAxis, tensor}, {DataAxis, data}} {
-		subs, err := g.Split(lay.Groups(ax.a))
+	for a := range NumAxes {
+		if a != DataAxis && lay.Degree(a) == 1 {
+			continue
+		}
+		out := make([]*Comm, g.Members())
+		subs, err := g.Split(lay.Groups(a))
 		if err != nil {
-			return nil, nil, err
+			return axes, err
 		}
 		for _, sub := range subs {
 			if sub == nil {
 				continue
 			}
 			for k, p := range sub.parents {
-				ax.out[index[p]] = sub.comms[k]
+				out[index[p]] = sub.comms[k]
 			}
 		}
+		axes[a] = out
 	}
-	return tensor, data, nil
+	return axes, nil
 }
 
 // Members is the number of member ranks (every rank but in a sparse
@@ -151,11 +161,14 @@ func (rk *Ranks) Traffic(i int) (all [NumCollectives]Traffic, axes [NumAxes][Num
 	if rk.tensor != nil {
 		axes[TensorAxis] = rk.tensor[i].Traffic()
 	}
+	if rk.pipe != nil {
+		axes[PipelineAxis] = rk.pipe[i].Traffic()
+	}
 	all = rk.g.Comm(i).Traffic()
 	if rk.data[i] != rk.g.Comm(i) {
 		all = addTraffic(all, axes[DataAxis])
 	}
-	return addTraffic(all, axes[TensorAxis]), axes
+	return addTraffic(addTraffic(all, axes[TensorAxis]), axes[PipelineAxis]), axes
 }
 
 func addTraffic(a, b [NumCollectives]Traffic) [NumCollectives]Traffic {
@@ -168,12 +181,13 @@ func addTraffic(a, b [NumCollectives]Traffic) [NumCollectives]Traffic {
 }
 
 // SetParams loads the whole model's weights: on every rank the same, or
-// a tensor-parallel rank's part of them (model.SplitParams).
+// the part a tensor-parallel rank or pipeline stage holds
+// (model.SplitParams).
 func (rk *Ranks) SetParams(flat []float32) error {
 	var errs []error
 	for i, t := range rk.tr {
 		mine := flat
-		if rk.layout.TP > 1 {
+		if rk.layout.TP > 1 || rk.layout.PP > 1 {
 			var err error
 			if mine, err = model.SplitParams(t.Setup().Model, flat); err != nil {
 				errs = append(errs, &RankError{Rank: rk.g.ranks[i], Err: err})
@@ -213,31 +227,49 @@ func (rk *Ranks) Params() ([]float32, error) {
 	if err != nil || all == nil {
 		return nil, err
 	}
+	// The parts: one per tensor rank and stage, in the layout's order of
+	// the first data replica's ranks.
 	whole := rk.tr[0].Setup().Model.Whole()
-	parts := make([][]float32, rk.layout.TP)
-	covered := make([]int, len(parts))
+	var cfgs []model.Config
+	parts := map[[2]int][]float32{}
+	covered := map[[2]int]int{}
 	for r, h := range all {
-		tp := rk.layout.Coord(r)[TensorAxis]
-		if parts[tp] == nil {
-			part, err := whole.TensorRank(rk.layout.TP, tp)
+		c := rk.layout.Coord(r)
+		key := [2]int{c[TensorAxis], c[PipelineAxis]}
+		if parts[key] == nil {
+			part, err := whole.TensorRank(rk.layout.TP, key[0])
+			if err == nil {
+				part, err = part.PipelineStage(rk.layout.PP, key[1])
+			}
 			if err != nil {
 				return nil, err
 			}
-			parts[tp] = make([]float32, part.NumParams())
+			parts[key] = make([]float32, part.NumParams())
 		}
 		for i, p := range h.Pieces {
-			covered[tp] += copy(parts[tp][p.Lo:p.Hi], h.Vals[i])
+			covered[key] += copy(parts[key][p.Lo:p.Hi], h.Vals[i])
 		}
 	}
-	for tp, part := range parts {
-		if covered[tp] != len(part) {
-			return nil, fmt.Errorf("zero: the ranks' pieces cover %d of tensor-parallel rank %d's %d parameters", covered[tp], tp, len(part))
+	if rk.layout.TP == 1 && rk.layout.PP == 1 {
+		if covered[[2]int{}] != len(parts[[2]int{}]) {
+			return nil, fmt.Errorf("zero: the ranks' pieces cover %d of the model's %d parameters", covered[[2]int{}], len(parts[[2]int{}]))
+		}
+		return parts[[2]int{}], nil
+	}
+	var flats [][]float32
+	for pp := range rk.layout.PP {
+		for tp := range rk.layout.TP {
+			key := [2]int{tp, pp}
+			if covered[key] != len(parts[key]) {
+				return nil, fmt.Errorf("zero: the ranks' pieces cover %d of the %d parameters of tensor-parallel rank %d of pipeline stage %d", covered[key], len(parts[key]), tp, pp)
+			}
+			part, _ := whole.TensorRank(rk.layout.TP, tp)
+			part, _ = part.PipelineStage(rk.layout.PP, pp)
+			cfgs = append(cfgs, part)
+			flats = append(flats, parts[key])
 		}
 	}
-	if rk.layout.TP == 1 {
-		return parts[0], nil
-	}
-	return model.JoinParams(whole, parts)
+	return model.JoinParams(cfgs, flats)
 }
 
 // Step runs one training step on every member at once, the rank of

@@ -11,157 +11,6 @@ import (
 	"trainmem/train"
 )
 
-// TestTensorParallelTrainsAsOneRank: t tensor-parallel ranks (Megatron-LM's
-// split of the blocks, model/tensor.go) of each of d data-parallel replicas
-// train as one rank of batch d·b: the same losses on every rank of a
-// tensor group, and the whole model's weights, put together from the
-// ranks' parts, those of the one rank.
-//
-// The tolerances: in float64 the split changes only the order of the sums
-// (a row-parallel product's K/t partial sums added across the ranks, a
-// column-parallel input gradient's t parts), an error near 1e-16 relative,
-// so the losses must agree to 1e-12 and the weights (read back as float32)
-// to a float32 unit in the last place (or 1e-12 for a weight whose gradient
-// is zero but for rounding, as the key bias's is: softmax ignores a shift of
-// every score of a query); in fp32 the same reordering errors are near
-// 1e-7, the losses agree to 1e-5, and AdamW may turn an update near a zero
-// gradient either way, by at most lr a step (2·lr·steps between the two
-// runs). In bf16 each rank's part of a row-parallel product is rounded to
-// bf16 before the ranks sum it (as Megatron-LM's bf16 all-reduce does),
-// once more than one rank's whole product: the losses agree to a bf16 unit
-// of the loss (2⁻⁸ relative), the weights to a few bf16 units and on
-// average to 2⁻¹⁰.
-func TestTensorParallelTrainsAsOneRank(t *testing.T) {
-	const b, T, steps = 2, 16, 3
-	for _, tc := range []struct {
-		tp, dp  int
-		set     Setting
-		opt     model.Optimizer
-		prec    model.Precision
-		pol     model.CheckpointKind
-		float64 bool
-		sp      bool
-	}{
-		{2, 1, Setting{}, model.SGD, model.FP32, 0, true, true},
-		{4, 1, Setting{}, model.AdamW, model.FP32, model.CheckpointFull, true, true},
-		{2, 2, Setting{Stage: 2}, model.AdamW, model.FP32, model.CheckpointSelective, true, true},
-		{2, 2, Setting{Stage: 3}, model.AdamW, model.BF16, 0, false, true},
-		{2, 1, Setting{}, model.SGD, model.FP32, 0, true, false},
-		{4, 1, Setting{}, model.AdamW, model.FP32, 0, true, false},
-		{2, 2, Setting{Stage: 1}, model.AdamW, model.FP32, model.CheckpointFull, true, false},
-		{2, 1, Setting{}, model.AdamW, model.FP32, 0, false, false},
-		{4, 1, Setting{}, model.AdamW, model.FP32, model.CheckpointSelective, false, false},
-		{2, 2, Setting{Stage: 0, BucketBytes: 64 << 10}, model.AdamW, model.FP32, 0, false, false},
-		{2, 2, Setting{Stage: 3}, model.AdamW, model.FP32, 0, false, false},
-		{2, 1, Setting{}, model.AdamW, model.BF16, model.CheckpointFull, false, false},
-		{2, 2, Setting{Stage: 2}, model.AdamW, model.BF16, 0, false, false},
-	} {
-		name := fmt.Sprintf("tp=%d/dp=%d/%s/%s/%s/%s", tc.tp, tc.dp, tc.set, tc.opt, tc.prec, model.Checkpoint{Kind: tc.pol})
-		if tc.float64 {
-			name += "/float64"
-		}
-		if tc.sp {
-			name += "/sequence-parallel"
-		}
-		t.Run(name, func(t *testing.T) {
-			opt := train.DefaultOptimizer(tc.opt)
-			opt.LR = 1e-2
-			opts := train.Options{Optimizer: opt, Float64: tc.float64}
-			init := model.InitParams(tinyCfg, 3)
-			one := setupOf(tinyCfg, tc.dp*b, T, 1, 0, tc.prec, tc.opt)
-			one.Checkpoint = model.Checkpoint{Kind: tc.pol}
-			ref, err := train.New(hosts(t, 1)[0], checked(t, one), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ref.Close()
-			if err := ref.SetParams(init); err != nil {
-				t.Fatal(err)
-			}
-			s := setupOf(tinyCfg, b, T, tc.dp, tc.set.Stage, tc.prec, tc.opt)
-			s.TP, s.Checkpoint, s.SequenceParallel = tc.tp, model.Checkpoint{Kind: tc.pol}, tc.sp
-			g, err := NewGroup(hosts(t, tc.tp*tc.dp))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rk, err := NewRanks(g, checked(t, s), tc.set, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rk.Close()
-			if err := rk.SetParams(init); err != nil {
-				t.Fatal(err)
-			}
-			lay := Layout{DP: tc.dp, TP: tc.tp, PP: 1}
-			lossTol := 1e-5
-			switch {
-			case tc.float64:
-				lossTol = 1e-12
-			case tc.prec != model.FP32:
-				lossTol = 0x1p-8
-			}
-			big := loaderBatches(t, tc.dp*b, T)
-			for step := range steps {
-				tok, tgt := make([]int32, tc.dp*b*T), make([]int32, tc.dp*b*T)
-				if err := big.Next(tok, tgt); err != nil {
-					t.Fatal(err)
-				}
-				want, err := ref.Step(tok, tgt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				recs, err := rk.Step(func(i int) ([]int32, []int32) {
-					d := lay.Coord(i)[DataAxis] // a replica's micro-batch: its rows of the big batch
-					return tok[d*b*T : (d+1)*b*T], tgt[d*b*T : (d+1)*b*T]
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				mean := 0.0
-				for i, r := range recs {
-					if first := recs[lay.Group(TensorAxis, i)[0]].Loss; r.Loss != first {
-						t.Errorf("step %d: rank %d's loss %.9g, its tensor group's first rank's %.9g", step+1, i, r.Loss, first)
-					}
-					mean += r.Loss / float64(len(recs))
-				}
-				if math.Abs(mean-want.Loss) > lossTol*math.Abs(want.Loss) {
-					t.Errorf("step %d: the ranks' mean loss %.12f, one rank's %.12f", step+1, mean, want.Loss)
-				}
-			}
-			wp, err := ref.Params()
-			if err != nil {
-				t.Fatal(err)
-			}
-			gp, err := rk.Params()
-			if err != nil {
-				t.Fatal(err)
-			}
-			bound, meanBound := 2*float64(steps)*float64(opt.LR), 1e-6
-			switch {
-			case tc.float64:
-				bound, meanBound = 0, 0 // a float32 unit of each weight, below
-			case tc.prec != model.FP32:
-				bound, meanBound = bound+4*0x1p-8, 0x1p-10
-			}
-			var worst, sum float64
-			for i := range wp {
-				d := math.Abs(float64(gp[i]) - float64(wp[i]))
-				ulp := float64(math.Nextafter32(float32(math.Abs(float64(wp[i]))), math.MaxFloat32)) - math.Abs(float64(wp[i]))
-				if tc.float64 && d > ulp && d > 1e-12 {
-					t.Fatalf("weight %d: %.9g, one rank's %.9g: more than a float32 unit apart", i, gp[i], wp[i])
-				}
-				worst = max(worst, d)
-				sum += d
-			}
-			mean := sum / float64(len(wp))
-			t.Logf("weights differ from one rank's by up to %.3g (mean %.3g)", worst, mean)
-			if !tc.float64 && (worst > bound || mean > meanBound) {
-				t.Errorf("weights differ from one rank's by up to %g (mean %g), want at most %g (mean %g)", worst, mean, bound, meanBound)
-			}
-		})
-	}
-}
-
 // A tensor-parallel layout simulated on shape-only ranks allocates, rank by
 // rank, what measured host ranks do (every allocator statistic) and sends
 // the same traffic; each rank holds its part's weights, and its tensor
@@ -405,5 +254,36 @@ func TestTensorParallel14M(t *testing.T) {
 		}
 		t.Logf("tp %d sequence-parallel %t: loss %.12f (one rank %.12f), weights within %.2g", tc.tp, tc.sp, recs[0].Loss, want.Loss, worst)
 		rk.Close()
+	}
+}
+
+// sameWeights holds the weights gp of a layout's ranks, put together, to
+// wp, one rank's after steps steps at learning rate lr: in float64 each to
+// a float32 unit (or 1e-12 near zero); in fp32 by at most 2·lr·steps (AdamW
+// may turn an update near a zero gradient either way) and 1e-6 on average;
+// in a 16-bit precision a few bf16 units more, 2⁻¹⁰ on average.
+func sameWeights(t *testing.T, wp, gp []float32, float64s bool, prec model.Precision, steps int, lr float32) {
+	t.Helper()
+	bound, meanBound := 2*float64(steps)*float64(lr), 1e-6
+	switch {
+	case float64s:
+		bound, meanBound = 0, 0 // a float32 unit of each weight, below
+	case prec != model.FP32:
+		bound, meanBound = bound+4*0x1p-8, 0x1p-10
+	}
+	var worst, sum float64
+	for i := range wp {
+		d := math.Abs(float64(gp[i]) - float64(wp[i]))
+		ulp := float64(math.Nextafter32(float32(math.Abs(float64(wp[i]))), math.MaxFloat32)) - math.Abs(float64(wp[i]))
+		if float64s && d > ulp && d > 1e-12 {
+			t.Fatalf("weight %d: %.9g, one rank's %.9g: more than a float32 unit apart", i, gp[i], wp[i])
+		}
+		worst = max(worst, d)
+		sum += d
+	}
+	mean := sum / float64(len(wp))
+	t.Logf("weights differ from one rank's by up to %.3g (mean %.3g)", worst, mean)
+	if !float64s && (worst > bound || mean > meanBound) {
+		t.Errorf("weights differ from one rank's by up to %g (mean %g), want at most %g (mean %g)", worst, mean, bound, meanBound)
 	}
 }

@@ -1,0 +1,196 @@
+package zero
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"trainmem/model"
+	"trainmem/train"
+)
+
+// TestLayoutTrainsAsOneRank: a layout of d data-parallel replicas (under
+// ZeRO-0 to 3), t tensor-parallel ranks (Megatron-LM's split of the
+// blocks, model/tensor.go, with or without sequence parallelism) and p
+// pipeline stages running M micro-batches of b (GPipe or 1F1B;
+// model/pipeline.go) trains as one rank of batch d·M·b: the same loss on
+// every rank of a replica (a pipeline's stages learn the last stage's),
+// the one rank's mean loss over the replicas, and the whole model's
+// weights, put together from the ranks' parts (a tied embedding's two
+// copies, a whole row's t copies equal), those of the one rank.
+//
+// The tolerances: in float64 the layout changes only the order of the
+// sums (a row-parallel product's K/t partial sums added across the ranks,
+// a column-parallel input gradient's t parts, a gradient summed over the
+// M micro-batches in order where one rank sums every row at once, the
+// loss a mean of the micro-batches' means), an error near 1e-16 relative:
+// the losses agree to 1e-12 and the weights (read back as float32) to a
+// float32 unit in the last place (or 1e-12 for a weight whose gradient is
+// zero but for rounding, as the key bias's is: softmax ignores a shift of
+// every score of a query). In fp32 the same reordering errors are near
+// 1e-7, the losses agree to 1e-5, and AdamW may turn an update near a zero
+// gradient either way, by at most lr a step (2·lr·steps between the two
+// runs). In bf16 each rank's part of a row-parallel product is rounded to
+// bf16 before the ranks sum it (as Megatron-LM's bf16 all-reduce does),
+// and each micro-batch's gradient before it is added (as PyTorch adds a
+// new gradient to .grad in the parameter's type), once more than one
+// rank's whole product or gradient: the losses agree to a bf16 unit of
+// the loss (2⁻⁸ relative), the weights to a few bf16 units and on average
+// to 2⁻¹⁰.
+func TestLayoutTrainsAsOneRank(t *testing.T) {
+	const b, T, steps = 2, 16, 3
+	cfg := tinyCfg
+	cfg.Layers = 4
+	for _, tc := range []struct {
+		pp, m, tp, dp int
+		sched         model.PipelineSchedule
+		set           Setting
+		prec          model.Precision
+		pol           model.CheckpointKind
+		opt           model.Optimizer
+		float64       bool
+		untied        bool
+		sp            bool
+	}{
+		// Tensor parallel, with and without sequence parallelism.
+		{tp: 2, dp: 1, opt: model.SGD, float64: true, sp: true},
+		{tp: 4, dp: 1, pol: model.CheckpointFull, float64: true, sp: true},
+		{tp: 2, dp: 2, set: Setting{Stage: 2}, pol: model.CheckpointSelective, float64: true, sp: true},
+		{tp: 2, dp: 2, set: Setting{Stage: 3}, prec: model.BF16, sp: true},
+		{tp: 2, dp: 1, opt: model.SGD, float64: true},
+		{tp: 4, dp: 1, float64: true},
+		{tp: 2, dp: 2, set: Setting{Stage: 1}, pol: model.CheckpointFull, float64: true},
+		{tp: 2, dp: 1},
+		{tp: 4, dp: 1, pol: model.CheckpointSelective},
+		{tp: 2, dp: 2, set: Setting{Stage: 0, BucketBytes: 64 << 10}},
+		{tp: 2, dp: 2, set: Setting{Stage: 3}},
+		{tp: 2, dp: 1, prec: model.BF16, pol: model.CheckpointFull},
+		{tp: 2, dp: 2, set: Setting{Stage: 2}, prec: model.BF16},
+		// Pipelines, alone and beside the other two axes.
+		{pp: 1, m: 4, tp: 1, dp: 1, float64: true}, // gradient accumulation
+		{pp: 2, m: 1, tp: 1, dp: 1, float64: true},
+		{pp: 2, m: 4, tp: 1, dp: 1, float64: true},
+		{pp: 2, m: 4, tp: 1, dp: 1, sched: model.GPipe, float64: true},
+		{pp: 4, m: 4, tp: 1, dp: 1, float64: true, pol: model.CheckpointFull},
+		{pp: 4, m: 6, tp: 1, dp: 1, sched: model.GPipe, float64: true, untied: true},
+		{pp: 3, m: 2, tp: 1, dp: 1, float64: true}, // 4 blocks over 3 stages: 2, 1, 1
+		{pp: 2, m: 2, tp: 2, dp: 2, float64: true, set: Setting{Stage: 1}},
+		{pp: 2, m: 2, tp: 2, dp: 2, pol: model.CheckpointSelective},
+		{pp: 2, m: 4, tp: 1, dp: 2, set: Setting{Stage: 0, BucketBytes: 64 << 10}},
+		{pp: 4, m: 4, tp: 1, dp: 1, sched: model.GPipe},
+		{pp: 2, m: 4, tp: 1, dp: 1, prec: model.BF16, pol: model.CheckpointFull},
+	} {
+		tc.pp, tc.m = max(tc.pp, 1), max(tc.m, 1)
+		if tc.opt == 0 {
+			tc.opt = model.AdamW
+		}
+		name := fmt.Sprintf("tp=%d/dp=%d/pp=%d/m=%d/%s/%s/%s/%s/%s", tc.tp, tc.dp, tc.pp, tc.m, tc.sched, tc.set, tc.opt, tc.prec, model.Checkpoint{Kind: tc.pol})
+		if tc.float64 {
+			name += "/float64"
+		}
+		if tc.untied {
+			name += "/untied"
+		}
+		if tc.sp {
+			name += "/sequence-parallel"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := cfg
+			c.Untied = tc.untied
+			if tc.pp == 1 {
+				c.Layers = 2 // tensor and data parallel alone: the two blocks of tiny
+			}
+			opt := train.DefaultOptimizer(tc.opt)
+			opt.LR = 1e-2
+			opts := train.Options{Optimizer: opt, Float64: tc.float64}
+			init := model.InitParams(c, 3)
+			rows := tc.dp * tc.m * b // one rank's batch
+			one := setupOf(c, rows, T, 1, 0, tc.prec, tc.opt)
+			one.Checkpoint = model.Checkpoint{Kind: tc.pol}
+			ref, err := train.New(hosts(t, 1)[0], checked(t, one), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			if err := ref.SetParams(init); err != nil {
+				t.Fatal(err)
+			}
+			s := setupOf(c, b, T, tc.dp, tc.set.Stage, tc.prec, tc.opt)
+			s.TP, s.PP, s.MicroBatches, s.Pipeline, s.SequenceParallel = tc.tp, tc.pp, tc.m, tc.sched, tc.sp
+			s.Checkpoint = model.Checkpoint{Kind: tc.pol}
+			lay := Layout{DP: tc.dp, TP: tc.tp, PP: tc.pp}
+			g, err := NewGroup(hosts(t, lay.Size()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rk, err := NewRanks(g, checked(t, s), tc.set, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rk.Close()
+			if err := rk.SetParams(init); err != nil {
+				t.Fatal(err)
+			}
+			lossTol := 1e-5
+			switch {
+			case tc.float64:
+				lossTol = 1e-12
+			case tc.prec != model.FP32:
+				lossTol = 0x1p-8
+			}
+			big := loaderBatches(t, rows, T)
+			per := tc.m * b * T // a replica's tokens a step
+			for step := range steps {
+				tok, tgt := make([]int32, rows*T), make([]int32, rows*T)
+				if err := big.Next(tok, tgt); err != nil {
+					t.Fatal(err)
+				}
+				want, err := ref.Step(tok, tgt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs, err := rk.Step(func(i int) ([]int32, []int32) {
+					d := lay.Coord(i)[DataAxis]
+					return tok[d*per : (d+1)*per], tgt[d*per : (d+1)*per]
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mean := 0.0
+				for i, r := range recs {
+					if first := recs[lay.Group(TensorAxis, i)[0]].Loss; r.Loss != first {
+						t.Errorf("step %d: rank %d's loss %.9g, its tensor group's first rank's %.9g", step+1, i, r.Loss, first)
+					}
+					if tc.pp*tc.m == 1 {
+						mean += r.Loss / float64(len(recs))
+						continue
+					}
+					if r.MicroBatches != tc.m {
+						t.Errorf("rank %d: %d micro-batches in its record, want %d", i, r.MicroBatches, tc.m)
+					}
+					stage := lay.Coord(i)[PipelineAxis]
+					inFlight := tc.m
+					if tc.sched == model.OneFOneB {
+						inFlight = min(tc.pp-stage, tc.m)
+					}
+					if r.InFlight != inFlight {
+						t.Errorf("rank %d (stage %d): %d micro-batches in flight, want %d", i, stage, r.InFlight, inFlight)
+					}
+					mean += r.Loss / float64(len(recs))
+				}
+				if math.Abs(mean-want.Loss) > lossTol*math.Abs(want.Loss) {
+					t.Errorf("step %d: the ranks' mean loss %.12f, one rank's %.12f", step+1, mean, want.Loss)
+				}
+			}
+			wp, err := ref.Params()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gp, err := rk.Params()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameWeights(t, wp, gp, tc.float64, tc.prec, steps, opt.LR)
+		})
+	}
+}
