@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
 )
@@ -192,5 +194,109 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 			}
 			sameWeights(t, wp, gp, tc.float64, tc.prec, steps, opt.LR)
 		})
+	}
+}
+
+// A pipeline layout simulated on shape-only ranks allocates, rank by rank,
+// what measured host ranks do (every allocator statistic) and sends the
+// same traffic. Each stage's point-to-point traffic is the schedule's: M
+// inputs received and M input gradients sent by every stage but the
+// first, M outputs sent and M output gradients received by every stage but
+// the last, each b·s·h values, and the tied embedding's gradient (its V·h
+// part) both ways between the first and the last stage. Without
+// recomputation a stage's activations peak at its micro-batches in flight
+// times one micro-batch's: 1F1B's stage r keeps min(P-r, M), GPipe's M.
+func TestSimulatePipeline(t *testing.T) {
+	cfg := tinyCfg
+	cfg.Layers = 4
+	const b, T = 2, 16
+	tok := make([]int32, 8*b*T)
+	for _, tc := range []struct {
+		pp, m, tp, dp int
+		sched         model.PipelineSchedule
+		set           Setting
+		pol           model.CheckpointKind
+		untied        bool
+	}{
+		{pp: 2, m: 4, tp: 1, dp: 1},
+		{pp: 4, m: 4, tp: 1, dp: 1},
+		{pp: 4, m: 4, tp: 1, dp: 1, sched: model.GPipe},
+		{pp: 4, m: 6, tp: 1, dp: 1, untied: true},
+		{pp: 2, m: 3, tp: 1, dp: 1, pol: model.CheckpointFull},
+		{pp: 3, m: 5, tp: 1, dp: 2, set: Setting{Stage: 1}, pol: model.CheckpointSelective},
+		{pp: 2, m: 2, tp: 2, dp: 2, set: Setting{Stage: 0, BucketBytes: 16 << 10}},
+		{pp: 1, m: 4, tp: 1, dp: 2},
+	} {
+		c := cfg
+		c.Untied = tc.untied
+		s := setupOf(c, b, T, tc.dp, tc.set.Stage, model.BF16, model.AdamW)
+		s.TP, s.PP, s.MicroBatches, s.Pipeline = tc.tp, tc.pp, tc.m, tc.sched
+		s.Checkpoint = model.Checkpoint{Kind: tc.pol}
+		lay := LayoutOf(s)
+		name := fmt.Sprintf("%v m %d %s %s %s untied %t", lay, tc.m, tc.sched, tc.set, s.Checkpoint, tc.untied)
+		res, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), tc.set, 2, nil)
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		meas, err := Measure(hosts(t, lay.Size()), s, tc.set, train.Options{}, model.InitParams(c, 1), 2,
+			func(int, int) ([]int32, []int32, error) { return tok[:tc.m*b*T], tok[:tc.m*b*T], nil })
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		if len(res) != lay.Size() {
+			t.Fatalf("%s: %d ranks simulated, want all %d", name, len(res), lay.Size())
+		}
+		// One micro-batch's activations, by stage: a run of M = 1.
+		one := s
+		one.MicroBatches, one.Ranks, one.ZeRO = 1, 1, 0
+		single, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, one), Setting{}, 2, nil)
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		for r := range res {
+			if res[r].Stats != meas[r].Stats {
+				t.Errorf("%s rank %d: simulated %+v, measured %+v", name, r, res[r].Stats, meas[r].Stats)
+			}
+			if res[r].Traffic != meas[r].Traffic {
+				t.Errorf("%s rank %d: traffic simulated %+v, measured %+v", name, r, res[r].Traffic, meas[r].Traffic)
+			}
+			co := lay.Coord(r)
+			st := co[PipelineAxis]
+			part, _ := c.TensorRank(tc.tp, co[TensorAxis])
+			part, _ = part.PipelineStage(tc.pp, st)
+			stream := int64(b * T * c.Hidden * 2) // bf16
+			var sent, recv int64
+			if st > 0 {
+				sent, recv = sent+int64(tc.m)*stream, recv+int64(tc.m)*stream
+			}
+			if st < tc.pp-1 {
+				sent, recv = sent+int64(tc.m)*stream, recv+int64(tc.m)*stream
+			}
+			if !tc.untied && tc.pp > 1 && (st == 0 || st == tc.pp-1) {
+				w, _ := part.ParamByName("wte")
+				sent, recv = sent+2*w.Count, recv+2*w.Count
+			}
+			p2p := res[r].AxisTraffic[PipelineAxis][SendRecv]
+			if p2p.SentBytes != sent || p2p.RecvBytes != recv {
+				t.Errorf("%s rank %d (stage %d): send_recv sent %d and received %d bytes, want %d and %d", name, r, st, p2p.SentBytes, p2p.RecvBytes, sent, recv)
+			}
+			if got, want := res[r].Stats.CategoryRequested[cuda.Params].Current, 2*part.NumParams(); tc.dp == 1 && got != want {
+				t.Errorf("%s rank %d: params %d bytes, want its stage's %d", name, r, got, want)
+			}
+			if tc.pol != model.CheckpointNone {
+				continue
+			}
+			inFlight := tc.m
+			if tc.sched == model.OneFOneB {
+				inFlight = min(tc.pp-st, tc.m)
+			}
+			if res[r].Record.InFlight != inFlight {
+				t.Errorf("%s rank %d: %d micro-batches in flight, want %d", name, r, res[r].Record.InFlight, inFlight)
+			}
+			oneAct := single[st*tc.tp+co[TensorAxis]].Stats.CategoryRequested[cuda.Activations].Peak
+			if got := res[r].Stats.CategoryRequested[cuda.Activations].Peak; got != int64(inFlight)*oneAct {
+				t.Errorf("%s rank %d (stage %d): activations peak at %d bytes, want %d in flight × %d", name, r, st, got, inFlight, oneAct)
+			}
+		}
 	}
 }
