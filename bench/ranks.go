@@ -39,9 +39,10 @@ func (r *SimulateReport) writeRanks(w io.Writer) error {
 	WriteHeader(w, s, fmt.Sprintf("%s × %s", model.Comma(int64(lay.Size())), r.Device))
 	fmt.Fprintf(w, "setting %s over %s\n", r.Setting, ranksText(s))
 	writeTensorSplit(w, s)
+	writePipelineSplit(w, s)
 	writeSimulatedRanks(w, lay.Size(), r.Ranks)
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
-	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States)
+	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States, false)
 }
 
 // writeTensorSplit says, with tensor parallelism, what a rank holds and
@@ -59,10 +60,80 @@ func writeTensorSplit(w io.Writer, s model.Setup) {
 		s.TP, s.TP, model.Comma(int64(rows)), model.Comma(part.NumParams()), model.Comma(s.Model.NumParams()))
 }
 
+// writePipelineSplit says, with pipeline stages, what each stage holds,
+// its micro-batches and the schedule's bubble.
+func writePipelineSplit(w io.Writer, s model.Setup) {
+	if s.PP == 1 {
+		return
+	}
+	m := max(s.MicroBatches, 1)
+	fmt.Fprintf(w, "pipeline %d stages of the %d blocks (L/P each, the first L mod P one more), the embedding on stage 0, the head and the loss on stage %d", s.PP, s.Model.Layers, s.PP-1)
+	if !s.Model.Untied {
+		fmt.Fprint(w, " with a copy of the tied token embedding")
+	}
+	fmt.Fprintf(w, "; %s of %d a step in %s's order, an ideal bubble of (P-1)/(M+P-1) = %.1f%% of a step; ranks are numbered tensor rank fastest, then data rank, then stage (Megatron-LM's order)\n",
+		microBatches(m), s.Batch, s.Pipeline, 100*float64(s.PP-1)/float64(m+s.PP-1))
+}
+
+// writeStages writes each pipeline stage's blocks, parameters and
+// micro-batches in flight (counted as the stage ran: the most whose
+// forward pass had run and backward pass had not) and, measured, the time
+// it waited on its neighbours.
+func writeStages(w io.Writer, s model.Setup, ranks []zero.RankResult, measured bool) error {
+	if s.PP == 1 {
+		return nil
+	}
+	lay := zero.LayoutOf(s)
+	fmt.Fprintln(w, "\nper pipeline stage (its ranks' first):")
+	var t Table
+	head := []string{"stage", "ranks", "blocks", "parameters", "in flight", "peak activations"}
+	if measured {
+		head = append(head, "waited", "of the step")
+	}
+	t.Add(head...)
+	seen := map[int]bool{}
+	for _, rr := range ranks {
+		st := lay.Coord(rr.Rank)[zero.PipelineAxis]
+		if seen[st] {
+			continue
+		}
+		seen[st] = true
+		part, err := s.Model.TensorRank(s.TP, lay.Coord(rr.Rank)[zero.TensorAxis])
+		if err == nil {
+			part, err = part.PipelineStage(s.PP, st)
+		}
+		if err != nil {
+			return err
+		}
+		var members []int
+		for r := range lay.Size() {
+			if lay.Coord(r)[zero.PipelineAxis] == st {
+				members = append(members, r)
+			}
+		}
+		blocks := fmt.Sprintf("%d-%d", part.Stage.Lo, part.Stage.Lo+part.Layers-1)
+		span := fmt.Sprint(members[0])
+		if len(members) > 1 {
+			span = fmt.Sprintf("%d-%d", members[0], members[len(members)-1])
+		}
+		row := []string{fmt.Sprint(st), span, blocks, model.Comma(part.NumParams()),
+			fmt.Sprint(rr.Record.InFlight), model.GiB(rr.Stats.CategoryRequested[cuda.Activations].Peak)}
+		if measured {
+			share := "-"
+			if rr.Record.StepMs > 0 {
+				share = fmt.Sprintf("%.1f%%", 100*rr.Record.BubbleMs/rr.Record.StepMs)
+			}
+			row = append(row, fmt.Sprintf("%.1f ms", rr.Record.BubbleMs), share)
+		}
+		t.Add(row...)
+	}
+	return t.Write(w)
+}
+
 // writeRankTables writes each rank's peaks per category (ranks alike
 // folded into one row) with the ZeRO paper's model states (nil: not
 // counted) beside them, then each rank's traffic in the last step.
-func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.RankResult, states *model.States) error {
+func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.RankResult, states *model.States, measured bool) error {
 	var t Table
 	head := []string{"rank"}
 	for _, c := range rankCategories {
@@ -91,12 +162,18 @@ func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.
 	default:
 		fmt.Fprintln(w, "  parameter server: rank 0 alone holds the optimizer states (master, adam_m, adam_v); the ZeRO paper does not count this setting")
 	}
-	if states != nil && s.TP > 1 {
+	switch {
+	case states != nil && s.PP > 1:
+		fmt.Fprintf(w, "  Φ is the first stage's part of the model (tensor rank 0's), %s parameters (the ZeRO paper's model parallelism: each data-parallel group shards its own part)\n", model.Comma(rankParams(s)))
+	case states != nil && s.TP > 1:
 		fmt.Fprintf(w, "  Φ is a tensor-parallel rank's part of the model, %s parameters (the ZeRO paper's model parallelism: each data-parallel group shards its own part)\n", model.Comma(rankParams(s)))
+	}
+	if err := writeStages(w, s, ranks, measured); err != nil {
+		return err
 	}
 	fmt.Fprintln(w, "\ntraffic per rank in the last step (the ring algorithm's bytes):")
 	t = Table{}
-	if s.TP == 1 {
+	if s.TP == 1 && s.PP == 1 {
 		t.Add("rank", "collective", "calls", "sent", "received")
 		for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.Traffic == y.Traffic }) {
 			for k, tr := range ranks[g.first].Traffic {
@@ -109,7 +186,7 @@ func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.
 	}
 	t.Add("rank", "group", "collective", "calls", "sent", "received")
 	for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.AxisTraffic == y.AxisTraffic }) {
-		for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis} {
+		for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis, zero.PipelineAxis} {
 			for k, tr := range ranks[g.first].AxisTraffic[a] {
 				if tr.Calls > 0 {
 					t.Add(g.name, a.String(), zero.Collective(k).String(), model.Comma(tr.Calls), model.Bytes(tr.SentBytes), model.Bytes(tr.RecvBytes))
@@ -183,9 +260,9 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 				d.Traffic = append(d.Traffic, trafficDoc{zero.Collective(k).String(), tr})
 			}
 		}
-		if r.Setup.TP > 1 {
+		if r.Setup.TP > 1 || r.Setup.PP > 1 {
 			d.TrafficByGroup = map[string][]trafficDoc{}
-			for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis} {
+			for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis, zero.PipelineAxis} {
 				for k, tr := range rr.AxisTraffic[a] {
 					if tr.Calls > 0 {
 						d.TrafficByGroup[a.String()] = append(d.TrafficByGroup[a.String()], trafficDoc{zero.Collective(k).String(), tr})

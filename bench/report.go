@@ -36,6 +36,8 @@ type (
 		TP               int    `json:"tp"`
 		PP               int    `json:"pp"`
 		SequenceParallel bool   `json:"sequence_parallel"`
+		MicroBatches     int    `json:"micro_batches,omitempty"`
+		Schedule         string `json:"schedule,omitempty"`
 	}
 	rankDoc struct {
 		Params int64 `json:"params"` // parameters held before ZeRO sharding
@@ -103,6 +105,12 @@ func setupDocOf(s model.Setup) setupDoc {
 	d := setupDoc{Precision: s.Precision.String(), Optimizer: s.Optimizer.String(), Ranks: s.Ranks, ZeRO: s.ZeRO, TP: s.TP, PP: s.PP, SequenceParallel: s.SequenceParallel}
 	if !s.ParamsOnly() {
 		d.Batch, d.Seq, d.Checkpoint = s.Batch, s.Seq, s.Checkpoint.String()
+	}
+	if s.MicroBatches > 1 || s.PP > 1 {
+		d.MicroBatches = max(s.MicroBatches, 1)
+	}
+	if s.PP > 1 {
+		d.Schedule = s.Pipeline.String()
 	}
 	return d
 }

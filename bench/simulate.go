@@ -103,15 +103,19 @@ func Simulate(newDevice func() cuda.Device, capacity int64, o Options, traces Ra
 }
 
 // rankParams is the parameters a data-parallel rank's model states are
-// of: the whole model's, or a tensor-parallel rank's part (rank 0's: the
-// split divides the heads evenly, so every part is as large).
+// of: the whole model's, or the part of tensor rank 0 of the first
+// pipeline stage (the split divides the heads evenly, so every tensor
+// rank's part of a stage is about as large; the first stage holds the
+// embeddings).
 func rankParams(s model.Setup) int64 {
-	if s.TP > 1 {
-		if part, err := s.Model.TensorRank(s.TP, 0); err == nil {
-			return part.NumParams()
-		}
+	part, err := s.Model.TensorRank(s.TP, 0)
+	if err == nil {
+		part, err = part.PipelineStage(s.PP, 0)
 	}
-	return s.Model.NumParams()
+	if err != nil {
+		return s.Model.NumParams()
+	}
+	return part.NumParams()
 }
 
 // ranksText is a setup's ranks in words: "4 ranks", or its layout with

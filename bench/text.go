@@ -57,13 +57,28 @@ func Describe(s model.Setup) string {
 	return fmt.Sprintf("%s, checkpoint %s", describeRun(s), s.Checkpoint)
 }
 
+// microBatches is "1 micro-batch", "8 micro-batches".
+func microBatches(m int) string {
+	if m == 1 {
+		return "1 micro-batch"
+	}
+	return model.Comma(int64(m)) + " micro-batches"
+}
+
 // describeRun is the setup but for the checkpoint policy.
 func describeRun(s model.Setup) string {
 	prec := s.Precision.String()
 	if s.Precision.Mixed() {
 		prec += " mixed precision"
 	}
-	return fmt.Sprintf("micro-batch %d, sequence %d, %s, %s", s.Batch, s.Seq, prec, s.Optimizer)
+	micro := ""
+	if s.MicroBatches > 1 || s.PP > 1 {
+		micro = " × " + microBatches(max(s.MicroBatches, 1))
+		if s.PP > 1 {
+			micro += fmt.Sprintf(" (%s)", s.Pipeline)
+		}
+	}
+	return fmt.Sprintf("micro-batch %d%s, sequence %d, %s, %s", s.Batch, micro, s.Seq, prec, s.Optimizer)
 }
 
 func cell(v *int64) string {

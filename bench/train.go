@@ -119,7 +119,7 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile}
 	var saved []float32
 	var saveErr error
-	mine, err := zero.Run(g, o.Setup, set, opts, init, o.Steps, where.stream(batches, lay),
+	mine, err := zero.Run(g, o.Setup, set, opts, init, o.Steps, where.stream(batches, lay, o.Setup.Setup().MicroBatches),
 		func(step int, mine []train.Record, _ error) error {
 			recs, err := zero.Gather(g, mine)
 			if err != nil {

@@ -85,7 +85,7 @@ func (r *TrainReport) writeRanks(w io.Writer) error {
 			states = &st
 		}
 	}
-	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, states)
+	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, states, true)
 }
 
 // engineText says in words what moved the ranks' data.

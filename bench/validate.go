@@ -348,7 +348,7 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	}
 	finished := 0
 	errStopped := errors.New("stopped")
-	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, lay), func(step int, recs []train.Record, _ error) error {
+	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, lay, s.MicroBatches), func(step int, recs []train.Record, _ error) error {
 		finished = step + 1
 		if one {
 			rec := recs[0]

@@ -113,35 +113,50 @@ func (w Where) prepare(devs []cuda.Device, c model.Checked, set zero.Setting, da
 	return batches, init, nil
 }
 
-// stream is the batches of a run of the layout's ranks: data rank d takes
-// the d-th of every DP micro-batches of the data's stream, and every
-// tensor-parallel rank of a replica the same one. In one process the
-// members ask in rank order, each in turn (the first tensor rank of a
-// replica reads its micro-batch, the others of the replica, after it,
-// share it); a process's rank reads the DP of a step and keeps its own.
-func (w Where) stream(b *train.Batches, lay zero.Layout) func(step, rank int) ([]int32, []int32, error) {
+// stream is the batches of a run of the layout's ranks: each step, data
+// rank d takes the d-th run of m micro-batches (the setup's micro-batches
+// a step) of every DP such runs of the data's stream, and every
+// tensor-parallel rank and pipeline stage of a replica the same run. In
+// one process the members ask in rank order, each in turn (the first
+// tensor rank of a replica's first stage reads its run, the others of the
+// replica, after it, share it); a process's rank reads the DP runs of a
+// step and keeps its own.
+func (w Where) stream(b *train.Batches, lay zero.Layout, m int) func(step, rank int) ([]int32, []int32, error) {
+	m = max(m, 1)
+	run := func() (tok, tgt []int32, err error) {
+		for range m {
+			t, g, err := b.Next()
+			if err != nil {
+				return nil, nil, err
+			}
+			tok, tgt = append(tok, t...), append(tgt, g...)
+		}
+		return tok, tgt, nil
+	}
 	if w.Link == nil {
-		var tok, tgt []int32
+		tok, tgt := make([][]int32, lay.DP), make([][]int32, lay.DP)
 		return func(_, rank int) ([]int32, []int32, error) {
-			if lay.Coord(rank)[zero.TensorAxis] == 0 {
-				t, g, err := b.Next()
+			c := lay.Coord(rank)
+			d := c[zero.DataAxis]
+			if c[zero.TensorAxis] == 0 && c[zero.PipelineAxis] == 0 {
+				t, g, err := run()
 				if err != nil {
 					return nil, nil, err
 				}
-				tok, tgt = t, g
+				tok[d], tgt[d] = t, g
 			}
-			return tok, tgt, nil
+			return tok[d], tgt[d], nil
 		}
 	}
 	return func(_, rank int) (tok, tgt []int32, err error) {
 		mine := lay.Coord(rank)[zero.DataAxis]
 		for q := range lay.DP {
-			t, g, err := b.Next()
+			t, g, err := run()
 			if err != nil {
 				return nil, nil, err
 			}
 			if q == mine {
-				tok, tgt = append([]int32(nil), t...), append([]int32(nil), g...)
+				tok, tgt = t, g
 			}
 		}
 		return tok, tgt, nil

@@ -34,9 +34,11 @@ type setupFlags struct {
 	checkpoint model.Checkpoint
 
 	ranks, zero, tp, pp int
-	ps                  bool  // --data-parallel ps
-	prefetch            bool  // --prefetch
-	bucketBytes         int64 // --bucket-mb; 0: DDP's default
+	micro               int                    // --micro-batches
+	schedule            model.PipelineSchedule // --schedule
+	ps                  bool                   // --data-parallel ps
+	prefetch            bool                   // --prefetch
+	bucketBytes         int64                  // --bucket-mb; 0: DDP's default
 	sequenceParallel    bool
 
 	// capSeq caps a default --seq at the model's context (train, validate).
@@ -72,7 +74,7 @@ type setupOptions struct {
 
 // addSetupFlags defines the model and setup flags on fs.
 func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
-	f := &setupFlags{fs: fs, checkpoint: model.Checkpoint{Kind: model.CheckpointNone}, ranks: 1, tp: 1, pp: 1}
+	f := &setupFlags{fs: fs, checkpoint: model.Checkpoint{Kind: model.CheckpointNone}, ranks: 1, tp: 1, pp: 1, micro: 1}
 	preset := "model preset: " + strings.Join(model.PresetNames(), ", ")
 	if o.preset != "" {
 		preset += " (default " + o.preset + ")"
@@ -133,6 +135,13 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			f.runsTensor = true
 			fs.BoolVar(&f.sequenceParallel, "sequence-parallel", false, "with --tp, split the residual stream, the layer norms and the additions by rows too (Korthikanti et al. 2022, Section 4.2.2): gathered before each column-parallel layer, reduce-scattered after each row-parallel one; b·s must be a multiple of t")
 			intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t`, of each data-parallel rank, each with a device of its own: Megatron-LM's split (each block's heads and MLP channels, the vocabulary of the token embedding, the head and the cross entropy); must divide the heads")
+			intVar(fs, &f.pp, "pp", 1, "pipeline stages, `P`, of each data-parallel rank, each with a device of its own: the blocks split into runs (L/P each, the first L mod P one more), the embedding on the first stage, the head and the loss on the last; activations and their gradients sent between neighbours")
+			intVar(fs, &f.micro, "micro-batches", 1, "micro-batches, `M`, of --batch a step: a pipeline's (its stages run them in --schedule's order), or gradient accumulation on one stage (each micro-batch's gradients added to the step's)")
+			fs.Func("schedule", "the pipeline schedule: 1f1b (Narayanan et al. 2021, as Megatron-LM runs it: stage r keeps at most P-r micro-batches) or gpipe (every forward pass, then every backward pass: M kept) (default 1f1b)", func(v string) error {
+				sc, err := model.ParsePipelineSchedule(v)
+				f.schedule = sc
+				return err
+			})
 		}
 		return f
 	}
@@ -191,7 +200,9 @@ var elsewhere = map[string]string{
 	"prefetch":          "ZeRO-3's prefetch belongs to 'trainmem simulate', 'trainmem validate' and 'trainmem train' with --ranks N --zero 3",
 	"bucket-mb":         "gradient buckets belong to 'trainmem simulate' and 'trainmem validate' with --ranks N --zero 0 or --zero 2",
 	"tp":                "tensor parallelism is run rank by rank by 'trainmem simulate', 'trainmem train' and 'trainmem validate' with --tp T, and estimated by 'trainmem estimate' and 'trainmem fit'",
-	"pp":                "this subcommand runs one device; pipeline parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
+	"pp":                "pipeline parallelism is run stage by stage by 'trainmem simulate', 'trainmem train' and 'trainmem validate' with --pp P, and estimated by 'trainmem estimate' and 'trainmem fit'",
+	"micro-batches":     "micro-batches belong to 'trainmem simulate', 'trainmem train' and 'trainmem validate'",
+	"schedule":          "the pipeline schedule belongs to 'trainmem simulate', 'trainmem train' and 'trainmem validate' with --pp P",
 	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 }
 
@@ -222,6 +233,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		{"zero", f.zero, 0, 3, true},
 		{"tp", f.tp, 1, model.MaxHidden, true},
 		{"pp", f.pp, 1, model.MaxLayers, true},
+		{"micro-batches", f.micro, 1, model.MaxBatch, true},
 	} {
 		if r.check && (r.v < r.lo || r.v > r.hi) {
 			if r.flag == "zero" {
@@ -233,6 +245,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 	s := model.Setup{
 		Batch: f.batch, Precision: f.precision, Optimizer: f.optimizer, Checkpoint: f.checkpoint,
 		Ranks: f.ranks, ZeRO: f.zero, TP: f.tp, PP: f.pp, SequenceParallel: f.sequenceParallel,
+		MicroBatches: f.micro, Pipeline: f.schedule,
 	}
 	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("vocab") || f.set("context") || f.set("untied")
 	switch {
