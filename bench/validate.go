@@ -177,16 +177,20 @@ func checkSetup(c model.Checked) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	return checkRunnable(c.Setup(), 1, 1, 0)
+	if s := c.Setup(); s.MicroBatches > 1 {
+		return fmt.Errorf("bench: %d micro-batches a step are run by 'trainmem simulate', 'trainmem train' and 'trainmem validate'", s.MicroBatches)
+	}
+	return checkRunnable(c.Setup(), 1, 1, 1, 0)
 }
 
 // checkRunnable refuses what a measured run of ranks data-parallel ranks
-// of tp tensor-parallel ranks each under ZeRO stage zero cannot run.
-func checkRunnable(s model.Setup, ranks, tp, zero int) error {
+// of tp tensor-parallel ranks and pp stages each under ZeRO stage zero
+// cannot run.
+func checkRunnable(s model.Setup, ranks, tp, pp, zero int) error {
 	if s.ParamsOnly() {
 		return errors.New("bench: a parameter count alone cannot be run: give a model shape")
 	}
-	if s.Ranks != ranks || s.TP != tp || s.PP != 1 || s.ZeRO != zero {
+	if s.Ranks != ranks || s.TP != tp || s.PP != pp || s.ZeRO != zero {
 		return ErrParallel
 	}
 	return nil
@@ -218,7 +222,7 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 		return nil, err
 	}
 	s := c.Setup()
-	if err := checkRunnable(s, s.Ranks, s.TP, s.ZeRO); err != nil {
+	if err := checkRunnable(s, s.Ranks, s.TP, s.PP, s.ZeRO); err != nil {
 		return nil, err
 	}
 	steps := o.Steps
@@ -240,8 +244,8 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 	}
 	r := &ValidateReport{Setup: s, Setting: set, Estimate: e, Formulas: model.Formulas(), Steps: steps}
 	for tr := range s.TP {
-		if s.TP == 1 {
-			break
+		if s.TP == 1 || s.PP > 1 {
+			break // a pipeline stage's trainmem formula is still to come
 		}
 		part, err := c.TensorRank(tr)
 		if err != nil {

@@ -27,6 +27,7 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		fmt.Fprintf(w, "measured %s ranks on %s each, %s, data %s\n", model.Comma(int64(lay.Size())), v.Device, over, v.Data)
 	}
 	writeTensorSplit(w, s)
+	writePipelineSplit(w, s)
 	writeSimulatedRanks(w, lay.Size(), v.SimulatedRanks)
 	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, ranksText(s), v.Steps)
 	st := v.Estimate.States
@@ -71,7 +72,21 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	r0 := v.SimulatedRanks[0].Stats
-	if a := r0.CategoryRequested[cuda.Activations].Peak; a > 0 {
+	if s.PP > 1 {
+		var sims []zero.RankResult
+		for _, sr := range v.SimulatedRanks {
+			sims = append(sims, sr)
+			if v.MeasuredRanks != nil {
+				sims[len(sims)-1].Record = v.MeasuredRanks[sr.Rank].Record
+			}
+		}
+		if err := writeStages(w, s, sims, v.MeasuredRanks != nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "why they differ: a pipeline stage's activations are its micro-batches in flight times one micro-batch's of its own blocks (1F1B: stage r keeps min(P-r, M), GPipe all M); the paper's and Korthikanti's first stage count P in flight of L/P blocks, %s by Korthikanti et al.'s formula\n\n",
+			model.Bytes(v.Estimate.ActivationBytes(model.Korthikanti)))
+	}
+	if a := r0.CategoryRequested[cuda.Activations].Peak; a > 0 && s.PP == 1 {
 		fmt.Fprintf(w, "why they differ: activations are a rank's own micro-batch's, which data parallelism leaves as they are: the ZeRO paper's 12·h·b·s·L values say %s, the simulation %s; 'trainmem validate' without --ranks explains each formula's gap kind by kind\n",
 			model.Bytes(paper[cuda.Activations]), model.Bytes(a))
 	}
@@ -111,9 +126,9 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 	}
 	parts := []part{{"", func(r zero.RankResult) [zero.NumCollectives]zero.Traffic { return r.Traffic }}}
 	head := []string{"rank", "collective", "calls", "simulated sent", "measured sent", "received"}
-	if s.TP > 1 {
+	if s.TP > 1 || s.PP > 1 {
 		parts = nil
-		for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis} {
+		for _, a := range []zero.Axis{zero.TensorAxis, zero.DataAxis, zero.PipelineAxis} {
 			parts = append(parts, part{a.String(), func(r zero.RankResult) [zero.NumCollectives]zero.Traffic { return r.AxisTraffic[a] }})
 		}
 		head = append([]string{"rank", "group"}, head[1:]...)

@@ -257,7 +257,8 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"--vocab", strconv.Itoa(c.Vocab)}, {"--context", strconv.Itoa(c.Context)}, {"--untied", strconv.FormatBool(c.Untied)},
 		{"--batch", strconv.Itoa(s.Batch)}, {"--seq", strconv.Itoa(s.Seq)},
 		{"--precision", s.Precision.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
-		{"--world", strconv.Itoa(s.Ranks)}, {"--tp", strconv.Itoa(s.TP)}, {"the setting (--zero, --data-parallel, --prefetch)", set.String()},
+		{"--world", strconv.Itoa(s.Ranks)}, {"--tp", strconv.Itoa(s.TP)}, {"--pp", strconv.Itoa(s.PP)},
+		{"--micro-batches", strconv.Itoa(max(s.MicroBatches, 1))}, {"--schedule", s.Pipeline.String()}, {"the setting (--zero, --data-parallel, --prefetch)", set.String()},
 		{"--bucket-mb", strconv.FormatInt(set.BucketBytes, 10) + " bytes"},
 		{"--steps", strconv.Itoa(tf.steps)}, {"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64)}, {"--seed", strconv.FormatUint(tf.seed, 10)},
 		{"--data", tf.data}, {"--load", tf.load}, {"--device", tf.device},
@@ -274,14 +275,14 @@ func (f *launchFlags) ranksFrom(l zero.Launch, sf *setupFlags) error {
 	if !l.Processes() {
 		return nil
 	}
-	tp := max(sf.tp, 1)
-	if l.World%tp != 0 {
-		return usagef("--tp %d: it does not divide the %d processes %s started (valid: a divisor of %d)", tp, l.World, l.Launcher, l.World)
+	tp, pp := max(sf.tp, 1), max(sf.pp, 1)
+	if l.World%(tp*pp) != 0 {
+		return usagef("--tp %d × --pp %d: it does not divide the %d processes %s started (valid: a divisor of %d)", tp, pp, l.World, l.Launcher, l.World)
 	}
-	dp := l.World / tp
+	dp := l.World / (tp * pp)
 	if sf.set("ranks") && sf.ranks != dp {
-		if tp > 1 {
-			return usagef("--ranks %d: this process is rank %d of %d started by %s, %d data-parallel ranks of --tp %d (give --ranks %d, or leave it out)", sf.ranks, l.Rank, l.World, l.Launcher, dp, tp, dp)
+		if tp*pp > 1 {
+			return usagef("--ranks %d: this process is rank %d of %d started by %s, %d data-parallel ranks of --tp %d × --pp %d (give --ranks %d, or leave it out)", sf.ranks, l.Rank, l.World, l.Launcher, dp, tp, pp, dp)
 		}
 		return usagef("--ranks %d: this process is rank %d of %d started by %s (give --ranks %d, or leave it out)", sf.ranks, l.Rank, l.World, l.Launcher, l.World)
 	}

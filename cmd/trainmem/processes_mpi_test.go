@@ -82,6 +82,34 @@ func TestMPITensorParallel(t *testing.T) {
 	sameTrainRuns(t, dir, "in", "procs", 4, 3)
 }
 
+// train of a dp 2 × pp 2 layout under mpirun: the records and saved
+// weights of the same layout in one process.
+func TestMPIPipeline(t *testing.T) {
+	dir := t.TempDir()
+	args := func(out, save string) []string {
+		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--pp", "2", "--micro-batches", "2", "--zero", "1", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
+	}
+	mustRun(t, append(args("in.jsonl", "in.bin"), "--ranks", "2")...)
+	if _, merr, err := mpirun(t, append([]string{"-np", "4", "BIN"}, append(args("procs.jsonl", "procs.bin"), "--backend", "mpi")...)...); err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, merr)
+	}
+	sameTrainRuns(t, dir, "in", "procs", 4, 3)
+}
+
+// validate of a dp 2 × tp 2 × pp 2 layout under mpirun: every rank's
+// memory and traffic equal to the same layout in one process, and to the
+// simulation.
+func TestMPIValidatePipeline(t *testing.T) {
+	args := ranksArgs([]string{"--zero", "1", "--tp", "2", "--pp", "2", "--micro-batches", "2"})
+	out, _ := mustRun(t, append(args, "--ranks", "2")...)
+	inproc := parseRankReport(t, "pp 2 in one process", out)
+	mout, merr, err := mpirun(t, append([]string{"-np", "8", "--oversubscribe", "BIN"}, append(args, "--backend", "mpi")...)...)
+	if err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, merr)
+	}
+	sameRanks(t, "dp 2 × tp 2 × pp 2", inproc, parseRankReport(t, "pp 2 over mpi", mout), 8)
+}
+
 // validate of a dp 2 × tp 2 layout under mpirun: every rank's memory and
 // traffic equal to the same layout in one process, and to the simulation.
 func TestMPIValidateTensorParallel(t *testing.T) {

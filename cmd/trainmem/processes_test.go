@@ -493,3 +493,20 @@ func TestRanksBLASDiffer(t *testing.T) {
 		}
 	}
 }
+
+// train --pp 2 over two processes (TCP) gives every record and the saved
+// weights of the same pipeline in one process.
+func TestTrainPipelineOverTCP(t *testing.T) {
+	dir := t.TempDir()
+	args := func(out, save string) []string {
+		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--pp", "2", "--micro-batches", "3", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
+	}
+	mustRun(t, args("in.jsonl", "in.bin")...)
+	ps := startRanks(t, 2, args("procs.jsonl", "procs.bin"), nil)
+	for r, code := range waitRanks(t, ps, 2*time.Minute) {
+		if code != 0 {
+			t.Fatalf("rank %d exited %d:\n%s", r, code, ps[r].stderr.String())
+		}
+	}
+	sameTrainRuns(t, dir, "in", "procs", 2, 3)
+}

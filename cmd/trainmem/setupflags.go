@@ -311,6 +311,9 @@ func (f *setupFlags) setup() (model.Checked, error) {
 // would otherwise build its graph for seconds before running out of the
 // shape device's address space).
 func (f *setupFlags) validate(s model.Setup) (model.Checked, error) {
+	if f.runsTensor && (s.PP > 1 || s.MicroBatches > 1) && s.ZeRO >= 2 {
+		return model.Checked{}, usagef("--zero %d with --pp %d and --micro-batches %d: a stage adds each micro-batch's gradients to the step's, which needs every gradient whole on the rank, and ZeRO-2 and 3 keep shards (valid: --zero 0 or 1, or --data-parallel ps; DeepSpeed's pipeline engine refuses them too)", s.ZeRO, s.PP, max(s.MicroBatches, 1))
+	}
 	if f.runsTensor && s.SequenceParallel && s.TP > 1 && (s.Batch*s.Seq)%s.TP != 0 {
 		return model.Checked{}, usagef("--sequence-parallel with --tp %d splits the %d rows of a micro-batch (--batch %d × --seq %d) over the ranks: give a batch and sequence whose product %d divides", s.TP, s.Batch*s.Seq, s.Batch, s.Seq, s.TP)
 	}

@@ -267,8 +267,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		if world > bench.MostMeasuredRanks {
 			ranks := fmt.Sprintf("--ranks %d", s.Ranks)
-			if s.TP > 1 {
-				ranks = fmt.Sprintf("--ranks %d with --tp %d (%d ranks)", s.Ranks, s.TP, world)
+			if s.TP*s.PP > 1 {
+				ranks = fmt.Sprintf("--ranks %d with --tp %d and --pp %d (%d ranks)", s.Ranks, s.TP, s.PP, world)
 			}
 			return usagef("%s: train runs at most %d ranks in one process ('trainmem simulate --ranks N' simulates any number; one process a rank trains any number: see --backend)", ranks, bench.MostMeasuredRanks)
 		}

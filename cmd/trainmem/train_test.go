@@ -276,3 +276,77 @@ func TestTrainTensorParallel(t *testing.T) {
 	wantUsage(t, []string{"train", "--tp", "3"}, "tensor-parallel ranks 3", "do not divide the 4 heads", "valid: 1, 2, 4")
 	wantUsage(t, []string{"train", "--tp", "4", "--sequence-parallel", "--batch", "1", "--seq", "5"}, "--sequence-parallel with --tp 4", "5 rows", "product 4 divides")
 }
+
+// train --pp 2 --micro-batches 4 over 2 data-parallel replicas trains as
+// one rank of batch 2·4·b: the same losses (to the report's four places),
+// the saved weights (the stages put together) within the fp32 bound, and
+// a record a rank a step carrying its micro-batches in flight; GPipe and
+// 1F1B give the same losses; gradient accumulation on one stage too.
+func TestTrainPipeline(t *testing.T) {
+	dir := t.TempDir()
+	out, save, ref := filepath.Join(dir, "r.jsonl"), filepath.Join(dir, "w.bin"), filepath.Join(dir, "one.bin")
+	const steps, lr = 2, 1e-3
+	text, _ := mustRun(t, "train", "--pp", "2", "--micro-batches", "4", "--ranks", "2", "--zero", "1", "--batch", "1", "--seq", "16", "--steps", "2", "--out", out, "--save", save)
+	one, _ := mustRun(t, "train", "--batch", "8", "--seq", "16", "--steps", "2", "--save", ref)
+	loss := func(s string) string {
+		i := strings.Index(s, "loss    ")
+		if i < 0 {
+			t.Fatalf("no loss line:\n%s", s)
+		}
+		return strings.Join(strings.Fields(s[i:])[1:6], " ")
+	}
+	if a, b := loss(text), loss(one); a != b {
+		t.Errorf("the layout's losses %q, one rank of batch 8: %q", a, b)
+	}
+	for _, want := range []string{"over 4 ranks (dp 2 × tp 1 × pp 2)", "per pipeline stage", "pipeline       send_recv"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report does not say %q:\n%s", want, text)
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 4*steps {
+		t.Fatalf("%d records, want 4 ranks × %d steps", len(lines), steps)
+	}
+	for _, l := range lines {
+		var r struct {
+			Rank     int `json:"rank"`
+			Micro    int `json:"micro_batches"`
+			InFlight int `json:"in_flight"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		if want := 2 - r.Rank/2; r.Micro != 4 || r.InFlight != want { // ranks 0, 1: stage 0
+			t.Errorf("rank %d: %d micro-batches, %d in flight, want 4 and %d: %s", r.Rank, r.Micro, r.InFlight, want, l)
+		}
+	}
+	cfg, _ := model.Preset("tiny")
+	got, err := model.LoadCheckpoint(save, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := model.LoadCheckpoint(ref, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for i := range want {
+		worst = max(worst, math.Abs(float64(got[i]-want[i])))
+	}
+	if worst > 2*lr*steps {
+		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, 2*lr*steps)
+	}
+	gpipe, _ := mustRun(t, "train", "--pp", "2", "--micro-batches", "4", "--schedule", "gpipe", "--ranks", "2", "--zero", "1", "--batch", "1", "--seq", "16", "--steps", "2")
+	accum, _ := mustRun(t, "train", "--micro-batches", "8", "--batch", "1", "--seq", "16", "--steps", "2")
+	if a, b, c := loss(gpipe), loss(accum), loss(one); a != c || b != c {
+		t.Errorf("GPipe's losses %q and gradient accumulation's %q, one rank of batch 8: %q", a, b, c)
+	}
+	wantUsage(t, []string{"train", "--pp", "3"}, "3 pipeline stages for 2 layers", "valid: 1 to 2")
+	wantUsage(t, []string{"train", "--pp", "2", "--schedule", "zb"}, `"zb"`, "valid: 1f1b, gpipe")
+	wantUsage(t, []string{"train", "--micro-batches", "0"}, "--micro-batches 0", "valid: 1 to")
+	wantUsage(t, []string{"train", "--pp", "2", "--ranks", "2", "--zero", "2"}, "--zero 2 with --pp 2", "ZeRO-2 and 3 keep shards")
+}

@@ -200,8 +200,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case !*noMeasure:
 		if world > bench.MostMeasuredRanks {
 			ranks := fmt.Sprintf("--ranks %d", s.Ranks)
-			if s.TP > 1 {
-				ranks = fmt.Sprintf("--ranks %d with --tp %d (%d ranks)", s.Ranks, s.TP, world)
+			if s.TP*s.PP > 1 {
+				ranks = fmt.Sprintf("--ranks %d with --tp %d and --pp %d (%d ranks)", s.Ranks, s.TP, s.PP, world)
 			}
 			return usagef("%s: validate measures at most %d ranks in one process (--no-measure estimates and simulates any number; one process a rank measures any number: see --backend)", ranks, bench.MostMeasuredRanks)
 		}

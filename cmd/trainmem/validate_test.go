@@ -149,7 +149,7 @@ func TestValidateBadInput(t *testing.T) {
 		{[]string{"--ranks", "9"}, []string{"--ranks 9", "at most 8", "--no-measure"}},
 		{[]string{"--ranks", "2", "--sweep", "checkpoint"}, []string{"--sweep checkpoint runs one rank"}},
 		{[]string{"--tp", "3"}, []string{"tensor-parallel ranks 3", "do not divide the 4 heads"}},
-		{[]string{"--tp", "2", "--ranks", "8"}, []string{"--ranks 8 with --tp 2 (16 ranks)", "at most 8"}},
+		{[]string{"--tp", "2", "--ranks", "8"}, []string{"--ranks 8 with --tp 2 and --pp 1 (16 ranks)", "at most 8"}},
 		{[]string{"--device", "tpu"}, []string{`"tpu"`, "host, cuda"}},
 		{[]string{"--device", "cuda"}, []string{"--device cuda", "make build-cuda", "-tags trainmem_cuda"}},
 		{[]string{"--seq", "65"}, []string{"65", "valid"}},
