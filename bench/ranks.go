@@ -73,6 +73,21 @@ func writePipelineSplit(w io.Writer, s model.Setup) {
 	}
 	fmt.Fprintf(w, "; %s of %d a step in %s's order, an ideal bubble of (P-1)/(M+P-1) = %.1f%% of a step; ranks are numbered tensor rank fastest, then data rank, then stage (Megatron-LM's order)\n",
 		microBatches(m), s.Batch, s.Pipeline, 100*float64(s.PP-1)/float64(m+s.PP-1))
+	if s.Model.Layers%s.PP == 0 {
+		return
+	}
+	// Uneven stages: the schedule's bubble with each stage's passes as
+	// long as its blocks (a backward pass twice its forward).
+	fwd, bwd := make([]float64, s.PP), make([]float64, s.PP)
+	for r := range fwd {
+		_, n := model.StageBlocks(s.Model.Layers, s.PP, r)
+		fwd[r], bwd[r] = float64(n), 2*float64(n)
+	}
+	var shares []string
+	for r, b := range s.Pipeline.Bubble(m, fwd, bwd) {
+		shares = append(shares, fmt.Sprintf("stage %d %.1f%%", r, 100*b))
+	}
+	fmt.Fprintf(w, "         the stages are uneven: with each stage's passes as long as its blocks, the schedule idles %s of the step\n", strings.Join(shares, ", "))
 }
 
 // writeStages writes each pipeline stage's blocks, parameters and

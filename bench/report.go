@@ -193,7 +193,8 @@ func policyName(p model.Checkpoint, s model.Setup) string {
 		return "model states"
 	}
 	if p.Kind == model.CheckpointSqrt {
-		return fmt.Sprintf("sqrt (every:%d)", p.Segment(s.Model.Layers/s.PP))
+		_, first := model.StageBlocks(s.Model.Layers, s.PP, 0) // the first stage's blocks
+		return fmt.Sprintf("sqrt (every:%d)", p.Segment(first))
 	}
 	return p.String()
 }

@@ -275,16 +275,17 @@ func TestValidateWithoutMeasuring(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Explanations, "\n"), "not measured") {
 		t.Error("no line says nothing was measured")
 	}
-	// Over ranks the same call validates every simulated rank; pipeline
-	// parallelism is refused.
+	// Over ranks the same call validates every simulated rank, and a
+	// pipeline's stages; a parameter count alone is refused.
 	s.Ranks = 4
 	r, err = Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{}))
 	if err != nil || len(r.SimulatedRanks) != 4 || r.MeasuredRanks != nil || r.Rows != nil {
 		t.Errorf("4 ranks: %v", err)
 	}
-	s.Ranks, s.PP = 1, 2
-	if _, err := Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{})); !errors.Is(err, ErrParallel) {
-		t.Errorf("pp 2: %v, want ErrParallel", err)
+	s.Ranks, s.PP, s.MicroBatches = 1, 2, 3
+	r, err = Validate(context.Background(), nil, runOf(checked(t, s), 0, nil, zero.Setting{}))
+	if err != nil || len(r.SimulatedRanks) != 2 || r.SimulatedRanks[0].Record.InFlight != 2 || r.SimulatedRanks[1].Record.InFlight != 1 {
+		t.Errorf("pp 2 of 3 micro-batches: %v, want its two stages simulated, 2 and 1 micro-batches in flight", err)
 	}
 }
 

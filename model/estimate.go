@@ -784,9 +784,6 @@ func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 		e.Comm, err = dataParallelComm(s.Params, s)
 		return e, err
 	}
-	if L := s.Model.wholeBlocks(); s.PP > 1 && L%s.PP != 0 {
-		return Estimate{}, fmt.Errorf("model: the estimate's pipeline stages hold L/P blocks each, and %d stages do not divide the %d layers (valid: %s; trainmem's simulation splits them unevenly, model.StageBlocks)", s.PP, L, divisors(L))
-	}
 	var best Estimate
 	// The first stage holds the embeddings and P micro-batches in flight;
 	// middle stages hold the same blocks with fewer in flight and no
@@ -856,7 +853,7 @@ func (s Setup) stageParams(stage int, c *calc) int64 {
 	m := s.Model
 	h, t := int64(m.Hidden), int64(s.TP)
 	block := c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h))
-	n := c.mul(int64(m.Layers/s.PP), block)
+	n := c.mul(int64(s.stageLayers(stage)), block)
 	vocabRows := c.mul(ceilDiv(int64(m.Vocab), t), h)
 	first, last := stage == 0, stage == s.PP-1
 	if first {
@@ -911,7 +908,7 @@ func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 		final = pad(f)
 	}
 	block := pad(c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h)))
-	layers := m.Layers / s.PP
+	layers := s.stageLayers(stage)
 	k := int64(max(s.Checkpoint.Segment(layers), 1))
 	tiedHere := first && last && !m.Untied
 	forward := max(emb, block, final)
@@ -923,10 +920,28 @@ func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 	return max(forward, backward)
 }
 
-// inFlight is the micro-batches whose activations a stage holds at once
-// under the 1F1B schedule (Narayanan et al. 2021, Section 2.2): P on the
-// first stage, one fewer on each next one.
-func (s Setup) inFlight(stage int) int64 { return int64(s.PP - stage) }
+// inFlight is the micro-batches whose activations a stage holds at once:
+// under 1F1B (Narayanan et al. 2021, Section 2.2) P on the first stage,
+// one fewer on each next one, at most the setup's M micro-batches; under
+// GPipe all M. Without a micro-batch count, M ≥ P, as Korthikanti et al.
+// assume.
+func (s Setup) inFlight(stage int) int64 {
+	switch m := int64(s.MicroBatches); {
+	case m < 1:
+		return int64(s.PP - stage) // M ≥ P, as the formula assumes
+	case s.Pipeline == GPipe:
+		return m
+	default:
+		return min(int64(s.PP-stage), m)
+	}
+}
+
+// stageLayers is the blocks of pipeline stage stage: L/P each, the first
+// L mod P one more (StageBlocks).
+func (s Setup) stageLayers(stage int) int {
+	_, n := StageBlocks(s.Model.Layers, s.PP, stage)
+	return n
+}
 
 // LayerActivations is one transformer layer's stored activations in bytes,
 // split as Korthikanti et al. 2022, Section 4.1: attention 11·sbh and
@@ -1018,9 +1033,9 @@ func (s Setup) zeroPaper(stage int, c *calc) Activations {
 	layer := termOf(c, "layers", Part{Kind: LayerValues, Count: 12, Layers: 1, Bytes: c.mul(12, hz, bz, sz, e)})
 	input := termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: 1, Bytes: c.mul(hz, bz, sz, e)})
 	act := Activations{Formula: ZeROPaper, Source: ZeROPaper.Source()}
-	L := int64(m.Layers / s.PP)
+	L := int64(s.stageLayers(stage))
 	f := s.inFlight(stage)
-	if k := int64(s.Checkpoint.Segment(m.Layers / s.PP)); k > 0 {
+	if k := int64(s.Checkpoint.Segment(s.stageLayers(stage))); k > 0 {
 		act.Terms = []Term{input.times(c, c.mul(f, ceilDiv(L, k)), "checkpoints"), layer.times(c, k, "recompute_segment")}
 	} else {
 		act.Terms = []Term{layer.times(c, c.mul(f, L), "layers")}
@@ -1062,7 +1077,7 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 	if sp {
 		whole = c.mul(sz, bz, hz/t)
 	}
-	L := int64(m.Layers / s.PP)
+	L := int64(s.stageLayers(stage))
 	f := s.inFlight(stage)
 	act := Activations{Formula: Korthikanti, Source: Korthikanti.Source()}
 	single := func(name string, kind TensorKind, bytes int64) Term {
@@ -1083,7 +1098,7 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 			layer.scores.times(c, 1, "recompute_scores"),
 		}
 	default:
-		k := int64(s.Checkpoint.Segment(m.Layers / s.PP))
+		k := int64(s.Checkpoint.Segment(s.stageLayers(stage)))
 		one := termOf(c, "recompute_segment").plus(c, "recompute_segment", layer.all()...)
 		act.Terms = []Term{
 			single("checkpoints", Checkpoints, c.mul(e, whole)).times(c, c.mul(f, ceilDiv(L, k)), "checkpoints"),

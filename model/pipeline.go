@@ -317,3 +317,75 @@ func (c Checked) StageRank(r int) (Checked, error) {
 	s.Model = m
 	return s.Check()
 }
+
+// Bubble is each stage's idle share of a step under the schedule, for
+// stages whose forward and backward passes of one micro-batch take fwd[r]
+// and bwd[r]: every stage runs its Actions in order, a forward pass once
+// the previous stage's of the same micro-batch is done, a backward pass
+// once the next stage's is (communication taking no time). The step ends
+// when the last pass of any stage does; a stage's share is the time it is
+// not computing. With equal passes on every stage both schedules idle
+// (P-1)/(M+P-1) of the step (Narayanan et al. 2021, Section 2.2); 1F1B
+// keeps fewer micro-batches, not less idle time.
+func (p PipelineSchedule) Bubble(m int, fwd, bwd []float64) []float64 {
+	P := len(fwd)
+	acts := make([][]PipelineAction, P)
+	for r := range acts {
+		acts[r] = p.Actions(P, r, m)
+	}
+	// The time each stage's passes end, by micro-batch; -1: not yet run.
+	fEnd, bEnd := make([][]float64, P), make([][]float64, P)
+	for r := range fEnd {
+		fEnd[r], bEnd[r] = make([]float64, m), make([]float64, m)
+		for k := range m {
+			fEnd[r][k], bEnd[r][k] = -1, -1
+		}
+	}
+	next, clock := make([]int, P), make([]float64, P)
+	for left := P * 2 * m; left > 0; {
+		ran := false
+		for r := range P {
+		stage:
+			for next[r] < len(acts[r]) {
+				a := acts[r][next[r]]
+				ready := clock[r]
+				switch {
+				case !a.Backward && r > 0:
+					if fEnd[r-1][a.Micro] < 0 {
+						break stage
+					}
+					ready = max(ready, fEnd[r-1][a.Micro])
+				case a.Backward && r < P-1:
+					if bEnd[r+1][a.Micro] < 0 {
+						break stage
+					}
+					ready = max(ready, bEnd[r+1][a.Micro])
+				}
+				if a.Backward {
+					clock[r] = ready + bwd[r]
+					bEnd[r][a.Micro] = clock[r]
+				} else {
+					clock[r] = ready + fwd[r]
+					fEnd[r][a.Micro] = clock[r]
+				}
+				next[r]++
+				left--
+				ran = true
+			}
+		}
+		if !ran {
+			break // a schedule that cannot go on (none of trainmem's)
+		}
+	}
+	end := 0.0
+	for _, c := range clock {
+		end = max(end, c)
+	}
+	share := make([]float64, P)
+	for r := range share {
+		if end > 0 {
+			share[r] = 1 - float64(m)*(fwd[r]+bwd[r])/end
+		}
+	}
+	return share
+}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -195,5 +196,32 @@ func TestPipelineStageRefusals(t *testing.T) {
 	}
 	if whole := st.Whole(); whole != cfg {
 		t.Errorf("a stage's whole model is %v, want %v", whole, cfg)
+	}
+}
+
+// TestBubble: with equal passes on every stage, GPipe and 1F1B idle
+// (P-1)/(M+P-1) of a step on every stage (Narayanan et al. 2021, Section
+// 2.2, and Huang et al. 2019's bubble); one stage idles not at all; a
+// stage twice as slow as the others makes them wait for it.
+func TestBubble(t *testing.T) {
+	for _, sched := range []PipelineSchedule{OneFOneB, GPipe} {
+		for _, tc := range []struct{ p, m int }{{1, 4}, {2, 1}, {2, 4}, {4, 4}, {4, 8}, {8, 3}, {16, 64}} {
+			fwd, bwd := make([]float64, tc.p), make([]float64, tc.p)
+			for r := range fwd {
+				fwd[r], bwd[r] = 1, 2
+			}
+			want := float64(tc.p-1) / float64(tc.m+tc.p-1)
+			for r, got := range sched.Bubble(tc.m, fwd, bwd) {
+				if math.Abs(got-want) > 1e-12 {
+					t.Errorf("%s p %d m %d stage %d: bubble %.6f, want (P-1)/(M+P-1) = %.6f", sched, tc.p, tc.m, r, got, want)
+				}
+			}
+		}
+	}
+	// Stage 1 of 3 twice as slow: the step is set by it, (M+2)·2 + ... ;
+	// it idles least.
+	b := OneFOneB.Bubble(4, []float64{1, 2, 1}, []float64{2, 4, 2})
+	if !(b[1] < b[0] && b[1] < b[2]) {
+		t.Errorf("a slow middle stage idles %.3f, the others %.3f and %.3f: want it the least idle", b[1], b[0], b[2])
 	}
 }
