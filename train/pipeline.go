@@ -143,15 +143,22 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 
 	var spent [numPhases]time.Duration
 	var wait time.Duration
-	// exchange is one point-to-point call, its halves on micro-batches'
-	// slots (-1: none), timed as the stage's wait.
+	// exchange is one point-to-point call, timed on the device's clock as
+	// the stage's wait (a shape-only device's, without a modelled clock,
+	// stands still).
 	exchange := func(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) error {
 		if send == nil && recv == nil {
 			return nil
 		}
-		t0 := time.Now()
-		err := t.opts.Pipeline.SendRecv(send, to, recv, from)
-		wait += time.Since(t0)
+		m0, err := t.dev.Mark()
+		if err != nil {
+			return err
+		}
+		if err := t.opts.Pipeline.SendRecv(send, to, recv, from); err != nil {
+			return err
+		}
+		d, err := t.since(m0)
+		wait += d
 		return err
 	}
 	// The buffers a pass receives into: its input (a forward pass) or its

@@ -143,6 +143,8 @@ type Comm struct {
 	rank    int // in the group
 	idx     int // among the members
 	traffic [NumCollectives]Traffic
+	// alike are the ranks this one stands for in a simulation (alike.go).
+	alike []*alikeRank
 }
 
 var _ Communicator = (*Comm)(nil)

@@ -111,8 +111,7 @@ func (native) staging(call, int) int { return 0 }
 func (native) readsHost() bool       { return false }
 
 func (native) agreed(c *Comm, k call) {
-	sent, recvd := k.ringTraffic(c.rank, c.Size())
-	c.count(k.kind, sent, recvd)
+	c.countEach(k.kind, func(r int) (int64, int64) { return k.ringTraffic(r, c.Size()) })
 }
 
 // Engine is member i's native engine, nil for the ring (and for a

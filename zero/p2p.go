@@ -32,7 +32,7 @@ func (c *Comm) SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) 
 	if err := c.checkP2P(recv, from, "receive from"); err != nil {
 		return err
 	}
-	c.traffic[SendRecv].Calls++
+	c.countCall(SendRecv)
 	if send == nil && recv == nil {
 		return nil
 	}
@@ -48,12 +48,14 @@ func (c *Comm) SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) 
 			return err
 		}
 	}
+	var sent, recvd int64
 	if send != nil {
-		c.traffic[SendRecv].SentBytes += send.Bytes()
+		sent = send.Bytes()
 	}
 	if recv != nil {
-		c.traffic[SendRecv].RecvBytes += recv.Bytes()
+		recvd = recv.Bytes()
 	}
+	c.countEach(SendRecv, func(int) (int64, int64) { return sent, recvd })
 	return nil
 }
 

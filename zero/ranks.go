@@ -157,14 +157,26 @@ func (rk *Ranks) Comm(i int) *Comm { return rk.g.Comm(i) }
 // group's (the policy's reductions and gathers) and, in all, theirs and
 // whatever else it sent over the whole group.
 func (rk *Ranks) Traffic(i int) (all [NumCollectives]Traffic, axes [NumAxes][NumCollectives]Traffic) {
-	axes[DataAxis] = rk.data[i].Traffic()
+	return rk.traffic(i, -1)
+}
+
+// traffic is Traffic of member i (j < 0) or of the j-th rank it stands
+// for in a simulation (alike.go).
+func (rk *Ranks) traffic(i, j int) (all [NumCollectives]Traffic, axes [NumAxes][NumCollectives]Traffic) {
+	of := func(c *Comm) [NumCollectives]Traffic {
+		if j < 0 {
+			return c.Traffic()
+		}
+		return c.alike[j].traffic
+	}
+	axes[DataAxis] = of(rk.data[i])
 	if rk.tensor != nil {
-		axes[TensorAxis] = rk.tensor[i].Traffic()
+		axes[TensorAxis] = of(rk.tensor[i])
 	}
 	if rk.pipe != nil {
-		axes[PipelineAxis] = rk.pipe[i].Traffic()
+		axes[PipelineAxis] = of(rk.pipe[i])
 	}
-	all = rk.g.Comm(i).Traffic()
+	all = of(rk.g.Comm(i))
 	if rk.data[i] != rk.g.Comm(i) {
 		all = addTraffic(all, axes[DataAxis])
 	}

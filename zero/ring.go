@@ -39,12 +39,15 @@ func (ring) broadcast(c *Comm, send, recv *cuda.Buffer, root int) error {
 		// Every rank but the root's predecessor sends once, every rank but
 		// the root receives once.
 		bytes := int64(recv.Len) * size
-		if n > 1 && c.rank != mod(root-1, n) {
-			c.count(Broadcast, bytes, 0)
-		}
-		if n > 1 && c.rank != root {
-			c.count(Broadcast, 0, bytes)
-		}
+		c.countEach(Broadcast, func(r int) (sent, recvd int64) {
+			if n > 1 && r != mod(root-1, n) {
+				sent = bytes
+			}
+			if n > 1 && r != root {
+				recvd = bytes
+			}
+			return sent, recvd
+		})
 		return nil
 	}
 	for s := range n - 1 {
@@ -86,12 +89,15 @@ func (ring) reduce(c *Comm, send, recv *cuda.Buffer, op Op, root int) error {
 		// Every rank but the root sends once, every rank but the root's
 		// successor receives once.
 		bytes := int64(send.Len) * size
-		if n > 1 && c.rank != root {
-			c.count(Reduce, bytes, 0)
-		}
-		if n > 1 && c.rank != (root+1)%n {
-			c.count(Reduce, 0, bytes)
-		}
+		c.countEach(Reduce, func(r int) (sent, recvd int64) {
+			if n > 1 && r != root {
+				sent = bytes
+			}
+			if n > 1 && r != (root+1)%n {
+				recvd = bytes
+			}
+			return sent, recvd
+		})
 		return nil
 	}
 	for s := range n - 1 {
@@ -221,7 +227,9 @@ func (c *Comm) reduceScatterRing(kind Collective, op Op, total int, own func(i i
 	size := int64(out.DType.Size())
 	next, prev := (r+1)%n, mod(r-1, n)
 	if !c.g.computes {
-		c.count(kind, int64(total-own(r).Len)*size, int64(total-own(prev).Len)*size)
+		c.countEach(kind, func(r int) (int64, int64) {
+			return int64(total-own(r).Len) * size, int64(total-own(mod(r-1, n)).Len) * size
+		})
 		return nil
 	}
 	for s := range n - 1 {
@@ -254,7 +262,9 @@ func (c *Comm) allGatherRing(kind Collective, block func(b *cuda.Buffer, i int) 
 	next, prev := (r+1)%n, mod(r-1, n)
 	if !c.g.computes {
 		if n > 1 {
-			c.count(kind, int64(recv.Len-block(recv, next).Len)*size, int64(recv.Len-block(recv, r).Len)*size)
+			c.countEach(kind, func(r int) (int64, int64) {
+				return int64(recv.Len-block(recv, (r+1)%n).Len) * size, int64(recv.Len-block(recv, r).Len) * size
+			})
 		}
 		return nil
 	}
@@ -428,7 +438,7 @@ func (c *Comm) begin(k *call) error {
 		c.end()
 		return err
 	}
-	c.traffic[k.kind].Calls++
+	c.countCall(k.kind)
 	c.g.eng.agreed(c, *k)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"trainmem/cuda"
 	"trainmem/model"
@@ -46,12 +47,14 @@ func SimulatedRanks(n int) []int {
 
 // SimulatedRanks are the ranks Simulate runs of the layout: the ranks at
 // SimulatedRanks(DP) on the data axis times SimulatedRanks(TP) on the
-// tensor axis, in rank order. The tensor-parallel ranks of a replica hold
-// buffers of the same sizes (the split divides the heads evenly), and the
-// ring's uneven blocks make their traffic their own as on the data axis.
+// tensor axis, of every pipeline stage, in rank order. The tensor-parallel
+// ranks of a replica hold buffers of the same sizes (the split divides the
+// heads evenly), and the ring's uneven blocks make their traffic their own
+// as on the data axis; every stage is a rank of its own (its blocks, its
+// ends of the model, its micro-batches in flight).
 func (l Layout) SimulatedRanks() []int {
 	var rs []int
-	for _, p := range SimulatedRanks(l.PP) {
+	for p := range l.PP {
 		for _, d := range SimulatedRanks(l.DP) {
 			for _, t := range SimulatedRanks(l.TP) {
 				rs = append(rs, l.Rank(Coord{TensorAxis: t, DataAxis: d, PipelineAxis: p}))
@@ -82,7 +85,12 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 	if err := lay.Check(); err != nil {
 		return nil, err
 	}
-	ranks := lay.SimulatedRanks()
+	// The ranks reported; of them, one of each alike kind runs and
+	// stands for the others (alike.go), unless every rank is traced.
+	ranks, alike := lay.SimulatedRanks(), [][]int(nil)
+	if trace == nil && !simulateEvery {
+		ranks, alike = representatives(lay, s, set, ranks)
+	}
 	devs := make([]cuda.Device, len(ranks))
 	for i := range devs {
 		devs[i] = newDevice()
@@ -97,10 +105,19 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 	if err != nil {
 		return nil, err
 	}
+	for i, a := range alike {
+		if err := g.standFor(i, a); err != nil {
+			return nil, err
+		}
+	}
 	g.TraceRanks(trace)
 	// Shape-only ranks take no tokens: nothing that grows with the batch.
 	return Run(g, c, set, train.Options{}, nil, steps, train.NoBatch, nil, nil)
 }
+
+// simulateEvery, when a test sets it, has Simulate run every rank it
+// reports instead of one of each alike kind.
+var simulateEvery bool
 
 // Run is a run of every member of g: a trainer each under set, from the
 // weights init (nil: zero), steps steps of train's run loop (train.Loop;
@@ -137,22 +154,34 @@ func Run(g *Group, c model.Checked, set Setting, opts train.Options, init []floa
 			return nil, err
 		}
 	}
-	// Each step's traffic is the counters' growth over it.
+	// Each step's traffic is the counters' growth over it: every member's
+	// and every rank a member stands for (alike.go), in that order.
 	n := rk.Members()
 	type counts struct {
 		all  [NumCollectives]Traffic
 		axes [NumAxes][NumCollectives]Traffic
 	}
-	before, after := make([]counts, n), make([]counts, n)
-	for i := range after {
-		after[i].all, after[i].axes = rk.Traffic(i)
+	type who struct{ member, alike int } // alike -1: the member itself
+	var ranks []who
+	for i := range n {
+		ranks = append(ranks, who{i, -1})
 	}
+	for i := range n {
+		for j := range g.comms[i].alike {
+			ranks = append(ranks, who{i, j})
+		}
+	}
+	snapshot := func(out []counts) {
+		for k, w := range ranks {
+			out[k].all, out[k].axes = rk.traffic(w.member, w.alike)
+		}
+	}
+	before, after := make([]counts, len(ranks)), make([]counts, len(ranks))
+	snapshot(after)
 	looped, runErr := train.Loop(context.Background(), rk, steps, func(step, i int) ([]int32, []int32, error) { return batch(step, g.ranks[i]) },
 		func(step int, recs []train.Record, err error) error {
 			copy(before, after)
-			for i := range after {
-				after[i].all, after[i].axes = rk.Traffic(i)
-			}
+			snapshot(after)
 			if onStep != nil {
 				return onStep(step, recs, err)
 			}
@@ -166,16 +195,23 @@ func Run(g *Group, c model.Checked, set Setting, opts train.Options, init []floa
 	if recs == nil {
 		return nil, runErr
 	}
-	out := make([]RankResult, rk.Members())
-	for i := range out {
-		out[i] = RankResult{Rank: g.ranks[i], Record: recs[i], Stats: g.devs[i].Stats()}
+	out := make([]RankResult, len(ranks))
+	for k, w := range ranks {
+		i := w.member
+		out[k] = RankResult{Rank: g.ranks[i], Record: recs[i], Stats: g.devs[i].Stats()}
+		if w.alike >= 0 {
+			out[k].Rank = g.comms[i].alike[w.alike].rank
+		}
 		if e := g.Engine(i); e != nil {
-			out[i].Engine, out[i].EngineBytes = e.Name(), e.Bytes()
+			out[k].Engine, out[k].EngineBytes = e.Name(), e.Bytes()
 		}
-		out[i].Traffic = subTraffic(after[i].all, before[i].all)
-		for a := range out[i].AxisTraffic {
-			out[i].AxisTraffic[a] = subTraffic(after[i].axes[a], before[i].axes[a])
+		out[k].Traffic = subTraffic(after[k].all, before[k].all)
+		for a := range out[k].AxisTraffic {
+			out[k].AxisTraffic[a] = subTraffic(after[k].axes[a], before[k].axes[a])
 		}
+	}
+	if len(ranks) > n {
+		sort.Slice(out, func(a, b int) bool { return out[a].Rank < out[b].Rank })
 	}
 	return out, runErr
 }

@@ -34,6 +34,7 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 		member[r] = i
 	}
 	taken := make(map[int]int, g.size) // rank → the group holding it
+	pos := make(map[int]int, g.size)   // rank → its index in the group holding it
 	subs := make([]*Group, 0, len(groups))
 	for j, ranks := range groups {
 		if len(ranks) == 0 {
@@ -48,7 +49,7 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 			if k, dup := taken[r]; dup {
 				return nil, fmt.Errorf("zero: rank %d is in sub-groups %d and %d: each rank belongs to one group of a split", r, k, j)
 			}
-			taken[r] = j
+			taken[r], pos[r] = j, i
 			if m, ok := member[r]; ok {
 				parents = append(parents, g.comms[m])
 				subRanks = append(subRanks, i)
@@ -80,8 +81,12 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 		subs = append(subs, sub)
 	}
 	for _, sub := range subs {
-		if sub != nil {
-			g.subs = append(g.subs, sub)
+		if sub == nil {
+			continue
+		}
+		g.subs = append(g.subs, sub)
+		for k, p := range sub.parents {
+			splitAlike(p, sub.comms[k], pos)
 		}
 	}
 	return subs, nil

@@ -348,9 +348,11 @@ func TestHelpTellsTheTruth(t *testing.T) {
 	for _, cmd := range []string{"train", "validate", "simulate"} {
 		h := help(cmd)
 		formats := flagLine(h, "format")
-		refusals := []string{"pp", "params"}
-		if flagLine(h, "tp") == "" {
-			t.Errorf("%s -h does not list --tp: it runs the tensor-parallel ranks", cmd)
+		refusals := []string{"params"}
+		for _, runs := range []string{"tp", "pp", "micro-batches", "schedule"} {
+			if flagLine(h, runs) == "" {
+				t.Errorf("%s -h does not list --%s: it runs the layout's ranks", cmd, runs)
+			}
 		}
 		for _, refused := range refusals {
 			if flagLine(h, refused) != "" {

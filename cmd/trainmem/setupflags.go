@@ -245,7 +245,12 @@ func (f *setupFlags) setup() (model.Checked, error) {
 	s := model.Setup{
 		Batch: f.batch, Precision: f.precision, Optimizer: f.optimizer, Checkpoint: f.checkpoint,
 		Ranks: f.ranks, ZeRO: f.zero, TP: f.tp, PP: f.pp, SequenceParallel: f.sequenceParallel,
-		MicroBatches: f.micro, Pipeline: f.schedule,
+		Pipeline: f.schedule,
+	}
+	if f.runsTensor {
+		// The runs' micro-batches (default 1); the estimate's formulas
+		// take a pipeline's first stage to hold P (M ≥ P).
+		s.MicroBatches = f.micro
 	}
 	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("vocab") || f.set("context") || f.set("untied")
 	switch {
