@@ -1,11 +1,14 @@
 package zero
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
@@ -299,4 +302,63 @@ func TestSimulatePipeline(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A stage that fails in the middle of a step (its device runs out of
+// memory while its neighbours wait on it in their sends and receives) ends
+// the step on every rank of every group it is in, each naming it: none
+// waits forever.
+func TestPipelineRankFails(t *testing.T) {
+	cfg := tinyCfg
+	cfg.Layers = 4
+	s := setupOf(cfg, 2, 16, 2, 0, model.FP32, model.AdamW)
+	s.PP, s.MicroBatches = 2, 4
+	tok := make([]int32, 4*2*16)
+	batch := func(int, int) ([]int32, []int32, error) { return tok, tok, nil }
+	full, err := Measure(hosts(t, 4), s, Setting{}, train.Options{}, model.InitParams(cfg, 1), 1, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rank 3 (stage 1 of replica 1) gets room for its model states and
+	// less than its step's peak.
+	states := full[3].Stats.AllocatedBytes.Current
+	peak := full[3].Stats.AllocatedBytes.Peak
+	devs := hosts(t, 3)
+	small, err := host.New(host.Options{Threads: 1, BLAS: host.BLASGo, Capacity: (states + peak) / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	g, err := NewGroup(append(devs, small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := NewRanks(g, checked(t, s), Setting{}, train.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rk.Close()
+	if err := rk.SetParams(model.InitParams(cfg, 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rk.Step(func(int) ([]int32, []int32) { return tok, tok })
+	var oom *cuda.OutOfMemoryError
+	if err == nil || !errors.As(err, &oom) {
+		t.Fatalf("a stage out of memory: %v, want its out-of-memory error", err)
+	}
+	// Every other rank's error names rank 3: its pipeline peer (rank 1)
+	// waiting on it, its data-parallel peer (rank 2), and rank 0 through
+	// them.
+	for r := range 4 {
+		var line string
+		for _, l := range strings.Split(err.Error(), "\n") {
+			if strings.HasPrefix(l, fmt.Sprintf("rank %d: ", r)) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "rank 3 left the group (it failed (rank 3: train: forward") && !(r == 3 && strings.HasPrefix(line, "rank 3: train: forward")) {
+			t.Errorf("rank %d: %q, want it to name rank 3 and its failure", r, line)
+		}
+	}
+	t.Logf("%v", err)
 }

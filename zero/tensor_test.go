@@ -193,38 +193,41 @@ func TestKorthikantiTable2(t *testing.T) {
 }
 
 // A 14M-parameter config (6 layers, h 384, 6 heads, a vocabulary of 8192)
-// over tp 2 and tp 3 (with sequence parallelism), in float64: one step's
-// loss equals one rank's to 1e-12 and the weights agree to a float32 unit,
-// as for tiny (TestTensorParallelTrainsAsOneRank gives the reasons).
-func TestTensorParallel14M(t *testing.T) {
+// over tp 2 and tp 3 (with sequence parallelism), pp 2 and 3 under both
+// schedules and tp 2 × pp 2, in float64: one step's loss equals one rank's
+// of the same rows to 1e-12 and the weights agree to a float32 unit, as
+// for tiny (TestLayoutTrainsAsOneRank gives the reasons).
+func TestLayout14M(t *testing.T) {
 	cfg := model.Config{Name: "14m", Layers: 6, Hidden: 384, Heads: 6, Vocab: 8192, Context: 256}
 	const b, T = 1, 48
-	tok := make([]int32, b*T)
-	for i := range tok {
-		tok[i] = int32(i * 7919 % cfg.Vocab)
-	}
 	init := model.InitParams(cfg, 5)
 	opts := train.Options{Optimizer: train.DefaultOptimizer(model.AdamW), Float64: true}
-	ref, err := train.New(hosts(t, 1)[0], checked(t, setupOf(cfg, b, T, 1, 0, model.FP32, model.AdamW)), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	if err := ref.SetParams(init); err != nil {
-		t.Fatal(err)
-	}
-	want, err := ref.Step(tok, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wp, _ := ref.Params()
 	for _, tc := range []struct {
-		tp int
-		sp bool
-	}{{2, false}, {3, true}} {
+		tp, pp, m int
+		sched     model.PipelineSchedule
+		sp        bool
+	}{{2, 1, 1, 0, false}, {3, 1, 1, 0, true}, {1, 2, 2, model.OneFOneB, false}, {1, 3, 3, model.GPipe, false}, {2, 2, 3, model.OneFOneB, false}} {
+		name := fmt.Sprintf("tp %d pp %d m %d %s sequence-parallel %t", tc.tp, tc.pp, tc.m, tc.sched, tc.sp)
+		tok := make([]int32, tc.m*b*T)
+		for i := range tok {
+			tok[i] = int32(i * 7919 % cfg.Vocab)
+		}
+		ref, err := train.New(hosts(t, 1)[0], checked(t, setupOf(cfg, tc.m*b, T, 1, 0, model.FP32, model.AdamW)), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.SetParams(init); err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Step(tok, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wp, _ := ref.Params()
+		ref.Close()
 		s := setupOf(cfg, b, T, 1, 0, model.FP32, model.AdamW)
-		s.TP, s.SequenceParallel = tc.tp, tc.sp
-		g, _ := NewGroup(hosts(t, tc.tp))
+		s.TP, s.PP, s.MicroBatches, s.Pipeline, s.SequenceParallel = tc.tp, tc.pp, tc.m, tc.sched, tc.sp
+		g, _ := NewGroup(hosts(t, tc.tp*tc.pp))
 		rk, err := NewRanks(g, checked(t, s), Setting{}, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -237,22 +240,14 @@ func TestTensorParallel14M(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d := math.Abs(recs[0].Loss - want.Loss); d > 1e-12*want.Loss {
-			t.Errorf("tp %d sequence-parallel %t: loss %.15f, one rank's %.15f", tc.tp, tc.sp, recs[0].Loss, want.Loss)
+			t.Errorf("%s: loss %.15f, one rank's %.15f", name, recs[0].Loss, want.Loss)
 		}
 		gp, err := rk.Params()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var worst float64
-		for i := range wp {
-			d := math.Abs(float64(gp[i]) - float64(wp[i]))
-			ulp := float64(math.Nextafter32(float32(math.Abs(float64(wp[i]))), math.MaxFloat32)) - math.Abs(float64(wp[i]))
-			if d > ulp && d > 1e-12 {
-				t.Fatalf("tp %d sequence-parallel %t: weight %d is %.9g, one rank's %.9g", tc.tp, tc.sp, i, gp[i], wp[i])
-			}
-			worst = max(worst, d)
-		}
-		t.Logf("tp %d sequence-parallel %t: loss %.12f (one rank %.12f), weights within %.2g", tc.tp, tc.sp, recs[0].Loss, want.Loss, worst)
+		t.Run(name, func(t *testing.T) { sameWeights(t, wp, gp, true, model.FP32, 1, opts.Optimizer.LR) })
+		t.Logf("%s: loss %.12f (one rank %.12f)", name, recs[0].Loss, want.Loss)
 		rk.Close()
 	}
 }
