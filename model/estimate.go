@@ -424,8 +424,8 @@ func (s Setup) Validate() error {
 	switch c.Kind {
 	case CheckpointNone, CheckpointFull, CheckpointSqrt, CheckpointSelective:
 	case CheckpointEvery:
-		if c.Every < 1 || c.Every > m.Layers {
-			return fmt.Errorf("model: checkpoint every:%d (valid: every:K with K from 1 to the %d layers)", c.Every, m.Layers)
+		if c.Every < 1 || c.Every > m.wholeBlocks() {
+			return fmt.Errorf("model: checkpoint every:%d (valid: every:K with K from 1 to the %d layers)", c.Every, m.wholeBlocks())
 		}
 	default:
 		return fmt.Errorf("model: unknown checkpoint policy %v (valid: %s)", c, CheckpointPolicies)

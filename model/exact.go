@@ -1,5 +1,7 @@
 package model
 
+import "fmt"
+
 // The implementation-exact activation formula: what trainmem's own GPT-2
 // keeps for the backward pass, tensor by tensor, and when in the step the
 // activation memory peaks. It is derived from the forward dataflow
@@ -38,6 +40,25 @@ package model
 // pass. With recomputation, the candidates are the end of the forward pass
 // and the moment each recomputation completes (the backward pass frees the
 // head and every later block before then); the formula takes the largest.
+
+// TrainmemActivations is the implementation-exact formula's activations of
+// c's rank: of a setup whose model is a part (a tensor-parallel rank's, a
+// pipeline stage's, Checked.TensorRank and StageRank) the part's, else as
+// the estimate's trainmem formula.
+func (c Checked) TrainmemActivations() (Activations, error) {
+	if err := c.Err(); err != nil {
+		return Activations{}, err
+	}
+	var k calc
+	a, ok, err := c.s.exact(&k)
+	switch {
+	case err != nil:
+		return Activations{}, err
+	case !ok:
+		return Activations{}, fmt.Errorf("model: the %s formula counts one pipeline stage's activations: give a stage's setup (Checked.StageRank)", Exact)
+	}
+	return a, k.err()
+}
 
 const exactSource = "trainmem's own ops (model/op_*.go: the tensors each keeps for backward) at its executor's schedule (train/schedule.go)"
 
@@ -139,13 +160,20 @@ func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 }
 
 // exact is the implementation-exact activation peak and its terms at the
-// moment of the peak. It needs one pipeline stage's schedule (data-parallel
-// ranks and ZeRO do not change activations). With tensor parallelism it is
-// a rank's, of its part of the model (every part is alike: the split
-// divides the heads evenly).
+// moment of the peak (data-parallel ranks and ZeRO do not change
+// activations). With tensor parallelism it is a rank's, of its part of the
+// model (every part is alike: the split divides the heads evenly). With
+// pipeline stages it is one stage's, of a setup whose model is the stage
+// (Checked.StageRank): a stage but the first keeps its received input
+// where the first keeps the embedding's, a stage but the last no head and
+// not its last block's output (sent on, not read by its backward pass),
+// and a stage that holds F micro-batches in flight peaks with F-1 of them
+// whole (their end of the forward pass) beside one micro-batch's peak: in
+// both schedules a backward pass (and its recomputation) runs beside the
+// others in flight, and the last forward pass before it completes them.
 func (s Setup) exact(c *calc) (Activations, bool, error) {
-	if s.PP != 1 {
-		return Activations{}, false, nil
+	if s.PP != 1 && s.Model.Stage.Size != s.PP {
+		return Activations{}, false, nil // the whole of several stages: each stage has its own
 	}
 	if s.TP > 1 && s.Model.Tensor.Size != s.TP {
 		if s.SequenceParallel && (s.Batch*s.Seq)%s.TP != 0 {
@@ -219,15 +247,46 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		}
 		embed = append(embed, t)
 	}
+	if !m.First() {
+		// A later stage's input, received: the previous stage's last
+		// block's output, kept as the embedding's would be.
+		embed = []Term{termOf(c, "stage_input", Part{Kind: embedKind, Count: 1, Bytes: output.Bytes})}
+	}
+	if !m.Last() {
+		head = nil
+	}
+	// sent is how many block outputs the stage does not keep: its last
+	// block's, on a stage before the last.
+	sent := int64(0)
+	if !m.Last() {
+		sent = 1
+	}
 	// A checkpoint is a block's output: N·h values, or the rank's N/t rows
 	// of them with sequence parallelism.
 	checkpoints := func(n int64) Term {
 		return termOf(c, "checkpoints", Part{Kind: Checkpoints, Count: n, Bytes: c.mul(n, output.Bytes)})
 	}
+	var end []Term // the end of the forward pass: what a micro-batch in flight holds
+	endOfForward := func(ts ...[]Term) {
+		for _, t := range ts {
+			end = append(end, t...)
+		}
+		consider(Moment{Kind: EndOfForward}, ts...)
+	}
 	switch {
 	case s.Checkpoint.Kind == CheckpointSelective:
 		kept := block.plus(c, "block", withoutProbs...)
-		consider(Moment{Kind: EndOfForward}, embed, []Term{kept.times(c, L, "blocks_without_probs")}, head)
+		blocks := []Term{kept.times(c, L, "blocks_without_probs")}
+		if sent > 0 {
+			var keptLast []Term
+			for _, t := range withoutProbs {
+				if t.Name != f.output {
+					keptLast = append(keptLast, t)
+				}
+			}
+			blocks = []Term{kept.times(c, L-1, "blocks_without_probs"), block.plus(c, "", keptLast...).times(c, 1, "last_block_without_probs")}
+		}
+		endOfForward(embed, blocks, head)
 		// Block L-1's probabilities recomputed: earlier blocks whole but
 		// for their probabilities, this block's tensors they are
 		// recomputed from (its layer norm 1 and qkv).
@@ -236,7 +295,7 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 			[]Term{kept.times(c, L-1, "blocks_without_probs")}, beforeProbs, []Term{recomputed})
 	case k > 0:
 		segs := ceilDiv(L, k)
-		consider(Moment{Kind: EndOfForward}, embed, []Term{checkpoints(segs)}, head)
+		endOfForward(embed, []Term{checkpoints(segs - sent)}, head)
 		// Segment j (blocks jk .. min((j+1)k, L)-1) recomputed: the
 		// checkpoints of segments 0..j-1 are still alive; the segment's
 		// blocks whole but for its last block's output, a checkpoint
@@ -250,9 +309,19 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 	default:
 		ts := make([]Term, len(all))
 		for i, t := range all {
-			ts[i] = t.times(c, L, t.Name)
+			n := L
+			if t.Name == f.output {
+				n -= sent
+			}
+			ts[i] = t.times(c, n, t.Name)
 		}
-		consider(Moment{Kind: EndOfForward}, embed, ts, head)
+		endOfForward(embed, ts, head)
+	}
+	if m.Stage.Size > 1 {
+		if f := int64(InFlight(s.Pipeline.Actions(s.PP, m.Stage.Rank, max(s.MicroBatches, 1)))); f > 1 {
+			others := termOf(c, "").plus(c, "", end...).times(c, f-1, "micro_batches_in_flight")
+			best = append([]Term{others}, best...)
+		}
 	}
 	act.Terms, act.At = best, bestAt
 	act.Total = sumTerms(best, c)

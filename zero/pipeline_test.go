@@ -362,3 +362,54 @@ func TestPipelineRankFails(t *testing.T) {
 	}
 	t.Logf("%v", err)
 }
+
+// The trainmem formula of a pipeline stage (model.Checked.StageRank, its
+// TrainmemActivations) equals every simulated stage's activation peak to
+// the byte: tied and untied heads, 2 and 3 stages (5 blocks split unevenly),
+// 1 to 5 micro-batches under both schedules, every checkpoint policy, every
+// precision, with tensor parallelism and sequence parallelism too.
+func TestExactFormulaEqualsPipelineSimulation(t *testing.T) {
+	five := model.Config{Name: "five", Layers: 5, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}
+	untied := model.Config{Name: "untied", Layers: 5, Hidden: 96, Heads: 6, Vocab: 300, Context: 64, Untied: true}
+	n := 0
+	for _, cfg := range []model.Config{five, untied} {
+		for _, pp := range []int{2, 3} {
+			for _, m := range []int{1, 3, 5} {
+				for j, pol := range []string{"none", "full", "every:2", "sqrt", "selective"} {
+					ck, _ := model.ParseCheckpoint(pol)
+					s := setupOf(cfg, 2, 16, 1, 0, []model.Precision{model.FP32, model.FP16, model.BF16}[(m+j)%3], model.Adam)
+					s.PP, s.MicroBatches, s.Checkpoint = pp, m, ck
+					s.Pipeline = []model.PipelineSchedule{model.OneFOneB, model.GPipe}[(pp+j)%2]
+					if j%2 == 1 {
+						s.TP, s.SequenceParallel = 2, m > 1
+					}
+					res, err := Simulate(func() cuda.Device { return shape.New(0) }, checked(t, s), Setting{}, 2, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					lay := LayoutOf(s)
+					for _, r := range res {
+						co := lay.Coord(r.Rank)
+						part, err := checked(t, s).TensorRank(co[TensorAxis])
+						if err == nil {
+							part, err = part.StageRank(co[PipelineAxis])
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						a, err := part.TrainmemActivations()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := r.Stats.CategoryRequested[cuda.Activations].Peak; got != a.Total {
+							t.Errorf("%s pp %d m %d %s %s %s tp %d sp %t rank %d (stage %d): simulated activation peak %d bytes, formula %d (%+d)",
+								cfg.Name, pp, m, s.Pipeline, pol, s.Precision, s.TP, s.SequenceParallel, r.Rank, co[PipelineAxis], got, a.Total, a.Total-got)
+						}
+					}
+					n++
+				}
+			}
+		}
+	}
+	t.Logf("%d combinations agree on every stage", n)
+}
