@@ -134,10 +134,11 @@ type ValidateReport struct {
 	SimulatedRanks, MeasuredRanks []zero.RankResult `json:"-"`
 	Engine                        string            `json:"-"`
 	LibraryWorkspace              int64             `json:"-"`
-	// PartActivations is, with tensor parallelism, the trainmem formula's
-	// activations of each tensor-parallel rank's part (by tensor rank):
-	// the parts differ by a row of the vocabulary where t does not divide
-	// it.
+	// PartActivations is, with tensor or pipeline parallelism, the
+	// trainmem formula's activations of each rank's part (a tensor rank's
+	// of a stage, at index stage·TP + tensor rank; partOf): tensor parts
+	// differ by a row of the vocabulary where t does not divide it, stages
+	// by their blocks, ends and micro-batches in flight.
 	PartActivations []int64 `json:"-"`
 }
 
@@ -196,6 +197,52 @@ func checkRunnable(s model.Setup, ranks, tp, pp, zero int) error {
 	return nil
 }
 
+// partActivations is the trainmem formula's activations of every part of
+// c's layout, at index stage·TP + tensor rank; nil where the formula
+// counts no such split (sequence parallelism whose rows do not divide).
+func partActivations(c model.Checked) ([]int64, error) {
+	s := c.Setup()
+	var out []int64
+	for pp := range s.PP {
+		for tr := range s.TP {
+			part, err := c.TensorRank(tr)
+			if err == nil {
+				part, err = part.StageRank(pp)
+			}
+			if err != nil {
+				return nil, err
+			}
+			a, err := part.TrainmemActivations()
+			if err != nil {
+				return nil, nil
+			}
+			out = append(out, a.Total)
+		}
+	}
+	return out, nil
+}
+
+// partOf is the index of rank's part in PartActivations.
+func (v *ValidateReport) partOf(rank int) int {
+	co := zero.LayoutOf(v.Setup).Coord(rank)
+	return co[zero.PipelineAxis]*v.Setup.TP + co[zero.TensorAxis]
+}
+
+// partParams is the parameters of rank's part of the model (its tensor
+// rank's of its stage).
+func (v *ValidateReport) partParams(rank int) int64 {
+	s := v.Setup
+	co := zero.LayoutOf(s).Coord(rank)
+	part, err := s.Model.TensorRank(s.TP, co[zero.TensorAxis])
+	if err == nil {
+		part, err = part.PipelineStage(s.PP, co[zero.PipelineAxis])
+	}
+	if err != nil {
+		return s.Model.NumParams()
+	}
+	return part.NumParams()
+}
+
 // MostMeasuredRanks is the most ranks Validate measures in one process
 // (each builds its own trainer on its own device).
 const MostMeasuredRanks = 8
@@ -243,19 +290,10 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 		return nil, err
 	}
 	r := &ValidateReport{Setup: s, Setting: set, Estimate: e, Formulas: model.Formulas(), Steps: steps}
-	for tr := range s.TP {
-		if s.TP == 1 || s.PP > 1 {
-			break // a pipeline stage's trainmem formula is still to come
-		}
-		part, err := c.TensorRank(tr)
-		if err != nil {
+	if s.TP > 1 || s.PP > 1 {
+		if r.PartActivations, err = partActivations(c); err != nil {
 			return nil, err
 		}
-		pe, err := part.Estimate()
-		if err != nil {
-			return nil, err
-		}
-		r.PartActivations = append(r.PartActivations, pe.ActivationBytes(model.Exact))
 	}
 	simulate := func() error {
 		newDevice := func() cuda.Device { return shape.New(0) }

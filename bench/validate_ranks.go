@@ -41,6 +41,12 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		if v.MeasuredRanks != nil {
 			meas = &v.MeasuredRanks[sim.Rank]
 		}
+		if s.PP > 1 && !v.Setting.PS {
+			// A stage's model states are of its own part.
+			if ps, err := model.ZeROStates(v.partParams(sim.Rank), s.Precision, s.Optimizer, s.Ranks, v.Setting.Stage); err == nil {
+				paper[cuda.Params], paper[cuda.Grads], paper[cuda.Master], paper[cuda.AdamM], paper[cuda.AdamV] = ps.Params, ps.Grads, ps.Master, ps.AdamM, ps.AdamV
+			}
+		}
 		var t Table
 		t.Add("rank "+g.name, "zero_paper", "Δ", "simulated", "measured", "Δ")
 		for _, c := range rankCategories {
@@ -110,7 +116,10 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		fmt.Fprintln(w, "zero_paper: the ZeRO paper does not count the parameter server (rank 0 alone holds master, adam_m and adam_v)")
 	} else {
 		fmt.Fprintf(w, "zero_paper: Rajbhandari et al. 2020, Section 3.1 and Table 1, ZeRO-%d over N = %d (trainmem pads a shard to ceil(Φ/N), per unit or bucket under ZeRO-2 and 3)\n", v.Setting.Stage, s.Ranks)
-		if s.TP > 1 {
+		switch {
+		case s.PP > 1:
+			fmt.Fprintln(w, "  Φ is each rank's part of the model, its stage's (and tensor rank's) parameters (each data-parallel group shards its own part)")
+		case s.TP > 1:
 			fmt.Fprintf(w, "  Φ is a tensor-parallel rank's part of the model, %s parameters on rank 0 (each data-parallel group shards its own part)\n", model.Comma(rankParams(s)))
 		}
 	}
@@ -172,12 +181,16 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 // most vocabulary rows).
 func (v *ValidateReport) writePartFormulas(w io.Writer, sim zero.RankResult, meas *zero.RankResult) {
 	sv := sim.Stats.CategoryRequested[cuda.Activations].Peak
-	tr := zero.LayoutOf(v.Setup).Coord(sim.Rank)[zero.TensorAxis]
+	pa := v.PartActivations[v.partOf(sim.Rank)]
 	var t Table
 	t.Add("  activations by formula", "bytes", "Δ against simulated")
-	t.Add("    trainmem (this rank's part)", model.GiB(v.PartActivations[tr]), Percent(v.PartActivations[tr], sv))
+	t.Add("    trainmem (this rank's part)", model.GiB(pa), Percent(pa, sv))
 	k := v.Estimate.ActivationBytes(model.Korthikanti)
-	t.Add("    korthikanti (tensor parallel)", model.GiB(k), Percent(k, sv))
+	name := "    korthikanti (tensor parallel)"
+	if v.Setup.PP > 1 {
+		name = "    korthikanti (the heavier end stage)"
+	}
+	t.Add(name, model.GiB(k), Percent(k, sv))
 	if meas != nil {
 		mv := meas.Stats.CategoryRequested[cuda.Activations].Peak
 		t.Add("    measured", model.GiB(mv), Percent(mv, sv))
@@ -251,7 +264,7 @@ func (v *ValidateReport) writeRanksJSON(w io.Writer) error {
 			d.Simulated[c] = sr.Stats.CategoryRequested[c].Peak
 		}
 		if v.PartActivations != nil {
-			pa := v.PartActivations[zero.LayoutOf(v.Setup).Coord(sr.Rank)[zero.TensorAxis]]
+			pa := v.PartActivations[v.partOf(sr.Rank)]
 			d.PartActivations, d.SimGroupTraffic = &pa, byGroup(sr)
 			if v.MeasuredRanks != nil {
 				d.MeasGroupTraffic = byGroup(v.MeasuredRanks[sr.Rank])

@@ -289,36 +289,41 @@ func TestValidateWithoutMeasuring(t *testing.T) {
 	}
 }
 
-// validate of a dp 2 × tp 2 layout measured on host ranks in one process:
+// validate of dp × tp × pp layouts measured on host ranks in one process:
 // every rank's categories and traffic (by group) simulated = measured, and
 // the trainmem formula of each rank's part equal to its activations; the
 // tensor ranks of a 5-way split of a vocabulary of 256 (rank 0 one row
-// more) are each held to their own part.
+// more) are each held to their own part, and so is every pipeline stage
+// (its blocks, its ends, its micro-batches in flight).
 func TestValidateTensorParallel(t *testing.T) {
 	for _, tc := range []struct {
-		cfg    model.Config
-		tp, dp int
-		set    zero.Setting
+		cfg        model.Config
+		tp, dp, pp int
+		set        zero.Setting
+		ck         model.CheckpointKind
 	}{
-		{model.Config{Name: "t", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}, 2, 2, zero.Setting{Stage: 1}},
-		{model.Config{Name: "t5", Layers: 2, Hidden: 80, Heads: 5, Vocab: 256, Context: 64}, 5, 1, zero.Setting{}},
+		{model.Config{Name: "t", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}, 2, 2, 1, zero.Setting{Stage: 1}, 0},
+		{model.Config{Name: "t5", Layers: 2, Hidden: 80, Heads: 5, Vocab: 256, Context: 64}, 5, 1, 1, zero.Setting{}, 0},
+		{model.Config{Name: "p3", Layers: 4, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}, 1, 1, 3, zero.Setting{}, model.CheckpointFull},
+		{model.Config{Name: "p2", Layers: 4, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}, 2, 2, 2, zero.Setting{Stage: 1}, model.CheckpointSelective},
 	} {
-		s := model.Setup{Model: tc.cfg, Batch: 2, Seq: 16, Precision: model.BF16, Optimizer: model.AdamW, Ranks: tc.dp, ZeRO: tc.set.Stage, TP: tc.tp, PP: 1}
+		s := model.Setup{Model: tc.cfg, Batch: 2, Seq: 16, Precision: model.BF16, Optimizer: model.AdamW, Ranks: tc.dp, ZeRO: tc.set.Stage, TP: tc.tp, PP: tc.pp,
+			MicroBatches: 3, Checkpoint: model.Checkpoint{Kind: tc.ck}}
 		where := &Where{New: func() (cuda.Device, error) { return host.New(host.Options{Threads: 1}) }}
 		r, err := Validate(context.Background(), where, runOf(checked(t, s), 2, nil, tc.set))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.SimulatedRanks) != tc.tp*tc.dp || len(r.MeasuredRanks) != tc.tp*tc.dp || len(r.PartActivations) != tc.tp {
-			t.Fatalf("tp %d dp %d: %d simulated, %d measured ranks, %d parts", tc.tp, tc.dp, len(r.SimulatedRanks), len(r.MeasuredRanks), len(r.PartActivations))
+		n := tc.tp * tc.dp * tc.pp
+		if len(r.SimulatedRanks) != n || len(r.MeasuredRanks) != n || len(r.PartActivations) != tc.tp*tc.pp {
+			t.Fatalf("tp %d dp %d pp %d: %d simulated, %d measured ranks, %d parts", tc.tp, tc.dp, tc.pp, len(r.SimulatedRanks), len(r.MeasuredRanks), len(r.PartActivations))
 		}
 		for i, sim := range r.SimulatedRanks {
 			meas := r.MeasuredRanks[i]
 			if sim.Stats != meas.Stats || sim.AxisTraffic != meas.AxisTraffic || sim.Traffic != meas.Traffic {
 				t.Errorf("tp %d dp %d rank %d: simulated and measured differ", tc.tp, tc.dp, i)
 			}
-			tr := zero.LayoutOf(s).Coord(sim.Rank)[zero.TensorAxis]
-			if got, want := sim.Stats.CategoryRequested[cuda.Activations].Peak, r.PartActivations[tr]; got != want {
+			if got, want := sim.Stats.CategoryRequested[cuda.Activations].Peak, r.PartActivations[r.partOf(sim.Rank)]; got != want {
 				t.Errorf("tp %d dp %d rank %d: activations %d bytes, its part's formula %d", tc.tp, tc.dp, i, got, want)
 			}
 		}
@@ -329,7 +334,11 @@ func TestValidateTensorParallel(t *testing.T) {
 		if err := r.WriteText(&text); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"trainmem (this rank's part)", "korthikanti (tensor parallel)", "group", "tensor"} {
+		wants := []string{"trainmem (this rank's part)", "korthikanti (tensor parallel)", "group", "tensor"}
+		if tc.pp > 1 {
+			wants = []string{"trainmem (this rank's part)", "korthikanti (the heavier end stage)", "per pipeline stage", "pipeline"}
+		}
+		for _, want := range wants {
 			if !strings.Contains(text.String(), want) {
 				t.Errorf("tp %d dp %d: the report lacks %q:\n%s", tc.tp, tc.dp, want, text.String())
 			}

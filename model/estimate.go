@@ -772,9 +772,6 @@ func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 	if formula >= numFormulas {
 		return Estimate{}, fmt.Errorf("model: unknown formula %v (valid: %s)", formula, strings.Join(formulaNames[:], ", "))
 	}
-	if formula == Exact && s.PP > 1 {
-		return Estimate{}, fmt.Errorf("model: the %s formula follows trainmem's schedule of one pipeline stage: use --formula %s or %s with --pp %d", Exact, ZeROPaper, Korthikanti, s.PP)
-	}
 	if s.ParamsOnly() {
 		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params}
 		var err error
@@ -820,7 +817,15 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 		e.Gathered = c.mul(s.gatheredPeak(stage, &c), s.Precision.Size())
 	}
 	e.Activations = []Activations{s.zeroPaper(stage, &c), s.korthikanti(stage, &c)}
-	ex, hasExact, err := s.exact(&c)
+	xs := s // the exact formula's setup: the stage's, with several
+	if s.PP > 1 {
+		part, err := m.PipelineStage(s.PP, stage)
+		if err != nil {
+			return Estimate{}, err
+		}
+		xs.Model = part
+	}
+	ex, hasExact, err := xs.exact(&c)
 	if err != nil {
 		return Estimate{}, err
 	}

@@ -318,7 +318,7 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		endOfForward(embed, ts, head)
 	}
 	if m.Stage.Size > 1 {
-		if f := int64(InFlight(s.Pipeline.Actions(s.PP, m.Stage.Rank, max(s.MicroBatches, 1)))); f > 1 {
+		if f := s.inFlight(m.Stage.Rank); f > 1 {
 			others := termOf(c, "").plus(c, "", end...).times(c, f-1, "micro_batches_in_flight")
 			best = append([]Term{others}, best...)
 		}

@@ -69,6 +69,8 @@ func (t *Trainer) setupMicro() error {
 	switch {
 	case t.lay.LazyParams || t.lay.LazyGrads:
 		return fmt.Errorf("train: %d micro-batches over %d pipeline stages need every gradient whole on the rank between the micro-batches; ZeRO-2 and 3 keep shards (valid: ZeRO-0 or 1, or the parameter server), as DeepSpeed's pipeline engine refuses them", m, s.PP)
+	case s.PP > 1 && s.MicroBatches < 1:
+		return fmt.Errorf("train: a pipeline of %d stages runs a count of micro-batches a step: the setup gives none (Setup.MicroBatches; 0 is the estimate's M ≥ P)", s.PP)
 	case s.PP > 1 && t.opts.Pipeline == nil:
 		return fmt.Errorf("train: %s is a pipeline stage and the trainer has no pipeline group (Options.Pipeline)", s.Model)
 	}

@@ -364,8 +364,8 @@ func TestPipelineRankFails(t *testing.T) {
 }
 
 // The trainmem formula of a pipeline stage (model.Checked.StageRank, its
-// TrainmemActivations) equals every simulated stage's activation peak to
-// the byte: tied and untied heads, 2 and 3 stages (5 blocks split unevenly),
+// TrainmemActivations; the estimate's of its reported stage) equals every
+// simulated stage's activation peak to the byte: tied and untied heads, 2 and 3 stages (5 blocks split unevenly),
 // 1 to 5 micro-batches under both schedules, every checkpoint policy, every
 // precision, with tensor parallelism and sequence parallelism too.
 func TestExactFormulaEqualsPipelineSimulation(t *testing.T) {
@@ -388,6 +388,15 @@ func TestExactFormulaEqualsPipelineSimulation(t *testing.T) {
 						t.Fatal(err)
 					}
 					lay := LayoutOf(s)
+					// The whole setup's estimate is its reported stage's
+					// (tensor rank 0's) part's.
+					e, err := s.Estimate()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := res[lay.Rank(Coord{PipelineAxis: e.Stage})].Stats.CategoryRequested[cuda.Activations].Peak; e.ActivationBytes(model.Exact) != got {
+						t.Errorf("%s pp %d m %d %s: the estimate's trainmem formula %d bytes (stage %d), its simulation %d", cfg.Name, pp, m, pol, e.ActivationBytes(model.Exact), e.Stage, got)
+					}
 					for _, r := range res {
 						co := lay.Coord(r.Rank)
 						part, err := checked(t, s).TensorRank(co[TensorAxis])
