@@ -411,8 +411,8 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: sequence length %d (valid: 1 to the context, %d)", s.Seq, m.Context)
 	case m.Heads%s.TP != 0:
 		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d heads (valid: %s)", s.TP, m.Heads, divisors(m.Heads))
-	case s.PP > m.wholeBlocks():
-		return fmt.Errorf("model: %d pipeline stages for %d layers (valid: 1 to %d)", s.PP, m.wholeBlocks(), m.wholeBlocks())
+	case s.PP > m.Whole().Layers:
+		return fmt.Errorf("model: %d pipeline stages for %d layers (valid: 1 to %d)", s.PP, m.Whole().Layers, m.Whole().Layers)
 	case m.Stage.Size > 1 && m.Stage.Size != s.PP:
 		return fmt.Errorf("model: the model is pipeline stage %d of %d and the setup has %d stages (valid: the same count)", m.Stage.Rank, m.Stage.Size, s.PP)
 	case m.Tensor.Size > 1 && m.Tensor.Size != s.TP:
@@ -424,8 +424,8 @@ func (s Setup) Validate() error {
 	switch c.Kind {
 	case CheckpointNone, CheckpointFull, CheckpointSqrt, CheckpointSelective:
 	case CheckpointEvery:
-		if c.Every < 1 || c.Every > m.wholeBlocks() {
-			return fmt.Errorf("model: checkpoint every:%d (valid: every:K with K from 1 to the %d layers)", c.Every, m.wholeBlocks())
+		if c.Every < 1 || c.Every > m.Whole().Layers {
+			return fmt.Errorf("model: checkpoint every:%d (valid: every:K with K from 1 to the %d layers)", c.Every, m.Whole().Layers)
 		}
 	default:
 		return fmt.Errorf("model: unknown checkpoint policy %v (valid: %s)", c, CheckpointPolicies)
@@ -928,17 +928,14 @@ func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 // inFlight is the micro-batches whose activations a stage holds at once:
 // under 1F1B (Narayanan et al. 2021, Section 2.2) P on the first stage,
 // one fewer on each next one, at most the setup's M micro-batches; under
-// GPipe all M. Without a micro-batch count, M ≥ P, as Korthikanti et al.
+// GPipe all M (InFlight of the schedule's Actions, as the trainer counts
+// them). Without a micro-batch count, M ≥ P, as Korthikanti et al.
 // assume.
 func (s Setup) inFlight(stage int) int64 {
-	switch m := int64(s.MicroBatches); {
-	case m < 1:
+	if s.MicroBatches < 1 {
 		return int64(s.PP - stage) // M ≥ P, as the formula assumes
-	case s.Pipeline == GPipe:
-		return m
-	default:
-		return min(int64(s.PP-stage), m)
 	}
+	return int64(InFlight(s.Pipeline.Actions(s.PP, stage, s.MicroBatches)))
 }
 
 // stageLayers is the blocks of pipeline stage stage: L/P each, the first

@@ -93,25 +93,9 @@ func (p PipelineStage) check(layers int) error {
 	return nil
 }
 
-// wholeBlocks is the whole model's blocks: c's own, or its pipeline's.
-func (c Config) wholeBlocks() int {
-	if c.Stage.Size > 1 {
-		return c.Stage.Blocks
-	}
-	return c.Layers
-}
-
 // headCopy reports whether c's table holds the last stage's copy of the
 // token embedding for its tied head.
 func (c Config) headCopy() bool { return !c.Untied && c.Last() && !c.First() }
-
-// checkPart refuses parameters that do not match the table they are for.
-func checkPart(name string, flat []float32, c Config) error {
-	if int64(len(flat)) != c.NumParams() {
-		return fmt.Errorf("model: %s has %d parameters, want %d", name, len(flat), c.NumParams())
-	}
-	return nil
-}
 
 // SplitParams cuts a part's flat parameters (a tensor-parallel rank's, a
 // pipeline stage's, or a stage of a rank's) out of the whole model's: each
@@ -157,8 +141,8 @@ func JoinParams(cfgs []Config, parts [][]float32) ([]float32, error) {
 			return nil, fmt.Errorf("model: part %d is of %s, not of %s", i, pc.Whole(), whole)
 		}
 		flat := parts[i]
-		if err := checkPart(fmt.Sprintf("part %d (%s)", i, partName(pc)), flat, pc); err != nil {
-			return nil, err
+		if int64(len(flat)) != pc.NumParams() {
+			return nil, fmt.Errorf("model: part %d (%s) has %d parameters, want %d", i, partName(pc), len(flat), pc.NumParams())
 		}
 		for _, p := range pc.Params() {
 			w, ok := rows[p.Name]

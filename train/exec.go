@@ -353,27 +353,11 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 			t.release()
 		}
 	}()
-	shapeOnly := !t.dev.Computes() && tokens == nil && targets == nil // nothing to store: nothing given
-	if !shapeOnly && (len(tokens) != t.s.Batch*t.s.Seq || len(targets) != t.s.Batch*t.s.Seq) {
-		return rec, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", t.s.Batch*t.s.Seq, len(tokens), len(targets))
+	if _, err := t.beginStep(tokens, targets); err != nil {
+		return rec, err
 	}
-	if t.tracer != nil {
-		t.tracer.Event(cuda.TraceEvent{Action: cuda.TraceStep, Step: t.steps + 1})
-	}
-	t.profileStep()
-	t.dev.ResetPeakStats()
 	t.inputs[t.sched.Tokens] = tokens
 	t.inputs[t.sched.Targets] = targets
-	// The seed is divided by the ranks, as PyTorch DDP divides the
-	// gradients before it reduces them: the ranks' sum is then the mean,
-	// and a loss-scaled fp16 sum overflows no sooner than one rank's
-	// gradient of the global batch would.
-	seed := t.scaler.begin() / float64(t.lay.Ranks)
-	if t.st.state == cuda.F64 {
-		t.inputs[t.sched.DLoss] = []float64{seed}
-	} else {
-		t.inputs[t.sched.DLoss] = []float32{float32(seed)}
-	}
 
 	var spent [numPhases]time.Duration
 	if err := t.run(0, len(t.sched.Instrs), &rec, &spent); err != nil {
@@ -381,6 +365,43 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 	}
 	rec.ForwardMs, rec.RecomputeMs, rec.BackwardMs = ms(spent[Forward]), ms(spent[Recompute]), ms(spent[Backward])
 	return rec, nil
+}
+
+// beginStep checks a step's tokens and targets (M micro-batches' of B·T,
+// one after another; none on a shape-only device: nothing to store, nothing
+// given, which it reports), starts the step's trace, profile and peaks,
+// and binds the loss seed. The seed is divided by the ranks, as PyTorch
+// DDP divides the gradients before it reduces them (the ranks' sum is then
+// the mean, and a loss-scaled fp16 sum overflows no sooner than one rank's
+// gradient of the global batch would), and by the micro-batches: the
+// step's gradient is the mean's over every micro-batch of every replica.
+func (t *Trainer) beginStep(tokens, targets []int32) (shapeOnly bool, err error) {
+	M, n := max(t.micro.n, 1), t.s.Batch*t.s.Seq
+	shapeOnly = !t.dev.Computes() && tokens == nil && targets == nil
+	switch {
+	case shapeOnly:
+	case M == 1 && (len(tokens) != n || len(targets) != n):
+		return false, fmt.Errorf("train: a step takes B·T = %d tokens and targets, got %d and %d", n, len(tokens), len(targets))
+	case len(tokens) != M*n || len(targets) != M*n:
+		return false, fmt.Errorf("train: a step of %d micro-batches takes M·B·T = %d tokens and targets, got %d and %d", M, M*n, len(tokens), len(targets))
+	}
+	if t.tracer != nil {
+		t.tracer.Event(cuda.TraceEvent{Action: cuda.TraceStep, Step: t.steps + 1})
+	}
+	t.profileStep()
+	t.dev.ResetPeakStats()
+	// Every stage scales by the step's loss scale (it unscales its
+	// gradients by it); the last seeds the backward pass with it, a stage
+	// before the last is seeded by the next.
+	seed := t.scaler.begin() / float64(t.lay.Ranks) / float64(M)
+	if t.sched.Loss >= 0 {
+		if t.st.state == cuda.F64 {
+			t.inputs[t.sched.DLoss] = []float64{seed}
+		} else {
+			t.inputs[t.sched.DLoss] = []float32{float32(seed)}
+		}
+	}
+	return shapeOnly, nil
 }
 
 // run executes instructions [lo, hi) of the schedule on the trainer's

@@ -109,24 +109,9 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 	}()
 	s, M := t.s, mu.n
 	n := s.Batch * s.Seq
-	shapeOnly := !t.dev.Computes() && tokens == nil && targets == nil
-	if !shapeOnly && (len(tokens) != M*n || len(targets) != M*n) {
-		return rec, fmt.Errorf("train: a step of %d micro-batches takes M·B·T = %d tokens and targets, got %d and %d", M, M*n, len(tokens), len(targets))
-	}
-	if t.tracer != nil {
-		t.tracer.Event(cuda.TraceEvent{Action: cuda.TraceStep, Step: t.steps + 1})
-	}
-	t.profileStep()
-	t.dev.ResetPeakStats()
-	// The seed is divided by the ranks and the micro-batches: the step's
-	// gradient is the mean's over every micro-batch of every replica.
-	seed := t.scaler.begin() / float64(t.lay.Ranks) / float64(M)
-	if t.sched.Loss >= 0 {
-		if t.st.state == cuda.F64 {
-			t.inputs[t.sched.DLoss] = []float64{seed}
-		} else {
-			t.inputs[t.sched.DLoss] = []float32{float32(seed)}
-		}
+	shapeOnly, err := t.beginStep(tokens, targets)
+	if err != nil {
+		return rec, err
 	}
 	for k := range mu.slots {
 		if mu.slots[k] == nil {

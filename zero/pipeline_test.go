@@ -56,6 +56,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		float64       bool
 		untied        bool
 		sp            bool
+		backoff       bool // fp16's first step overflows: the scale backs off to 2^14
 	}{
 		// Tensor parallel, with and without sequence parallelism.
 		{tp: 2, dp: 1, opt: model.SGD, float64: true, sp: true},
@@ -84,6 +85,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		{pp: 2, m: 4, tp: 1, dp: 2, set: Setting{Stage: 0, BucketBytes: 64 << 10}},
 		{pp: 4, m: 4, tp: 1, dp: 1, sched: model.GPipe},
 		{pp: 2, m: 4, tp: 1, dp: 1, prec: model.BF16, pol: model.CheckpointFull},
+		{pp: 2, m: 3, tp: 1, dp: 1, prec: model.FP16, opt: model.SGD, backoff: true}, // every stage unscales by the step's loss scale
 	} {
 		tc.pp, tc.m = max(tc.pp, 1), max(tc.m, 1)
 		if tc.opt == 0 {
@@ -108,6 +110,9 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 			opt := train.DefaultOptimizer(tc.opt)
 			opt.LR = 1e-2
 			opts := train.Options{Optimizer: opt, Float64: tc.float64}
+			if tc.backoff {
+				opts.LossScale = train.LossScaleOptions{Init: 1 << 20, Backoff: 1.0 / 64}
+			}
 			init := model.InitParams(c, 3)
 			rows := tc.dp * tc.m * b // one rank's batch
 			one := setupOf(c, rows, T, 1, 0, tc.prec, tc.opt)

@@ -270,14 +270,7 @@ func TestTrainTensorParallelOverTCP(t *testing.T) {
 	args := func(out, save string) []string {
 		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--tp", "2", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
 	}
-	mustRun(t, args("in.jsonl", "in.bin")...)
-	ps := startRanks(t, 2, args("procs.jsonl", "procs.bin"), nil)
-	for r, code := range waitRanks(t, ps, 2*time.Minute) {
-		if code != 0 {
-			t.Fatalf("rank %d exited %d:\n%s", r, code, ps[r].stderr.String())
-		}
-	}
-	sameTrainRuns(t, dir, "in", "procs", 2, 3)
+	sameOverTCP(t, dir, args)
 }
 
 // sameTrainRuns compares the records (in.jsonl, procs.jsonl under dir) and
@@ -501,6 +494,14 @@ func TestTrainPipelineOverTCP(t *testing.T) {
 	args := func(out, save string) []string {
 		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--pp", "2", "--micro-batches", "3", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
 	}
+	sameOverTCP(t, dir, args)
+}
+
+// sameOverTCP trains args (its records and weights named by the two
+// arguments) in one process and over two processes (TCP), and holds the
+// two runs' records and weights equal (sameTrainRuns, 2 ranks, 3 steps).
+func sameOverTCP(t *testing.T, dir string, args func(out, save string) []string) {
+	t.Helper()
 	mustRun(t, args("in.jsonl", "in.bin")...)
 	ps := startRanks(t, 2, args("procs.jsonl", "procs.bin"), nil)
 	for r, code := range waitRanks(t, ps, 2*time.Minute) {

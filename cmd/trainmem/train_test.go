@@ -230,13 +230,7 @@ func TestTrainTensorParallel(t *testing.T) {
 	const steps, lr = 2, 1e-3
 	text, _ := mustRun(t, "train", "--tp", "2", "--ranks", "2", "--zero", "1", "--batch", "2", "--seq", "16", "--steps", "2", "--out", out, "--save", save)
 	one, _ := mustRun(t, "train", "--batch", "4", "--seq", "16", "--steps", "2", "--save", ref)
-	loss := func(s string) string {
-		i := strings.Index(s, "loss    ")
-		if i < 0 {
-			t.Fatalf("no loss line:\n%s", s)
-		}
-		return strings.Join(strings.Fields(s[i:])[1:6], " ")
-	}
+	loss := func(s string) string { return lossLine(t, s) }
 	if a, b := loss(text), loss(one); a != b {
 		t.Errorf("the layout's losses %q, one rank of batch 4: %q", a, b)
 	}
@@ -251,22 +245,7 @@ func TestTrainTensorParallel(t *testing.T) {
 	if len(lines) != 4*steps {
 		t.Fatalf("%d records, want 4 ranks × %d steps", len(lines), steps)
 	}
-	cfg, _ := model.Preset("tiny")
-	got, err := model.LoadCheckpoint(save, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := model.LoadCheckpoint(ref, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var worst float64
-	for i := range want {
-		worst = max(worst, math.Abs(float64(got[i]-want[i])))
-	}
-	if worst > 2*lr*steps {
-		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, 2*lr*steps)
-	}
+	sameSavedWeights(t, save, ref, 2*lr*steps)
 	mustRun(t, "train", "--load", save, "--steps", "1", "--batch", "2", "--seq", "16")
 	// With sequence parallelism too.
 	sp, _ := mustRun(t, "train", "--tp", "2", "--sequence-parallel", "--ranks", "2", "--zero", "1", "--batch", "2", "--seq", "16", "--steps", "2")
@@ -288,13 +267,7 @@ func TestTrainPipeline(t *testing.T) {
 	const steps, lr = 2, 1e-3
 	text, _ := mustRun(t, "train", "--pp", "2", "--micro-batches", "4", "--ranks", "2", "--zero", "1", "--batch", "1", "--seq", "16", "--steps", "2", "--out", out, "--save", save)
 	one, _ := mustRun(t, "train", "--batch", "8", "--seq", "16", "--steps", "2", "--save", ref)
-	loss := func(s string) string {
-		i := strings.Index(s, "loss    ")
-		if i < 0 {
-			t.Fatalf("no loss line:\n%s", s)
-		}
-		return strings.Join(strings.Fields(s[i:])[1:6], " ")
-	}
+	loss := func(s string) string { return lossLine(t, s) }
 	if a, b := loss(text), loss(one); a != b {
 		t.Errorf("the layout's losses %q, one rank of batch 8: %q", a, b)
 	}
@@ -324,6 +297,33 @@ func TestTrainPipeline(t *testing.T) {
 			t.Errorf("rank %d: %d micro-batches, %d in flight, want 4 and %d: %s", r.Rank, r.Micro, r.InFlight, want, l)
 		}
 	}
+	sameSavedWeights(t, save, ref, 2*lr*steps)
+	gpipe, _ := mustRun(t, "train", "--pp", "2", "--micro-batches", "4", "--schedule", "gpipe", "--ranks", "2", "--zero", "1", "--batch", "1", "--seq", "16", "--steps", "2")
+	accum, _ := mustRun(t, "train", "--micro-batches", "8", "--batch", "1", "--seq", "16", "--steps", "2")
+	if a, b, c := loss(gpipe), loss(accum), loss(one); a != c || b != c {
+		t.Errorf("GPipe's losses %q and gradient accumulation's %q, one rank of batch 8: %q", a, b, c)
+	}
+	wantUsage(t, []string{"train", "--pp", "3"}, "3 pipeline stages for 2 layers", "valid: 1 to 2")
+	wantUsage(t, []string{"train", "--pp", "2", "--schedule", "zb"}, `"zb"`, "valid: 1f1b, gpipe")
+	wantUsage(t, []string{"train", "--micro-batches", "0"}, "--micro-batches 0", "valid: 1 to")
+	wantUsage(t, []string{"train", "--pp", "2", "--ranks", "2", "--zero", "2"}, "--zero 2 with --pp 2", "ZeRO-2 and 3 keep shards")
+}
+
+// lossLine is a train report's loss line's figures ("5.5182 at step 1,
+// 5.0837 at step 3").
+func lossLine(t *testing.T, report string) string {
+	t.Helper()
+	i := strings.Index(report, "loss    ")
+	if i < 0 {
+		t.Fatalf("no loss line:\n%s", report)
+	}
+	return strings.Join(strings.Fields(report[i:])[1:6], " ")
+}
+
+// sameSavedWeights holds tiny's weights saved at save to those at ref
+// within bound.
+func sameSavedWeights(t *testing.T, save, ref string, bound float64) {
+	t.Helper()
 	cfg, _ := model.Preset("tiny")
 	got, err := model.LoadCheckpoint(save, cfg)
 	if err != nil {
@@ -337,16 +337,7 @@ func TestTrainPipeline(t *testing.T) {
 	for i := range want {
 		worst = max(worst, math.Abs(float64(got[i]-want[i])))
 	}
-	if worst > 2*lr*steps {
-		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, 2*lr*steps)
+	if worst > bound {
+		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, bound)
 	}
-	gpipe, _ := mustRun(t, "train", "--pp", "2", "--micro-batches", "4", "--schedule", "gpipe", "--ranks", "2", "--zero", "1", "--batch", "1", "--seq", "16", "--steps", "2")
-	accum, _ := mustRun(t, "train", "--micro-batches", "8", "--batch", "1", "--seq", "16", "--steps", "2")
-	if a, b, c := loss(gpipe), loss(accum), loss(one); a != c || b != c {
-		t.Errorf("GPipe's losses %q and gradient accumulation's %q, one rank of batch 8: %q", a, b, c)
-	}
-	wantUsage(t, []string{"train", "--pp", "3"}, "3 pipeline stages for 2 layers", "valid: 1 to 2")
-	wantUsage(t, []string{"train", "--pp", "2", "--schedule", "zb"}, `"zb"`, "valid: 1f1b, gpipe")
-	wantUsage(t, []string{"train", "--micro-batches", "0"}, "--micro-batches 0", "valid: 1 to")
-	wantUsage(t, []string{"train", "--pp", "2", "--ranks", "2", "--zero", "2"}, "--zero 2 with --pp 2", "ZeRO-2 and 3 keep shards")
 }
