@@ -204,12 +204,12 @@ test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) ../../bin/cuda-tests/trainmem.test -test.v -test.run TestCUDAMatchesHost) >$(EMU)/matches.log 2>&1; rc=$$?; \
 	grep -E 'cuda_test.go|^(--- |ok|FAIL|PASS)' $(EMU)/matches.log | sed 's/^ *cuda_test.go:[0-9]*: /  /'; \
 	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/matches.log; then tail -40 $(EMU)/matches.log; exit 1; fi
-	@echo "== 2 emulated GPUs: the ranks over the emulated NCCL against the simulation and the host ranks"
-	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_DEVICES=2 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../../bin/cuda-tests/trainmem.test -test.v -test.run TestNCCLRanks) >$(EMU)/nccl.log 2>&1; rc=$$?; \
+	@echo "== 4 emulated GPUs: the ranks and layouts over the emulated NCCL against the simulation and the host ranks"
+	@(cd cmd/trainmem && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_DEVICES=4 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../../bin/cuda-tests/trainmem.test -test.v -test.run TestNCCLRanks) >$(EMU)/nccl.log 2>&1; rc=$$?; \
 	grep -E 'cuda_test.go|^(--- |ok|FAIL|PASS)' $(EMU)/nccl.log | sed 's/^ *cuda_test.go:[0-9]*: /  /'; \
 	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/nccl.log; then tail -40 $(EMU)/nccl.log; exit 1; fi
-	@echo "== 2 emulated GPUs: point-to-point over the emulated NCCL (ncclSend, ncclRecv)"
-	@(cd zero && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_DEVICES=2 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../bin/cuda-tests/zero.test -test.v -test.run TestNCCLSendRecv) >$(EMU)/p2p.log 2>&1; rc=$$?; \
+	@echo "== 4 emulated GPUs: point-to-point and sub-communicators over the emulated NCCL (ncclSend, ncclRecv, a communicator a group)"
+	@(cd zero && LD_LIBRARY_PATH=$(CURDIR)/$(EMU) TRAINMEM_EMU_DEVICES=4 TRAINMEM_NCCL=$(CURDIR)/$(EMU)/libnccl.so.2 ../bin/cuda-tests/zero.test -test.v -test.run 'TestNCCLSendRecv|TestNCCLSplit') >$(EMU)/p2p.log 2>&1; rc=$$?; \
 	grep -E '^(--- |ok|FAIL|PASS)' $(EMU)/p2p.log; \
 	if [ $$rc != 0 ] || grep -q -- '--- SKIP' $(EMU)/p2p.log; then tail -40 $(EMU)/p2p.log; exit 1; fi
 

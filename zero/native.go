@@ -32,38 +32,97 @@ type Native interface {
 	Close() error
 }
 
+// NativeLib makes a native library's engines (NCCL's communicators): a
+// group's, and each of its sub-groups' (Group.Split), one engine a rank of
+// each group, as ncclCommSplit's children are communicators of their own.
+type NativeLib interface {
+	// InitAll makes the engines of one process's ranks, rank r on devs[r]
+	// (ncclCommInitAll).
+	InitAll(devs []cuda.Device) ([]Native, error)
+	// InitRank makes this process's rank's engine on dev of l's group;
+	// every rank of l calls it at once (ncclCommInitRank, its unique id
+	// sent by rank 0 over l).
+	InitRank(dev cuda.Device, l Link) (Native, error)
+}
+
 // NewNativeGroup is the group of len(devs) ranks in one process, rank r
-// on devs[r] with engine natives[r] (one process driving every GPU of a
+// on devs[r], with lib's engines (one process driving every GPU of a
 // node).
-func NewNativeGroup(devs []cuda.Device, natives []Native) (*Group, error) {
-	if len(natives) != len(devs) {
-		return nil, fmt.Errorf("zero: %d engines for %d ranks", len(natives), len(devs))
-	}
+func NewNativeGroup(devs []cuda.Device, lib NativeLib) (*Group, error) {
 	g, err := NewGroup(devs)
 	if err != nil {
 		return nil, err
 	}
-	g.eng = native{natives}
+	natives, err := lib.InitAll(devs)
+	if err != nil {
+		return nil, err
+	}
+	if len(natives) != len(devs) {
+		closeNatives(natives)
+		return nil, fmt.Errorf("zero: %d engines for %d ranks", len(natives), len(devs))
+	}
+	g.eng = native{natives, lib}
 	return g, nil
 }
 
 // NewNativeProcessGroup is NewProcessGroup with this rank's data moved by
-// engine e: the ranks meet over l.
-func NewNativeProcessGroup(dev cuda.Device, l Link, e Native) (*Group, error) {
+// lib's engine: the ranks meet over l.
+func NewNativeProcessGroup(dev cuda.Device, l Link, lib NativeLib) (*Group, error) {
 	g, err := NewProcessGroup(dev, l)
 	if err != nil {
 		return nil, err
 	}
-	g.eng = native{[]Native{e}}
+	e, err := lib.InitRank(dev, l)
+	if err != nil {
+		return nil, err
+	}
+	g.eng = native{[]Native{e}, lib}
 	return g, nil
 }
 
-// native moves the data with each member's engine (engines[member]); with
-// none, it is a simulation of one on shape-only ranks: nothing moves. Either
-// way nothing is staged in the allocator (the engine keeps its partials in
-// buffers of its own) and each rank's traffic is what NCCL's ring sends
-// (ringTraffic), counted once the ranks agree.
-type native struct{ engines []Native }
+// native moves the data with each member's engine (engines[member]), made
+// by lib (which makes the sub-groups' too); with none, it is a simulation
+// of one on shape-only ranks: nothing moves. Either way nothing is staged
+// in the allocator (the engine keeps its partials in buffers of its own)
+// and each rank's traffic is what NCCL's ring sends (ringTraffic), counted
+// once the ranks agree.
+type native struct {
+	engines []Native
+	lib     NativeLib
+}
+
+// split is the native engine of a sub-group whose members are on devs:
+// the simulation's for the simulation's, else lib's engines of the
+// sub-group (over l, the sub-group's link, when the ranks are processes).
+func (e native) split(devs []cuda.Device, l Link) (native, error) {
+	if e.engines == nil {
+		return e, nil
+	}
+	if l != nil {
+		n, err := e.lib.InitRank(devs[0], l)
+		if err != nil {
+			return native{}, err
+		}
+		return native{[]Native{n}, e.lib}, nil
+	}
+	ns, err := e.lib.InitAll(devs)
+	if err != nil {
+		return native{}, err
+	}
+	if len(ns) != len(devs) {
+		closeNatives(ns)
+		return native{}, fmt.Errorf("zero: %d engines for %d ranks", len(ns), len(devs))
+	}
+	return native{ns, e.lib}, nil
+}
+
+func closeNatives(ns []Native) error {
+	var errs []error
+	for _, n := range ns {
+		errs = append(errs, n.Close())
+	}
+	return errors.Join(errs...)
+}
 
 func (e native) engine(c *Comm) Native {
 	if e.engines == nil {
@@ -123,13 +182,32 @@ func (g *Group) Engine(i int) Native {
 	return nil
 }
 
-// Close closes the group's native engines.
+// EngineBytes is the device memory member i's native engines hold outside
+// the allocator: its engine of this group and of every group split from
+// it that the member is in (0 for the ring and its simulation).
+func (g *Group) EngineBytes(i int) int64 {
+	var n int64
+	if e := g.Engine(i); e != nil {
+		n = e.Bytes()
+	}
+	for _, sub := range g.subs {
+		for k, p := range sub.parents {
+			if p == g.comms[i] {
+				n += sub.EngineBytes(k)
+			}
+		}
+	}
+	return n
+}
+
+// Close closes the group's native engines, and its sub-groups'.
 func (g *Group) Close() error {
 	var errs []error
+	for _, sub := range g.subs {
+		errs = append(errs, sub.Close())
+	}
 	if e, ok := g.eng.(native); ok {
-		for _, n := range e.engines {
-			errs = append(errs, n.Close())
-		}
+		errs = append(errs, closeNatives(e.engines))
 	}
 	return errors.Join(errs...)
 }

@@ -56,14 +56,21 @@ func gpus(devs []cuda.Device) ([]*gpu.Device, error) {
 	return out, nil
 }
 
-// NewNCCLGroup is the group of one process driving every GPU of devs,
-// rank r on devs[r], over NCCL (ncclCommInitAll).
-func NewNCCLGroup(devs []cuda.Device) (*Group, error) {
-	gs, err := gpus(devs)
-	if err != nil {
-		return nil, err
+// ncclLib makes NCCL's communicators, a group's and its sub-groups'
+// (NativeLib): ncclCommInitAll for one process's GPUs, ncclCommInitRank
+// for processes, the unique id made by the group's rank 0 and sent to
+// every rank over the group's link (a sub-group's link for a sub-group's
+// communicator, so each group of a layout has one of its own).
+type ncclLib struct {
+	version string
+	err     error // why there is no NCCL (ncclGetVersion's error)
+}
+
+func (lib ncclLib) InitAll(devs []cuda.Device) ([]Native, error) {
+	if lib.err != nil {
+		return nil, lib.err
 	}
-	version, err := gpu.NCCLVersion()
+	gs, err := gpus(devs)
 	if err != nil {
 		return nil, err
 	}
@@ -73,27 +80,14 @@ func NewNCCLGroup(devs []cuda.Device) (*Group, error) {
 	}
 	natives := make([]Native, len(comms))
 	for r, c := range comms {
-		natives[r] = ncclEngine{c, version}
+		natives[r] = ncclEngine{c, lib.version}
 	}
-	g, err := NewNativeGroup(devs, natives)
-	if err != nil {
-		for _, c := range comms {
-			c.Destroy()
-		}
-		return nil, err
-	}
-	return g, nil
+	return natives, nil
 }
 
-// NewNCCLProcessGroup is this process's rank of l's group on dev, its data
-// moved by NCCL: rank 0 makes the communicator's unique id and sends it to
-// every rank over l, and every rank joins (ncclCommInitRank).
-func NewNCCLProcessGroup(dev cuda.Device, l Link) (*Group, error) {
+func (lib ncclLib) InitRank(dev cuda.Device, l Link) (Native, error) {
 	gs, err := gpus([]cuda.Device{dev})
-	if err != nil {
-		return nil, err
-	}
-	version, err := gpu.NCCLVersion()
+	err = errors.Join(lib.err, err)
 	var id [gpu.NCCLUniqueIDBytes]byte
 	if l.Rank() == 0 {
 		if err == nil {
@@ -127,10 +121,26 @@ func NewNCCLProcessGroup(dev cuda.Device, l Link) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := NewNativeProcessGroup(dev, l, ncclEngine{c, version})
+	return ncclEngine{c, lib.version}, nil
+}
+
+// NewNCCLGroup is the group of one process driving every GPU of devs,
+// rank r on devs[r], over NCCL (ncclCommInitAll); its sub-groups get
+// communicators of their own.
+func NewNCCLGroup(devs []cuda.Device) (*Group, error) {
+	version, err := gpu.NCCLVersion()
 	if err != nil {
-		c.Destroy()
 		return nil, err
 	}
-	return g, nil
+	return NewNativeGroup(devs, ncclLib{version, nil})
+}
+
+// NewNCCLProcessGroup is this process's rank of l's group on dev, its data
+// moved by NCCL: rank 0 makes the communicator's unique id and sends it to
+// every rank over l, and every rank joins (ncclCommInitRank); each
+// sub-group's communicator is made the same way over the sub-group's link.
+func NewNCCLProcessGroup(dev cuda.Device, l Link) (*Group, error) {
+	version, err := gpu.NCCLVersion()
+	// Without NCCL rank 0 still tells every rank why it has no id.
+	return NewNativeProcessGroup(dev, l, ncclLib{version, err})
 }

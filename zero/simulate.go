@@ -203,7 +203,7 @@ func Run(g *Group, c model.Checked, set Setting, opts train.Options, init []floa
 			out[k].Rank = g.comms[i].alike[w.alike].rank
 		}
 		if e := g.Engine(i); e != nil {
-			out[k].Engine, out[k].EngineBytes = e.Name(), e.Bytes()
+			out[k].Engine, out[k].EngineBytes = e.Name(), g.EngineBytes(i)
 		}
 		out[k].Traffic = subTraffic(after[k].all, before[k].all)
 		for a := range out[k].AxisTraffic {

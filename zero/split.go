@@ -26,9 +26,6 @@ import (
 // (ncclCommSplit), not made here.
 func (g *Group) Split(groups [][]int) ([]*Group, error) {
 	lt, overLink := g.tr.(*linked)
-	if g.Engine(0) != nil {
-		return nil, fmt.Errorf("zero: a group of native engines (%s) is not split here: its sub-groups need communicators of the library's own", g.Engine(0).Name())
-	}
 	member := make(map[int]int, len(g.ranks)) // g's rank → member index
 	for i, r := range g.ranks {
 		member[r] = i
@@ -60,22 +57,29 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 			continue
 		}
 		if overLink {
-			if err := reachable(lt.l, ranks, subRanks[0]); err != nil {
-				return nil, err
-			}
 			sub, err := newGroup([]cuda.Device{parents[0].Device()}, subRanks, len(ranks))
 			if err != nil {
 				return nil, err
 			}
-			sub.tr, sub.eng, sub.parents = &linked{l: &subLink{l: lt.l, ranks: append([]int(nil), ranks...), rank: subRanks[0]}}, g.eng, parents
+			sl := &subLink{l: lt.l, ranks: append([]int(nil), ranks...), rank: subRanks[0]}
+			sub.tr, sub.parents = &linked{l: sl}, parents
+			if sub.eng, err = g.subEngine(sub.devs, sl); err != nil {
+				closeSubs(subs)
+				return nil, err
+			}
 			subs = append(subs, sub)
 			continue
 		}
 		if g.computes && len(parents) != len(ranks) {
+			closeSubs(subs)
 			return nil, fmt.Errorf("zero: sub-group %d: ranks %v are not all members of the group", j, ranks)
 		}
 		sub, err := g.subGroup(parents, subRanks, len(ranks))
+		if err == nil {
+			sub.eng, err = g.subEngine(sub.devs, nil)
+		}
 		if err != nil {
+			closeSubs(subs)
 			return nil, err
 		}
 		subs = append(subs, sub)
@@ -92,23 +96,23 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 	return subs, nil
 }
 
-// reachable refuses, before any collective, a sub-group whose ring this
-// process's link cannot run: a link that reaches only some ranks (TCP's:
-// rank 0 and the ring neighbours) must reach the sub-group's ring
-// neighbours of this process (sub-group rank i) and the sub-group's first
-// rank.
-func reachable(l Link, ranks []int, i int) error {
-	r, ok := l.(interface{ Reaches(q int) bool })
-	if !ok {
-		return nil // every rank reached (MPI)
+// subEngine is what moves a sub-group's data, its members on devs (over
+// l when they are processes): g's ring, or engines of the sub-group's own
+// from g's native library.
+func (g *Group) subEngine(devs []cuda.Device, l Link) (engine, error) {
+	if e, ok := g.eng.(native); ok {
+		return e.split(devs, l)
 	}
-	n := len(ranks)
-	for _, q := range []int{ranks[(i+1)%n], ranks[(i+n-1)%n], ranks[0]} {
-		if !r.Reaches(q) {
-			return fmt.Errorf("zero: rank %d's group %v needs a connection to rank %d, and over %s a rank talks to rank 0 and its ring neighbours only: run this layout under MPI (mpirun), whose ranks all reach each other", ranks[i], ranks, q, l.Name())
+	return g.eng, nil
+}
+
+// closeSubs closes the sub-groups a failed split made.
+func closeSubs(subs []*Group) {
+	for _, sub := range subs {
+		if sub != nil {
+			sub.Close()
 		}
 	}
-	return nil
 }
 
 // subGroup is the group of n ranks whose members are g's members parents,
@@ -122,7 +126,7 @@ func (g *Group) subGroup(parents []*Comm, ranks []int, n int) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub.eng, sub.parents = g.eng, parents
+	sub.parents = parents
 	return sub, nil
 }
 

@@ -3,16 +3,17 @@ package zero
 // The TCP link: rank 0 listens at the rendezvous address (torchrun's
 // MASTER_ADDR:MASTER_PORT, or --init tcp://host:port), every other rank
 // connects to it and says its rank, the world size and where it listens;
-// rank 0 checks them and tells each rank where its ring successor listens.
-// A rank then holds a connection to rank 0 and one to each ring neighbour:
-// every message the collectives send (ring.go's steps to and from the
-// neighbours, the calls and results to and from rank 0). Each connection
-// carries frames (a type byte, a length, the bytes), read by one goroutine
-// that hands data to the Recv waiting for it and watches for the peer
-// going away: a peer whose connection closes without saying goodbye is
-// gone, and its neighbours and rank 0 fail every wait naming it, passing
-// the reason on to their own peers, so that every rank ends with the cause
-// however far from it the failure was.
+// rank 0 checks them and tells each rank where every later rank listens.
+// Each rank dials the ranks after it and accepts the ranks before it, so
+// that every pair of ranks holds one connection (a mesh): a layout's
+// sub-groups (Group.Split) run their rings between any ranks, as over MPI,
+// and every message between two processes keeps its order on their one
+// connection whichever group sends it. Each connection carries frames (a
+// type byte, a length, the bytes), read by one goroutine that hands data
+// to the Recv waiting for it and watches for the peer going away: a peer
+// whose connection closes without saying goodbye is gone, and every rank
+// fails its waits naming it, passing the reason on to its own peers, so
+// that every rank ends with the cause.
 
 import (
 	"encoding/binary"
@@ -34,7 +35,7 @@ const (
 	frameBye                   // the sender is done: no more frames
 )
 
-const helloMagic = "trainmem-tcp-1"
+const helloMagic = "trainmem-tcp-2"
 
 // TCPLink is a Link over TCP connections.
 type TCPLink struct {
@@ -183,7 +184,7 @@ func (l *TCPLink) Size() int    { return l.size }
 func (l *TCPLink) Name() string { return TCP.String() }
 
 // hello is a rank's first frame: who it is, the group it joins, and (to
-// rank 0) where it listens for its ring predecessor.
+// rank 0) where it listens for the ranks before it.
 type hello struct {
 	rank, size int
 	listen     string
@@ -276,11 +277,12 @@ func (l *TCPLink) host(ln net.Listener, addr string) error {
 		return errors.New(msg)
 	}
 	for q, j := range byRank {
-		next := "-"
-		if q+1 < l.size {
-			next = byRank[q+1].h.listen
+		// Where each later rank listens: rank q dials them.
+		later := []string{"-"}
+		for r := q + 1; r < l.size; r++ {
+			later = append(later, byRank[r].h.listen)
 		}
-		if err := writeFrame(j.conn, frameHello, []byte(next)); err != nil {
+		if err := writeFrame(j.conn, frameHello, []byte(strings.Join(later, " "))); err != nil {
 			msg := fmt.Sprintf("zero: rank 0 could not answer rank %d: %v", q, err)
 			for _, o := range byRank {
 				writeFrame(o.conn, frameAbort, []byte(msg))
@@ -311,13 +313,13 @@ func (l *TCPLink) join(addr string, deadline time.Time) error {
 		}
 		time.Sleep(wait)
 	}
-	// Listen where rank 0 reaches this rank: the ring predecessor connects
-	// here.
+	// Listen where rank 0 reaches this rank: the ranks before it (other
+	// than rank 0) connect here.
 	host, _, _ := net.SplitHostPort(conn.LocalAddr().String())
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		conn.Close()
-		return fmt.Errorf("zero: rank %d cannot listen for its ring neighbour: %w", l.rank, err)
+		return fmt.Errorf("zero: rank %d cannot listen for the other ranks: %w", l.rank, err)
 	}
 	defer ln.Close()
 	if err := writeFrame(conn, frameHello, hello{l.rank, l.size, ln.Addr().String()}.encode()); err != nil {
@@ -326,7 +328,7 @@ func (l *TCPLink) join(addr string, deadline time.Time) error {
 	}
 	// Rank 0 answers once every rank has joined, within its own timeout.
 	conn.SetDeadline(time.Now().Add(2*l.timeout + 10*time.Second))
-	typ, b, err := readFrame(conn, 1<<10)
+	typ, b, err := readFrame(conn, 1<<20)
 	conn.SetDeadline(time.Time{})
 	switch {
 	case err != nil:
@@ -340,23 +342,36 @@ func (l *TCPLink) join(addr string, deadline time.Time) error {
 		return fmt.Errorf("zero: rank %d: rank 0 answered with a frame of type %d", l.rank, typ)
 	}
 	l.addPeer(0, conn)
-	if next := l.rank + 1; next < l.size {
-		c, err := net.DialTimeout("tcp", string(b), time.Until(deadline)+l.timeout)
+	later := strings.Fields(string(b))
+	if len(later) != l.size-l.rank || later[0] != "-" {
+		return fmt.Errorf("zero: rank %d: rank 0 named %d later ranks' addresses, want %d (%.80q)", l.rank, len(later)-1, l.size-l.rank-1, b)
+	}
+	// Dial every later rank (its listener queues the connection until it
+	// accepts), then accept every earlier one but rank 0.
+	for i, at := range later[1:] {
+		next := l.rank + 1 + i
+		c, err := net.DialTimeout("tcp", at, time.Until(deadline)+l.timeout)
 		if err == nil {
 			if err = writeFrame(c, frameHello, hello{l.rank, l.size, ""}.encode()); err != nil {
 				c.Close()
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("zero: rank %d: connecting to rank %d at %s: %w", l.rank, next, b, err)
+			return fmt.Errorf("zero: rank %d: connecting to rank %d at %s: %w", l.rank, next, at, err)
 		}
 		l.addPeer(next, c)
 	}
-	if prev := l.rank - 1; prev > 0 {
-		ln.(*net.TCPListener).SetDeadline(time.Now().Add(l.timeout))
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(l.timeout))
+	for accepted := 0; accepted < l.rank-1; accepted++ {
 		c, err := ln.Accept()
 		if err != nil {
-			return fmt.Errorf("zero: rank %d: rank %d did not connect within %v: %w", l.rank, prev, l.timeout, err)
+			var missing []string
+			for q := 1; q < l.rank; q++ {
+				if _, ok := l.peers[q]; !ok {
+					missing = append(missing, strconv.Itoa(q))
+				}
+			}
+			return fmt.Errorf("zero: rank %d: rank %s did not connect within %v: %w", l.rank, strings.Join(missing, ", "), l.timeout, err)
 		}
 		c.SetDeadline(time.Now().Add(l.timeout))
 		typ, b, err := readFrame(c, 1<<10)
@@ -365,11 +380,12 @@ func (l *TCPLink) join(addr string, deadline time.Time) error {
 		if err == nil && typ == frameHello {
 			h, err = decodeHello(b)
 		}
-		if err != nil || typ != frameHello || h.rank != prev {
+		_, dup := l.peers[h.rank]
+		if err != nil || typ != frameHello || h.rank < 1 || h.rank >= l.rank || dup {
 			c.Close()
-			return fmt.Errorf("zero: rank %d: its ring predecessor should be rank %d, and the connection said %q (%v)", l.rank, prev, b, err)
+			return fmt.Errorf("zero: rank %d: a connection from an earlier rank (1 to %d, each once) said %q (%v)", l.rank, l.rank-1, b, err)
 		}
-		l.addPeer(prev, c)
+		l.addPeer(h.rank, c)
 	}
 	return nil
 }
@@ -544,23 +560,13 @@ func (l *TCPLink) failed() error {
 	return l.err
 }
 
-// Reaches reports whether this rank has a connection to rank q: rank 0 and
-// its ring neighbours (a sub-group's ring over other ranks needs a link
-// that reaches them, Group.Split).
-func (l *TCPLink) Reaches(q int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.peers[q]
-	return ok || q == l.rank
-}
-
 func (l *TCPLink) peer(q int, what string) (*peer, error) {
 	if err := l.failed(); err != nil {
 		return nil, err
 	}
 	p, ok := l.peers[q]
 	if !ok {
-		return nil, fmt.Errorf("zero: rank %d has no connection to rank %d to %s (it talks to rank 0 and its ring neighbours)", l.rank, q, what)
+		return nil, fmt.Errorf("zero: rank %d has no rank %d to %s (valid: 0 to %d but %d)", l.rank, q, what, l.size-1, l.rank)
 	}
 	return p, nil
 }

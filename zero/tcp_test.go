@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,6 +111,54 @@ func TestCollectivesOverTCP(t *testing.T) {
 	}
 }
 
+// TestTCPMesh: every pair of five ranks talks over a connection of its
+// own: each rank sends every other rank a message naming the pair and
+// receives one from each, in an order no ring would allow (the ranks after
+// it first), and a rank that is not in the group is refused by number.
+func TestTCPMesh(t *testing.T) {
+	const n = 5
+	links, errs := dialAll(t, n, 20*time.Second)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(links)
+	var wg sync.WaitGroup
+	for r, l := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 1; k < n; k++ {
+				q := (r + k) % n
+				if err := l.Send(q, []byte{byte(r), byte(q)}); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+			for q := n - 1; q >= 0; q-- {
+				if q == r {
+					continue
+				}
+				b := make([]byte, 2)
+				if err := l.Recv(q, b); err != nil {
+					errs[r] = err
+					return
+				}
+				if b[0] != byte(q) || b[1] != byte(r) {
+					errs[r] = fmt.Errorf("rank %d from rank %d: %v, want [%d %d]", r, q, b, q, r)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := links[2].Send(n, []byte{0}); err == nil || !strings.Contains(err.Error(), "no rank 5") {
+		t.Errorf("send to rank %d of %d: %v", n, n, err)
+	}
+}
+
 // A collective that differs between the ranks fails on every rank with the
 // difference, as in process: a rank that finds it (one of rank 1's
 // neighbours, whichever compares first: the other may hear its abort
@@ -205,23 +252,6 @@ func TestTCPCallsOutOfStep(t *testing.T) {
 	})
 }
 
-// countingEngine is a native engine that moves nothing and counts the
-// calls it was given.
-type countingEngine struct{ calls *atomic.Int64 }
-
-func (e countingEngine) Broadcast(_, _ *cuda.Buffer, _ int) error    { e.calls.Add(1); return nil }
-func (e countingEngine) Reduce(_, _ *cuda.Buffer, _ Op, _ int) error { e.calls.Add(1); return nil }
-func (e countingEngine) AllReduce(_, _ *cuda.Buffer, _ Op) error     { e.calls.Add(1); return nil }
-func (e countingEngine) ReduceScatter(_, _ *cuda.Buffer, _ Op) error { e.calls.Add(1); return nil }
-func (e countingEngine) AllGather(_, _ *cuda.Buffer) error           { e.calls.Add(1); return nil }
-func (e countingEngine) SendRecv(_ *cuda.Buffer, _ int, _ *cuda.Buffer, _ int) error {
-	e.calls.Add(1)
-	return nil
-}
-func (e countingEngine) Name() string { return "counting" }
-func (e countingEngine) Bytes() int64 { return 0 }
-func (e countingEngine) Close() error { return nil }
-
 // Under a native engine, which a link's abort cannot interrupt, no rank
 // enters the library before every rank agreed: a call that differs, or a
 // rank's bad arguments, fails every rank with the same error and the engine
@@ -245,11 +275,11 @@ func TestNativeOverLinksAgreeFirst(t *testing.T) {
 			}
 			t.Cleanup(func() { closeAll(links) })
 			devs := hosts(t, n)
-			var calls atomic.Int64
+			lib := newCountingLib()
 			gs := make([]*Group, n)
 			for r := range n {
 				var err error
-				if gs[r], err = NewNativeProcessGroup(devs[r], links[r], countingEngine{&calls}); err != nil {
+				if gs[r], err = NewNativeProcessGroup(devs[r], links[r], lib); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -281,8 +311,8 @@ func TestNativeOverLinksAgreeFirst(t *testing.T) {
 					t.Errorf("rank %d: %v, want %q", r, err, tc.want)
 				}
 			}
-			if want := map[bool]int64{true: n, false: 0}[tc.want == ""]; calls.Load() != want {
-				t.Errorf("the engine was called %d times, want %d", calls.Load(), want)
+			if want := map[bool]int64{true: n, false: 0}[tc.want == ""]; lib.calls.Load() != want {
+				t.Errorf("the engine was called %d times, want %d", lib.calls.Load(), want)
 			}
 		})
 	}

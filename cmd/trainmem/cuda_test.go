@@ -160,13 +160,14 @@ func TestCUDAMatchesHost(t *testing.T) {
 }
 
 // Ranks on GPUs over NCCL, one process driving two GPUs (ncclCommInitAll),
-// every setting: each rank's memory equals the simulation's (of NCCL,
+// every setting, and tensor-parallel and pipeline layouts on two GPUs (on
+// four, their products with data-parallel ranks): each rank's memory equals the simulation's (of NCCL,
 // which stages partial sums in its own buffers, reported as the engine's
 // bytes) in every category but workspace (cuBLAS's, as for one GPU), its
 // traffic the simulated ring's, and its loss the host ranks' within the
 // tolerance of TestCUDAMatchesHost. It runs wherever two CUDA devices and
 // NCCL open: a machine with GPUs, or the emulated GPUs of make
-// test-cuda-emu (TRAINMEM_EMU_DEVICES=2, TRAINMEM_NCCL=bin/emu/libnccl.so.2).
+// test-cuda-emu (TRAINMEM_EMU_DEVICES=4, TRAINMEM_NCCL=bin/emu/libnccl.so.2).
 func TestNCCLRanks(t *testing.T) {
 	if err := gpu.Available(); err != nil {
 		t.Skipf("no CUDA device: %v", err)
@@ -182,15 +183,18 @@ func TestNCCLRanks(t *testing.T) {
 	}
 	ws := libraryWorkspace(t)
 	t.Logf("2 ranks over %s, tiny, bf16", version)
-	for _, set := range settings {
-		name := strings.Join(set, " ")
-		out, _ := mustRun(t, append(ranksArgs(set), "--ranks", "2")...)
+	check := func(name string, args []string) {
+		t.Helper()
+		out, _ := mustRun(t, args...)
 		host := parseRankReport(t, name+" on the host", out)
-		out, errOut, code := runArgs(t, append(ranksArgs(set), "--ranks", "2", "--device", "cuda")...)
+		out, errOut, code := runArgs(t, append(args, "--device", "cuda")...)
 		if code != 0 {
 			t.Fatalf("%s --device cuda: exit %d: %s", name, code, errOut)
 		}
 		nccl := parseRankReport(t, name+" over NCCL", out)
+		if len(nccl.Ranks) != len(host.Ranks) {
+			t.Fatalf("%s: %d ranks over NCCL, %d on the host", name, len(nccl.Ranks), len(host.Ranks))
+		}
 		for r, got := range nccl.Ranks {
 			if got.MeasSent == nil || got.MeasLoss == nil {
 				t.Fatalf("%s rank %d: nothing measured", name, r)
@@ -215,6 +219,22 @@ func TestNCCLRanks(t *testing.T) {
 				t.Errorf("%s rank %d: loss %v over NCCL, %v on the host ranks (relative %.1e > 2e-4)", name, r, *got.MeasLoss, h, rel)
 			}
 		}
-		t.Logf("%-24s rank 0: loss %.7f (host %.7f), NCCL's own memory %d bytes", name, *nccl.Ranks[0].MeasLoss, *host.Ranks[0].MeasLoss, nccl.Ranks[0].MeasEngineBytes)
+		t.Logf("%-32s rank 0: loss %.7f (host %.7f), NCCL's own memory %d bytes", name, *nccl.Ranks[0].MeasLoss, *host.Ranks[0].MeasLoss, nccl.Ranks[0].MeasEngineBytes)
+	}
+	for _, set := range settings {
+		check(strings.Join(set, " "), append(ranksArgs(set), "--ranks", "2"))
+	}
+	// Layouts: each tensor group, pipeline and data group a communicator
+	// of its own (ncclCommInitAll over its GPUs), pipelines over ncclSend
+	// and ncclRecv. NCCL's own memory is then a communicator's a group.
+	layouts := [][]string{{"--tp", "2"}, {"--pp", "2", "--micro-batches", "3"}}
+	if d, err := gpu.New(gpu.Options{Ordinal: 3}); err != nil {
+		t.Logf("the layouts of 4 ranks need 4 GPUs: %v", err)
+	} else {
+		d.Close()
+		layouts = append(layouts, []string{"--tp", "2", "--ranks", "2", "--zero", "1"}, []string{"--tp", "2", "--pp", "2", "--micro-batches", "2"}, []string{"--pp", "2", "--ranks", "2", "--micro-batches", "2", "--schedule", "gpipe"})
+	}
+	for _, lay := range layouts {
+		check(strings.Join(lay, " "), append(ranksArgs(nil), lay...))
 	}
 }

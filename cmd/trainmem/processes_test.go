@@ -270,7 +270,7 @@ func TestTrainTensorParallelOverTCP(t *testing.T) {
 	args := func(out, save string) []string {
 		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--tp", "2", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
 	}
-	sameOverTCP(t, dir, args)
+	sameOverTCP(t, dir, 2, args)
 }
 
 // sameTrainRuns compares the records (in.jsonl, procs.jsonl under dir) and
@@ -487,27 +487,30 @@ func TestRanksBLASDiffer(t *testing.T) {
 	}
 }
 
-// train --pp 2 over two processes (TCP) gives every record and the saved
-// weights of the same pipeline in one process.
-func TestTrainPipelineOverTCP(t *testing.T) {
+// TestTrainLayoutOverTCP: train --tp 2 --pp 2 --ranks 2 over eight
+// processes (TCP) gives every record and the saved weights of the same
+// layout in one process. Its data groups (ranks 0 and 2, ...) and
+// pipelines (ranks 0 and 4, ...) are not ring neighbours: they run on the
+// link's mesh.
+func TestTrainLayoutOverTCP(t *testing.T) {
 	dir := t.TempDir()
 	args := func(out, save string) []string {
-		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--pp", "2", "--micro-batches", "3", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
+		return []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--tp", "2", "--pp", "2", "--ranks", "2", "--micro-batches", "3", "--steps", "3", "--threads", "1", "--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}
 	}
-	sameOverTCP(t, dir, args)
+	sameOverTCP(t, dir, 8, args)
 }
 
 // sameOverTCP trains args (its records and weights named by the two
-// arguments) in one process and over two processes (TCP), and holds the
-// two runs' records and weights equal (sameTrainRuns, 2 ranks, 3 steps).
-func sameOverTCP(t *testing.T, dir string, args func(out, save string) []string) {
+// arguments) in one process and over n processes (TCP), and holds the two
+// runs' records and weights equal (sameTrainRuns, n ranks, 3 steps).
+func sameOverTCP(t *testing.T, dir string, n int, args func(out, save string) []string) {
 	t.Helper()
 	mustRun(t, args("in.jsonl", "in.bin")...)
-	ps := startRanks(t, 2, args("procs.jsonl", "procs.bin"), nil)
-	for r, code := range waitRanks(t, ps, 2*time.Minute) {
+	ps := startRanks(t, n, args("procs.jsonl", "procs.bin"), nil)
+	for r, code := range waitRanks(t, ps, 3*time.Minute) {
 		if code != 0 {
 			t.Fatalf("rank %d exited %d:\n%s", r, code, ps[r].stderr.String())
 		}
 	}
-	sameTrainRuns(t, dir, "in", "procs", 2, 3)
+	sameTrainRuns(t, dir, "in", "procs", n, 3)
 }

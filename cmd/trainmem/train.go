@@ -167,22 +167,6 @@ func (f *trainFlags) newDevice() (cuda.Device, error) {
 	return nil, usagef("--device %q: unknown device (valid: host, cuda)", f.device)
 }
 
-// checkLayoutBackend refuses, before the work, a tensor-parallel or
-// pipeline layout that the engine cannot run.
-func checkLayoutBackend(s model.Setup, backend zero.Backend) error {
-	switch {
-	case s.PP > 1 && backend == zero.NCCL:
-		return usagef("--pp %d over nccl: the pipeline and data groups would need NCCL communicators of their own (ncclCommSplit), which trainmem does not make yet: use --backend mpi, tcp or inproc", s.PP)
-	case s.PP > 1 && s.Ranks*s.TP > 1 && backend == zero.TCP:
-		return usagef("--pp %d with %d ranks a stage over tcp: a pipeline's stages are %d ranks apart, and over tcp a rank talks to rank 0 and its ring neighbours only: run it under mpirun (--backend mpi), or with --pp alone", s.PP, s.Ranks*s.TP, s.Ranks*s.TP)
-	case s.TP > 1 && backend == zero.NCCL:
-		return usagef("--tp %d over nccl: the tensor and data groups would need NCCL communicators of their own (ncclCommSplit), which trainmem does not make yet: use --backend mpi, tcp or inproc", s.TP)
-	case s.TP > 1 && s.Ranks > 1 && backend == zero.TCP:
-		return usagef("--tp %d with %d data-parallel ranks over tcp: a data group's ranks are %d apart, and over tcp a rank talks to rank 0 and its ring neighbours only: run it under mpirun (--backend mpi), or with --tp alone", s.TP, s.Ranks, s.TP)
-	}
-	return nil
-}
-
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	tf := addTrainFlags(fs)
@@ -251,9 +235,6 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	opts.Setting = set
-	if err := checkLayoutBackend(s, backend); err != nil {
-		return err
-	}
 	var where bench.Where
 	var proc *process
 	if launch.Processes() {

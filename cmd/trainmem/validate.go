@@ -139,9 +139,6 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	set.Native = backend == zero.NCCL // NCCL stages in its own buffers: the simulation too
 	opts.Setting = set
 	world := zero.LayoutOf(s).Size()
-	if err := checkLayoutBackend(s, backend); err != nil {
-		return err
-	}
 	ranked := launch.Processes() || world > 1 || set.PS
 	switch {
 	case *profile && (ranked || *sweep != "" || *noMeasure || format.v == "json"):
