@@ -108,41 +108,52 @@ func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, pro
 // searched once a policy).
 func simulateCells(s model.Setup, memory int64, cells []fitCell, byRanks bool, progress io.Writer) error {
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, len(cells))
-	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i := range cells {
+	err := onCores(len(cells), func(i int) error {
 		c := &cells[i]
 		if s.Ranks == 1 && c.zero > 0 && !byRanks {
-			continue
+			return nil
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			t := s
-			t.Checkpoint, t.ZeRO = c.policy, c.zero
-			what := "micro-batch"
-			if byRanks {
-				what = "ranks"
-				c.simulated, errs[i] = simulatedMinRanks(t, memory, c.answer)
-			} else {
-				c.simulated, errs[i] = simulatedMaxBatch(t, memory, c.answer)
-			}
-			if progress != nil {
-				mu.Lock()
-				fmt.Fprintf(progress, "fit: simulated %s, ZeRO-%d: %s %d\n", policyName(c.policy, s), c.zero, what, c.simulated)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+		t := s
+		t.Checkpoint, t.ZeRO = c.policy, c.zero
+		what := "micro-batch"
+		var err error
+		if byRanks {
+			what = "ranks"
+			c.simulated, err = simulatedMinRanks(t, memory, c.answer)
+		} else {
+			c.simulated, err = simulatedMaxBatch(t, memory, c.answer)
+		}
+		if progress != nil {
+			mu.Lock()
+			fmt.Fprintf(progress, "fit: simulated %s, ZeRO-%d: %s %d\n", policyName(c.policy, s), c.zero, what, c.simulated)
+			mu.Unlock()
+		}
+		return err
+	})
 	for i := range cells {
 		if s.Ranks == 1 && cells[i].zero > 0 && !byRanks {
 			cells[i].simulated = cells[i-1].simulated
 		}
 	}
+	return err
+}
+
+// onCores calls f(0) to f(n-1), as many at once as the machine has
+// cores, and returns their errors joined.
+func onCores(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -610,5 +611,108 @@ func TestFitSimulatedRanksAreSimulates(t *testing.T) {
 	}
 	if !found {
 		t.Error("no cell needs more than one rank: the test says nothing")
+	}
+}
+
+// fit --gpus is the simulation's own answer: a layout fits when every
+// distinct rank of it simulates on a card of the memory, its heaviest
+// rank is the one with the largest peak reserved, a layout whose every
+// rank reserves at most the memory fits, and the smallest layout is the
+// first that fits by tp × pp (then fewer stages); the formula's answer is
+// its estimate against the memory; a layout the model cannot take says
+// why. The memory is set between the layouts' peaks, so some fit and
+// some do not.
+func TestFitLayoutsAreSimulates(t *testing.T) {
+	s := setup(t, "tiny", 4, 64, model.BF16, model.Adam, "none")
+	s.Model.Layers, s.Model.Hidden, s.Model.Vocab = 4, 256, 4096 // peaks past the small pool's segments
+	s.ZeRO = 1
+	const gpus = 8
+	simulate := func(tp, pp int, memory int64) ([]zero.RankResult, error) {
+		u := s
+		u.TP, u.PP, u.Ranks = tp, pp, gpus/(tp*pp)
+		if pp > 1 {
+			u.MicroBatches = pp
+		}
+		return zero.Simulate(func() cuda.Device { return shape.New(memory) }, checked(t, u), zero.Setting{Stage: 1}, 2, nil)
+	}
+	heaviest := func(rs []zero.RankResult) int64 {
+		var most int64
+		for _, r := range rs {
+			most = max(most, r.Stats.ReservedBytes.Peak)
+		}
+		return most
+	}
+	peaks := map[[2]int]int64{}
+	var all []int64
+	for _, tp := range []int{1, 2, 4} {
+		for _, pp := range []int{1, 2, 4} {
+			if tp*pp > gpus {
+				continue
+			}
+			rs, err := simulate(tp, pp, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			peaks[[2]int{tp, pp}] = heaviest(rs)
+			all = append(all, heaviest(rs))
+		}
+	}
+	slices.Sort(all)
+	memory := all[len(all)/2]
+	rep, err := FitLayouts(checked(t, s), gpus, memory, model.Korthikanti, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fits, fail, refused int
+	var first *layoutCell
+	for i, c := range rep.cells {
+		if i > 0 && (c.degree() < rep.cells[i-1].degree() || (c.degree() == rep.cells[i-1].degree() && c.pp < rep.cells[i-1].pp)) {
+			t.Errorf("layout %d (tp %d × pp %d) out of order", i, c.tp, c.pp)
+		}
+		peak, ok := peaks[[2]int{c.tp, c.pp}]
+		if !ok {
+			if c.why == "" || !(strings.Contains(c.why, "heads") || strings.Contains(c.why, "layers")) {
+				t.Errorf("tp %d × pp %d: a layout of tiny? why %q", c.tp, c.pp, c.why)
+			}
+			refused++
+			continue
+		}
+		if c.why != "" {
+			t.Fatalf("tp %d × pp %d refused: %s", c.tp, c.pp, c.why)
+		}
+		_, err := simulate(c.tp, c.pp, memory)
+		var oom *cuda.OutOfMemoryError
+		if err != nil && !errors.As(err, &oom) {
+			t.Fatal(err)
+		}
+		if c.simFits != (err == nil) || (peak <= memory && !c.simFits) {
+			t.Errorf("tp %d × pp %d: fit says %v; its ranks reserve %d of %d and simulate on the card with %v", c.tp, c.pp, c.simFits, peak, memory, err)
+		}
+		if !c.simFits && c.heaviest.Stats.ReservedBytes.Peak != peak {
+			t.Errorf("tp %d × pp %d: heaviest rank reserves %d, the ranks' most %d", c.tp, c.pp, c.heaviest.Stats.ReservedBytes.Peak, peak)
+		}
+		u := s
+		u.TP, u.PP, u.Ranks = c.tp, c.pp, gpus/(c.tp*c.pp)
+		e, err := u.EstimateBy(model.Korthikanti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.formulaFits != (e.Total(model.Korthikanti) <= memory) {
+			t.Errorf("tp %d × pp %d: the formula's %d fits %d: %v", c.tp, c.pp, e.Total(model.Korthikanti), memory, c.formulaFits)
+		}
+		if c.simFits {
+			fits++
+			if first == nil {
+				first = &rep.cells[i]
+			}
+		} else {
+			fail++
+		}
+	}
+	if fits == 0 || fail == 0 || refused == 0 {
+		t.Fatalf("%d layouts fit, %d do not, %d refused: the test says little", fits, fail, refused)
+	}
+	if got := rep.smallest(true); got != first {
+		t.Errorf("smallest %s, want %s", layoutText(got), layoutText(first))
 	}
 }

@@ -358,7 +358,7 @@ type Setup struct {
 	Ranks int // data-parallel ranks N; ZeRO shards over them (1: no data parallelism)
 	ZeRO  int // ZeRO stage 0 (plain data parallel) to 3
 	TP    int // tensor-parallel ranks t (Megatron-LM); must divide the heads
-	PP    int // pipeline stages P; must divide the layers
+	PP    int // pipeline stages P, at most the layers (StageBlocks: L/P each, the first L mod P one more)
 	// MicroBatches is the micro-batches M of b a step runs (0 is one):
 	// a pipeline's, or gradient accumulation on one stage.
 	MicroBatches int

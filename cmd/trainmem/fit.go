@@ -4,7 +4,10 @@ package main
 // largest micro-batch per rank for each checkpoint policy and ZeRO stage.
 // With --batch (or --params, which has no activations): the fewest
 // data-parallel ranks per policy and stage, and the lowest stage that fits
-// at --ranks. Every answer is a search over the estimate itself.
+// at --ranks. With --gpus: the smallest tensor × pipeline layout of that
+// many GPUs whose every rank fits, by simulation beside the formula. Every
+// answer is a search over the estimate itself, and the micro-batch and
+// layout answers over the simulation too.
 
 import (
 	"context"
@@ -30,9 +33,13 @@ stage, at --ranks data-parallel ranks. With --batch: the fewest
 data-parallel ranks for each policy and stage, and the lowest ZeRO stage
 that fits at --ranks. With --params (model states only): the fewest ranks
 per stage. 0 or "-" means nothing fits, and the notes say what alone is
-already too large.
+already too large. With --gpus G: every layout tp × pp × dp = G (tp
+dividing the heads, pp at most the layers) at --batch, --checkpoint and
+--zero, each simulated rank by rank on a card of --memory, and the
+smallest tp × pp that fits by the simulation and by the formula.
 
-example: trainmem fit --preset gpt2-xl --seq 1024 --precision bf16 --ranks 8 --memory 80GiB`
+example: trainmem fit --preset gpt2-xl --seq 1024 --precision bf16 --ranks 8 --memory 80GiB
+example: trainmem fit --preset 6b --seq 2048 --precision bf16 --checkpoint selective --zero 1 --gpus 64 --memory 24GiB`
 
 func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
@@ -45,6 +52,8 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	})
 	var formula model.Formula
 	formulaVar(fs, &formula, "to fit by")
+	gpus := 0
+	fs.IntVar(&gpus, "gpus", 0, "GPUs, `G`: find the smallest tensor × pipeline layout of G GPUs (the data-parallel ranks the rest) whose every rank fits --memory, at --batch (default 1)")
 	format := newFormatFlag(fs, "text", "json", "csv")
 	if stop, err := parseFlags(fs, args, stderr, fitSynopsis); stop {
 		return err
@@ -52,11 +61,28 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if memory < 0 {
 		return usagef("--memory is required (e.g. --memory 80GiB, --memory 24GB)")
 	}
+	if sf.set("gpus") {
+		if gpus < 1 || gpus > model.MaxFitRanks {
+			return usagef("--gpus %d: out of range (valid: 1 to %d)", gpus, model.MaxFitRanks)
+		}
+		for _, f := range []string{"ranks", "tp", "pp", "params"} {
+			if sf.set(f) {
+				return usagef("--%s with --gpus: fit --gpus searches the layouts itself (tp × pp × dp = --gpus); drop --%s", f, f)
+			}
+		}
+	}
 	c, err := sf.setup()
 	if err != nil {
 		return err
 	}
 	sf.noteIgnored(stderr)
+	if sf.set("gpus") {
+		rep, err := bench.FitLayouts(c, gpus, memory, formula, stderr)
+		if err != nil {
+			return badSetup(err)
+		}
+		return writeReport(stdout, format.v, rep)
+	}
 	rep, err := bench.Fit(c, memory, formula, sf.set("batch"), stderr)
 	if err != nil {
 		return badSetup(err)

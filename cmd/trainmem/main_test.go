@@ -226,6 +226,37 @@ func TestFitNothingFits(t *testing.T) {
 	}
 }
 
+// fit --gpus answers with the smallest layout by the simulation and by the
+// formula (6b on 64 cards of 24 GiB: tp 2, the data-parallel ranks the
+// rest, as both say; tp 1 runs out of memory), and refuses what would
+// contradict its search by name, with exit status 2.
+func TestFitLayouts(t *testing.T) {
+	args := []string{"fit", "--preset", "6b", "--seq", "2048", "--precision", "bf16", "--checkpoint", "selective", "--zero", "1", "--gpus", "64", "--memory", "24GiB"}
+	out, _ := mustRun(t, args...)
+	for _, want := range []string{"simulated:   tp 2 × pp 1 (dp 32)", "the formula: tp 2 × pp 1 (dp 32)", "no: rank 0 out of memory", "32 pipeline stages for 28 layers"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fit --gpus: no %q in\n%s", want, out)
+		}
+	}
+	js, _ := mustRun(t, append(args, "--format", "json")...)
+	var doc struct {
+		Smallest struct{ TP, PP, DP int } `json:"simulated_smallest"`
+		Layouts  []json.RawMessage        `json:"layouts"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || doc.Smallest.TP != 2 || doc.Smallest.DP != 32 || len(doc.Layouts) != 28 {
+		t.Errorf("fit --gpus --format json: %+v (%v)", doc.Smallest, err)
+	}
+	for _, bad := range [][]string{{"--tp", "2"}, {"--ranks", "4"}, {"--pp", "2"}} {
+		_, errOut, code := runArgs(t, append(args, bad...)...)
+		if code != 2 || !strings.Contains(errOut, "--"+bad[0][2:]+" with --gpus") {
+			t.Errorf("fit --gpus %v: exit %d: %s", bad, code, errOut)
+		}
+	}
+	if _, errOut, code := runArgs(t, "fit", "--preset", "tiny", "--gpus", "0", "--memory", "1GB"); code != 2 || !strings.Contains(errOut, "--gpus 0: out of range (valid: 1 to") {
+		t.Errorf("fit --gpus 0: exit %d: %s", code, errOut)
+	}
+}
+
 // FuzzRun: trainmem never panics; whatever the arguments, it either
 // succeeds with output or fails with a one-line error and exit 1 or 2.
 func FuzzRun(f *testing.F) {
@@ -237,6 +268,7 @@ func FuzzRun(f *testing.F) {
 		"fit --preset gpt2 --memory 24GB --ranks 4",
 		"fit --preset gpt2 --memory 8GiB --batch 16 --ranks 2 --checkpoint every:3",
 		"fit --params 1.5B --memory 1e10",
+		"fit --preset tiny --memory 1MB --gpus 12 --checkpoint full",
 		"estimate --preset tiny --batch 999999999999",
 		"estimate --preset tiny --heads 0",
 		"fit --preset tiny --memory -1GB",

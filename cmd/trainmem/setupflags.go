@@ -159,7 +159,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N` (ZeRO shards over them)")
 	intVar(fs, &f.zero, "zero", 0, "ZeRO `stage`: 0 (plain data parallel), 1 (optimizer states), 2 (+ gradients), 3 (+ weights)")
 	intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t` (Megatron-LM; must divide the heads)")
-	intVar(fs, &f.pp, "pp", 1, "pipeline stages, `P` (1F1B; must divide the layers)")
+	intVar(fs, &f.pp, "pp", 1, "pipeline stages, `P`, at most the layers (1F1B with M ≥ P micro-batches; the blocks split L/P each, the first L mod P one more)")
 	fs.BoolVar(&f.sequenceParallel, "sequence-parallel", false, "with --tp, split the layer norms' and dropouts' activations too (Korthikanti et al. 2022)")
 	return f
 }
