@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -339,10 +340,30 @@ func TestValidateTensorParallel(t *testing.T) {
 		if tc.pp > 1 {
 			wants = []string{"trainmem (this rank's part)", "korthikanti (the heavier end stage)", "per pipeline stage", "pipeline"}
 		}
+		// Megatron-LM's theoretical memory of the layout (model's
+		// TestMegatron holds it to Megatron-LM's code) beside rank 0's.
+		m, err := r.Setup.Megatron()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wants = append(wants, "Megatron-LM's theoretical memory of its most loaded rank", "  weights and optimizer  "+model.GiB(m.WeightsAndOptimizer), "  activations  "+model.GiB(m.Activations))
 		for _, want := range wants {
-			if !strings.Contains(text.String(), want) {
+			if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), strings.Join(strings.Fields(want), " ")) {
 				t.Errorf("tp %d dp %d: the report lacks %q:\n%s", tc.tp, tc.dp, want, text.String())
 			}
+		}
+		var js strings.Builder
+		if err := r.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Megatron struct {
+				W int64 `json:"weights_and_optimizer_bytes"`
+				A int64 `json:"activations_bytes"`
+			} `json:"megatron"`
+		}
+		if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || doc.Megatron.W != m.WeightsAndOptimizer || doc.Megatron.A != m.Activations {
+			t.Errorf("tp %d dp %d: JSON megatron %+v, want %d and %d (%v)", tc.tp, tc.dp, doc.Megatron, m.WeightsAndOptimizer, m.Activations, err)
 		}
 	}
 }

@@ -1,0 +1,53 @@
+package model
+
+import "testing"
+
+// TestMegatron holds Setup.Megatron to the numbers Megatron-LM's own
+// functions give for the same configurations: compute_weight_and_optimizer_memory
+// and compute_activation_memory / compute_activation_memory_without_sp of
+// megatron/training/theoretical_memory_usage.py at NVIDIA/Megatron-LM
+// d98e8a64 (Megatron Core 0.20.0), run unchanged under Python 3.11 with
+// the arguments these setups set (kv_channels h/a, ffn_hidden_size 4h,
+// LayerNorm, no GQA, MoE, MTP or virtual stages, padded_vocab_size by
+// vocab_size_with_padding with make_vocab_size_divisible_by 128,
+// use_distributed_optimizer for ZeRO ≥ 1, recompute_granularity
+// 'selective' for selective, num_microbatches M or None), each figure
+// rounded to a byte.
+func TestMegatron(t *testing.T) {
+	gpt3 := Config{Name: "gpt3-175b", Layers: 96, Hidden: 12288, Heads: 96, Vocab: 50257, Context: 2048}
+	for _, tc := range []struct {
+		name            string
+		cfg             Config
+		b, seq          int
+		tp, pp, dp, m   int
+		zero            int
+		sp              bool
+		ckpt            CheckpointKind
+		padded          int
+		weights, act    int64
+		spPath, distOpt bool
+	}{
+		{"gpt2-xl dp 8, distributed optimizer", mustPreset(t, "gpt2-xl"), 4, 1024, 1, 1, 8, 0, 1, false, CheckpointNone, 50304, 11665176000, 11683622093, false, true},
+		{"6b tp 4 × pp 4 × dp 4, M 8, sequence parallel, selective", mustPreset(t, "6b"), 1, 2048, 4, 4, 4, 8, 1, true, CheckpointSelective, 50688, 3639085056, 2004893696, true, true},
+		{"GPT-3 175B tp 8 × pp 16 × dp 8, M 64, sequence parallel, selective", gpt3, 1, 2048, 8, 16, 8, 64, 0, true, CheckpointSelective, 51200, 25882094592, 10318020608, true, false},
+		{"tiny untied tp 2", func() Config { c := mustPreset(t, "tiny"); c.Untied = true; return c }(), 2, 64, 2, 1, 1, 0, 0, false, CheckpointNone, 256, 1191168, 439757, false, false},
+		{"6b tp 2 × pp 2 × dp 2, M 1, selective without sequence parallelism", mustPreset(t, "6b"), 2, 2048, 2, 2, 2, 1, 1, false, CheckpointSelective, 50432, 18153652224, 5443402138, false, true},
+	} {
+		s := Setup{Model: tc.cfg, Batch: tc.b, Seq: tc.seq, Precision: BF16, Optimizer: Adam, Checkpoint: Checkpoint{Kind: tc.ckpt},
+			Ranks: tc.dp, ZeRO: tc.zero, TP: tc.tp, PP: tc.pp, MicroBatches: tc.m, SequenceParallel: tc.sp}
+		m, err := s.Megatron()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if m.PaddedVocab != tc.padded || m.WeightsAndOptimizer != tc.weights || m.Activations != tc.act || m.SequenceParallelPath != tc.spPath || m.DistributedOptimizer != tc.distOpt {
+			t.Errorf("%s: padded vocabulary %d, weights and optimizer %d, activations %d (sequence-parallel path %v, distributed optimizer %v); Megatron-LM: %d, %d, %d (%v, %v)",
+				tc.name, m.PaddedVocab, m.WeightsAndOptimizer, m.Activations, m.SequenceParallelPath, m.DistributedOptimizer, tc.padded, tc.weights, tc.act, tc.spPath, tc.distOpt)
+		}
+		if m.Total() != tc.weights+tc.act {
+			t.Errorf("%s: total %d", tc.name, m.Total())
+		}
+	}
+	if _, err := (Setup{Params: 1e9, Precision: BF16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}).Megatron(); err == nil {
+		t.Error("a parameter count has a Megatron shape")
+	}
+}
