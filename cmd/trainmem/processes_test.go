@@ -367,12 +367,10 @@ func TestTorchrun(t *testing.T) {
 	if err != nil {
 		t.Skip("no torchrun here (Debian: apt-get install python3-torch); .ci/run installs it")
 	}
-	set := []string{"--zero", "2", "--bucket-mb", "0.1"}
-	out, _ := mustRun(t, append(ranksArgs(set), "--ranks", "2")...)
-	inproc := parseRankReport(t, "in one process", out)
-	for _, how := range [][]string{{"--master_port", freePort(t)}, {"--standalone"}} {
-		args := append(append([]string{"--nproc_per_node", "2"}, how...), "--redirects", "1", "--tee", "1", "--no_python", os.Args[0])
-		cmd := exec.Command(torchrun, append(args, ranksArgs(set)...)...)
+	run := func(how []string, nproc int, rankArgs []string) rankReport {
+		t.Helper()
+		args := append(append([]string{"--nproc_per_node", strconv.Itoa(nproc)}, how...), "--redirects", "1", "--tee", "1", "--no_python", os.Args[0])
+		cmd := exec.Command(torchrun, append(args, rankArgs...)...)
 		cmd.Env = append(os.Environ(), "TRAINMEM_TEST_MAIN=1")
 		cmd.Dir = t.TempDir() // torchrun's logs
 		var stdout, stderr bytes.Buffer
@@ -403,8 +401,20 @@ func TestTorchrun(t *testing.T) {
 		if procs.Engine != "tcp" {
 			t.Errorf("torchrun %v: engine %q, want tcp", how, procs.Engine)
 		}
-		sameRanks(t, fmt.Sprintf("torchrun %v", how), inproc, procs, 2)
+		return procs
 	}
+	set := append(ranksArgs([]string{"--zero", "2", "--bucket-mb", "0.1"}), "--ranks", "2")
+	out, _ := mustRun(t, set...)
+	inproc := parseRankReport(t, "in one process", out)
+	for _, how := range [][]string{{"--master_port", freePort(t)}, {"--standalone"}} {
+		sameRanks(t, fmt.Sprintf("torchrun %v", how), inproc, run(how, 2, set), 2)
+	}
+	// A layout: tp 2 × pp 2 over four processes, its pipelines (ranks 0
+	// and 2, 1 and 3) on the TCP mesh.
+	lay := append(ranksArgs(nil), "--tp", "2", "--pp", "2", "--micro-batches", "2")
+	out, _ = mustRun(t, lay...)
+	inproc = parseRankReport(t, "the layout in one process", out)
+	sameRanks(t, "torchrun tp 2 × pp 2", inproc, run([]string{"--standalone"}, 4, lay), len(inproc.Ranks))
 }
 
 // SIGTERM to one rank that is not rank 0 stops every rank at the same
