@@ -67,11 +67,7 @@ func SweepStages(capacity int64, o Options) (*StagesReport, error) {
 		row := StageRow{Setting: set.String(), Peaks: map[cuda.Category]int64{}}
 		for _, rr := range res {
 			st := rr.Stats
-			states := int64(0)
-			for _, c := range []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV} {
-				states += st.CategoryRequested[c].Peak
-			}
-			row.ModelStates = max(row.ModelStates, states)
+			row.ModelStates = max(row.ModelStates, requestedStates(st))
 			for _, c := range rankCategories {
 				row.Peaks[c] = max(row.Peaks[c], st.CategoryRequested[c].Peak)
 			}

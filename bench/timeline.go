@@ -119,6 +119,16 @@ func PlotTimeline(path string, panels []TimelinePanel) error {
 	return f.write(path)
 }
 
+// requestedStates is the model states' peak requested bytes of st, each
+// category's own peak.
+func requestedStates(st cuda.Stats) int64 {
+	var b [cuda.NumCategories]int64
+	for c, v := range st.CategoryRequested {
+		b[c] = v.Peak
+	}
+	return modelStates(b)
+}
+
 // modelStates is the model states' bytes of one moment of a timeline.
 func modelStates(b [cuda.NumCategories]int64) int64 {
 	var n int64

@@ -194,11 +194,7 @@ func writeMegatron(w io.Writer, s model.Setup, r0 zero.RankResult) {
 		fmt.Fprintf(w, "Megatron-LM's theoretical memory: %v\n\n", err)
 		return
 	}
-	st := r0.Stats.CategoryRequested
-	var states int64
-	for _, c := range []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV} {
-		states += st[c].Peak
-	}
+	st, states := r0.Stats.CategoryRequested, requestedStates(r0.Stats)
 	fmt.Fprintf(w, "Megatron-LM's theoretical memory of its most loaded rank, the first stage (%s):\n", model.MegatronSource)
 	var t Table
 	t.Add("", "megatron", "Δ", "simulated rank 0")

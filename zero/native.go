@@ -53,13 +53,9 @@ func NewNativeGroup(devs []cuda.Device, lib NativeLib) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	natives, err := lib.InitAll(devs)
+	natives, err := initAll(lib, devs)
 	if err != nil {
 		return nil, err
-	}
-	if len(natives) != len(devs) {
-		closeNatives(natives)
-		return nil, fmt.Errorf("zero: %d engines for %d ranks", len(natives), len(devs))
 	}
 	g.eng = native{natives, lib}
 	return g, nil
@@ -105,15 +101,24 @@ func (e native) split(devs []cuda.Device, l Link) (native, error) {
 		}
 		return native{[]Native{n}, e.lib}, nil
 	}
-	ns, err := e.lib.InitAll(devs)
+	ns, err := initAll(e.lib, devs)
 	if err != nil {
 		return native{}, err
 	}
+	return native{ns, e.lib}, nil
+}
+
+// initAll is lib's engines of one process's ranks on devs, one a rank.
+func initAll(lib NativeLib, devs []cuda.Device) ([]Native, error) {
+	ns, err := lib.InitAll(devs)
+	if err != nil {
+		return nil, err
+	}
 	if len(ns) != len(devs) {
 		closeNatives(ns)
-		return native{}, fmt.Errorf("zero: %d engines for %d ranks", len(ns), len(devs))
+		return nil, fmt.Errorf("zero: %d engines for %d ranks", len(ns), len(devs))
 	}
-	return native{ns, e.lib}, nil
+	return ns, nil
 }
 
 func closeNatives(ns []Native) error {

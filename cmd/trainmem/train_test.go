@@ -171,14 +171,7 @@ func TestTrainRanks(t *testing.T) {
 	if a, b := first(text), first(one); a != b {
 		t.Errorf("the ranks' first loss %s, one rank of batch 6: %s", a, b)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("%d records, want 3 ranks × 2 steps", len(lines))
-	}
+	lines := recordLines(t, out, 3, 2)
 	for i, l := range lines {
 		var rec struct {
 			Rank *int `json:"rank"`
@@ -237,14 +230,7 @@ func TestTrainTensorParallel(t *testing.T) {
 	if !strings.Contains(text, "over 4 ranks (dp 2 × tp 2 × pp 1)") || !strings.Contains(text, "tensor") {
 		t.Errorf("the report does not give the layout and the tensor group:\n%s", text)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 4*steps {
-		t.Fatalf("%d records, want 4 ranks × %d steps", len(lines), steps)
-	}
+	recordLines(t, out, 4, steps)
 	sameSavedWeights(t, save, ref, 2*lr*steps)
 	mustRun(t, "train", "--load", save, "--steps", "1", "--batch", "2", "--seq", "16")
 	// With sequence parallelism too.
@@ -276,14 +262,7 @@ func TestTrainPipeline(t *testing.T) {
 			t.Errorf("the report does not say %q:\n%s", want, text)
 		}
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 4*steps {
-		t.Fatalf("%d records, want 4 ranks × %d steps", len(lines), steps)
-	}
+	lines := recordLines(t, out, 4, steps)
 	for _, l := range lines {
 		var r struct {
 			Rank     int `json:"rank"`
@@ -340,4 +319,19 @@ func sameSavedWeights(t *testing.T, save, ref string, bound float64) {
 	if worst > bound {
 		t.Errorf("the layout's weights differ from one rank's by up to %g, want at most %g", worst, bound)
 	}
+}
+
+// recordLines is the records train wrote to out, a line each, which must
+// be one a rank a step: ranks × steps of them.
+func recordLines(t *testing.T, out string, ranks, steps int) []string {
+	t.Helper()
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != ranks*steps {
+		t.Fatalf("%d records, want %d ranks × %d steps", len(lines), ranks, steps)
+	}
+	return lines
 }
