@@ -230,7 +230,7 @@ func keptOf(cfg Config) (kept, error) {
 	}
 	read := map[string]bool{}
 	for _, n := range gr.G.AllNodes() {
-		if _, forward := gr.Layer[n]; forward || n.Op() == nil {
+		if _, forward := gr.LayerOf(n); forward || n.Op() == nil {
 			continue
 		}
 		for _, a := range Args(n) {

@@ -49,32 +49,30 @@ type Graph struct {
 	Grads []*G.Node
 	// args[id] are the arguments of the node of that ID (nodes[id]),
 	// read once when the graph is built (Args).
-	args   [][]*G.Node
-	nodes  []*G.Node
-	layers []int32 // Layer by node index, notForward for the others
-	// Layer maps every forward op node (not the inputs, not the backward
-	// nodes) to the forward layer it belongs to: EmbeddingLayer for the
-	// embedding, 0..L-1 for the transformer blocks, HeadLayer(L) for the
-	// final layer norm, the logits and the loss.
-	Layer map[*G.Node]int
+	args  [][]*G.Node
+	nodes []*G.Node
+	// layers[id] is the forward layer of the node of that ID (LayerOf),
+	// notForward for the inputs and the backward nodes.
+	layers []int32
 }
 
-// EmbeddingLayer is the forward layer of the embedding in Graph.Layer.
+// EmbeddingLayer is the forward layer of the embedding (Graph.LayerOf).
 const EmbeddingLayer = -1
 
 // HeadLayer is the forward layer of the final layer norm, the logits and the
-// loss in Graph.Layer: the number of blocks, L.
+// loss (Graph.LayerOf): the number of blocks, L.
 func (c Config) HeadLayer() int { return c.Layers }
 
-// LayerOf returns the forward layer of n, and false when n is not a forward
-// op node of g.
+// LayerOf returns the forward layer of n: EmbeddingLayer for the
+// embedding, 0..L-1 for the transformer blocks, HeadLayer(L) for the final
+// layer norm, the logits and the loss; false when n is not a forward op
+// node of g (an input, a backward node, a node of another graph).
 func (g *Graph) LayerOf(n *G.Node) (int, bool) {
 	if i := g.Index(n); i >= 0 {
 		l := g.layers[i]
 		return int(l), l != notForward
 	}
-	l, ok := g.Layer[n]
-	return l, ok
+	return 0, false
 }
 
 // notForward marks a node that is no forward op in Graph.layers.
@@ -175,8 +173,7 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	}
 
 	b := &builder{
-		gr:   &Graph{Config: cfg, B: B, T: T, Dtype: dt, G: G.NewGraph(), Layer: map[*G.Node]int{}},
-		seen: map[*G.Node]bool{},
+		gr:   &Graph{Config: cfg, B: B, T: T, Dtype: dt, G: G.NewGraph()},
 		salt: salt,
 	}
 	gr, g := b.gr, b.gr.G
@@ -339,9 +336,6 @@ func (g *Graph) index(b *builder) {
 			continue
 		}
 		g.args[id] = Args(n)
-		if l, ok := g.Layer[n]; ok {
-			g.layers[id] = int32(l)
-		}
 	}
 }
 
@@ -371,7 +365,6 @@ type builder struct {
 	params map[string]*G.Node // the parameter nodes by name
 	vals   []*G.Node          // the current section's step outputs
 	layer  int
-	seen   map[*G.Node]bool
 	order  []*G.Node   // forward nodes in build order
 	args   [][]*G.Node // their arguments
 	layers []int       // their forward layers
@@ -422,6 +415,7 @@ func (b *builder) apply(name string, o op, children ...*G.Node) *G.Node {
 	if b.salt != 0 {
 		tag = fmt.Sprintf("%s~%d", name, b.salt)
 	}
+	before := len(b.gr.G.AllNodes())
 	n, err := applyOp(bind(o, tag), children...)
 	if err == nil {
 		G.WithName(name)(n)
@@ -432,16 +426,15 @@ func (b *builder) apply(name string, o op, children ...*G.Node) *G.Node {
 	}
 	// gorgonia merges nodes of equal hash without comparing children; two
 	// forward nodes of GPT-2 are never the same computation, so a merge
-	// here is a 32-bit hash collision and the graph would be wrong.
-	if b.seen[n] {
-		b.err = fmt.Errorf("model: building %s: %w", name, &mergeError{"a forward node"})
+	// here is a 32-bit hash collision and the graph would be wrong. A node
+	// that is new is the one the graph's node list grew by.
+	if all := b.gr.G.AllNodes(); len(all) != before+1 || all[before] != n {
+		b.err = fmt.Errorf("model: building %s: %w", name, &mergeError{"an earlier node"})
 		return nil
 	}
-	b.seen[n] = true
 	b.order = append(b.order, n)
 	b.args = append(b.args, children)
 	b.layers = append(b.layers, b.layer)
-	b.gr.Layer[n] = b.layer
 	return n
 }
 

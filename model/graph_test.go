@@ -156,7 +156,11 @@ func TestBuildStructure(t *testing.T) {
 			// 2 layer norms, 4 linears, probs, attention out, GELU, 2
 			// adds); the head 4 (stats, lnf, logits, loss).
 			count := map[int]int{}
-			for n, l := range gr.Layer {
+			for _, n := range gr.G.AllNodes() {
+				l, fwd := gr.LayerOf(n)
+				if !fwd {
+					continue
+				}
 				count[l]++
 				if !IsTrainmemOp(n.Op()) || isBackwardOp(n.Op()) {
 					t.Errorf("forward node %s has op %T", n.Name(), n.Op())

@@ -157,6 +157,7 @@ type compiler struct {
 func (c *compiler) order() error {
 	gr := c.gr
 	seen := newNodeMap[bool](gr)
+	c.nodes = make([]*gorgonia.Node, 0, gr.NumNodes())
 	var walk func(n *gorgonia.Node)
 	walk = func(n *gorgonia.Node) {
 		if seen.at(n) {
@@ -247,6 +248,7 @@ func (c *compiler) newSlot(sl Slot) int {
 // the step's inputs, and checks that every input node is one of them.
 func (c *compiler) bind() error {
 	gr, s, st := c.gr, c.s, c.st
+	s.Slots = make([]Slot, 0, len(c.nodes)+len(gr.Table))
 	c.live = newNodeMap[int](gr)
 	table := gr.Table
 	s.ParamSlots = make([]int, len(table))
@@ -372,6 +374,13 @@ func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
 // forward emits the forward pass; afterwards only the kept activations are
 // live: temporaries and dropped values died at their last forward use.
 func (c *compiler) forward() error {
+	// One instruction a node (fewer: the inputs have none), and the
+	// recomputed ones again where the policy drops values.
+	want := len(c.nodes)
+	if c.dropped.len() > 0 {
+		want *= 2
+	}
+	c.s.Instrs = make([]Instr, 0, want)
 	for _, n := range c.nodes {
 		if n.Op() == nil || c.isBackward.at(n) {
 			continue
