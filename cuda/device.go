@@ -152,6 +152,21 @@ func ParseCategory(s string) (Category, error) {
 // reading on the host, nothing on Shape).
 type Mark interface{}
 
+// MarksOf reads the two marks Elapsed is given as the device's own mark
+// type M, and refuses a mark of another kind naming it and the device
+// (what).
+func MarksOf[M Mark](from, to Mark, what string) (M, M, error) {
+	f, ok := from.(M)
+	if !ok {
+		return f, f, fmt.Errorf("cuda: Elapsed: from is %T, not a mark of %s", from, what)
+	}
+	t, ok := to.(M)
+	if !ok {
+		return f, t, fmt.Errorf("cuda: Elapsed: to is %T, not a mark of %s", to, what)
+	}
+	return f, t, nil
+}
+
 // Kernels are the kernel families the executor lowers the GPT-2 graph to. All
 // dimensions are in elements; N is the number of rows (batch·sequence), C the
 // channels, V the vocabulary, NH the heads. Every float buffer may be stored

@@ -163,12 +163,18 @@ func (op *LinearBackwardXOp) signature() signature {
 	}
 }
 
+// linearBackwardName is a linear backward op's String: its name and
+// fields, the parallel ones where they are set.
+func linearBackwardName(name string, N, in, out int, p Parallel, seq int) string {
+	if p != NotParallel || seq != 0 {
+		return fmt.Sprintf("%s{N=%d,In=%d,Out=%d,Parallel=%v,Seq=%d}", name, N, in, out, p, seq)
+	}
+	return fmt.Sprintf("%s{N=%d,In=%d,Out=%d}", name, N, in, out)
+}
+
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearBackwardXOp) String() string {
-	if op.Parallel != NotParallel || op.Seq != 0 {
-		return fmt.Sprintf("LinearBackwardX{N=%d,In=%d,Out=%d,Parallel=%v,Seq=%d}", op.N, op.In, op.Out, op.Parallel, op.Seq)
-	}
-	return fmt.Sprintf("LinearBackwardX{N=%d,In=%d,Out=%d}", op.N, op.In, op.Out)
+	return linearBackwardName("LinearBackwardX", op.N, op.In, op.Out, op.Parallel, op.Seq)
 }
 
 // Run is dx = dy·W (Kernels.MatMul), summed, reduce-scattered or from
@@ -214,10 +220,7 @@ func (op *LinearBackwardWOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LinearBackwardWOp) String() string {
-	if op.Parallel != NotParallel || op.Seq != 0 {
-		return fmt.Sprintf("LinearBackwardW{N=%d,In=%d,Out=%d,Parallel=%v,Seq=%d}", op.N, op.In, op.Out, op.Parallel, op.Seq)
-	}
-	return fmt.Sprintf("LinearBackwardW{N=%d,In=%d,Out=%d}", op.N, op.In, op.Out)
+	return linearBackwardName("LinearBackwardW", op.N, op.In, op.Out, op.Parallel, op.Seq)
 }
 
 // Run is dW = dyᵀ·x (Kernels.MatMul), the rank's rows gathered first with

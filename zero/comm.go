@@ -105,16 +105,24 @@ type Communicator interface {
 	Rank() int
 	Size() int
 	Device() cuda.Device
+	Collectives
+	// Traffic is what this rank has sent and received, per collective.
+	Traffic() [NumCollectives]Traffic
+}
+
+// Collectives are the calls that move a collective's data, as a
+// Communicator takes them and as a native engine (Native) makes them.
+type Collectives interface {
 	Broadcast(send, recv *cuda.Buffer, root int) error
 	Reduce(send, recv *cuda.Buffer, op Op, root int) error
 	AllReduce(send, recv *cuda.Buffer, op Op) error
 	ReduceScatter(send, recv *cuda.Buffer, op Op) error
 	AllGather(send, recv *cuda.Buffer) error
 	// SendRecv is point-to-point: send to rank to and recv from rank from
-	// in one call (p2p.go).
+	// in one call (p2p.go); on a native engine either half may be nil (not
+	// made), and the pair's halves were checked to match before it is
+	// called.
 	SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) error
-	// Traffic is what this rank has sent and received, per collective.
-	Traffic() [NumCollectives]Traffic
 }
 
 // ShardLen is the elements of one rank's shard of a tensor of n elements

@@ -159,13 +159,7 @@ func checkCollectives(t *testing.T, name string, run func(func(*Comm) error) err
 				continue // no reduction
 			}
 			root := (count + 1) % N
-			sendLen, recvLen := count, count
-			switch kind {
-			case ReduceScatter:
-				sendLen = N * count
-			case AllGather:
-				recvLen = N * count
-			}
+			sendLen, recvLen := callLens(kind, N, count)
 			sends, recvs := make([]*cuda.Buffer, N), make([]*cuda.Buffer, N)
 			in := make([][]float64, N)
 			for r, d := range devs {
@@ -464,13 +458,7 @@ func TestRingTrafficFormula(t *testing.T) {
 					if root > 0 && kind != Broadcast && kind != Reduce {
 						break
 					}
-					sendLen, recvLen := count, count
-					switch kind {
-					case ReduceScatter:
-						sendLen = N * count
-					case AllGather:
-						recvLen = N * count
-					}
+					sendLen, recvLen := callLens(kind, N, count)
 					before := make([][NumCollectives]Traffic, N)
 					for r := range N {
 						before[r] = g.Comm(r).Traffic()
@@ -513,4 +501,17 @@ func TestRingTrafficFormula(t *testing.T) {
 			}
 		}
 	}
+}
+
+// callLens are the send and receive lengths of a collective of kind over
+// N ranks that moves count elements a rank: a reduce-scatter sends N
+// shards, an all-gather receives N.
+func callLens(kind Collective, N, count int) (send, recv int) {
+	switch kind {
+	case ReduceScatter:
+		return N * count, count
+	case AllGather:
+		return count, N * count
+	}
+	return count, count
 }

@@ -16,15 +16,7 @@ import (
 
 // Native is one rank's native engine.
 type Native interface {
-	Broadcast(send, recv *cuda.Buffer, root int) error
-	Reduce(send, recv *cuda.Buffer, op Op, root int) error
-	AllReduce(send, recv *cuda.Buffer, op Op) error
-	ReduceScatter(send, recv *cuda.Buffer, op Op) error
-	AllGather(send, recv *cuda.Buffer) error
-	// SendRecv sends send to rank to and receives recv from rank from
-	// (nil: that half is not made) in one fused call; the pair's halves
-	// were checked to match before it is called.
-	SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) error
+	Collectives
 	// Name says the engine ("nccl 2.21.5"); Bytes is the device memory it
 	// holds outside the allocator.
 	Name() string

@@ -98,6 +98,18 @@ func (e *encoder) byte(b ...byte) {
 	}
 }
 
+// batches writes n items (each) in marked batches of at most batch items,
+// each closed by end (SETITEMS, APPENDS), as Python's pickler does.
+func (e *encoder) batches(n int, end byte, each func(i int)) {
+	for lo := 0; lo < n; lo += batch {
+		e.byte(opMark)
+		for i := lo; i < min(lo+batch, n); i++ {
+			each(i)
+		}
+		e.byte(end)
+	}
+}
+
 func (e *encoder) value(v any) {
 	switch x := v.(type) {
 	case nil:
@@ -131,23 +143,13 @@ func (e *encoder) value(v any) {
 		e.string(x)
 	case Dict:
 		e.byte(opEmptyDict)
-		for lo := 0; lo < len(x); lo += batch {
-			e.byte(opMark)
-			for _, it := range x[lo:min(lo+batch, len(x))] {
-				e.string(it.Key)
-				e.value(it.Value)
-			}
-			e.byte(opSetItems)
-		}
+		e.batches(len(x), opSetItems, func(i int) {
+			e.string(x[i].Key)
+			e.value(x[i].Value)
+		})
 	case List:
 		e.byte(opEmptyList)
-		for lo := 0; lo < len(x); lo += batch {
-			e.byte(opMark)
-			for _, it := range x[lo:min(lo+batch, len(x))] {
-				e.value(it)
-			}
-			e.byte(opAppends)
-		}
+		e.batches(len(x), opAppends, func(i int) { e.value(x[i]) })
 	case Tuple:
 		if len(x) == 0 {
 			e.byte(opEmptyTuple)

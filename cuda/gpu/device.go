@@ -731,13 +731,12 @@ func (d *Device) Mark() (cuda.Mark, error) {
 // Elapsed is the device time between two marks (cuEventElapsedTime), after
 // waiting for the later one.
 func (d *Device) Elapsed(from, to cuda.Mark) (time.Duration, error) {
-	f, ok := from.(mark)
-	if !ok || f.d != d {
-		return 0, fmt.Errorf("cuda: Elapsed: from is %T, not a mark of this CUDA device", from)
+	f, t, err := cuda.MarksOf[mark](from, to, "this CUDA device")
+	if err != nil {
+		return 0, err
 	}
-	t, ok := to.(mark)
-	if !ok || t.d != d {
-		return 0, fmt.Errorf("cuda: Elapsed: to is %T, not a mark of this CUDA device", to)
+	if f.d != d || t.d != d {
+		return 0, fmt.Errorf("cuda: Elapsed: a mark of another CUDA device")
 	}
 	if err := d.enter("Elapsed"); err != nil {
 		return 0, err

@@ -117,13 +117,9 @@ func (h *Device) Mark() (cuda.Mark, error) { return mark{time.Now()}, nil }
 
 // Elapsed is the wall-clock time between two marks of a host device.
 func (h *Device) Elapsed(from, to cuda.Mark) (time.Duration, error) {
-	f, ok := from.(mark)
-	if !ok {
-		return 0, fmt.Errorf("cuda: Elapsed: from is %T, not a mark of a host device", from)
-	}
-	t, ok := to.(mark)
-	if !ok {
-		return 0, fmt.Errorf("cuda: Elapsed: to is %T, not a mark of a host device", to)
+	f, t, err := cuda.MarksOf[mark](from, to, "a host device")
+	if err != nil {
+		return 0, err
 	}
 	return t.t.Sub(f.t), nil
 }

@@ -116,13 +116,9 @@ func (s *Device) Mark() (cuda.Mark, error) { return mark{time.Duration(s.clock.L
 // Elapsed is the modelled time between two marks: zero without a
 // roofline.
 func (s *Device) Elapsed(from, to cuda.Mark) (time.Duration, error) {
-	f, ok := from.(mark)
-	if !ok {
-		return 0, fmt.Errorf("cuda: Elapsed: from is %T, not a mark of this device", from)
-	}
-	t, ok := to.(mark)
-	if !ok {
-		return 0, fmt.Errorf("cuda: Elapsed: to is %T, not a mark of this device", to)
+	f, t, err := cuda.MarksOf[mark](from, to, "this device")
+	if err != nil {
+		return 0, err
 	}
 	return t.t - f.t, nil
 }
