@@ -130,21 +130,28 @@ func BenchmarkSimulate(b *testing.B) {
 // BenchmarkSimulateLayers times the whole of a simulation (graph build,
 // schedule compile, one step on the shape-only device) of a narrow model
 // (h=64, b=1, s=64) at 256, 2048 and 4096 layers, and reports the cost per
-// layer: flat across the sizes when the whole is linear in the graph's size
-// (gorgonia's node cache made it quadratic before; model/graph_index.go).
+// layer, in time, allocations and bytes allocated: flat across the sizes
+// when the whole is linear in the graph's size (gorgonia's node cache made
+// it quadratic before; model/graph_index.go).
 func BenchmarkSimulateLayers(b *testing.B) {
 	for _, L := range []int{256, 2048, 4096} {
 		b.Run(fmt.Sprintf("L=%d", L), func(b *testing.B) {
 			s := model.Setup{Model: model.Config{Name: "narrow", Layers: L, Hidden: 64, Heads: 4, Vocab: 256, Context: 64},
 				Batch: 1, Seq: 64, Ranks: 1, TP: 1, PP: 1}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			for b.Loop() {
 				if _, _, err := Simulate(shape.New(0), checked(b, s), 1, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
+			runtime.ReadMemStats(&after)
 			per := b.Elapsed().Seconds() / float64(b.N)
+			perLayer := func(v uint64) float64 { return float64(v) / float64(b.N) / float64(L) }
 			b.ReportMetric(per*1000, "ms/op")
 			b.ReportMetric(per*1e6/float64(L), "µs/layer")
+			b.ReportMetric(perLayer(after.Mallocs-before.Mallocs), "allocs/layer")
+			b.ReportMetric(perLayer(after.TotalAlloc-before.TotalAlloc), "B/layer")
 		})
 	}
 }
