@@ -228,8 +228,12 @@ func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d 
 		return fmt.Sprintf("dropout masks %s: %s counts 1-byte masks, %s, and s·b·h after the embedding: %s; this GPT-2 has no dropout", diff, name, where, bt(fv))
 	case model.Statistics:
 		block, final := statistics(s)
-		return fmt.Sprintf("layer-norm statistics %s: trainmem keeps each layer norm's row mean and 1/std in fp32 for the backward pass, %d·s·b = %s a layer and %d·s·b for the final one, %s at its peak; no formula counts them",
-			diff, block/d.N, bt(block), final/d.N, bt(tv))
+		label, what := "layer-norm statistics", "each layer norm's row mean and 1/std"
+		if s.Model.Norm == model.NormRMS {
+			label, what = "RMSNorm statistics", "each RMSNorm's row 1/rms"
+		}
+		return fmt.Sprintf("%s %s: trainmem keeps %s in fp32 for the backward pass, %d·s·b = %s a layer and %d·s·b for the final one, %s at its peak; no formula counts them",
+			label, diff, what, block/d.N, bt(block), final/d.N, bt(tv))
 	case model.Checkpoints:
 		return fmt.Sprintf("checkpoints %s: %s keeps ceil(L/K) = %d layer inputs (e·s·b·h each) = %s; trainmem holds %d at its peak (the embedding output and the segment outputs whose backward has not run) = %s",
 			diff, name, fk.Count, bt(fv), tk.Count, bt(tv))

@@ -23,7 +23,11 @@ type (
 		Vocab   int    `json:"vocab,omitempty"`
 		Context int    `json:"context,omitempty"`
 		Tied    *bool  `json:"tied,omitempty"`
-		Params  int64  `json:"params"`
+		// Norm and LinearBiases are the architecture (model.Config.Norm,
+		// NoBias); absent for a bare parameter count.
+		Norm         string `json:"norm,omitempty"`
+		LinearBiases *bool  `json:"linear_biases,omitempty"`
+		Params       int64  `json:"params"`
 	}
 	setupDoc struct {
 		Batch            int    `json:"batch,omitempty"`
@@ -97,8 +101,9 @@ func modelDocOf(s model.Setup) modelDoc {
 		return modelDoc{Name: "params-only", Params: s.Params}
 	}
 	m := s.Model
-	tied := !m.Untied
-	return modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, Vocab: m.Vocab, Context: m.Context, Tied: &tied, Params: m.NumParams()}
+	tied, biases := !m.Untied, !m.NoBias
+	return modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, Vocab: m.Vocab, Context: m.Context, Tied: &tied,
+		Norm: m.Norm.String(), LinearBiases: &biases, Params: m.NumParams()}
 }
 
 func setupDocOf(s model.Setup) setupDoc {

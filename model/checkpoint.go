@@ -273,7 +273,7 @@ func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
 // stored, the header is whole and valid, its shape is cfg's, and the size
 // is what it declares.
 func readCheckedHeader(r io.Reader, size int64, cfg Config) (CheckpointHeader, error) {
-	if err := checkTied(cfg); err != nil {
+	if err := checkLLMC(cfg); err != nil {
 		return CheckpointHeader{}, err
 	}
 	if size < headerBytes {
@@ -295,24 +295,35 @@ func (h CheckpointHeader) shapeString() string {
 }
 
 // CheckSavable reports whether cfg can be stored in llm.c's format: a valid
-// shape with the tied head the format implies.
-func CheckSavable(cfg Config) error { return checkTied(cfg) }
+// shape with GPT-2's architecture and the tied head the format implies.
+func CheckSavable(cfg Config) error { return checkLLMC(cfg) }
 
-func checkTied(cfg Config) error {
+func checkLLMC(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if cfg.Untied {
 		return fmt.Errorf("model: %s has an untied head (lm_head.w), which llm.c's GPT-2 checkpoint format cannot hold (it ties the head to wte)", cfg.Name)
 	}
+	if !cfg.GPT2() {
+		return fmt.Errorf("model: %s has %s norms and %s, which llm.c's GPT-2 checkpoint format cannot hold (it stores layer norms with biases and linear layers with biases)", cfg.Name, cfg.Norm, biasWords(cfg))
+	}
 	return nil
+}
+
+// biasWords says whether cfg's linear layers have biases.
+func biasWords(cfg Config) string {
+	if cfg.NoBias {
+		return "no linear biases"
+	}
+	return "linear biases"
 }
 
 // WriteCheckpoint writes params (flat, Config.Params order) as an llm.c
 // GPT-2 model file, version 3, with the vocabulary padded to a multiple of
 // VocabPadding by zero rows.
 func WriteCheckpoint(w io.Writer, cfg Config, params []float32) error {
-	if err := checkTied(cfg); err != nil {
+	if err := checkLLMC(cfg); err != nil {
 		return err
 	}
 	if int64(len(params)) != cfg.NumParams() {
@@ -414,7 +425,7 @@ func CheckCheckpoint(path string, cfg Config) error {
 // files.WriteAtomic: path holds either its old contents or the complete new
 // file, never a partial one, whatever error or interruption happens.
 func SaveCheckpoint(path string, cfg Config, params []float32) error {
-	if err := checkTied(cfg); err != nil {
+	if err := checkLLMC(cfg); err != nil {
 		return err
 	}
 	if int64(len(params)) != cfg.NumParams() {

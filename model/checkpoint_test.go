@@ -161,6 +161,8 @@ func TestCheckpointErrors(t *testing.T) {
 	other.Layers, other.Heads = 2, 4
 	untied := cfg
 	untied.Untied = true
+	rms, noBias := cfg, cfg
+	rms.Norm, noBias.NoBias = NormRMS, true
 	for _, tc := range []struct {
 		name string
 		file []byte
@@ -181,6 +183,8 @@ func TestCheckpointErrors(t *testing.T) {
 		{"padded below vocab", withHeader(7, 299), cfg, []string{"padded vocabulary 299 smaller than vocabulary 300"}},
 		{"invalid heads", withHeader(5, 3), cfg, []string{"invalid shape", "heads 3 does not divide hidden 16"}},
 		{"untied", good, untied, []string{"untied head", "cannot hold"}},
+		{"rmsnorm", good, rms, []string{"rmsnorm norms", "cannot hold"}},
+		{"no bias", good, noBias, []string{"layernorm norms and no linear biases", "cannot hold"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadCheckpoint(bytes.NewReader(tc.file), int64(len(tc.file)), tc.cfg)
@@ -208,6 +212,7 @@ func TestCheckpointErrors(t *testing.T) {
 		want   string
 	}{
 		{untied, randomParams(untied, 1), "untied head"},
+		{rms, randomParams(rms, 1), "rmsnorm norms"},
 		{cfg, params[:10], fmt.Sprintf("10 parameters, want %d", cfg.NumParams())},
 	} {
 		err := SaveCheckpoint(filepath.Join(dir, "x.bin"), tc.cfg, tc.params)

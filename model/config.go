@@ -20,6 +20,12 @@ type Config struct {
 	// Untied gives the model its own output projection (lm_head, V×h)
 	// instead of reusing the token embedding (GPT-2 ties them).
 	Untied bool
+	// Norm is the norm of the blocks and the head: NormLayer (GPT-2's layer
+	// norm, a gain and a bias) or NormRMS (LLaMA's RMSNorm, a gain alone).
+	Norm Norm
+	// NoBias leaves the biases out of the linear layers, as LLaMA has none
+	// (Megatron-LM's --disable-bias-linear); a layer norm keeps its own.
+	NoBias bool
 	// Tensor is the tensor-parallel rank this config is the part of
 	// (Config.TensorRank; tensor.go): its blocks' heads and MLP channels
 	// split, the rest whole. The zero value is the whole model.
@@ -96,11 +102,64 @@ func (c Config) Validate() error {
 		}
 		return fmt.Errorf("model: heads %d does not divide hidden %d (valid head counts include %s)", c.Heads, c.Hidden, strings.Join(ok, ", "))
 	}
+	if int(c.Norm) >= len(normNames) {
+		return fmt.Errorf("model: norm %v: unknown (valid: %s)", c.Norm, strings.Join(normNames, ", "))
+	}
 	if err := c.Stage.check(c.Layers); err != nil {
 		return err
 	}
 	return c.Tensor.check(c.Heads, c.Vocab)
 }
+
+// Norm is a model's kind of norm (Config.Norm).
+type Norm uint8
+
+const (
+	NormLayer Norm = iota // layer norm (Ba et al. 2016; GPT-2): y = (x - mean)·rstd·w + b
+	NormRMS               // RMSNorm (Zhang and Sennrich 2019; LLaMA): y = x·rstd·w, no mean, no bias
+)
+
+// normNames are the norms' names, by Norm.
+var normNames = []string{NormLayer: "layernorm", NormRMS: "rmsnorm"}
+
+func (n Norm) String() string { return enumName(normNames, n, "Norm") }
+
+// ParseNorm reads a norm's name: layernorm or rmsnorm.
+func ParseNorm(s string) (Norm, error) { return parseEnum[Norm](normNames, s, "norm") }
+
+// enumName is the name of e in names (its value's index), or Type(e) for a
+// value past the table.
+func enumName[E ~uint8](names []string, e E, typ string) string {
+	if int(e) < len(names) {
+		return names[e]
+	}
+	return fmt.Sprintf("%s(%d)", typ, uint8(e))
+}
+
+// parseEnum reads a name of names as its index, refusing any other by
+// naming what (the kind of value) and the valid names.
+func parseEnum[E ~uint8](names []string, s, what string) (E, error) {
+	for i, name := range names {
+		if s == name {
+			return E(i), nil
+		}
+	}
+	return 0, fmt.Errorf("model: unknown %s %q (valid: %s)", what, s, strings.Join(names, ", "))
+}
+
+// normParams is the parameters of one norm over h channels: a gain, and a
+// layer norm's bias.
+func (c Config) normParams() int64 {
+	if c.Norm == NormRMS {
+		return int64(c.Hidden)
+	}
+	return 2 * int64(c.Hidden)
+}
+
+// GPT2 reports whether c has GPT-2's architecture (layer norms, biased
+// linear layers), the one llm.c's checkpoint format holds; a tied or
+// untied head and any size are GPT-2's.
+func (c Config) GPT2() bool { return c.Norm == NormLayer && !c.NoBias }
 
 // HeadDim is the channels per head, h/a.
 func (c Config) HeadDim() int { return c.Hidden / c.Heads }
@@ -158,26 +217,34 @@ func (c Config) Params() []Param {
 		add("wte", -1, true, vocab, vr, h) // token embedding (V, h); also the head when tied
 		add("wpe", -1, true, whole, c.Context, h)
 	}
+	norm := func(name string, layer int) { // a gain, and a layer norm's bias
+		add(name+".w", layer, false, whole, h)
+		if c.Norm == NormLayer {
+			add(name+".b", layer, false, whole, h)
+		}
+	}
+	bias := func(name string, layer int, split TensorSplit, n int) {
+		if !c.NoBias {
+			add(name, layer, false, split, n)
+		}
+	}
 	for l := 0; l < L; l++ {
 		p := fmt.Sprintf("h%d.", c.Stage.Lo+l)
-		add(p+"ln1.w", l, false, whole, h)
-		add(p+"ln1.b", l, false, whole, h)
+		norm(p+"ln1", l)
 		add(p+"attn.qkv.w", l, true, qkv, 3*hp, h)
-		add(p+"attn.qkv.b", l, false, qkv, 3*hp)
+		bias(p+"attn.qkv.b", l, qkv, 3*hp)
 		add(p+"attn.proj.w", l, true, attn, h, hp)
-		add(p+"attn.proj.b", l, false, whole, h)
-		add(p+"ln2.w", l, false, whole, h)
-		add(p+"ln2.b", l, false, whole, h)
+		bias(p+"attn.proj.b", l, whole, h)
+		norm(p+"ln2", l)
 		add(p+"mlp.fc.w", l, true, fc, 4*hp, h)
-		add(p+"mlp.fc.b", l, false, fc, 4*hp)
+		bias(p+"mlp.fc.b", l, fc, 4*hp)
 		add(p+"mlp.proj.w", l, true, proj, h, 4*hp)
-		add(p+"mlp.proj.b", l, false, whole, h)
+		bias(p+"mlp.proj.b", l, whole, h)
 	}
 	if !c.Last() {
 		return ps
 	}
-	add("lnf.w", -1, false, whole, h)
-	add("lnf.b", -1, false, whole, h)
+	norm("lnf", -1)
 	switch {
 	case c.Untied:
 		add("lm_head.w", -1, true, vocab, vr, h)
@@ -188,7 +255,8 @@ func (c Config) Params() []Param {
 }
 
 // NumParams is the exact parameter count, Φ: V·h + ctx·h + L·(12h² + 13h) +
-// 2h, plus V·h for an untied head. GPT-2 (124M) has 124,439,808; gpt2-xl
+// 2h, plus V·h for an untied head (with RMSNorm a norm has h parameters,
+// not 2h; without linear biases a block has 9h fewer). GPT-2 (124M) has 124,439,808; gpt2-xl
 // 1,557,611,200. A tensor-parallel rank's is its own table's: its rows of
 // the vocabulary (Tensor.VocabRows) and its part of each block
 // (LayerParams).
@@ -200,7 +268,7 @@ func (c Config) NumParams() int64 {
 		n += int64(vr)*h + int64(c.Context)*h
 	}
 	if c.Last() {
-		n += 2 * h
+		n += c.normParams()
 		if c.Untied || c.headCopy() {
 			n += int64(vr) * h
 		}
@@ -211,10 +279,16 @@ func (c Config) NumParams() int64 {
 // LayerParams is the parameter count of one transformer block, 12h² + 13h;
 // of a tensor-parallel rank's part of it, 12h²/t + 7h/t + 6h (the split
 // matrices and column-parallel biases, then the layer norms and the
-// row-parallel biases, which every rank holds whole).
+// row-parallel biases, which every rank holds whole). Without linear
+// biases the 7h/t + 2h of them go; an RMSNorm has h parameters where a
+// layer norm has 2h.
 func (c Config) LayerParams() int64 {
 	h, t := int64(c.Hidden), int64(c.Tensor.size())
-	return 12*h*h/t + 7*h/t + 6*h
+	n := 12*h*h/t + 2*c.normParams()
+	if !c.NoBias {
+		n += 7*h/t + 2*h
+	}
+	return n
 }
 
 // ParamByName finds a row of the parameter table.
@@ -239,8 +313,15 @@ func (c Config) String() string {
 	if c.Stage.Size > 1 {
 		rank += fmt.Sprintf(", pipeline stage %d of %d (blocks %d to %d)", c.Stage.Rank, c.Stage.Size, c.Stage.Lo, c.Stage.Lo+c.Layers-1)
 	}
-	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s, %s parameters",
-		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, rank, Comma(c.NumParams()))
+	arch := ""
+	if c.Norm != NormLayer {
+		arch += ", " + c.Norm.String()
+	}
+	if c.NoBias {
+		arch += ", no linear biases"
+	}
+	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s parameters",
+		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, arch, rank, Comma(c.NumParams()))
 }
 
 // Comma formats n with thousands separators: 124439808 → "124,439,808".

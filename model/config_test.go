@@ -1,6 +1,10 @@
 package model
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // Parameter counts of the released GPT-2 checkpoints: 124,439,808 for the
 // 124M model (llm.c's train_gpt2.c prints "num_parameters: 124439808") and
@@ -25,9 +29,61 @@ func TestNumParamsPublished(t *testing.T) {
 	}
 }
 
+// The architectures beside GPT-2's change only the vector rows: an RMSNorm
+// has a gain of h and no bias, and without linear biases a block loses its
+// four (3h + h + 4h + h = 9h). For gpt2 with both: 124,439,808 − 12·(2h +
+// 9h) − h = 124,337,664 at h = 768.
+func TestNumParamsArchitectures(t *testing.T) {
+	c, _ := Preset("gpt2")
+	h, L := int64(c.Hidden), int64(c.Layers)
+	for _, tc := range []struct {
+		norm   Norm
+		noBias bool
+		want   int64
+	}{
+		{NormLayer, false, 124439808},
+		{NormRMS, false, 124439808 - L*2*h - h},
+		{NormLayer, true, 124439808 - L*9*h},
+		{NormRMS, true, 124337664},
+	} {
+		c.Norm, c.NoBias = tc.norm, tc.noBias
+		if got := c.NumParams(); got != tc.want {
+			t.Errorf("gpt2 %v, no bias %t: NumParams = %d, want %d", tc.norm, tc.noBias, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "LayerNorm", "rms"} {
+		if _, err := ParseNorm(bad); err == nil || !strings.Contains(err.Error(), "valid: layernorm, rmsnorm") {
+			t.Errorf("ParseNorm(%q): %v, want the valid names", bad, err)
+		}
+	}
+	c.Norm = 7
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "norm Norm(7)") {
+		t.Errorf("Validate of norm 7: %v", err)
+	}
+}
+
 func TestParamTableMatchesCount(t *testing.T) {
 	for _, name := range PresetNames() {
-		c, _ := Preset(name)
+		p, _ := Preset(name)
+		for _, arch := range []struct {
+			norm   Norm
+			noBias bool
+		}{{NormLayer, false}, {NormRMS, false}, {NormLayer, true}, {NormRMS, true}} {
+			for _, tp := range []TensorRank{{}, {Size: 2, Rank: 1}} {
+				c := p
+				c.Norm, c.NoBias, c.Tensor = arch.norm, arch.noBias, tp
+				if c.Validate() != nil {
+					continue
+				}
+				paramTableMatchesCount(t, fmt.Sprintf("%s/%v/no-bias=%t/tp=%d", name, c.Norm, c.NoBias, tp.Size), c)
+			}
+		}
+	}
+}
+
+func paramTableMatchesCount(t *testing.T, name string, c Config) {
+	t.Helper()
+	{
 		var sum int64
 		for i, p := range c.Params() {
 			if p.Offset != sum {

@@ -125,9 +125,15 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	}
 	var embed, block, head sectionOf
 	layerNorm := func(s *sectionOf, name, term, statsTerm, x string) {
+		if cfg.Norm == NormRMS {
+			s.add(name+".stats", statsTerm, func() op { return &RMSNormStatsOp{N: Ns, C: C, Eps: RMSNormEps} }, x)
+			s.add(name, term, func() op { return &RMSNormOp{N: Ns, C: C, Reduce: seq > 1} }, x, name+".stats", "@"+name+".w")
+			return
+		}
 		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: Ns, C: C, Eps: LayerNormEps} }, x)
 		s.add(name, term, func() op { return &LayerNormOp{N: Ns, C: C, Reduce: seq > 1} }, x, name+".stats", "@"+name+".w", "@"+name+".b")
 	}
+	bias := !cfg.NoBias
 	linear := func(s *sectionOf, name, term, x string, in, out int, bias bool, w string, par Parallel) {
 		args := []string{x, "@" + w}
 		if bias {
@@ -153,15 +159,15 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 
 	b := &block
 	layerNorm(b, "ln1", "ln1", "ln1_stats", "x")
-	linear(b, "attn.qkv", "qkv", "ln1", C, 3*Cp, true, "attn.qkv.w", column)
+	linear(b, "attn.qkv", "qkv", "ln1", C, 3*Cp, bias, "attn.qkv.w", column)
 	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv")
 	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv", "attn.probs")
-	linear(b, "attn.proj", "", "attn.out", Cp, C, true, "attn.proj.w", row)
+	linear(b, "attn.proj", "", "attn.out", Cp, C, bias, "attn.proj.w", row)
 	b.add("res1", "residual1", func() op { return &AddOp{N: Ns, C: C} }, "x", "attn.proj")
 	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")
-	linear(b, "mlp.fc", "mlp_fc", "ln2", C, 4*Cp, true, "mlp.fc.w", column)
+	linear(b, "mlp.fc", "mlp_fc", "ln2", C, 4*Cp, bias, "mlp.fc.w", column)
 	b.add("mlp.gelu", "mlp_gelu", func() op { return &GELUOp{N: N, C: 4 * Cp} }, "mlp.fc")
-	linear(b, "mlp.proj", "", "mlp.gelu", 4*Cp, C, true, "mlp.proj.w", row)
+	linear(b, "mlp.proj", "", "mlp.gelu", 4*Cp, C, bias, "mlp.proj.w", row)
 	b.add("res2", "block_output", func() op { return &AddOp{N: Ns, C: C} }, "res1", "mlp.proj")
 
 	layerNorm(&head, "lnf", "final_layer_norm", "final_layer_norm", "x")
@@ -200,7 +206,7 @@ type kept struct {
 // structureOf is the smallest config with cfg's structure: what decides
 // which ops a graph has and how they connect, not how large they are.
 func structureOf(cfg Config) Config {
-	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied}
+	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias}
 	if cfg.Tensor.size() > 1 {
 		sc.Tensor = TensorRank{Size: 2, Sequence: cfg.Tensor.Sequence} // what a split keeps is the same on every rank and at every size
 	}

@@ -117,21 +117,11 @@ const (
 
 var precisionNames = []string{"fp32", "fp16", "bf16"}
 
-func (p Precision) String() string {
-	if int(p) < len(precisionNames) {
-		return precisionNames[p]
-	}
-	return fmt.Sprintf("Precision(%d)", uint8(p))
-}
+func (p Precision) String() string { return enumName(precisionNames, p, "Precision") }
 
 // ParsePrecision is the inverse of Precision.String.
 func ParsePrecision(s string) (Precision, error) {
-	for i, n := range precisionNames {
-		if s == n {
-			return Precision(i), nil
-		}
-	}
-	return 0, fmt.Errorf("model: unknown precision %q (valid: %s)", s, strings.Join(precisionNames, ", "))
+	return parseEnum[Precision](precisionNames, s, "precision")
 }
 
 // Mixed reports whether p keeps fp32 master weights beside 16-bit ones.
@@ -158,21 +148,11 @@ const (
 
 var optimizerNames = []string{"adam", "adamw", "sgd", "momentum"}
 
-func (o Optimizer) String() string {
-	if int(o) < len(optimizerNames) {
-		return optimizerNames[o]
-	}
-	return fmt.Sprintf("Optimizer(%d)", uint8(o))
-}
+func (o Optimizer) String() string { return enumName(optimizerNames, o, "Optimizer") }
 
 // ParseOptimizer is the inverse of Optimizer.String.
 func ParseOptimizer(s string) (Optimizer, error) {
-	for i, n := range optimizerNames {
-		if s == n {
-			return Optimizer(i), nil
-		}
-	}
-	return 0, fmt.Errorf("model: unknown optimizer %q (valid: %s)", s, strings.Join(optimizerNames, ", "))
+	return parseEnum[Optimizer](optimizerNames, s, "optimizer")
 }
 
 // States is bytes per model-state category. As a rate (PerParam) it is
@@ -849,7 +829,7 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 // stage holds. Megatron-LM's split (Shoeybi et al. 2019, Section 3): qkv
 // and fc are split by columns (weights and biases), the attention and MLP
 // projections by rows (their biases replicated), layer norms replicated:
-// 12h²/t + 7h/t + 6h a block. The token embedding is split over the
+// 12h²/t + 7h/t + 6h a block (blockParams). The token embedding is split over the
 // vocabulary (ceil(V/t) rows on the largest rank), positions replicated.
 // The first stage holds the embeddings, the last the final layer norm and
 // the head: with a tied head the last stage keeps its own copy of wte, as
@@ -857,18 +837,31 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 func (s Setup) stageParams(stage int, c *calc) int64 {
 	m := s.Model
 	h, t := int64(m.Hidden), int64(s.TP)
-	block := c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h))
-	n := c.mul(int64(s.stageLayers(stage)), block)
+	n := c.mul(int64(s.stageLayers(stage)), s.blockParams(c))
 	vocabRows := c.mul(ceilDiv(int64(m.Vocab), t), h)
 	first, last := stage == 0, stage == s.PP-1
 	if first {
 		n = c.add(n, vocabRows, c.mul(int64(m.Context), h))
 	}
 	if last {
-		n = c.add(n, c.mul(2, h))
+		n = c.add(n, m.normParams())
 		if m.Untied || !first {
 			n = c.add(n, vocabRows)
 		}
+	}
+	return n
+}
+
+// blockParams is one tensor-parallel rank's part of a block, as
+// Config.LayerParams counts it, in checked arithmetic: 12h²/t for the
+// matrices, two norms of h (RMSNorm) or 2h (layer norm), and with linear
+// biases 7h/t for the column-parallel ones and 2h for the replicated.
+func (s Setup) blockParams(c *calc) int64 {
+	m := s.Model
+	h, t := int64(m.Hidden), int64(s.TP)
+	n := c.add(c.mul(12, h, h/t), c.mul(2, m.normParams()))
+	if !m.NoBias {
+		n = c.add(n, c.mul(7, h/t), c.mul(2, h))
 	}
 	return n
 }
@@ -906,13 +899,13 @@ func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 		emb = pad(c.add(vocabRows, c.mul(int64(m.Context), h)))
 	}
 	if last {
-		f := c.mul(2, h)
+		f := m.normParams()
 		if m.Untied || !first {
 			f = c.add(f, vocabRows)
 		}
 		final = pad(f)
 	}
-	block := pad(c.add(c.mul(12, h, h/t), c.mul(7, h/t), c.mul(6, h)))
+	block := pad(s.blockParams(c))
 	layers := s.stageLayers(stage)
 	k := int64(max(s.Checkpoint.Segment(layers), 1))
 	tiedHere := first && last && !m.Untied

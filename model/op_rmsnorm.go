@@ -57,6 +57,9 @@ func (op *RMSNormStatsOp) Statistic() bool { return true }
 type RMSNormOp struct {
 	opBase
 	N, C int
+	// Reduce sums w's gradient over the tensor group: with sequence
+	// parallelism the rows are a rank's own (as LayerNormOp.Reduce).
+	Reduce bool
 }
 
 // signature: x (N, C), stats (N, 1), w (C) → (N, C).
@@ -68,7 +71,12 @@ func (op *RMSNormOp) signature() signature {
 }
 
 // String names the op and every field; WriteHash hashes it.
-func (op *RMSNormOp) String() string { return fmt.Sprintf("RMSNorm{N=%d,C=%d}", op.N, op.C) }
+func (op *RMSNormOp) String() string {
+	if op.Reduce {
+		return fmt.Sprintf("RMSNorm{N=%d,C=%d,Reduce}", op.N, op.C)
+	}
+	return fmt.Sprintf("RMSNorm{N=%d,C=%d}", op.N, op.C)
+}
 
 // DiffWRT: x and w; not stats.
 func (op *RMSNormOp) DiffWRT(n int) []bool { return []bool{true, false, true} }
@@ -84,7 +92,7 @@ func (op *RMSNormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err != nil {
 		return nil, err
 	}
-	dw, err := applyOp(op.sub("w", &RMSNormBackwardWOp{N: op.N, C: op.C}), dy, x, stats)
+	dw, err := applyOp(op.sub("w", &RMSNormBackwardWOp{N: op.N, C: op.C, Reduce: op.Reduce}), dy, x, stats)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +135,8 @@ func (op *RMSNormBackwardXOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) er
 // Kernels.RMSNormBackwardW.
 type RMSNormBackwardWOp struct {
 	opBase
-	N, C int
+	N, C   int
+	Reduce bool // summed over the tensor group: the rows are a rank's (RMSNormOp.Reduce)
 }
 
 // signature: dy (N, C), x (N, C), stats (N, 1) → (C).
@@ -140,10 +149,17 @@ func (op *RMSNormBackwardWOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *RMSNormBackwardWOp) String() string {
+	if op.Reduce {
+		return fmt.Sprintf("RMSNormBackwardW{N=%d,C=%d,Reduce}", op.N, op.C)
+	}
 	return fmt.Sprintf("RMSNormBackwardW{N=%d,C=%d}", op.N, op.C)
 }
 
-// Run is Kernels.RMSNormBackwardW.
+// Run is Kernels.RMSNormBackwardW, with Reduce summed over the tensor
+// group.
 func (op *RMSNormBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.RMSNormBackwardW(out, a[0], a[1], a[2], op.N, op.C)
+	if err := x.K.RMSNormBackwardW(out, a[0], a[1], a[2], op.N, op.C); err != nil || !op.Reduce {
+		return err
+	}
+	return x.allReduce(op, out)
 }

@@ -54,6 +54,10 @@ var ErrNotVM = errors.New("model: trainmem ops run on trainmem's executor (packa
 // LayerNormEps is the ε of every layer norm, as in GPT-2.
 const LayerNormEps = 1e-5
 
+// RMSNormEps is the RMSNorm's ε, LLaMA 2's rms_norm_eps (its released
+// config.json files: 1e-05).
+const RMSNormEps = 1e-5
+
 // Exec is what an op runs on: the device's kernels, workspace the
 // executor lends for one call (allocated as cuda.Workspace, so that the
 // shape-only device sees every byte a computing one would), and, for a

@@ -221,20 +221,12 @@ const (
 var pipelineScheduleNames = [...]string{OneFOneB: "1f1b", GPipe: "gpipe"}
 
 func (p PipelineSchedule) String() string {
-	if int(p) < len(pipelineScheduleNames) {
-		return pipelineScheduleNames[p]
-	}
-	return fmt.Sprintf("PipelineSchedule(%d)", uint8(p))
+	return enumName(pipelineScheduleNames[:], p, "PipelineSchedule")
 }
 
 // ParsePipelineSchedule reads a schedule's name (1f1b, gpipe).
 func ParsePipelineSchedule(s string) (PipelineSchedule, error) {
-	for i, n := range pipelineScheduleNames {
-		if n == s {
-			return PipelineSchedule(i), nil
-		}
-	}
-	return 0, fmt.Errorf("model: unknown pipeline schedule %q (valid: 1f1b, gpipe)", s)
+	return parseEnum[PipelineSchedule](pipelineScheduleNames[:], s, "pipeline schedule")
 }
 
 // PipelineAction is one step of a stage's schedule: the forward or the

@@ -10,8 +10,10 @@ import (
 )
 
 // The implementation-exact formula (model/exact.go) equals the simulation's
-// activation peak, in requested bytes, across presets, batch sizes,
-// sequence lengths, precisions and checkpoint policies.
+// activation peak, and the model-state formula each state's, in requested
+// bytes, across presets, batch sizes,
+// sequence lengths, precisions, checkpoint policies and architectures
+// (norm, linear biases).
 func TestExactFormulaEqualsSimulation(t *testing.T) {
 	type shape struct {
 		preset string
@@ -45,6 +47,26 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 			n++
 		}
 	}
+	// The architectures beside GPT-2's: RMSNorm, no linear biases, both.
+	for i, arch := range []struct {
+		norm   model.Norm
+		noBias bool
+	}{{model.NormRMS, false}, {model.NormLayer, true}, {model.NormRMS, true}} {
+		for j, sh := range []shape{{"tiny", 3, 17}, {"gpt2", 2, 128}, {"custom", 2, 300}} {
+			cfg := custom
+			if sh.preset != "custom" {
+				var err error
+				if cfg, err = model.Preset(sh.preset); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg.Norm, cfg.NoBias = arch.norm, arch.noBias
+			for k, pol := range pols {
+				check(t, cfg, sh.B, sh.T, precs[(i+j+k)%len(precs)], pol)
+				n++
+			}
+		}
+	}
 	t.Logf("%d combinations agree", n)
 }
 
@@ -67,6 +89,13 @@ func check(t *testing.T, cfg model.Config, B, T int, prec model.Precision, polic
 	_, st, err := Simulate(shape.New(0), checked(t, s), 1, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+	// One rank holds every state whole: each category's flat buffer is the
+	// formula's, the parameter count the table's.
+	for _, sh := range e.States.Named() {
+		if got := st.CategoryRequested[sh.Cat].Peak; got != sh.Bytes {
+			t.Errorf("%s: simulated %v peak %d bytes, formula %d", name, sh.Cat, got, sh.Bytes)
+		}
 	}
 	if got := st.CategoryRequested[cuda.Activations].Peak; got != want {
 		var at string

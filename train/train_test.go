@@ -117,6 +117,9 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 	}{
 		{"tiny", tinyCfg, 2, 16},
 		{"untied", model.Config{Name: "untied", Layers: 1, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, Untied: true}, 3, 8},
+		{"rmsnorm", model.Config{Name: "rmsnorm", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, Norm: model.NormRMS}, 2, 8},
+		{"no-bias", model.Config{Name: "no-bias", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, NoBias: true}, 2, 8},
+		{"rmsnorm, no bias, untied", model.Config{Name: "llama-like", Layers: 2, Hidden: 32, Heads: 4, Vocab: 50, Context: 16, Norm: model.NormRMS, NoBias: true, Untied: true}, 3, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := model.InitParams(tc.cfg, 7)
@@ -153,7 +156,15 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 // float64 the truncation error is O(h²) ≈ 1e-10 and the rounding error
 // ≈ 1e-16/h ≈ 1e-11, so a relative tolerance of 1e-6 leaves a wide margin.
 func TestFiniteDifferences(t *testing.T) {
-	cfg := model.Config{Name: "fd", Layers: 2, Hidden: 16, Heads: 2, Vocab: 32, Context: 8}
+	gpt2 := model.Config{Name: "fd", Layers: 2, Hidden: 16, Heads: 2, Vocab: 32, Context: 8}
+	llama := gpt2
+	llama.Name, llama.Norm, llama.NoBias, llama.Untied = "fd-rmsnorm-no-bias", model.NormRMS, true, true
+	for _, cfg := range []model.Config{gpt2, llama} {
+		t.Run(cfg.Name, func(t *testing.T) { finiteDifferences(t, cfg) })
+	}
+}
+
+func finiteDifferences(t *testing.T, cfg model.Config) {
 	B, T := 2, 8
 	p32 := model.InitParams(cfg, 3)
 	params := make([]float64, len(p32))
@@ -265,8 +276,15 @@ func TestCheckpointGradientsBitIdentical(t *testing.T) {
 // losses.
 func trainTiny(t *testing.T, steps int, prec model.Precision) []float64 {
 	t.Helper()
+	return trainShape(t, tinyCfg, steps, prec)
+}
+
+// trainShape trains cfg on the default corpus from seed 42 (AdamW, lr
+// 1e-3, b 8, s 64) and returns the losses of its steps.
+func trainShape(t *testing.T, cfg model.Config, steps int, prec model.Precision) []float64 {
+	t.Helper()
 	const B, T = 8, 64
-	ds, err := data.DefaultDataset(tinyCfg.Vocab)
+	ds, err := data.DefaultDataset(cfg.Vocab)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,10 +294,10 @@ func trainTiny(t *testing.T, steps int, prec model.Precision) []float64 {
 	}
 	opt := DefaultOptimizer(model.AdamW)
 	opt.LR = 1e-3
-	s := withPrecision(oneRank(tinyCfg, B, T), prec)
+	s := withPrecision(oneRank(cfg, B, T), prec)
 	s.Optimizer = opt.Kind
 	tr := newTrainer(t, reference.NewHost(t), s, Options{Optimizer: opt})
-	if err := tr.SetParams(model.InitParams(tinyCfg, 42)); err != nil {
+	if err := tr.SetParams(model.InitParams(cfg, 42)); err != nil {
 		t.Fatal(err)
 	}
 	var losses []float64
@@ -304,7 +322,15 @@ func TestTinyLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 200 steps")
 	}
-	losses := trainTiny(t, 200, model.FP32)
+	llama := tinyCfg // LLaMA's norm, no linear biases, an untied head
+	llama.Name, llama.Norm, llama.NoBias, llama.Untied = "tiny-rmsnorm-no-bias", model.NormRMS, true, true
+	for _, cfg := range []model.Config{tinyCfg, llama} {
+		t.Run(cfg.Name, func(t *testing.T) { learns(t, trainShape(t, cfg, 200, model.FP32)) })
+	}
+}
+
+// learns checks that the loss falls below half its first value.
+func learns(t *testing.T, losses []float64) {
 	first := losses[0]
 	best := math.Inf(1)
 	at := -1

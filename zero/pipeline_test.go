@@ -57,7 +57,13 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		untied        bool
 		sp            bool
 		backoff       bool // fp16's first step overflows: the scale backs off to 2^14
+		llama         bool // RMSNorm, no linear biases (llamaLike)
 	}{
+		// LLaMA's norm without linear biases: each RMSNorm's gain gradient
+		// summed over the tensor group under sequence parallelism.
+		{tp: 2, dp: 1, opt: model.SGD, float64: true, sp: true, llama: true},
+		{tp: 2, dp: 2, set: Setting{Stage: 3}, float64: true, sp: true, llama: true},
+		{pp: 2, m: 2, tp: 2, dp: 1, float64: true, untied: true, llama: true},
 		// Tensor parallel, with and without sequence parallelism.
 		{tp: 2, dp: 1, opt: model.SGD, float64: true, sp: true},
 		{tp: 4, dp: 1, pol: model.CheckpointFull, float64: true, sp: true},
@@ -101,9 +107,15 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		if tc.sp {
 			name += "/sequence-parallel"
 		}
+		if tc.llama {
+			name += "/rmsnorm-no-bias"
+		}
 		t.Run(name, func(t *testing.T) {
 			c := cfg
 			c.Untied = tc.untied
+			if tc.llama {
+				c = llamaLike(c)
+			}
 			if tc.pp == 1 {
 				c.Layers = 2 // tensor and data parallel alone: the two blocks of tiny
 			}
@@ -377,7 +389,7 @@ func TestExactFormulaEqualsPipelineSimulation(t *testing.T) {
 	five := model.Config{Name: "five", Layers: 5, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}
 	untied := model.Config{Name: "untied", Layers: 5, Hidden: 96, Heads: 6, Vocab: 300, Context: 64, Untied: true}
 	n := 0
-	for _, cfg := range []model.Config{five, untied} {
+	for _, cfg := range []model.Config{five, untied, llamaLike(untied)} {
 		for _, pp := range []int{2, 3} {
 			for _, m := range []int{1, 3, 5} {
 				for j, pol := range []string{"none", "full", "every:2", "sqrt", "selective"} {

@@ -94,6 +94,8 @@ func TestExactFormulaEqualsTensorParallelSimulation(t *testing.T) {
 		{tinyCfg, 3, 17, []int{2, 4}},
 		{custom, 2, 300, []int{2, 3, 6}},
 		{gpt2, 1, 256, []int{4}},
+		{llamaLike(custom), 2, 300, []int{2, 3}},
+		{llamaLike(tinyCfg), 3, 16, []int{2}},
 	} {
 		for _, tp := range tc.tps {
 			for j, pol := range []string{"none", "full", "every:2", "sqrt", "selective"} {
@@ -281,4 +283,11 @@ func sameWeights(t *testing.T, wp, gp []float32, float64s bool, prec model.Preci
 	if !float64s && (worst > bound || mean > meanBound) {
 		t.Errorf("weights differ from one rank's by up to %g (mean %g), want at most %g (mean %g)", worst, mean, bound, meanBound)
 	}
+}
+
+// llamaLike is cfg with LLaMA's norm and no linear biases.
+func llamaLike(cfg model.Config) model.Config {
+	cfg.Name += "-rmsnorm-no-bias"
+	cfg.Norm, cfg.NoBias = model.NormRMS, true
+	return cfg
 }

@@ -25,6 +25,8 @@ type setupFlags struct {
 	preset                                string
 	layers, hidden, heads, vocab, context int
 	untied                                bool
+	norm                                  model.Norm
+	bias, noBias                          bool
 	params                                int64
 
 	batch, seq int
@@ -86,6 +88,13 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	intVar(fs, &f.vocab, "vocab", 50257, "vocabulary, `V`, for a custom shape")
 	intVar(fs, &f.context, "context", 1024, "learned positions, `ctx` (the longest sequence), for a custom shape")
 	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
+	fs.Func("norm", "the blocks' and the head's norm: layernorm (GPT-2's, a gain and a bias) or rmsnorm (LLaMA's, a gain alone) (default: the preset's, layernorm for a custom shape)", func(s string) error {
+		n, err := model.ParseNorm(s)
+		f.norm = n
+		return err
+	})
+	fs.BoolVar(&f.bias, "bias", true, "biases in the linear layers, as GPT-2 has; --bias=false or --no-bias leaves them out, as LLaMA does (default: the preset's)")
+	fs.BoolVar(&f.noBias, "no-bias", false, "no biases in the linear layers (--bias=false; a layer norm keeps its own)")
 	if o.batchHelp != "" {
 		intVar(fs, &f.batch, "batch", 0, o.batchHelp)
 		f.batchDefault = o.batch
@@ -252,7 +261,12 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		// take a pipeline's first stage to hold P (M ≥ P).
 		s.MicroBatches = f.micro
 	}
-	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("vocab") || f.set("context") || f.set("untied")
+	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("vocab") || f.set("context") || f.set("untied") ||
+		f.set("norm") || f.set("bias") || f.set("no-bias")
+	if f.set("bias") && f.set("no-bias") {
+		return model.Checked{}, usagef("--bias=%t and --no-bias=%t: give one of them", f.bias, f.noBias)
+	}
+	noBias := f.noBias || !f.bias // what the flags ask, where they are set
 	switch {
 	case f.params > 0:
 		if f.preset != "" || shape {
@@ -285,6 +299,12 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if f.set("untied") {
 			c.Untied = f.untied
 		}
+		if f.set("norm") {
+			c.Norm = f.norm
+		}
+		if f.set("bias") || f.set("no-bias") {
+			c.NoBias = noBias
+		}
 		s.Model = c
 	case shape:
 		var missing []string
@@ -296,7 +316,8 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if len(missing) > 0 {
 			return model.Checked{}, usagef("a custom shape needs --layers, --hidden and --heads (missing: %s)", strings.Join(missing, ", "))
 		}
-		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, Vocab: f.vocab, Context: f.context, Untied: f.untied}
+		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, Vocab: f.vocab, Context: f.context, Untied: f.untied,
+			Norm: f.norm, NoBias: noBias}
 	default:
 		return model.Checked{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
 	}

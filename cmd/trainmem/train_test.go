@@ -335,3 +335,41 @@ func recordLines(t *testing.T, out string, ranks, steps int) []string {
 	}
 	return lines
 }
+
+// --norm and --bias set the architecture in every subcommand: a tiny with
+// LLaMA's norm and no linear biases trains over a tensor-parallel layout
+// with sequence parallelism to the losses of one rank of the global batch
+// (zero's TestLayoutTrainsAsOneRank holds the layout's weights to one
+// rank's, each RMSNorm's gain gradient summed over the tensor group), its
+// losses are not GPT-2's, its estimate and
+// simulation count its own parameters, and what cannot be honoured is
+// refused by name before any work: both bias flags at once, an unknown
+// norm, and llm.c's file format for a model it cannot hold.
+func TestTrainArchitecture(t *testing.T) {
+	arch := []string{"--norm", "rmsnorm", "--no-bias"}
+	with := func(args ...string) []string { return append(append([]string(nil), args...), arch...) }
+	sp, _ := mustRun(t, with("train", "--tp", "2", "--sequence-parallel", "--ranks", "2", "--batch", "2", "--seq", "16", "--steps", "2")...)
+	one, _ := mustRun(t, with("train", "--batch", "4", "--seq", "16", "--steps", "2")...)
+	gpt2, _ := mustRun(t, "train", "--batch", "4", "--seq", "16", "--steps", "2")
+	if a, b := lossLine(t, sp), lossLine(t, one); a != b {
+		t.Errorf("the sequence-parallel layout's losses %q, one rank of batch 4: %q", a, b)
+	}
+	if lossLine(t, one) == lossLine(t, gpt2) {
+		t.Errorf("RMSNorm without biases trains to GPT-2's losses %q: the flags changed nothing", lossLine(t, one))
+	}
+	// tiny's 120,576 parameters less 2 blocks' four biases (9h) and the
+	// five norms' biases (h each): 120,576 − 18·64 − 5·64 = 119,104.
+	for _, cmd := range []string{"estimate", "simulate"} {
+		text, _ := mustRun(t, with(cmd, "--preset", "tiny", "--batch", "2", "--seq", "16")...)
+		if !strings.Contains(text, "rmsnorm, no linear biases, 119,104 parameters") {
+			t.Errorf("%s does not give the architecture and its 119,104 parameters:\n%s", cmd, text)
+		}
+	}
+	wantUsage(t, []string{"train", "--bias", "--no-bias"}, "--bias=true and --no-bias=true", "give one of them")
+	wantUsage(t, []string{"estimate", "--norm", "batchnorm"}, `"batchnorm"`, "valid: layernorm, rmsnorm")
+	save := filepath.Join(t.TempDir(), "m.bin")
+	wantUsage(t, with("train", "--steps", "1", "--save", save), "--save", "rmsnorm norms and no linear biases", "cannot hold")
+	if _, err := os.Stat(save); !os.IsNotExist(err) {
+		t.Errorf("a refused --save left %s (%v)", save, err)
+	}
+}

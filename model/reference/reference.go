@@ -143,7 +143,21 @@ func (r *Model) build() error {
 		y := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xhat, w, nil, []byte{0}) })     // (N, C)
 		return b.do(func() (*G.Node, error) { return G.BroadcastAdd(y, bias, nil, []byte{0}) })
 	}
-	linear := func(x, w, bias *G.Node) *G.Node { // x (N, in), w (out, in)
+	rmsNorm := func(x, w *G.Node) *G.Node {
+		sq := b.do(func() (*G.Node, error) { return G.Square(x) })                                        // (N, C)
+		ms := b.do(func() (*G.Node, error) { return G.Mean(sq, 1) })                                      // (N)
+		ve := b.do(func() (*G.Node, error) { return G.Add(ms, b.scalar(model.RMSNormEps)) })              // (N)
+		rstd := b.do(func() (*G.Node, error) { return G.Pow(ve, b.scalar(-0.5)) })                        // (N)
+		xhat := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(x, rstd, nil, []byte{1}) }) // (N, C)
+		return b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xhat, w, nil, []byte{0}) })
+	}
+	norm := func(x *G.Node, name string) *G.Node {
+		if cfg.Norm == model.NormRMS {
+			return rmsNorm(x, P(name+".w"))
+		}
+		return layerNorm(x, P(name+".w"), P(name+".b"))
+	}
+	linear := func(x, w, bias *G.Node) *G.Node { // x (N, in), w (out, in); bias nil: none
 		in, out := w.Shape()[1], w.Shape()[0]
 		x3 := b.do(func() (*G.Node, error) { return G.Reshape(x, tensor.Shape{1, N, in}) })
 		w3 := b.do(func() (*G.Node, error) { return G.Reshape(w, tensor.Shape{1, out, in}) })
@@ -186,15 +200,15 @@ func (r *Model) build() error {
 
 	for l := 0; l < cfg.Layers; l++ {
 		p := fmt.Sprintf("h%d.", l)
-		h := layerNorm(x, P(p+"ln1.w"), P(p+"ln1.b"))
+		h := norm(x, p+"ln1")
 		qkv := linear(h, P(p+"attn.qkv.w"), P(p+"attn.qkv.b"))
 		a := linear(attention(qkv), P(p+"attn.proj.w"), P(p+"attn.proj.b"))
 		x = b.do(func() (*G.Node, error) { return G.Add(x, a) })
-		h = layerNorm(x, P(p+"ln2.w"), P(p+"ln2.b"))
+		h = norm(x, p+"ln2")
 		m := linear(gelu(linear(h, P(p+"mlp.fc.w"), P(p+"mlp.fc.b"))), P(p+"mlp.proj.w"), P(p+"mlp.proj.b"))
 		x = b.do(func() (*G.Node, error) { return G.Add(x, m) })
 	}
-	h := layerNorm(x, P("lnf.w"), P("lnf.b"))
+	h := norm(x, "lnf")
 	head := P("wte")
 	if cfg.Untied {
 		head = P("lm_head.w")
