@@ -208,6 +208,10 @@ func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d 
 	name := map[model.Formula]string{model.ZeROPaper: "the ZeRO paper", model.Korthikanti: "Korthikanti"}[f]
 	switch kind {
 	case model.LayerValues:
+		if tk.Count*d.nh != tv { // an MLP whose width is no multiple of h
+			return fmt.Sprintf("layer values %s: %s counts %d values of s·b·h a layer × %s = %s; trainmem holds its blocks' s·b·h values and their MLP's %d-wide ones in %s values = %s",
+				diff, name, perLayer(fk), plural(fk.Layers, "layer"), bt(fv), s.Model.FFNWidth(), el, bt(tv))
+		}
 		return fmt.Sprintf("layer values %s: %s counts %d values of s·b·h a layer × %s = %s; trainmem holds %d s·b·h tensors of %s values = %s (%s)",
 			diff, name, perLayer(fk), plural(fk.Layers, "layer"), bt(fv), tk.Count, el, bt(tv), valuesNote(tk.Count, s, at))
 	case model.Scores:
@@ -270,7 +274,17 @@ func number(n int64) string {
 // is a recomputation.
 func valuesNote(n int64, s model.Setup, at model.Moment) string {
 	perBlock, beforeProbs := blockValues(s)
-	kept := fmt.Sprintf("%d a kept layer: q, k, v, the attention output, both layer-norm outputs, the residual stream after each half, the MLP's 4h-wide input and GELU output", perBlock)
+	m := s.Model
+	norms, mlp := "both layer-norm outputs", "the MLP's 4h-wide input and GELU output"
+	if m.Norm == model.NormRMS {
+		norms = "both RMSNorm outputs"
+	}
+	if m.MLP == model.MLPSwiGLU {
+		mlp = fmt.Sprintf("the MLP's gate and up projections (%d wide each) and SwiGLU's output", m.FFNWidth())
+	} else if m.FFNWidth() != 4*m.Hidden {
+		mlp = fmt.Sprintf("the MLP's %d-wide input and GELU output", m.FFNWidth())
+	}
+	kept := fmt.Sprintf("%d a kept layer: q, k, v, the attention output, %s, the residual stream after each half, %s", perBlock, norms, mlp)
 	switch {
 	case n == 0:
 		return "none at its peak, " + at.String() + ": the layers' values are dropped, and recomputed only once the backward pass has freed the head, which the formulas count beside a recomputed layer"

@@ -27,6 +27,8 @@ type (
 		// NoBias); absent for a bare parameter count.
 		Norm         string `json:"norm,omitempty"`
 		LinearBiases *bool  `json:"linear_biases,omitempty"`
+		MLP          string `json:"mlp,omitempty"`
+		FFN          int    `json:"ffn,omitempty"`
 		Params       int64  `json:"params"`
 	}
 	setupDoc struct {
@@ -103,7 +105,7 @@ func modelDocOf(s model.Setup) modelDoc {
 	m := s.Model
 	tied, biases := !m.Untied, !m.NoBias
 	return modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, Vocab: m.Vocab, Context: m.Context, Tied: &tied,
-		Norm: m.Norm.String(), LinearBiases: &biases, Params: m.NumParams()}
+		Norm: m.Norm.String(), LinearBiases: &biases, MLP: m.MLP.String(), FFN: m.FFNWidth(), Params: m.NumParams()}
 }
 
 func setupDocOf(s model.Setup) setupDoc {

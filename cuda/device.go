@@ -184,6 +184,7 @@ type Kernels interface {
 	BiasKernels
 	MatMulKernels
 	GELUKernels
+	SwiGLUKernels
 	AttentionKernels
 	CrossEntropyKernels
 	OptimizerKernels

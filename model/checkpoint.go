@@ -306,7 +306,7 @@ func checkLLMC(cfg Config) error {
 		return fmt.Errorf("model: %s has an untied head (lm_head.w), which llm.c's GPT-2 checkpoint format cannot hold (it ties the head to wte)", cfg.Name)
 	}
 	if !cfg.GPT2() {
-		return fmt.Errorf("model: %s has %s norms and %s, which llm.c's GPT-2 checkpoint format cannot hold (it stores layer norms with biases and linear layers with biases)", cfg.Name, cfg.Norm, biasWords(cfg))
+		return fmt.Errorf("model: %s has %s norms, %s and a %s MLP of %d, which llm.c's GPT-2 checkpoint format cannot hold (it stores layer norms with biases, linear layers with biases and a GELU MLP of 4h)", cfg.Name, cfg.Norm, biasWords(cfg), cfg.MLP, cfg.FFNWidth())
 	}
 	return nil
 }

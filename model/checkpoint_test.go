@@ -161,8 +161,8 @@ func TestCheckpointErrors(t *testing.T) {
 	other.Layers, other.Heads = 2, 4
 	untied := cfg
 	untied.Untied = true
-	rms, noBias := cfg, cfg
-	rms.Norm, noBias.NoBias = NormRMS, true
+	rms, noBias, swiglu := cfg, cfg, cfg
+	rms.Norm, noBias.NoBias, swiglu.MLP = NormRMS, true, MLPSwiGLU
 	for _, tc := range []struct {
 		name string
 		file []byte
@@ -184,7 +184,8 @@ func TestCheckpointErrors(t *testing.T) {
 		{"invalid heads", withHeader(5, 3), cfg, []string{"invalid shape", "heads 3 does not divide hidden 16"}},
 		{"untied", good, untied, []string{"untied head", "cannot hold"}},
 		{"rmsnorm", good, rms, []string{"rmsnorm norms", "cannot hold"}},
-		{"no bias", good, noBias, []string{"layernorm norms and no linear biases", "cannot hold"}},
+		{"no bias", good, noBias, []string{"layernorm norms, no linear biases and a gelu MLP of 64", "cannot hold"}},
+		{"swiglu", good, swiglu, []string{"linear biases and a swiglu MLP of 256", "cannot hold"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadCheckpoint(bytes.NewReader(tc.file), int64(len(tc.file)), tc.cfg)

@@ -26,6 +26,13 @@ type Config struct {
 	// NoBias leaves the biases out of the linear layers, as LLaMA has none
 	// (Megatron-LM's --disable-bias-linear); a layer norm keeps its own.
 	NoBias bool
+	// MLP is the blocks' MLP: MLPGELU (GPT-2's: fc, GELU, proj) or
+	// MLPSwiGLU (LLaMA's: one linear layer of the gate and up projections,
+	// silu(gate)·up, the down projection).
+	MLP MLP
+	// FFN is the MLP's inner width, F (Hugging Face's intermediate_size);
+	// 0 is the MLP's default (FFNWidth).
+	FFN int
 	// Tensor is the tensor-parallel rank this config is the part of
 	// (Config.TensorRank; tensor.go): its blocks' heads and MLP channels
 	// split, the rest whole. The zero value is the whole model.
@@ -105,6 +112,15 @@ func (c Config) Validate() error {
 	if int(c.Norm) >= len(normNames) {
 		return fmt.Errorf("model: norm %v: unknown (valid: %s)", c.Norm, strings.Join(normNames, ", "))
 	}
+	if int(c.MLP) >= len(mlpNames) {
+		return fmt.Errorf("model: MLP %v: unknown (valid: %s)", c.MLP, strings.Join(mlpNames, ", "))
+	}
+	if c.FFN < 0 || c.FFN > MaxHidden*4 {
+		return fmt.Errorf("model: ffn %d: out of range (valid: 1 to %d, or 0 for the MLP's default)", c.FFN, MaxHidden*4)
+	}
+	if t := c.Tensor.size(); t > 1 && c.FFNWidth()%t != 0 {
+		return fmt.Errorf("model: %d tensor-parallel ranks do not divide the MLP's %d channels (valid: a tensor-parallel size dividing both the heads and the ffn)", t, c.FFNWidth())
+	}
 	if err := c.Stage.check(c.Layers); err != nil {
 		return err
 	}
@@ -147,6 +163,50 @@ func parseEnum[E ~uint8](names []string, s, what string) (E, error) {
 	return 0, fmt.Errorf("model: unknown %s %q (valid: %s)", what, s, strings.Join(names, ", "))
 }
 
+// MLP is a model's kind of MLP (Config.MLP).
+type MLP uint8
+
+const (
+	MLPGELU   MLP = iota // GPT-2's: proj(gelu(fc(x))), fc h → F
+	MLPSwiGLU            // LLaMA's (Shazeer 2020): down(silu(gate(x))·up(x)), gate and up h → F each
+)
+
+// mlpNames are the MLPs' names, by MLP.
+var mlpNames = []string{MLPGELU: "gelu", MLPSwiGLU: "swiglu"}
+
+func (m MLP) String() string { return enumName(mlpNames, m, "MLP") }
+
+// ParseMLP reads an MLP's name: gelu or swiglu.
+func ParseMLP(s string) (MLP, error) { return parseEnum[MLP](mlpNames, s, "MLP") }
+
+// SwiGLUMultiple is what LLaMA rounds a SwiGLU MLP's default width up to a
+// multiple of (multiple_of = 256 in Meta's llama model.py).
+const SwiGLUMultiple = 256
+
+// FFNWidth is the MLP's inner width F: Config.FFN when set, else 4h for
+// GELU (GPT-2's) and, for SwiGLU, LLaMA's rule: 2/3 of 4h, rounded up to
+// a multiple of SwiGLUMultiple (llama2-7b: h 4096 gives 11,008), so that
+// its three matrices hold about the parameters of GELU's two.
+func (c Config) FFNWidth() int {
+	switch {
+	case c.FFN > 0:
+		return c.FFN
+	case c.MLP == MLPSwiGLU:
+		f := (2*4*c.Hidden + 2) / 3 // ceil(8h/3)
+		return (f + SwiGLUMultiple - 1) / SwiGLUMultiple * SwiGLUMultiple
+	}
+	return 4 * c.Hidden
+}
+
+// mlpIn is how many F-wide projections the MLP's first linear layer makes:
+// GELU's one, SwiGLU's gate and up.
+func (c Config) mlpIn() int {
+	if c.MLP == MLPSwiGLU {
+		return 2
+	}
+	return 1
+}
+
 // normParams is the parameters of one norm over h channels: a gain, and a
 // layer norm's bias.
 func (c Config) normParams() int64 {
@@ -157,9 +217,11 @@ func (c Config) normParams() int64 {
 }
 
 // GPT2 reports whether c has GPT-2's architecture (layer norms, biased
-// linear layers), the one llm.c's checkpoint format holds; a tied or
-// untied head and any size are GPT-2's.
-func (c Config) GPT2() bool { return c.Norm == NormLayer && !c.NoBias }
+// linear layers, a GELU MLP of 4h), the one llm.c's checkpoint format
+// holds; a tied or untied head and any size are GPT-2's.
+func (c Config) GPT2() bool {
+	return c.Norm == NormLayer && !c.NoBias && c.MLP == MLPGELU && c.FFNWidth() == 4*c.Hidden
+}
 
 // HeadDim is the channels per head, h/a.
 func (c Config) HeadDim() int { return c.Hidden / c.Heads }
@@ -207,10 +269,13 @@ func (c Config) Params() []Param {
 		off += n
 	}
 	var whole TensorSplit
-	qkv := c.Tensor.heads(h)      // column-parallel: rows of q, k and v of the rank's heads
-	attn := c.Tensor.part(1, h)   // row-parallel: the attention output's columns
-	fc := c.Tensor.part(0, 4*h)   // column-parallel: the MLP's rows
-	proj := c.Tensor.part(1, 4*h) // row-parallel: the MLP's columns
+	qkv := c.Tensor.heads(h)    // column-parallel: rows of q, k and v of the rank's heads
+	attn := c.Tensor.part(1, h) // row-parallel: the attention output's columns
+	F := c.FFNWidth()
+	Fp := F / c.Tensor.size()     // this rank's channels of the MLP
+	k := c.mlpIn()                // the F-wide projections of the MLP's first layer
+	fc := c.Tensor.parts(0, k, F) // column-parallel: the rank's rows of each projection (gate, up)
+	proj := c.Tensor.part(1, F)   // row-parallel: the MLP's columns
 	_, vr := c.Tensor.VocabRows(c.Vocab)
 	vocab := c.Tensor.vocab(c.Vocab) // vocabulary-parallel: the rank's rows
 	if c.First() {
@@ -236,9 +301,9 @@ func (c Config) Params() []Param {
 		add(p+"attn.proj.w", l, true, attn, h, hp)
 		bias(p+"attn.proj.b", l, whole, h)
 		norm(p+"ln2", l)
-		add(p+"mlp.fc.w", l, true, fc, 4*hp, h)
-		bias(p+"mlp.fc.b", l, fc, 4*hp)
-		add(p+"mlp.proj.w", l, true, proj, h, 4*hp)
+		add(p+"mlp.fc.w", l, true, fc, k*Fp, h)
+		bias(p+"mlp.fc.b", l, fc, k*Fp)
+		add(p+"mlp.proj.w", l, true, proj, h, Fp)
 		bias(p+"mlp.proj.b", l, whole, h)
 	}
 	if !c.Last() {
@@ -279,14 +344,17 @@ func (c Config) NumParams() int64 {
 // LayerParams is the parameter count of one transformer block, 12h² + 13h;
 // of a tensor-parallel rank's part of it, 12h²/t + 7h/t + 6h (the split
 // matrices and column-parallel biases, then the layer norms and the
-// row-parallel biases, which every rank holds whole). Without linear
-// biases the 7h/t + 2h of them go; an RMSNorm has h parameters where a
-// layer norm has 2h.
+// row-parallel biases, which every rank holds whole). That is GPT-2's
+// MLP of F = 4h; in general the attention's 4h² and the MLP's (k+1)·h·F,
+// k = 1 projection (GELU) or 2 (SwiGLU's gate and up), the column-parallel
+// biases 3h + k·F. Without linear biases those and the 2h row-parallel
+// ones go; an RMSNorm has h parameters where a layer norm has 2h.
 func (c Config) LayerParams() int64 {
 	h, t := int64(c.Hidden), int64(c.Tensor.size())
-	n := 12*h*h/t + 2*c.normParams()
+	F, k := int64(c.FFNWidth()), int64(c.mlpIn())
+	n := 4*h*(h/t) + (k+1)*h*(F/t) + 2*c.normParams()
 	if !c.NoBias {
-		n += 7*h/t + 2*h
+		n += 3*h/t + k*F/t + 2*h
 	}
 	return n
 }
@@ -319,6 +387,9 @@ func (c Config) String() string {
 	}
 	if c.NoBias {
 		arch += ", no linear biases"
+	}
+	if c.MLP != MLPGELU || c.FFNWidth() != 4*c.Hidden {
+		arch += fmt.Sprintf(", %s MLP of %d", c.MLP, c.FFNWidth())
 	}
 	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s parameters",
 		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, arch, rank, Comma(c.NumParams()))

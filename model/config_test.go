@@ -51,6 +51,19 @@ func TestNumParamsArchitectures(t *testing.T) {
 			t.Errorf("gpt2 %v, no bias %t: NumParams = %d, want %d", tc.norm, tc.noBias, got, tc.want)
 		}
 	}
+	// LLaMA 2 7B's blocks (Touvron et al. 2023; the model card's
+	// 6,738,415,616 parameters, Hugging Face's LlamaForCausalLM): h 4096,
+	// 32 layers, SwiGLU of LLaMA's width 11,008, RMSNorm, no biases, an
+	// untied head, V 32000; with learned positions besides (trainmem has no
+	// rotary ones yet), ctx·h more.
+	llama := Config{Name: "llama2-7b-blocks", Layers: 32, Hidden: 4096, Heads: 32, Vocab: 32000, Context: 4096,
+		Untied: true, Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU}
+	if f := llama.FFNWidth(); f != 11008 {
+		t.Errorf("SwiGLU's default width at h 4096: %d, want LLaMA's 11,008", f)
+	}
+	if got, want := llama.NumParams(), int64(6738415616+4096*4096); got != want {
+		t.Errorf("llama2-7b's blocks with learned positions: NumParams = %d, want %d", got, want)
+	}
 	for _, bad := range []string{"", "LayerNorm", "rms"} {
 		if _, err := ParseNorm(bad); err == nil || !strings.Contains(err.Error(), "valid: layernorm, rmsnorm") {
 			t.Errorf("ParseNorm(%q): %v, want the valid names", bad, err)
@@ -69,13 +82,15 @@ func TestParamTableMatchesCount(t *testing.T) {
 			norm   Norm
 			noBias bool
 		}{{NormLayer, false}, {NormRMS, false}, {NormLayer, true}, {NormRMS, true}} {
-			for _, tp := range []TensorRank{{}, {Size: 2, Rank: 1}} {
-				c := p
-				c.Norm, c.NoBias, c.Tensor = arch.norm, arch.noBias, tp
-				if c.Validate() != nil {
-					continue
+			for _, mlp := range []MLP{MLPGELU, MLPSwiGLU} {
+				for _, tp := range []TensorRank{{}, {Size: 2, Rank: 1}} {
+					c := p
+					c.Norm, c.NoBias, c.MLP, c.Tensor = arch.norm, arch.noBias, mlp, tp
+					if c.Validate() != nil {
+						continue
+					}
+					paramTableMatchesCount(t, fmt.Sprintf("%s/%v/no-bias=%t/%v/tp=%d", name, c.Norm, c.NoBias, c.MLP, tp.Size), c)
 				}
-				paramTableMatchesCount(t, fmt.Sprintf("%s/%v/no-bias=%t/tp=%d", name, c.Norm, c.NoBias, tp.Size), c)
 			}
 		}
 	}

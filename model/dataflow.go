@@ -99,7 +99,10 @@ func (s *sectionOf) add(name, term string, mk func() op, args ...string) {
 // tokens: GPT-2's pre-LN transformer. x = wte[tokens] + wpe; per block
 // x += attn.proj(attention(attn.qkv(ln1(x)))), x += mlp.proj(gelu(
 // mlp.fc(ln2(x)))); then lnf, logits = lnf·wteᵀ (or lm_head.wᵀ when untied),
-// loss = mean cross-entropy.
+// loss = mean cross-entropy. The architecture's choices (Config.Norm,
+// NoBias, MLP, FFN) pick the norms' ops, the linear layers' biases and the
+// MLP: SwiGLU's mlp.fc makes the gate and the up projection, each row
+// [gate | up], and mlp.swiglu gates one by the other.
 //
 // A tensor-parallel rank's (cfg.Tensor, tensor.go) blocks hold its heads
 // (NH/t of them, C/t channels of q, k, v and the attention output) and C·4/t
@@ -165,9 +168,16 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	linear(b, "attn.proj", "", "attn.out", Cp, C, bias, "attn.proj.w", row)
 	b.add("res1", "residual1", func() op { return &AddOp{N: Ns, C: C} }, "x", "attn.proj")
 	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")
-	linear(b, "mlp.fc", "mlp_fc", "ln2", C, 4*Cp, bias, "mlp.fc.w", column)
-	b.add("mlp.gelu", "mlp_gelu", func() op { return &GELUOp{N: N, C: 4 * Cp} }, "mlp.fc")
-	linear(b, "mlp.proj", "", "mlp.gelu", 4*Cp, C, bias, "mlp.proj.w", row)
+	Fp := cfg.FFNWidth() / tp // the rank's channels of the MLP
+	if cfg.MLP == MLPSwiGLU {
+		linear(b, "mlp.fc", "mlp_fc", "ln2", C, 2*Fp, bias, "mlp.fc.w", column) // each row [gate | up]
+		b.add("mlp.swiglu", "mlp_swiglu", func() op { return &SwiGLUOp{N: N, F: Fp} }, "mlp.fc")
+		linear(b, "mlp.proj", "", "mlp.swiglu", Fp, C, bias, "mlp.proj.w", row)
+	} else {
+		linear(b, "mlp.fc", "mlp_fc", "ln2", C, Fp, bias, "mlp.fc.w", column)
+		b.add("mlp.gelu", "mlp_gelu", func() op { return &GELUOp{N: N, C: Fp} }, "mlp.fc")
+		linear(b, "mlp.proj", "", "mlp.gelu", Fp, C, bias, "mlp.proj.w", row)
+	}
 	b.add("res2", "block_output", func() op { return &AddOp{N: Ns, C: C} }, "res1", "mlp.proj")
 
 	layerNorm(&head, "lnf", "final_layer_norm", "final_layer_norm", "x")
@@ -206,7 +216,7 @@ type kept struct {
 // structureOf is the smallest config with cfg's structure: what decides
 // which ops a graph has and how they connect, not how large they are.
 func structureOf(cfg Config) Config {
-	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias}
+	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias, MLP: cfg.MLP}
 	if cfg.Tensor.size() > 1 {
 		sc.Tensor = TensorRank{Size: 2, Sequence: cfg.Tensor.Sequence} // what a split keeps is the same on every rank and at every size
 	}

@@ -391,6 +391,8 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: sequence length %d (valid: 1 to the context, %d)", s.Seq, m.Context)
 	case m.Heads%s.TP != 0:
 		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d heads (valid: %s)", s.TP, m.Heads, divisors(m.Heads))
+	case m.FFNWidth()%s.TP != 0:
+		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the MLP's %d channels (valid: %s, which divide the heads and the MLP)", s.TP, m.FFNWidth(), divisors(gcd(m.Heads, m.FFNWidth())))
 	case s.PP > m.Whole().Layers:
 		return fmt.Errorf("model: %d pipeline stages for %d layers (valid: 1 to %d)", s.PP, m.Whole().Layers, m.Whole().Layers)
 	case m.Stage.Size > 1 && m.Stage.Size != s.PP:
@@ -465,6 +467,14 @@ func (c Checked) Err() error {
 		return errUnchecked
 	}
 	return nil
+}
+
+// gcd is the greatest common divisor of a, b > 0.
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 func divisors(n int) string {
@@ -853,15 +863,18 @@ func (s Setup) stageParams(stage int, c *calc) int64 {
 }
 
 // blockParams is one tensor-parallel rank's part of a block, as
-// Config.LayerParams counts it, in checked arithmetic: 12h²/t for the
-// matrices, two norms of h (RMSNorm) or 2h (layer norm), and with linear
-// biases 7h/t for the column-parallel ones and 2h for the replicated.
+// Config.LayerParams counts it, in checked arithmetic: 4h²/t for the
+// attention's matrices and (k+1)·h·F/t for the MLP's (k = 1, GELU's fc,
+// or 2, SwiGLU's gate and up: 12h²/t in all for GPT-2's F = 4h), two norms
+// of h (RMSNorm) or 2h (layer norm), and with linear biases 3h/t + k·F/t
+// for the column-parallel ones and 2h for the replicated.
 func (s Setup) blockParams(c *calc) int64 {
 	m := s.Model
 	h, t := int64(m.Hidden), int64(s.TP)
-	n := c.add(c.mul(12, h, h/t), c.mul(2, m.normParams()))
+	F, k := int64(m.FFNWidth()), int64(m.mlpIn())
+	n := c.add(c.mul(4, h, h/t), c.mul(k+1, h, F/t), c.mul(2, m.normParams()))
 	if !m.NoBias {
-		n = c.add(n, c.mul(7, h/t), c.mul(2, h))
+		n = c.add(n, c.mul(3, h/t), c.mul(k, F/t), c.mul(2, h))
 	}
 	return n
 }
@@ -1120,10 +1133,14 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 // (matrix multiplies only), a step 3F. Full, every:K and sqrt recompute
 // every layer's forward once (not the logits): a bit under a third more;
 // selective recomputes only the attention-score products, L·4·b·s²·h.
+// The 24·b·s·h² is 2·b·s times the block's matrices, 4h² + 2·h·4h; an MLP
+// of another width F or SwiGLU's three matrices make it 2·b·s·(4h² +
+// (k+1)·h·F) (k = 2 for SwiGLU's gate and up).
 func (s Setup) recompute() Recompute {
 	m := s.Model
 	b, sq, h, v, L := float64(s.Batch), float64(s.Seq), float64(m.Hidden), float64(m.Vocab), float64(m.Layers)
-	layers := L * (24*b*sq*h*h + 4*b*sq*sq*h)
+	F, k := float64(m.FFNWidth()), float64(m.mlpIn())
+	layers := L * (2*b*sq*(4*h*h+(k+1)*h*F) + 4*b*sq*sq*h)
 	r := Recompute{Forward: layers + 2*b*sq*h*v}
 	r.Step = 3 * r.Forward
 	switch s.Checkpoint.Kind {

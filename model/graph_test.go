@@ -25,7 +25,7 @@ func mustPreset(t testing.TB, name string) Config {
 func isBackwardOp(op G.Op) bool {
 	switch op.(type) {
 	case *EmbeddingBackwardTokensOp, *EmbeddingBackwardPositionsOp, *LayerNormBackwardXOp, *LayerNormBackwardWOp,
-		*RMSNormBackwardXOp, *RMSNormBackwardWOp,
+		*RMSNormBackwardXOp, *RMSNormBackwardWOp, *SwiGLUBackwardOp,
 		*SumRowsOp, *LinearBackwardXOp, *LinearBackwardWOp, *AttentionBackwardOp, *GELUBackwardOp, *CrossEntropyBackwardOp,
 		*CrossEntropyPartBackwardOp:
 		return true

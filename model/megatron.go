@@ -8,7 +8,8 @@ package model
 // stage: its weights and optimizer states at 18 bytes a parameter (bf16
 // weights, fp32 main gradients, fp32 main weights and Adam states), or
 // 6 + 12/DP with the distributed optimizer, over the parameters of a shape
-// without biases but the layer norms' and without position embeddings, the
+// without biases but the layer norms' and without position embeddings (an
+// RMSNorm's gain alone, SwiGLU's three matrices of the MLP's width), the
 // vocabulary padded to a multiple of 128·t; and its activations by
 // Korthikanti et al.'s Table 2 without the attention scores, either
 // compute_activation_memory (sequence parallelism with selective
@@ -71,17 +72,26 @@ func (s Setup) Megatron() (MegatronMemory, error) {
 	multiple := MegatronVocabMultiple * s.TP
 	m := MegatronMemory{PaddedVocab: (c.Vocab + multiple - 1) / multiple * multiple, DistributedOptimizer: s.ZeRO >= 1}
 	padded := float64(m.PaddedVocab)
-	ffn := 4 * h
+	ffn := float64(c.FFNWidth())
+	gated := 1.0 // gated_linear_multiplier: 3/2 with --swiglu
+	if c.MLP == MLPSwiGLU {
+		gated = 3.0 / 2
+	}
 
 	// compute_weight_and_optimizer_memory, dense layers of multi-head
-	// attention (kv_channels = h/a) and LayerNorm (weight and bias).
+	// attention (kv_channels = h/a), its norms (norm_size: a layer norm's
+	// weight and bias, an RMSNorm's weight) and MLP (gated for SwiGLU).
 	kv := float64(c.Hidden / c.Heads)
 	ratio := kv * a / h
 	attention := 2 * h * h * ((1 + a/a) * ratio)
-	mlp := 2 * h * ffn
-	norms := 2 * h * 2
+	mlp := 2 * h * ffn * gated
+	normSize := 2.0 // norm_size: 1 for RMSNorm, which has no bias
+	if c.Norm == NormRMS {
+		normSize = 1
+	}
+	norms := 2 * h * normSize
 	embedding := h * padded
-	finalNorm := 2 * h
+	finalNorm := normSize * h
 	sharded := (attention + mlp) * L
 	replicated := norms*L + finalNorm
 	shardedMost := (sharded/pp + embedding) / tp

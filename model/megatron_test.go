@@ -7,14 +7,17 @@ import "testing"
 // and compute_activation_memory / compute_activation_memory_without_sp of
 // megatron/training/theoretical_memory_usage.py at NVIDIA/Megatron-LM
 // d98e8a64 (Megatron Core 0.20.0), run unchanged under Python 3.11 with
-// the arguments these setups set (kv_channels h/a, ffn_hidden_size 4h,
-// LayerNorm, no GQA, MoE, MTP or virtual stages, padded_vocab_size by
+// the arguments these setups set (kv_channels h/a, ffn_hidden_size the
+// MLP's width, normalization LayerNorm or RMSNorm, swiglu for SwiGLU,
+// no GQA, MoE, MTP or virtual stages, padded_vocab_size by
 // vocab_size_with_padding with make_vocab_size_divisible_by 128,
 // use_distributed_optimizer for ZeRO ≥ 1, recompute_granularity
 // 'selective' for selective, num_microbatches M or None), each figure
 // rounded to a byte.
 func TestMegatron(t *testing.T) {
 	gpt3 := Config{Name: "gpt3-175b", Layers: 96, Hidden: 12288, Heads: 96, Vocab: 50257, Context: 2048}
+	llama2Blocks := Config{Name: "llama2-7b-blocks", Layers: 32, Hidden: 4096, Heads: 32, Vocab: 32000, Context: 4096,
+		Untied: true, Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU}
 	for _, tc := range []struct {
 		name            string
 		cfg             Config
@@ -32,6 +35,14 @@ func TestMegatron(t *testing.T) {
 		{"GPT-3 175B tp 8 × pp 16 × dp 8, M 64, sequence parallel, selective", gpt3, 1, 2048, 8, 16, 8, 64, 0, true, CheckpointSelective, 51200, 25882094592, 10318020608, true, false},
 		{"tiny untied tp 2", func() Config { c := mustPreset(t, "tiny"); c.Untied = true; return c }(), 2, 64, 2, 1, 1, 0, 0, false, CheckpointNone, 256, 1191168, 439757, false, false},
 		{"6b tp 2 × pp 2 × dp 2, M 1, selective without sequence parallelism", mustPreset(t, "6b"), 2, 2048, 2, 2, 2, 1, 1, false, CheckpointSelective, 50432, 18153652224, 5443402138, false, true},
+		// LLaMA's blocks (RMSNorm: norm_size 1; SwiGLU: gated_linear_multiplier
+		// 3/2, ffn_hidden_size 11,008 and 256), untied, no linear biases.
+		{"llama2-7b blocks tp 2 × pp 2 × dp 2, M 4, sequence parallel, selective", llama2Blocks, 1, 4096, 2, 2, 2, 4, 1, true, CheckpointSelective, 32000, 20216045568, 7734329344, true, true},
+		{"tiny llama blocks tp 2", func() Config {
+			c := mustPreset(t, "tiny")
+			c.Untied, c.Norm, c.NoBias, c.MLP = true, NormRMS, true, MLPSwiGLU
+			return c
+		}(), 2, 64, 2, 1, 1, 0, 0, false, CheckpointNone, 256, 1480320, 439757, false, false},
 	} {
 		s := Setup{Model: tc.cfg, Batch: tc.b, Seq: tc.seq, Precision: BF16, Optimizer: Adam, Checkpoint: Checkpoint{Kind: tc.ckpt},
 			Ranks: tc.dp, ZeRO: tc.zero, TP: tc.tp, PP: tc.pp, MicroBatches: tc.m, SequenceParallel: tc.sp}

@@ -45,6 +45,7 @@ func opCases() []opCase {
 		{bind(&AttentionProbsOp{B: B, T: T, C: C, NH: NH}, ""), []in{f(N, 3*C)}, shp(B, NH, T, T), []bool{false}},
 		{bind(&AttentionOutOp{B: B, T: T, C: C, NH: NH}, ""), []in{f(N, 3*C), f(B, NH, T, T)}, shp(N, C), []bool{true, false}},
 		{bind(&GELUOp{N: N, C: 4 * C}, ""), []in{f(N, 4*C)}, shp(N, 4*C), []bool{true}},
+		{bind(&SwiGLUOp{N: N, F: 3 * C}, ""), []in{f(N, 6*C)}, shp(N, 3*C), []bool{true}},
 		{bind(&AddOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), []bool{true, true}},
 		{bind(&CrossEntropyOp{N: N, V: V}, ""), []in{f(N, V), ids32(N)}, tensor.ScalarShape(), []bool{true, false}},
 		{bind(&CrossEntropyStatsOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{f(N, 4), ids32(N)}, shp(3, N), []bool{false, false}},
@@ -61,6 +62,7 @@ func opCases() []opCase {
 		{bind(&LinearBackwardWOp{N: N, In: C, Out: 4 * C}, ""), []in{f(N, 4*C), f(N, C)}, shp(4*C, C), nil},
 		{bind(&AttentionBackwardOp{B: B, T: T, C: C, NH: NH}, ""), []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
 		{bind(&GELUBackwardOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), nil},
+		{bind(&SwiGLUBackwardOp{N: N, F: C}, ""), []in{f(N, C), f(N, 2*C)}, shp(N, 2*C), nil},
 		{bind(&CrossEntropyBackwardOp{N: N, V: V}, ""), []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
 		{bind(&CrossEntropyPartBackwardOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{scalarIn(), f(N, 4), ids32(N), f(3, N)}, shp(N, 4), nil},
 	}

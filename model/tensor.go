@@ -146,14 +146,19 @@ func (t TensorRank) part(axis, n int) TensorSplit {
 
 // heads is the rank's rows of a QKV projection of h channels: its heads'
 // channels of q, of k and of v (each of h rows in the whole tensor).
-func (t TensorRank) heads(h int) TensorSplit {
+func (t TensorRank) heads(h int) TensorSplit { return t.parts(0, 3, h) }
+
+// parts is the rank's share of each of k stacked parts of n along axis
+// (q, k and v; SwiGLU's gate and up): its contiguous share of every part,
+// in order.
+func (t TensorRank) parts(axis, k, n int) TensorSplit {
 	if t.size() == 1 {
 		return TensorSplit{}
 	}
-	one := t.part(0, h).Ranges[0]
-	s := TensorSplit{}
-	for j := range 3 {
-		s.Ranges = append(s.Ranges, [2]int{j*h + one[0], j*h + one[1]})
+	one := t.part(axis, n).Ranges[0]
+	s := TensorSplit{Axis: axis}
+	for j := range k {
+		s.Ranges = append(s.Ranges, [2]int{j*n + one[0], j*n + one[1]})
 	}
 	return s
 }

@@ -13,7 +13,7 @@ import (
 // activation peak, and the model-state formula each state's, in requested
 // bytes, across presets, batch sizes,
 // sequence lengths, precisions, checkpoint policies and architectures
-// (norm, linear biases).
+// (norm, linear biases, MLP and its width).
 func TestExactFormulaEqualsSimulation(t *testing.T) {
 	type shape struct {
 		preset string
@@ -47,11 +47,15 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 			n++
 		}
 	}
-	// The architectures beside GPT-2's: RMSNorm, no linear biases, both.
+	// The architectures beside GPT-2's: RMSNorm, no linear biases,
+	// SwiGLU at LLaMA's width and at another, and together.
 	for i, arch := range []struct {
 		norm   model.Norm
 		noBias bool
-	}{{model.NormRMS, false}, {model.NormLayer, true}, {model.NormRMS, true}} {
+		mlp    model.MLP
+		ffn    int
+	}{{model.NormRMS, false, model.MLPGELU, 0}, {model.NormLayer, true, model.MLPGELU, 0}, {model.NormLayer, false, model.MLPSwiGLU, 0},
+		{model.NormLayer, false, model.MLPGELU, 100}, {model.NormRMS, true, model.MLPSwiGLU, 0}, {model.NormRMS, true, model.MLPSwiGLU, 200}} {
 		for j, sh := range []shape{{"tiny", 3, 17}, {"gpt2", 2, 128}, {"custom", 2, 300}} {
 			cfg := custom
 			if sh.preset != "custom" {
@@ -60,7 +64,7 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg.Norm, cfg.NoBias = arch.norm, arch.noBias
+			cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN = arch.norm, arch.noBias, arch.mlp, arch.ffn
 			for k, pol := range pols {
 				check(t, cfg, sh.B, sh.T, precs[(i+j+k)%len(precs)], pol)
 				n++

@@ -119,7 +119,12 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 		{"untied", model.Config{Name: "untied", Layers: 1, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, Untied: true}, 3, 8},
 		{"rmsnorm", model.Config{Name: "rmsnorm", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, Norm: model.NormRMS}, 2, 8},
 		{"no-bias", model.Config{Name: "no-bias", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, NoBias: true}, 2, 8},
-		{"rmsnorm, no bias, untied", model.Config{Name: "llama-like", Layers: 2, Hidden: 32, Heads: 4, Vocab: 50, Context: 16, Norm: model.NormRMS, NoBias: true, Untied: true}, 3, 8},
+		// SwiGLU at LLaMA's width for h 32, F = 256: the gate and the up
+		// halves of fc 256 rows apart (the reference's slices of them once
+		// merged in gorgonia's graph, reference.go's mlp).
+		{"swiglu", model.Config{Name: "swiglu", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, MLP: model.MLPSwiGLU}, 2, 8},
+		{"rmsnorm, no bias, untied, swiglu of 80", model.Config{Name: "llama-like", Layers: 2, Hidden: 32, Heads: 4, Vocab: 50, Context: 16,
+			Norm: model.NormRMS, NoBias: true, Untied: true, MLP: model.MLPSwiGLU, FFN: 80}, 3, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := model.InitParams(tc.cfg, 7)
@@ -158,7 +163,8 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 func TestFiniteDifferences(t *testing.T) {
 	gpt2 := model.Config{Name: "fd", Layers: 2, Hidden: 16, Heads: 2, Vocab: 32, Context: 8}
 	llama := gpt2
-	llama.Name, llama.Norm, llama.NoBias, llama.Untied = "fd-rmsnorm-no-bias", model.NormRMS, true, true
+	llama.Name, llama.Norm, llama.NoBias, llama.Untied = "fd-llama", model.NormRMS, true, true
+	llama.MLP, llama.FFN = model.MLPSwiGLU, 0
 	for _, cfg := range []model.Config{gpt2, llama} {
 		t.Run(cfg.Name, func(t *testing.T) { finiteDifferences(t, cfg) })
 	}
@@ -322,8 +328,8 @@ func TestTinyLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 200 steps")
 	}
-	llama := tinyCfg // LLaMA's norm, no linear biases, an untied head
-	llama.Name, llama.Norm, llama.NoBias, llama.Untied = "tiny-rmsnorm-no-bias", model.NormRMS, true, true
+	llama := tinyCfg // LLaMA's norm, no linear biases, an untied head, SwiGLU at LLaMA's width
+	llama.Name, llama.Norm, llama.NoBias, llama.Untied, llama.MLP = "tiny-llama-blocks", model.NormRMS, true, true, model.MLPSwiGLU
 	for _, cfg := range []model.Config{tinyCfg, llama} {
 		t.Run(cfg.Name, func(t *testing.T) { learns(t, trainShape(t, cfg, 200, model.FP32)) })
 	}

@@ -57,10 +57,11 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		untied        bool
 		sp            bool
 		backoff       bool // fp16's first step overflows: the scale backs off to 2^14
-		llama         bool // RMSNorm, no linear biases (llamaLike)
+		llama         bool // RMSNorm, no linear biases, SwiGLU (llamaLike)
 	}{
-		// LLaMA's norm without linear biases: each RMSNorm's gain gradient
-		// summed over the tensor group under sequence parallelism.
+		// LLaMA's blocks: each RMSNorm's gain gradient summed over the
+		// tensor group under sequence parallelism, SwiGLU's gate and up
+		// split alike across the ranks.
 		{tp: 2, dp: 1, opt: model.SGD, float64: true, sp: true, llama: true},
 		{tp: 2, dp: 2, set: Setting{Stage: 3}, float64: true, sp: true, llama: true},
 		{pp: 2, m: 2, tp: 2, dp: 1, float64: true, untied: true, llama: true},
@@ -108,7 +109,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 			name += "/sequence-parallel"
 		}
 		if tc.llama {
-			name += "/rmsnorm-no-bias"
+			name += "/llama-blocks"
 		}
 		t.Run(name, func(t *testing.T) {
 			c := cfg

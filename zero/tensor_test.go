@@ -285,9 +285,10 @@ func sameWeights(t *testing.T, wp, gp []float32, float64s bool, prec model.Preci
 	}
 }
 
-// llamaLike is cfg with LLaMA's norm and no linear biases.
+// llamaLike is cfg with LLaMA's norm, no linear biases and a SwiGLU MLP
+// of 3h (which 2, 3, 4 and 6 tensor-parallel ranks divide).
 func llamaLike(cfg model.Config) model.Config {
-	cfg.Name += "-rmsnorm-no-bias"
-	cfg.Norm, cfg.NoBias = model.NormRMS, true
+	cfg.Name += "-llama-blocks"
+	cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN = model.NormRMS, true, model.MLPSwiGLU, 3*cfg.Hidden
 	return cfg
 }

@@ -87,9 +87,26 @@ func TestCUDAMatchesHost(t *testing.T) {
 	tol := map[string]float64{"fp32": 2e-5, "fp16": 2e-4, "bf16": 2e-4}
 	t.Logf("CUDA against host, tiny, batch 4, sequence 32, 4 steps; cuBLAS workspace %d bytes", ws)
 	t.Logf("%-5s %-10s %14s %14s %10s  %s", "prec", "checkpoint", "host loss", "cuda loss", "max rel Δ", "peak memory, cuda - host")
+	type run struct {
+		prec, ckpt string
+		arch       []string
+	}
+	var runs []run
 	for _, prec := range []string{"fp32", "fp16", "bf16"} {
 		for _, ckpt := range []string{"none", "full"} {
-			args := []string{"--steps", "4", "--batch", "4", "--seq", "32", "--precision", prec, "--checkpoint", ckpt}
+			runs = append(runs, run{prec, ckpt, nil})
+		}
+	}
+	// LLaMA's blocks: the RMSNorm and SwiGLU kernels in a step.
+	llama := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--untied"}
+	runs = append(runs, run{"fp32", "none", llama}, run{"bf16", "full", llama})
+	for _, r := range runs {
+		prec, ckpt := r.prec, r.ckpt
+		{
+			args := append([]string{"--steps", "4", "--batch", "4", "--seq", "32", "--precision", prec, "--checkpoint", ckpt}, r.arch...)
+			if r.arch != nil {
+				ckpt += "+llama" // the log's and the errors' name of the run
+			}
 			host := trainRecords(t, args...)
 			dev := trainRecords(t, append(args, "--device", "cuda")...)
 			if len(host) != 4 || len(dev) != 4 {

@@ -255,7 +255,7 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"subcommand", cmd},
 		{"--layers", strconv.Itoa(c.Layers)}, {"--hidden", strconv.Itoa(c.Hidden)}, {"--heads", strconv.Itoa(c.Heads)},
 		{"--vocab", strconv.Itoa(c.Vocab)}, {"--context", strconv.Itoa(c.Context)}, {"--untied", strconv.FormatBool(c.Untied)},
-		{"--norm", c.Norm.String()}, {"--bias", strconv.FormatBool(!c.NoBias)},
+		{"--norm", c.Norm.String()}, {"--bias", strconv.FormatBool(!c.NoBias)}, {"--mlp", c.MLP.String()}, {"--ffn", strconv.Itoa(c.FFNWidth())},
 		{"--batch", strconv.Itoa(s.Batch)}, {"--seq", strconv.Itoa(s.Seq)},
 		{"--precision", s.Precision.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
 		{"--world", strconv.Itoa(s.Ranks)}, {"--tp", strconv.Itoa(s.TP)}, {"--pp", strconv.Itoa(s.PP)},

@@ -27,6 +27,8 @@ type setupFlags struct {
 	untied                                bool
 	norm                                  model.Norm
 	bias, noBias                          bool
+	mlp                                   model.MLP
+	ffn                                   int
 	params                                int64
 
 	batch, seq int
@@ -95,6 +97,12 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	})
 	fs.BoolVar(&f.bias, "bias", true, "biases in the linear layers, as GPT-2 has; --bias=false or --no-bias leaves them out, as LLaMA does (default: the preset's)")
 	fs.BoolVar(&f.noBias, "no-bias", false, "no biases in the linear layers (--bias=false; a layer norm keeps its own)")
+	fs.Func("mlp", "the blocks' MLP: gelu (GPT-2's fc, GELU, proj) or swiglu (LLaMA's gate and up projections, silu(gate)·up, down) (default: the preset's, gelu for a custom shape)", func(s string) error {
+		m, err := model.ParseMLP(s)
+		f.mlp = m
+		return err
+	})
+	intVar(fs, &f.ffn, "ffn", 0, "the MLP's inner width, `F` (default: 4h for gelu; for swiglu LLaMA's 2/3·4h rounded up to a multiple of 256)")
 	if o.batchHelp != "" {
 		intVar(fs, &f.batch, "batch", 0, o.batchHelp)
 		f.batchDefault = o.batch
@@ -262,7 +270,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		s.MicroBatches = f.micro
 	}
 	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("vocab") || f.set("context") || f.set("untied") ||
-		f.set("norm") || f.set("bias") || f.set("no-bias")
+		f.set("norm") || f.set("bias") || f.set("no-bias") || f.set("mlp") || f.set("ffn")
 	if f.set("bias") && f.set("no-bias") {
 		return model.Checked{}, usagef("--bias=%t and --no-bias=%t: give one of them", f.bias, f.noBias)
 	}
@@ -305,6 +313,12 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if f.set("bias") || f.set("no-bias") {
 			c.NoBias = noBias
 		}
+		if f.set("mlp") {
+			c.MLP = f.mlp
+		}
+		if f.set("ffn") {
+			c.FFN = f.ffn
+		}
 		s.Model = c
 	case shape:
 		var missing []string
@@ -317,7 +331,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 			return model.Checked{}, usagef("a custom shape needs --layers, --hidden and --heads (missing: %s)", strings.Join(missing, ", "))
 		}
 		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, Vocab: f.vocab, Context: f.context, Untied: f.untied,
-			Norm: f.norm, NoBias: noBias}
+			Norm: f.norm, NoBias: noBias, MLP: f.mlp, FFN: f.ffn}
 	default:
 		return model.Checked{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
 	}

@@ -336,8 +336,9 @@ func recordLines(t *testing.T, out string, ranks, steps int) []string {
 	return lines
 }
 
-// --norm and --bias set the architecture in every subcommand: a tiny with
-// LLaMA's norm and no linear biases trains over a tensor-parallel layout
+// --norm, --bias and --mlp set the architecture in every subcommand: a
+// tiny with LLaMA's blocks (RMSNorm, no linear biases, SwiGLU at LLaMA's
+// width) trains over a tensor-parallel layout
 // with sequence parallelism to the losses of one rank of the global batch
 // (zero's TestLayoutTrainsAsOneRank holds the layout's weights to one
 // rank's, each RMSNorm's gain gradient summed over the tensor group), its
@@ -346,7 +347,7 @@ func recordLines(t *testing.T, out string, ranks, steps int) []string {
 // refused by name before any work: both bias flags at once, an unknown
 // norm, and llm.c's file format for a model it cannot hold.
 func TestTrainArchitecture(t *testing.T) {
-	arch := []string{"--norm", "rmsnorm", "--no-bias"}
+	arch := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu"}
 	with := func(args ...string) []string { return append(append([]string(nil), args...), arch...) }
 	sp, _ := mustRun(t, with("train", "--tp", "2", "--sequence-parallel", "--ranks", "2", "--batch", "2", "--seq", "16", "--steps", "2")...)
 	one, _ := mustRun(t, with("train", "--batch", "4", "--seq", "16", "--steps", "2")...)
@@ -357,18 +358,21 @@ func TestTrainArchitecture(t *testing.T) {
 	if lossLine(t, one) == lossLine(t, gpt2) {
 		t.Errorf("RMSNorm without biases trains to GPT-2's losses %q: the flags changed nothing", lossLine(t, one))
 	}
-	// tiny's 120,576 parameters less 2 blocks' four biases (9h) and the
-	// five norms' biases (h each): 120,576 − 18·64 − 5·64 = 119,104.
+	// tiny (V 256, ctx 64, h 64, L 2) with SwiGLU's F = 256 (8h/3 rounded
+	// up to 256): V·h + ctx·h + L·(4h² + 3·h·F + 2h) + h = 16,384 + 4,096
+	// + 2·65,664 + 64 = 151,872 parameters.
 	for _, cmd := range []string{"estimate", "simulate"} {
 		text, _ := mustRun(t, with(cmd, "--preset", "tiny", "--batch", "2", "--seq", "16")...)
-		if !strings.Contains(text, "rmsnorm, no linear biases, 119,104 parameters") {
-			t.Errorf("%s does not give the architecture and its 119,104 parameters:\n%s", cmd, text)
+		if !strings.Contains(text, "rmsnorm, no linear biases, swiglu MLP of 256, 151,872 parameters") {
+			t.Errorf("%s does not give the architecture and its 151,872 parameters:\n%s", cmd, text)
 		}
 	}
+	wantUsage(t, []string{"estimate", "--mlp", "relu"}, `"relu"`, "valid: gelu, swiglu")
+	wantUsage(t, []string{"simulate", "--mlp", "swiglu", "--ffn", "100", "--tp", "3", "--preset", "tiny", "--heads", "6", "--hidden", "96"}, "tensor-parallel ranks 3 do not divide the MLP's 100 channels", "valid: 1, 2")
 	wantUsage(t, []string{"train", "--bias", "--no-bias"}, "--bias=true and --no-bias=true", "give one of them")
 	wantUsage(t, []string{"estimate", "--norm", "batchnorm"}, `"batchnorm"`, "valid: layernorm, rmsnorm")
 	save := filepath.Join(t.TempDir(), "m.bin")
-	wantUsage(t, with("train", "--steps", "1", "--save", save), "--save", "rmsnorm norms and no linear biases", "cannot hold")
+	wantUsage(t, with("train", "--steps", "1", "--save", save), "--save", "rmsnorm norms", "cannot hold")
 	if _, err := os.Stat(save); !os.IsNotExist(err) {
 		t.Errorf("a refused --save left %s (%v)", save, err)
 	}

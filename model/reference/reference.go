@@ -169,7 +169,8 @@ func (r *Model) build() error {
 		return b.do(func() (*G.Node, error) { return G.BroadcastAdd(y, bias, nil, []byte{0}) })
 	}
 	heads := func(qkv *G.Node, part int) *G.Node { // → (B·NH, T, hs)
-		s := b.do(func() (*G.Node, error) { return G.Slice(qkv, nil, G.S(part*C, (part+1)*C)) })  // (N, C)
+		q3 := b.do(func() (*G.Node, error) { return G.Reshape(qkv, tensor.Shape{N, 3, C}) })      // by index, not a column range (see mlp)
+		s := b.do(func() (*G.Node, error) { return G.Slice(q3, nil, G.S(part)) })                 // (N, C)
 		s = b.do(func() (*G.Node, error) { return G.Reshape(s, tensor.Shape{B, T, NH, hs}) })     // (B, T, NH, hs)
 		s = b.do(func() (*G.Node, error) { return G.Transpose(s, 0, 2, 1, 3) })                   // (B, NH, T, hs)
 		return b.do(func() (*G.Node, error) { return G.Reshape(s, tensor.Shape{B * NH, T, hs}) }) // (B·NH, T, hs)
@@ -198,6 +199,42 @@ func (r *Model) build() error {
 		return b.do(func() (*G.Node, error) { return G.Mul(y, b.scalar(0.5)) })
 	}
 
+	// mlp is the block's MLP on h: GPT-2's proj(gelu(fc(h))), or SwiGLU's
+	// proj(silu(gate)·up), gate and up the two halves of fc's rows, each
+	// its own product. The halves are taken as index 0 and 1 of fc.w seen
+	// as (2, F, C): gorgonia v0.9.18's sliceOp hashes its start and end as
+	// one byte each, so S(0, F) and S(F, 2F) of F = 256 hash alike and the
+	// graph merges the two slices into one node.
+	mlp := func(h *G.Node, p string) *G.Node {
+		w, bias := P(p+"mlp.fc.w"), P(p+"mlp.fc.b")
+		if cfg.MLP != model.MLPSwiGLU {
+			return linear(gelu(linear(h, w, bias)), P(p+"mlp.proj.w"), P(p+"mlp.proj.b"))
+		}
+		F := w.Shape()[0] / 2
+		w2 := b.do(func() (*G.Node, error) { return G.Reshape(w, tensor.Shape{2, F, C}) })
+		var b2 *G.Node
+		if bias != nil {
+			b2 = b.do(func() (*G.Node, error) { return G.Reshape(bias, tensor.Shape{2, F}) })
+		}
+		half := func(i int) *G.Node {
+			wh := b.do(func() (*G.Node, error) { return G.Slice(w2, G.S(i)) })
+			var bh *G.Node
+			if b2 != nil {
+				bh = b.do(func() (*G.Node, error) { return G.Slice(b2, G.S(i)) })
+			}
+			return linear(h, wh, bh)
+		}
+		g, u := half(0), half(1)
+		// σ(g) = (1 + e^(-g))^-1 from ops whose gradients were probed
+		// against finite differences (design.md).
+		e := b.do(func() (*G.Node, error) { return G.Exp(b.do(func() (*G.Node, error) { return G.Neg(g) })) })
+		d := b.do(func() (*G.Node, error) { return G.Add(e, b.scalar(1)) })
+		sg := b.do(func() (*G.Node, error) { return G.Pow(d, b.scalar(-1)) })
+		silu := b.do(func() (*G.Node, error) { return G.HadamardProd(g, sg) })
+		y := b.do(func() (*G.Node, error) { return G.HadamardProd(silu, u) })
+		return linear(y, P(p+"mlp.proj.w"), P(p+"mlp.proj.b"))
+	}
+
 	for l := 0; l < cfg.Layers; l++ {
 		p := fmt.Sprintf("h%d.", l)
 		h := norm(x, p+"ln1")
@@ -205,7 +242,7 @@ func (r *Model) build() error {
 		a := linear(attention(qkv), P(p+"attn.proj.w"), P(p+"attn.proj.b"))
 		x = b.do(func() (*G.Node, error) { return G.Add(x, a) })
 		h = norm(x, p+"ln2")
-		m := linear(gelu(linear(h, P(p+"mlp.fc.w"), P(p+"mlp.fc.b"))), P(p+"mlp.proj.w"), P(p+"mlp.proj.b"))
+		m := mlp(h, p)
 		x = b.do(func() (*G.Node, error) { return G.Add(x, m) })
 	}
 	h := norm(x, "lnf")

@@ -37,6 +37,7 @@
 #include "elementwise.cuh"
 #include "bias.cuh"
 #include "gelu.cuh"
+#include "swiglu.cuh"
 #include "embedding.cuh"
 #include "layernorm.cuh"
 #include "rmsnorm.cuh"
