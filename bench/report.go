@@ -25,11 +25,13 @@ type (
 		Tied    *bool  `json:"tied,omitempty"`
 		// Norm and LinearBiases are the architecture (model.Config.Norm,
 		// NoBias); absent for a bare parameter count.
-		Norm         string `json:"norm,omitempty"`
-		LinearBiases *bool  `json:"linear_biases,omitempty"`
-		MLP          string `json:"mlp,omitempty"`
-		FFN          int    `json:"ffn,omitempty"`
-		Params       int64  `json:"params"`
+		Norm         string  `json:"norm,omitempty"`
+		LinearBiases *bool   `json:"linear_biases,omitempty"`
+		MLP          string  `json:"mlp,omitempty"`
+		FFN          int     `json:"ffn,omitempty"`
+		Positions    string  `json:"positions,omitempty"`
+		RopeTheta    float64 `json:"rope_theta,omitempty"` // with rotary positions
+		Params       int64   `json:"params"`
 	}
 	setupDoc struct {
 		Batch            int    `json:"batch,omitempty"`
@@ -104,8 +106,12 @@ func modelDocOf(s model.Setup) modelDoc {
 	}
 	m := s.Model
 	tied, biases := !m.Untied, !m.NoBias
-	return modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, Vocab: m.Vocab, Context: m.Context, Tied: &tied,
-		Norm: m.Norm.String(), LinearBiases: &biases, MLP: m.MLP.String(), FFN: m.FFNWidth(), Params: m.NumParams()}
+	d := modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, Vocab: m.Vocab, Context: m.Context, Tied: &tied,
+		Norm: m.Norm.String(), LinearBiases: &biases, MLP: m.MLP.String(), FFN: m.FFNWidth(), Positions: m.Positions.String(), Params: m.NumParams()}
+	if m.Positions == model.PosRoPE {
+		d.RopeTheta = m.Theta()
+	}
+	return d
 }
 
 func setupDocOf(s model.Setup) setupDoc {

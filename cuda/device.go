@@ -185,6 +185,7 @@ type Kernels interface {
 	MatMulKernels
 	GELUKernels
 	SwiGLUKernels
+	RoPEKernels
 	AttentionKernels
 	CrossEntropyKernels
 	OptimizerKernels

@@ -13,7 +13,8 @@ type EmbeddingKernels interface {
 	// for a token outside the table's rows) + wpe[t, :] (unless
 	// part.NoPositions). tokens is I32 of length B·T with ids in [0, V),
 	// V = part's vocabulary (the table's rows for the whole one); wpe has
-	// at least T rows; out is (B·T, C).
+	// at least T rows, or is nil with part.NoPositions (a model without
+	// learned positions); out is (B·T, C).
 	Embedding(out, tokens, wte, wpe *Buffer, B, T, C int, part VocabPart) error
 	// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i] - part.Lo, :]
 	// += dout[i, :] for the tokens the table's rows hold.
@@ -62,7 +63,9 @@ func (Checks) Embedding(out, tokens, wte, wpe *Buffer, B, T, C int, part VocabPa
 	c.floats("out", out, B*T*C, "B·T·C")
 	c.ids("tokens", tokens, B*T, "B·T")
 	c.floatRows("wte", wte, C, 1, "V")
-	c.floatRows("wpe", wpe, C, T, "T")
+	if wpe != nil || !part.NoPositions { // a model without learned positions has no wpe
+		c.floatRows("wpe", wpe, C, T, "T")
+	}
 	if c.err == nil {
 		c.vocabPart(part, wte.Len/C)
 	}

@@ -33,6 +33,12 @@ type Config struct {
 	// FFN is the MLP's inner width, F (Hugging Face's intermediate_size);
 	// 0 is the MLP's default (FFNWidth).
 	FFN int
+	// Positions is how the model knows where a token stands: PosLearned
+	// (GPT-2's wpe table, Context rows) or PosRoPE (LLaMA's rotary
+	// embedding of q and k, no table); RopeTheta is the rotary base θ (0:
+	// DefaultRopeTheta).
+	Positions Positions
+	RopeTheta float64
 	// Tensor is the tensor-parallel rank this config is the part of
 	// (Config.TensorRank; tensor.go): its blocks' heads and MLP channels
 	// split, the rest whole. The zero value is the whole model.
@@ -47,14 +53,21 @@ type Config struct {
 // Presets, smallest first. GPT-2 shapes are from Radford et al. 2019
 // (Table 2) and the released checkpoints; 6b is GPT-J-6B's shape (hidden
 // 4096, 28 layers, 16 heads, vocabulary 50400, context 2048, untied head) as
-// a GPT-2-style model.
+// a GPT-2-style model. llama2-7b is LLaMA 2 7B (Touvron et al. 2023;
+// meta-llama/Llama-2-7b-hf's config.json: hidden 4096, 32 layers, 32
+// heads, intermediate_size 11008, vocabulary 32000, 4096 positions,
+// rope_theta 10000, RMSNorm, no biases, an untied head; 6,738,415,616
+// parameters); tiny-llama is tiny with LLaMA's blocks, for tests.
 var presets = []Config{
 	{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64},
+	{Name: "tiny-llama", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64, Untied: true, Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, Positions: PosRoPE},
 	{Name: "gpt2", Layers: 12, Hidden: 768, Heads: 12, Vocab: 50257, Context: 1024},
 	{Name: "gpt2-medium", Layers: 24, Hidden: 1024, Heads: 16, Vocab: 50257, Context: 1024},
 	{Name: "gpt2-large", Layers: 36, Hidden: 1280, Heads: 20, Vocab: 50257, Context: 1024},
 	{Name: "gpt2-xl", Layers: 48, Hidden: 1600, Heads: 25, Vocab: 50257, Context: 1024},
 	{Name: "6b", Layers: 28, Hidden: 4096, Heads: 16, Vocab: 50400, Context: 2048, Untied: true},
+	{Name: "llama2-7b", Layers: 32, Hidden: 4096, Heads: 32, Vocab: 32000, Context: 4096, Untied: true,
+		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 11008, Positions: PosRoPE},
 }
 
 // PresetNames lists the presets, smallest first.
@@ -115,6 +128,15 @@ func (c Config) Validate() error {
 	if int(c.MLP) >= len(mlpNames) {
 		return fmt.Errorf("model: MLP %v: unknown (valid: %s)", c.MLP, strings.Join(mlpNames, ", "))
 	}
+	if int(c.Positions) >= len(positionNames) {
+		return fmt.Errorf("model: position embedding %v: unknown (valid: %s)", c.Positions, strings.Join(positionNames, ", "))
+	}
+	if c.Positions == PosRoPE && c.HeadDim()%2 != 0 {
+		return fmt.Errorf("model: rotary positions pair a head's channels, and %d heads of hidden %d have %d each (valid: an even head size)", c.Heads, c.Hidden, c.HeadDim())
+	}
+	if c.RopeTheta != 0 && !(c.RopeTheta > 1 && c.RopeTheta <= 1e12) {
+		return fmt.Errorf("model: rope theta %g: out of range (valid: above 1 to 1e12, or 0 for %g)", c.RopeTheta, float64(DefaultRopeTheta))
+	}
 	if c.FFN < 0 || c.FFN > MaxHidden*4 {
 		return fmt.Errorf("model: ffn %d: out of range (valid: 1 to %d, or 0 for the MLP's default)", c.FFN, MaxHidden*4)
 	}
@@ -161,6 +183,45 @@ func parseEnum[E ~uint8](names []string, s, what string) (E, error) {
 		}
 	}
 	return 0, fmt.Errorf("model: unknown %s %q (valid: %s)", what, s, strings.Join(names, ", "))
+}
+
+// Positions is a model's kind of position embedding (Config.Positions).
+type Positions uint8
+
+const (
+	PosLearned Positions = iota // a learned table added to the token embedding (GPT-2's wpe)
+	PosRoPE                     // rotary embedding of the queries and keys (Su et al. 2021; LLaMA)
+)
+
+// positionNames are the position embeddings' names, by Positions.
+var positionNames = []string{PosLearned: "learned", PosRoPE: "rope"}
+
+func (p Positions) String() string { return enumName(positionNames, p, "Positions") }
+
+// ParsePositions reads a position embedding's name: learned or rope.
+func ParsePositions(s string) (Positions, error) {
+	return parseEnum[Positions](positionNames, s, "position embedding")
+}
+
+// DefaultRopeTheta is the rotary base of LLaMA and LLaMA 2 (rope_theta in
+// their config.json files: 10000.0).
+const DefaultRopeTheta = 10000.0
+
+// Theta is the rotary base θ: Config.RopeTheta, or DefaultRopeTheta.
+func (c Config) Theta() float64 {
+	if c.RopeTheta > 0 {
+		return c.RopeTheta
+	}
+	return DefaultRopeTheta
+}
+
+// learnedPositions is wpe's rows: the context with learned positions, none
+// with rotary ones.
+func (c Config) learnedPositions() int {
+	if c.Positions == PosRoPE {
+		return 0
+	}
+	return c.Context
 }
 
 // MLP is a model's kind of MLP (Config.MLP).
@@ -220,7 +281,7 @@ func (c Config) normParams() int64 {
 // linear layers, a GELU MLP of 4h), the one llm.c's checkpoint format
 // holds; a tied or untied head and any size are GPT-2's.
 func (c Config) GPT2() bool {
-	return c.Norm == NormLayer && !c.NoBias && c.MLP == MLPGELU && c.FFNWidth() == 4*c.Hidden
+	return c.Norm == NormLayer && !c.NoBias && c.MLP == MLPGELU && c.FFNWidth() == 4*c.Hidden && c.Positions == PosLearned
 }
 
 // HeadDim is the channels per head, h/a.
@@ -280,7 +341,9 @@ func (c Config) Params() []Param {
 	vocab := c.Tensor.vocab(c.Vocab) // vocabulary-parallel: the rank's rows
 	if c.First() {
 		add("wte", -1, true, vocab, vr, h) // token embedding (V, h); also the head when tied
-		add("wpe", -1, true, whole, c.Context, h)
+		if p := c.learnedPositions(); p > 0 {
+			add("wpe", -1, true, whole, p, h)
+		}
 	}
 	norm := func(name string, layer int) { // a gain, and a layer norm's bias
 		add(name+".w", layer, false, whole, h)
@@ -330,7 +393,7 @@ func (c Config) NumParams() int64 {
 	_, vr := c.Tensor.VocabRows(c.Vocab)
 	n := L * c.LayerParams()
 	if c.First() {
-		n += int64(vr)*h + int64(c.Context)*h
+		n += int64(vr)*h + int64(c.learnedPositions())*h
 	}
 	if c.Last() {
 		n += c.normParams()
@@ -390,6 +453,9 @@ func (c Config) String() string {
 	}
 	if c.MLP != MLPGELU || c.FFNWidth() != 4*c.Hidden {
 		arch += fmt.Sprintf(", %s MLP of %d", c.MLP, c.FFNWidth())
+	}
+	if c.Positions == PosRoPE {
+		arch += fmt.Sprintf(", rotary positions (θ %g)", c.Theta())
 	}
 	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s parameters",
 		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, arch, rank, Comma(c.NumParams()))

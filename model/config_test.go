@@ -18,6 +18,9 @@ func TestNumParamsPublished(t *testing.T) {
 		{"gpt2-medium", 354823168},
 		{"gpt2-large", 774030080},
 		{"gpt2-xl", 1557611200},
+		// LLaMA 2 7B: the model card's 6,738,415,616 (Hugging Face's
+		// LlamaForCausalLM of meta-llama/Llama-2-7b-hf; Touvron et al. 2023).
+		{"llama2-7b", 6738415616},
 	} {
 		c, err := Preset(tc.preset)
 		if err != nil {

@@ -149,22 +149,37 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias, Parallel: par, Seq: sq} }, args...)
 	}
 
+	rotary := cfg.Positions == PosRoPE
+	embedArgs := []string{"tokens", "@wte", "@wpe"}
+	if rotary {
+		embedArgs = embedArgs[:2]
+	}
 	if tp == 1 {
-		embed.add("embed", "embedding", func() op { return &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.Context} }, "tokens", "@wte", "@wpe")
+		embed.add("embed", "embedding", func() op { return &EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: cfg.learnedPositions(), Rotary: rotary} }, embedArgs...)
 	} else {
 		// Vocabulary-parallel: the rank's rows, the positions added on
 		// rank 0 alone, the ranks' lookups summed.
 		lo, n := cfg.Tensor.VocabRows(V)
 		embed.add("embed", "embedding", func() op {
-			return &EmbeddingOp{B: B, T: T, C: C, V: n, Ctx: cfg.Context, Lo: lo, Vocab: V, NoPositions: cfg.Tensor.Rank != 0, Seq: spSeq}
-		}, "tokens", "@wte", "@wpe")
+			return &EmbeddingOp{B: B, T: T, C: C, V: n, Ctx: cfg.learnedPositions(), Lo: lo, Vocab: V, NoPositions: cfg.Tensor.Rank != 0, Seq: spSeq, Rotary: rotary}
+		}, embedArgs...)
 	}
 
 	b := &block
 	layerNorm(b, "ln1", "ln1", "ln1_stats", "x")
-	linear(b, "attn.qkv", "qkv", "ln1", C, 3*Cp, bias, "attn.qkv.w", column)
-	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv")
-	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp} }, "attn.qkv", "attn.probs")
+	qkv := "attn.qkv" // what the attention reads: q, k and v, the rotated ones with rotary positions
+	if rotary {
+		// The rotation's backward reads nothing: the projection's output
+		// dies, the rotated q, k and v are what the attention keeps.
+		linear(b, "attn.qkv", "", "ln1", C, 3*Cp, bias, "attn.qkv.w", column)
+		theta := float32(cfg.Theta())
+		b.add("attn.rope", "qkv", func() op { return &RoPEOp{B: B, T: T, C: Cp, NH: NHp, Theta: theta} }, "attn.qkv")
+		qkv = "attn.rope"
+	} else {
+		linear(b, "attn.qkv", "qkv", "ln1", C, 3*Cp, bias, "attn.qkv.w", column)
+	}
+	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp} }, qkv)
+	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp} }, qkv, "attn.probs")
 	linear(b, "attn.proj", "", "attn.out", Cp, C, bias, "attn.proj.w", row)
 	b.add("res1", "residual1", func() op { return &AddOp{N: Ns, C: C} }, "x", "attn.proj")
 	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")
@@ -216,7 +231,7 @@ type kept struct {
 // structureOf is the smallest config with cfg's structure: what decides
 // which ops a graph has and how they connect, not how large they are.
 func structureOf(cfg Config) Config {
-	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias, MLP: cfg.MLP}
+	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias, MLP: cfg.MLP, Positions: cfg.Positions}
 	if cfg.Tensor.size() > 1 {
 		sc.Tensor = TensorRank{Size: 2, Sequence: cfg.Tensor.Sequence} // what a split keeps is the same on every rank and at every size
 	}

@@ -851,7 +851,7 @@ func (s Setup) stageParams(stage int, c *calc) int64 {
 	vocabRows := c.mul(ceilDiv(int64(m.Vocab), t), h)
 	first, last := stage == 0, stage == s.PP-1
 	if first {
-		n = c.add(n, vocabRows, c.mul(int64(m.Context), h))
+		n = c.add(n, vocabRows, c.mul(int64(m.learnedPositions()), h))
 	}
 	if last {
 		n = c.add(n, m.normParams())
@@ -909,7 +909,7 @@ func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 	vocabRows := c.mul(ceilDiv(int64(m.Vocab), t), h)
 	var emb, final int64
 	if first {
-		emb = pad(c.add(vocabRows, c.mul(int64(m.Context), h)))
+		emb = pad(c.add(vocabRows, c.mul(int64(m.learnedPositions()), h)))
 	}
 	if last {
 		f := m.normParams()

@@ -30,6 +30,9 @@ type EmbeddingOp struct {
 	Ctx         int // positions: wpe's rows, ≥ T
 	Lo, Vocab   int
 	NoPositions bool
+	// Rotary: the model has no learned positions (its attention rotates q
+	// and k, op_rope.go): no wpe argument, nothing added.
+	Rotary bool
 	// Seq, with sequence parallelism, is the ranks the output's rows are
 	// split over: the ranks' lookups are reduce-scattered, each rank
 	// keeping its B·T/Seq rows.
@@ -38,21 +41,26 @@ type EmbeddingOp struct {
 
 // part is the kernels' view of the rows wte holds.
 func (op *EmbeddingOp) part() cuda.VocabPart {
-	return cuda.VocabPart{Lo: op.Lo, V: op.Vocab, NoPositions: op.NoPositions}
+	return cuda.VocabPart{Lo: op.Lo, V: op.Vocab, NoPositions: op.NoPositions || op.Rotary}
 }
 
-// signature: tokens (B*T) token ids, wte (V, C), wpe (Ctx, C) → (B*T/Seq, C).
+// signature: tokens (B*T) token ids, wte (V, C), wpe (Ctx, C) (none when
+// Rotary) → (B*T/Seq, C).
 func (op *EmbeddingOp) signature() signature {
+	args := []param{tokenArg("tokens", op.B*op.T), arg("wte", op.V, op.C), arg("wpe", op.Ctx, op.C)}
+	if op.Rotary {
+		args = args[:2]
+	}
 	return signature{
-		args: []param{tokenArg("tokens", op.B*op.T), arg("wte", op.V, op.C), arg("wpe", op.Ctx, op.C)},
+		args: args,
 		out:  result(op.B*op.T/seqOf(op.Seq), op.C),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *EmbeddingOp) String() string {
-	if op.Lo != 0 || op.Vocab != 0 || op.NoPositions || op.Seq != 0 {
-		return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d,Lo=%d,Vocab=%d,NoPositions=%t,Seq=%d}", op.B, op.T, op.C, op.V, op.Ctx, op.Lo, op.Vocab, op.NoPositions, op.Seq)
+	if op.Lo != 0 || op.Vocab != 0 || op.NoPositions || op.Seq != 0 || op.Rotary {
+		return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d,Lo=%d,Vocab=%d,NoPositions=%t,Seq=%d,Rotary=%t}", op.B, op.T, op.C, op.V, op.Ctx, op.Lo, op.Vocab, op.NoPositions, op.Seq, op.Rotary)
 	}
 	return fmt.Sprintf("Embedding{B=%d,T=%d,C=%d,V=%d,Ctx=%d}", op.B, op.T, op.C, op.V, op.Ctx)
 }
@@ -60,7 +68,11 @@ func (op *EmbeddingOp) String() string {
 // Run is Kernels.Embedding, for a part of the vocabulary summed over the
 // tensor group.
 func (op *EmbeddingOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	lookup := func(y *cuda.Buffer) error { return x.K.Embedding(y, a[0], a[1], a[2], op.B, op.T, op.C, op.part()) }
+	var wpe *cuda.Buffer
+	if !op.Rotary {
+		wpe = a[2]
+	}
+	lookup := func(y *cuda.Buffer) error { return x.K.Embedding(y, a[0], a[1], wpe, op.B, op.T, op.C, op.part()) }
 	if seq := seqOf(op.Seq); seq > 1 {
 		return x.scattered(op, out, seq, lookup)
 	}
@@ -74,7 +86,7 @@ func (op *EmbeddingOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 }
 
 // DiffWRT: wte and wpe, not the token ids.
-func (op *EmbeddingOp) DiffWRT(n int) []bool { return []bool{false, true, true} }
+func (op *EmbeddingOp) DiffWRT(n int) []bool { return []bool{false, true, true}[:op.Arity()] }
 
 // SymDiff returns EmbeddingGradTokens(dy, tokens) for wte and
 // EmbeddingGradPositions(dy) for wpe.
@@ -85,6 +97,9 @@ func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	dwte, err := applyOp(op.sub("wte", &EmbeddingBackwardTokensOp{B: op.B, T: op.T, C: op.C, V: op.V, Lo: op.Lo, Vocab: op.Vocab, Seq: op.Seq}), dy, in[0])
 	if err != nil {
 		return nil, err
+	}
+	if op.Rotary {
+		return G.Nodes{nil, dwte}, nil
 	}
 	dwpe, err := applyOp(op.sub("wpe", &EmbeddingBackwardPositionsOp{B: op.B, T: op.T, C: op.C, Ctx: op.Ctx, Seq: op.Seq}), dy)
 	if err != nil {

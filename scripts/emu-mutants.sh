@@ -24,6 +24,7 @@ mutants=(
 		}'
 	'layer norm with a wrong weight index|layernorm.cuh|ld<T>(w, wdt, c) + ld<T>(b, bdt, c));|ld<T>(w, wdt, (c + 1) % C) + ld<T>(b, bdt, c));'
 	'RMSNorm gradient without its mean term|rmsnorm.cuh|ld<T>(w, wdt, c) - xhat * mgx));|ld<T>(w, wdt, c)));'
+	'the rotary gradient turned the forward way|rope.cuh|		s *= sign;|		s *= 1.0;'
 	'SwiGLU gate gradient without the SiLU derivative term|swiglu.cuh|(T)(d * u * s * (1.0 + g * (1.0 - s))));|(T)(d * u * s));'
 	'a warp sum one shuffle short|common.cuh|	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);|	for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
 )

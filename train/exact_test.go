@@ -13,7 +13,7 @@ import (
 // activation peak, and the model-state formula each state's, in requested
 // bytes, across presets, batch sizes,
 // sequence lengths, precisions, checkpoint policies and architectures
-// (norm, linear biases, MLP and its width).
+// (norm, linear biases, MLP and its width, positions).
 func TestExactFormulaEqualsSimulation(t *testing.T) {
 	type shape struct {
 		preset string
@@ -54,8 +54,10 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 		noBias bool
 		mlp    model.MLP
 		ffn    int
-	}{{model.NormRMS, false, model.MLPGELU, 0}, {model.NormLayer, true, model.MLPGELU, 0}, {model.NormLayer, false, model.MLPSwiGLU, 0},
-		{model.NormLayer, false, model.MLPGELU, 100}, {model.NormRMS, true, model.MLPSwiGLU, 0}, {model.NormRMS, true, model.MLPSwiGLU, 200}} {
+		pos    model.Positions
+	}{{model.NormRMS, false, model.MLPGELU, 0, 0}, {model.NormLayer, true, model.MLPGELU, 0, 0}, {model.NormLayer, false, model.MLPSwiGLU, 0, 0},
+		{model.NormLayer, false, model.MLPGELU, 100, 0}, {model.NormLayer, false, model.MLPGELU, 0, model.PosRoPE},
+		{model.NormRMS, true, model.MLPSwiGLU, 0, model.PosRoPE}, {model.NormRMS, true, model.MLPSwiGLU, 200, model.PosRoPE}} {
 		for j, sh := range []shape{{"tiny", 3, 17}, {"gpt2", 2, 128}, {"custom", 2, 300}} {
 			cfg := custom
 			if sh.preset != "custom" {
@@ -64,7 +66,7 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN = arch.norm, arch.noBias, arch.mlp, arch.ffn
+			cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN, cfg.Positions = arch.norm, arch.noBias, arch.mlp, arch.ffn, arch.pos
 			for k, pol := range pols {
 				check(t, cfg, sh.B, sh.T, precs[(i+j+k)%len(precs)], pol)
 				n++

@@ -123,8 +123,9 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 		// halves of fc 256 rows apart (the reference's slices of them once
 		// merged in gorgonia's graph, reference.go's mlp).
 		{"swiglu", model.Config{Name: "swiglu", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, MLP: model.MLPSwiGLU}, 2, 8},
-		{"rmsnorm, no bias, untied, swiglu of 80", model.Config{Name: "llama-like", Layers: 2, Hidden: 32, Heads: 4, Vocab: 50, Context: 16,
-			Norm: model.NormRMS, NoBias: true, Untied: true, MLP: model.MLPSwiGLU, FFN: 80}, 3, 8},
+		{"rope", model.Config{Name: "rope", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, Positions: model.PosRoPE}, 2, 8},
+		{"rmsnorm, no bias, untied, swiglu of 80, rope θ 500", model.Config{Name: "llama-like", Layers: 2, Hidden: 32, Heads: 4, Vocab: 50, Context: 16,
+			Norm: model.NormRMS, NoBias: true, Untied: true, MLP: model.MLPSwiGLU, FFN: 80, Positions: model.PosRoPE, RopeTheta: 500}, 3, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := model.InitParams(tc.cfg, 7)
@@ -164,7 +165,7 @@ func TestFiniteDifferences(t *testing.T) {
 	gpt2 := model.Config{Name: "fd", Layers: 2, Hidden: 16, Heads: 2, Vocab: 32, Context: 8}
 	llama := gpt2
 	llama.Name, llama.Norm, llama.NoBias, llama.Untied = "fd-llama", model.NormRMS, true, true
-	llama.MLP, llama.FFN = model.MLPSwiGLU, 0
+	llama.MLP, llama.FFN, llama.Positions = model.MLPSwiGLU, 0, model.PosRoPE
 	for _, cfg := range []model.Config{gpt2, llama} {
 		t.Run(cfg.Name, func(t *testing.T) { finiteDifferences(t, cfg) })
 	}
@@ -328,8 +329,9 @@ func TestTinyLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 200 steps")
 	}
-	llama := tinyCfg // LLaMA's norm, no linear biases, an untied head, SwiGLU at LLaMA's width
+	llama := tinyCfg // LLaMA's norm, no linear biases, an untied head, SwiGLU at LLaMA's width, rotary positions
 	llama.Name, llama.Norm, llama.NoBias, llama.Untied, llama.MLP = "tiny-llama-blocks", model.NormRMS, true, true, model.MLPSwiGLU
+	llama.Positions = model.PosRoPE
 	for _, cfg := range []model.Config{tinyCfg, llama} {
 		t.Run(cfg.Name, func(t *testing.T) { learns(t, trainShape(t, cfg, 200, model.FP32)) })
 	}

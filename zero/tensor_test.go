@@ -285,10 +285,11 @@ func sameWeights(t *testing.T, wp, gp []float32, float64s bool, prec model.Preci
 	}
 }
 
-// llamaLike is cfg with LLaMA's norm, no linear biases and a SwiGLU MLP
-// of 3h (which 2, 3, 4 and 6 tensor-parallel ranks divide).
+// llamaLike is cfg with LLaMA's norm, no linear biases, a SwiGLU MLP of
+// 3h (which 2, 3, 4 and 6 tensor-parallel ranks divide) and rotary
+// positions.
 func llamaLike(cfg model.Config) model.Config {
 	cfg.Name += "-llama-blocks"
-	cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN = model.NormRMS, true, model.MLPSwiGLU, 3*cfg.Hidden
+	cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN, cfg.Positions = model.NormRMS, true, model.MLPSwiGLU, 3*cfg.Hidden, model.PosRoPE
 	return cfg
 }

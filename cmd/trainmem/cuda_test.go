@@ -97,8 +97,8 @@ func TestCUDAMatchesHost(t *testing.T) {
 			runs = append(runs, run{prec, ckpt, nil})
 		}
 	}
-	// LLaMA's blocks: the RMSNorm and SwiGLU kernels in a step.
-	llama := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--untied"}
+	// LLaMA's blocks: the RMSNorm, SwiGLU and rotary kernels in a step.
+	llama := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--positions", "rope", "--untied"}
 	runs = append(runs, run{"fp32", "none", llama}, run{"bf16", "full", llama})
 	for _, r := range runs {
 		prec, ckpt := r.prec, r.ckpt

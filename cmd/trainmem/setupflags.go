@@ -29,6 +29,8 @@ type setupFlags struct {
 	bias, noBias                          bool
 	mlp                                   model.MLP
 	ffn                                   int
+	positions                             model.Positions
+	ropeTheta                             float64
 	params                                int64
 
 	batch, seq int
@@ -103,6 +105,12 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 		return err
 	})
 	intVar(fs, &f.ffn, "ffn", 0, "the MLP's inner width, `F` (default: 4h for gelu; for swiglu LLaMA's 2/3·4h rounded up to a multiple of 256)")
+	fs.Func("positions", "learned (GPT-2's table of --context rows, added to the token embedding) or rope (LLaMA's rotary embedding of the queries and keys, no table) (default: the preset's, learned for a custom shape)", func(s string) error {
+		p, err := model.ParsePositions(s)
+		f.positions = p
+		return err
+	})
+	fs.Float64Var(&f.ropeTheta, "rope-theta", 0, "the rotary base θ with --positions rope (default 10000, LLaMA 2's; LLaMA 3 uses 500000)")
 	if o.batchHelp != "" {
 		intVar(fs, &f.batch, "batch", 0, o.batchHelp)
 		f.batchDefault = o.batch
@@ -270,11 +278,12 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		s.MicroBatches = f.micro
 	}
 	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("vocab") || f.set("context") || f.set("untied") ||
-		f.set("norm") || f.set("bias") || f.set("no-bias") || f.set("mlp") || f.set("ffn")
+		f.set("norm") || f.set("bias") || f.set("no-bias") || f.set("mlp") || f.set("ffn") || f.set("positions") || f.set("rope-theta")
 	if f.set("bias") && f.set("no-bias") {
 		return model.Checked{}, usagef("--bias=%t and --no-bias=%t: give one of them", f.bias, f.noBias)
 	}
 	noBias := f.noBias || !f.bias // what the flags ask, where they are set
+
 	switch {
 	case f.params > 0:
 		if f.preset != "" || shape {
@@ -319,6 +328,12 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if f.set("ffn") {
 			c.FFN = f.ffn
 		}
+		if f.set("positions") {
+			c.Positions = f.positions
+		}
+		if f.set("rope-theta") {
+			c.RopeTheta = f.ropeTheta
+		}
 		s.Model = c
 	case shape:
 		var missing []string
@@ -331,9 +346,12 @@ func (f *setupFlags) setup() (model.Checked, error) {
 			return model.Checked{}, usagef("a custom shape needs --layers, --hidden and --heads (missing: %s)", strings.Join(missing, ", "))
 		}
 		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, Vocab: f.vocab, Context: f.context, Untied: f.untied,
-			Norm: f.norm, NoBias: noBias, MLP: f.mlp, FFN: f.ffn}
+			Norm: f.norm, NoBias: noBias, MLP: f.mlp, FFN: f.ffn, Positions: f.positions, RopeTheta: f.ropeTheta}
 	default:
 		return model.Checked{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
+	}
+	if f.set("rope-theta") && s.Model.Positions != model.PosRoPE {
+		return model.Checked{}, usagef("--rope-theta %g for %s, whose positions are learned: a rotary base needs --positions rope", f.ropeTheta, s.Model.Name)
 	}
 	s.Seq = s.Model.Context
 	switch {

@@ -347,7 +347,7 @@ func recordLines(t *testing.T, out string, ranks, steps int) []string {
 // refused by name before any work: both bias flags at once, an unknown
 // norm, and llm.c's file format for a model it cannot hold.
 func TestTrainArchitecture(t *testing.T) {
-	arch := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu"}
+	arch := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--positions", "rope"}
 	with := func(args ...string) []string { return append(append([]string(nil), args...), arch...) }
 	sp, _ := mustRun(t, with("train", "--tp", "2", "--sequence-parallel", "--ranks", "2", "--batch", "2", "--seq", "16", "--steps", "2")...)
 	one, _ := mustRun(t, with("train", "--batch", "4", "--seq", "16", "--steps", "2")...)
@@ -358,15 +358,21 @@ func TestTrainArchitecture(t *testing.T) {
 	if lossLine(t, one) == lossLine(t, gpt2) {
 		t.Errorf("RMSNorm without biases trains to GPT-2's losses %q: the flags changed nothing", lossLine(t, one))
 	}
-	// tiny (V 256, ctx 64, h 64, L 2) with SwiGLU's F = 256 (8h/3 rounded
-	// up to 256): V·h + ctx·h + L·(4h² + 3·h·F + 2h) + h = 16,384 + 4,096
-	// + 2·65,664 + 64 = 151,872 parameters.
+	// tiny (V 256, h 64, L 2) with SwiGLU's F = 256 (8h/3 rounded up to
+	// 256) and no position table: V·h + L·(4h² + 3·h·F + 2h) + h = 16,384
+	// + 2·65,664 + 64 = 147,776 parameters; the tiny-llama preset is the
+	// same model, its head untied (V·h more: 164,160).
 	for _, cmd := range []string{"estimate", "simulate"} {
 		text, _ := mustRun(t, with(cmd, "--preset", "tiny", "--batch", "2", "--seq", "16")...)
-		if !strings.Contains(text, "rmsnorm, no linear biases, swiglu MLP of 256, 151,872 parameters") {
-			t.Errorf("%s does not give the architecture and its 151,872 parameters:\n%s", cmd, text)
+		if !strings.Contains(text, "rmsnorm, no linear biases, swiglu MLP of 256, rotary positions (θ 10000), 147,776 parameters") {
+			t.Errorf("%s does not give the architecture and its 147,776 parameters:\n%s", cmd, text)
+		}
+		text, _ = mustRun(t, cmd, "--preset", "tiny-llama", "--batch", "2", "--seq", "16")
+		if !strings.Contains(text, "tiny-llama: L=2 h=64 a=4 V=256 ctx=64, untied head, rmsnorm, no linear biases, swiglu MLP of 256, rotary positions (θ 10000), 164,160 parameters") {
+			t.Errorf("%s --preset tiny-llama:\n%s", cmd, text)
 		}
 	}
+	wantUsage(t, []string{"estimate", "--preset", "gpt2", "--rope-theta", "500000"}, "--rope-theta 500000", "positions are learned", "--positions rope")
 	wantUsage(t, []string{"estimate", "--mlp", "relu"}, `"relu"`, "valid: gelu, swiglu")
 	wantUsage(t, []string{"simulate", "--mlp", "swiglu", "--ffn", "100", "--tp", "3", "--preset", "tiny", "--heads", "6", "--hidden", "96"}, "tensor-parallel ranks 3 do not divide the MLP's 100 channels", "valid: 1, 2")
 	wantUsage(t, []string{"train", "--bias", "--no-bias"}, "--bias=true and --no-bias=true", "give one of them")

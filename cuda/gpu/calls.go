@@ -43,7 +43,12 @@ func (c *kcall) ptr(a uintptr) *kcall {
 }
 
 // buf passes a buffer as its address and its dtype code.
-func (c *kcall) buf(b *cuda.Buffer) *kcall { return c.ptr(b.Addr()).int(int64(b.DType)) }
+func (c *kcall) buf(b *cuda.Buffer) *kcall {
+	if b == nil { // an operand a kernel does not read (an embedding's absent wpe)
+		return c.ptr(0).int(int64(cuda.F32))
+	}
+	return c.ptr(b.Addr()).int(int64(b.DType))
+}
 
 // ids passes an int32 buffer as its address alone.
 func (c *kcall) ids(b *cuda.Buffer) *kcall { return c.ptr(b.Addr()) }

@@ -129,8 +129,11 @@ func (r *Model) build() error {
 
 	// x = wte[tokens] + wpe[positions]: (N, C)
 	tok := b.do(func() (*G.Node, error) { return G.ByIndices(P("wte"), r.tokens, 0) })
-	pe := b.do(func() (*G.Node, error) { return G.ByIndices(P("wpe"), posIDs, 0) })
-	x := b.do(func() (*G.Node, error) { return G.Add(tok, pe) })
+	x := tok
+	if cfg.Positions == model.PosLearned {
+		pe := b.do(func() (*G.Node, error) { return G.ByIndices(P("wpe"), posIDs, 0) })
+		x = b.do(func() (*G.Node, error) { return G.Add(tok, pe) })
+	}
 
 	layerNorm := func(x, w, bias *G.Node) *G.Node {
 		mean := b.do(func() (*G.Node, error) { return G.Mean(x, 1) })                                      // (N)
@@ -168,9 +171,43 @@ func (r *Model) build() error {
 		}
 		return b.do(func() (*G.Node, error) { return G.BroadcastAdd(y, bias, nil, []byte{0}) })
 	}
+	// rope rotates q or k (N, C) as Hugging Face's apply_rotary_pos_emb:
+	// x·cos + rotate_half(x)·sin, rotate_half(x) = [−x2, x1] of a head's
+	// halves, the angle t·θ^(-2i/hs) of the row's position t and the
+	// channel's pair i, the cosines and sines constants of the graph.
+	var cosC, sinC *G.Node
+	if cfg.Positions == model.PosRoPE {
+		M := N * NH
+		cv, sv := make([]float64, M*hs), make([]float64, M*hs)
+		for m := range M {
+			t := float64((m / NH) % T)
+			for j := range hs {
+				ang := t * math.Pow(cfg.Theta(), -2*float64(j%(hs/2))/float64(hs))
+				cv[m*hs+j], sv[m*hs+j] = math.Cos(ang), math.Sin(ang)
+			}
+		}
+		cosC = G.NewConstant(r.tensorOf([]int{M, hs}, cv), G.WithName("rope_cos"))
+		sinC = G.NewConstant(r.tensorOf([]int{M, hs}, sv), G.WithName("rope_sin"))
+	}
+	rope := func(x *G.Node) *G.Node {
+		M := N * NH
+		halves := b.do(func() (*G.Node, error) { return G.Reshape(x, tensor.Shape{M, 2, hs / 2}) })
+		x1 := b.do(func() (*G.Node, error) { return G.Slice(halves, nil, G.S(0)) }) // by index (see mlp)
+		x2 := b.do(func() (*G.Node, error) { return G.Slice(halves, nil, G.S(1)) })
+		nx2 := b.do(func() (*G.Node, error) { return G.Neg(x2) })
+		rot := b.do(func() (*G.Node, error) { return G.Concat(1, nx2, x1) }) // (M, hs)
+		xf := b.do(func() (*G.Node, error) { return G.Reshape(x, tensor.Shape{M, hs}) })
+		a := b.do(func() (*G.Node, error) { return G.HadamardProd(xf, cosC) })
+		c := b.do(func() (*G.Node, error) { return G.HadamardProd(rot, sinC) })
+		y := b.do(func() (*G.Node, error) { return G.Add(a, c) })
+		return b.do(func() (*G.Node, error) { return G.Reshape(y, tensor.Shape{N, C}) })
+	}
 	heads := func(qkv *G.Node, part int) *G.Node { // → (B·NH, T, hs)
-		q3 := b.do(func() (*G.Node, error) { return G.Reshape(qkv, tensor.Shape{N, 3, C}) })      // by index, not a column range (see mlp)
-		s := b.do(func() (*G.Node, error) { return G.Slice(q3, nil, G.S(part)) })                 // (N, C)
+		q3 := b.do(func() (*G.Node, error) { return G.Reshape(qkv, tensor.Shape{N, 3, C}) }) // by index, not a column range (see mlp)
+		s := b.do(func() (*G.Node, error) { return G.Slice(q3, nil, G.S(part)) })            // (N, C)
+		if cosC != nil && part < 2 {
+			s = rope(s)
+		}
 		s = b.do(func() (*G.Node, error) { return G.Reshape(s, tensor.Shape{B, T, NH, hs}) })     // (B, T, NH, hs)
 		s = b.do(func() (*G.Node, error) { return G.Transpose(s, 0, 2, 1, 3) })                   // (B, NH, T, hs)
 		return b.do(func() (*G.Node, error) { return G.Reshape(s, tensor.Shape{B * NH, T, hs}) }) // (B·NH, T, hs)

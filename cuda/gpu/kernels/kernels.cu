@@ -38,6 +38,7 @@
 #include "bias.cuh"
 #include "gelu.cuh"
 #include "swiglu.cuh"
+#include "rope.cuh"
 #include "embedding.cuh"
 #include "layernorm.cuh"
 #include "rmsnorm.cuh"

@@ -1,0 +1,84 @@
+package model
+
+// The rotary family: rotary position embedding of the queries and keys,
+// and its gradient.
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+
+	"trainmem/cuda"
+)
+
+// RoPEOp rotates the queries and keys of qkv (B·T, 3C), rows [q | k | v]
+// of NH heads, by their positions (Kernels.RoPE: rotate_half's pairing,
+// angle t·Theta^(-2i/hs)); v passes through. Its angles are computed in
+// the kernel, so it keeps no table.
+//
+// Kept for backward: nothing (the rotation is linear: its gradient is the
+// inverse rotation of dy). Differentiable in qkv.
+type RoPEOp struct {
+	opBase
+	B, T, C, NH int
+	Theta       float32
+}
+
+// signature: qkv (B·T, 3C) → (B·T, 3C).
+func (op *RoPEOp) signature() signature {
+	return signature{
+		args: []param{arg("qkv", op.B*op.T, 3*op.C)},
+		out:  result(op.B*op.T, 3*op.C),
+	}
+}
+
+// String names the op and every field; WriteHash hashes it.
+func (op *RoPEOp) String() string {
+	return fmt.Sprintf("RoPE{B=%d,T=%d,C=%d,NH=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.Theta)
+}
+
+// DiffWRT: qkv.
+func (op *RoPEOp) DiffWRT(n int) []bool { return []bool{true} }
+
+// SymDiff returns RoPEBackward(dy).
+func (op *RoPEOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
+	if err := diffArgs(op, in); err != nil {
+		return nil, err
+	}
+	dx, err := applyOp(op.sub("qkv", &RoPEBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH, Theta: op.Theta}), dy)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// Run is Kernels.RoPE.
+func (op *RoPEOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
+	return x.K.RoPE(out, a[0], op.B, op.T, op.C, op.NH, op.Theta)
+}
+
+// RoPEBackwardOp is qkv's gradient (B·T, 3C) of RoPE from dy (B·T, 3C):
+// the rotation by the opposite angles. Lowered to Kernels.RoPEBackward.
+type RoPEBackwardOp struct {
+	opBase
+	B, T, C, NH int
+	Theta       float32
+}
+
+// signature: dy (B·T, 3C) → (B·T, 3C).
+func (op *RoPEBackwardOp) signature() signature {
+	return signature{
+		args: []param{arg("dy", op.B*op.T, 3*op.C)},
+		out:  result(op.B*op.T, 3*op.C),
+	}
+}
+
+// String names the op and every field; WriteHash hashes it.
+func (op *RoPEBackwardOp) String() string {
+	return fmt.Sprintf("RoPEBackward{B=%d,T=%d,C=%d,NH=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.Theta)
+}
+
+// Run is Kernels.RoPEBackward.
+func (op *RoPEBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
+	return x.K.RoPEBackward(out, a[0], op.B, op.T, op.C, op.NH, op.Theta)
+}
