@@ -39,6 +39,9 @@ type Config struct {
 	// DefaultRopeTheta).
 	Positions Positions
 	RopeTheta float64
+	// NormEps is the norms' ε (0: LayerNormEps or RMSNormEps, the norm's
+	// default; a Hugging Face config may give another).
+	NormEps float64
 	// Tensor is the tensor-parallel rank this config is the part of
 	// (Config.TensorRank; tensor.go): its blocks' heads and MLP channels
 	// split, the rest whole. The zero value is the whole model.
@@ -89,15 +92,32 @@ func Preset(name string) (Config, error) {
 	return Config{}, fmt.Errorf("model: unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 }
 
-// PresetOf names the preset with c's shape (the name aside), or "".
+// PresetOf names the preset with c's shape (the name aside), or "": an
+// ε, θ or MLP width written out equals its default left out.
 func PresetOf(c Config) string {
+	c = c.canonical()
 	for _, p := range presets {
 		c.Name = p.Name
-		if c == p {
+		if c == p.canonical() {
 			return p.Name
 		}
 	}
 	return ""
+}
+
+// canonical is c with its defaults left out (NormEps, RopeTheta, FFN at
+// the values their zeros stand for), so that equal models compare equal.
+func (c Config) canonical() Config {
+	if c.NormEps > 0 && float32(c.NormEps) == float32((Config{Norm: c.Norm}).Eps()) {
+		c.NormEps = 0
+	}
+	if c.RopeTheta == DefaultRopeTheta || c.Positions != PosRoPE {
+		c.RopeTheta = 0
+	}
+	if c.FFN > 0 && c.FFN == (Config{Hidden: c.Hidden, MLP: c.MLP}).FFNWidth() {
+		c.FFN = 0
+	}
+	return c
 }
 
 // Validate checks that every size is positive and within its limit
@@ -136,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.RopeTheta != 0 && !(c.RopeTheta > 1 && c.RopeTheta <= 1e12) {
 		return fmt.Errorf("model: rope theta %g: out of range (valid: above 1 to 1e12, or 0 for %g)", c.RopeTheta, float64(DefaultRopeTheta))
+	}
+	if c.NormEps != 0 && !(c.NormEps > 0 && c.NormEps < 1) {
+		return fmt.Errorf("model: norm ε %g: out of range (valid: above 0, below 1, or 0 for the norm's default)", c.NormEps)
 	}
 	if c.FFN < 0 || c.FFN > MaxHidden*4 {
 		return fmt.Errorf("model: ffn %d: out of range (valid: 1 to %d, or 0 for the MLP's default)", c.FFN, MaxHidden*4)
@@ -215,6 +238,17 @@ func (c Config) Theta() float64 {
 	return DefaultRopeTheta
 }
 
+// Eps is the norms' ε: Config.NormEps, or the norm's default.
+func (c Config) Eps() float64 {
+	switch {
+	case c.NormEps > 0:
+		return c.NormEps
+	case c.Norm == NormRMS:
+		return RMSNormEps
+	}
+	return LayerNormEps
+}
+
 // learnedPositions is wpe's rows: the context with learned positions, none
 // with rotary ones.
 func (c Config) learnedPositions() int {
@@ -281,7 +315,8 @@ func (c Config) normParams() int64 {
 // linear layers, a GELU MLP of 4h), the one llm.c's checkpoint format
 // holds; a tied or untied head and any size are GPT-2's.
 func (c Config) GPT2() bool {
-	return c.Norm == NormLayer && !c.NoBias && c.MLP == MLPGELU && c.FFNWidth() == 4*c.Hidden && c.Positions == PosLearned
+	return c.Norm == NormLayer && !c.NoBias && c.MLP == MLPGELU && c.FFNWidth() == 4*c.Hidden && c.Positions == PosLearned &&
+		float32(c.Eps()) == float32(LayerNormEps)
 }
 
 // HeadDim is the channels per head, h/a.
@@ -456,6 +491,9 @@ func (c Config) String() string {
 	}
 	if c.Positions == PosRoPE {
 		arch += fmt.Sprintf(", rotary positions (θ %g)", c.Theta())
+	}
+	if c.canonical().NormEps > 0 {
+		arch += fmt.Sprintf(", norm ε %g", c.Eps())
 	}
 	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s parameters",
 		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, arch, rank, Comma(c.NumParams()))

@@ -127,13 +127,14 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 		spSeq = seq
 	}
 	var embed, block, head sectionOf
+	eps := float32(cfg.Eps())
 	layerNorm := func(s *sectionOf, name, term, statsTerm, x string) {
 		if cfg.Norm == NormRMS {
-			s.add(name+".stats", statsTerm, func() op { return &RMSNormStatsOp{N: Ns, C: C, Eps: RMSNormEps} }, x)
+			s.add(name+".stats", statsTerm, func() op { return &RMSNormStatsOp{N: Ns, C: C, Eps: eps} }, x)
 			s.add(name, term, func() op { return &RMSNormOp{N: Ns, C: C, Reduce: seq > 1} }, x, name+".stats", "@"+name+".w")
 			return
 		}
-		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: Ns, C: C, Eps: LayerNormEps} }, x)
+		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: Ns, C: C, Eps: eps} }, x)
 		s.add(name, term, func() op { return &LayerNormOp{N: Ns, C: C, Reduce: seq > 1} }, x, name+".stats", "@"+name+".w", "@"+name+".b")
 	}
 	bias := !cfg.NoBias

@@ -19,6 +19,9 @@ type RunOptions struct {
 	Seed uint64 // initialisation and batch order
 	// Data is a token or text file; empty means the built-in corpus.
 	Data string
+	// Config is the Hugging Face config.json the model was read from
+	// (--hf-config), an input no output may replace; empty for none.
+	Config string
 	// Out receives one JSON record per step (JSON Lines), each appended as
 	// its step finishes (files.Lines: the file is whole at every moment).
 	Out string
@@ -43,7 +46,7 @@ type RunOptions struct {
 // Paths are the run's files, for files.Check: its inputs, and every file
 // it or its caller writes.
 func (o RunOptions) Paths() (inputs, outputs []files.Path) {
-	return []files.Path{{Flag: "--data", Name: o.Data}, {Flag: "--load", Name: o.Load}},
+	return []files.Path{{Flag: "--data", Name: o.Data}, {Flag: "--load", Name: o.Load}, {Flag: "--hf-config", Name: o.Config}},
 		append([]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}, o.Written...)
 }
 

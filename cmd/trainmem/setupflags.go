@@ -23,6 +23,7 @@ type setupFlags struct {
 	batchDefault int
 
 	preset                                string
+	hfConfig                              string // --hf-config: a Hugging Face config.json
 	layers, hidden, heads, vocab, context int
 	untied                                bool
 	norm                                  model.Norm
@@ -86,6 +87,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 		preset += " (default " + o.preset + ")"
 	}
 	fs.StringVar(&f.preset, "preset", "", preset)
+	fs.StringVar(&f.hfConfig, "hf-config", "", "a Hugging Face `config.json` (model_type "+strings.Join(model.HFModelTypes, ", ")+") in place of a preset; a field this GPT-2/LLaMA cannot honour is refused by name, and the shape flags override its values")
 	intVar(fs, &f.layers, "layers", 0, "transformer layers, `L` (a custom shape, or overriding the preset's)")
 	intVar(fs, &f.hidden, "hidden", 0, "hidden size, `h`")
 	intVar(fs, &f.heads, "heads", 0, "attention heads, `a` (must divide the hidden size)")
@@ -284,6 +286,21 @@ func (f *setupFlags) setup() (model.Checked, error) {
 	}
 	noBias := f.noBias || !f.bias // what the flags ask, where they are set
 
+	if f.hfConfig != "" {
+		switch {
+		case f.preset != "":
+			return model.Checked{}, usagef("--hf-config %s and --preset %s: give one model", f.hfConfig, f.preset)
+		case f.base != nil:
+			return model.Checked{}, usagef("--hf-config %s and --load: the llm.c file gives the model already", f.hfConfig)
+		case f.params > 0:
+			return model.Checked{}, usagef("--params gives a bare parameter count: use it without --hf-config")
+		}
+		c, err := model.ReadHFConfig(f.hfConfig)
+		if err != nil {
+			return model.Checked{}, err
+		}
+		f.base = &c
+	}
 	switch {
 	case f.params > 0:
 		if f.preset != "" || shape {

@@ -98,7 +98,7 @@ func (f *trainFlags) resolve() (model.Checked, error) {
 			return model.Checked{}, err
 		}
 	}
-	if sf.preset == "" && !shape {
+	if sf.preset == "" && !shape && sf.hfConfig == "" {
 		if f.load != "" {
 			// The file's shape: its preset when one matches (gpt2_124M.bin
 			// is gpt2), else the shape it declares.
@@ -148,6 +148,7 @@ func (f *trainFlags) resolve() (model.Checked, error) {
 func (f *trainFlags) options(c model.Checked, w io.Writer) bench.Options {
 	var o bench.Options
 	o.Setup, o.Seed, o.Data, o.LR, o.Progress = c, f.seed, f.data, f.lr, w
+	o.Config = f.setup.hfConfig
 	return o
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -382,4 +383,49 @@ func TestTrainArchitecture(t *testing.T) {
 	if _, err := os.Stat(save); !os.IsNotExist(err) {
 		t.Errorf("a refused --save left %s (%v)", save, err)
 	}
+}
+
+// --hf-config reads a Hugging Face config.json in every subcommand: a
+// LLaMA-family file estimates and simulates as the preset of the same
+// model (but for its name), a small one trains, the shape flags override
+// it, and what cannot be honoured is refused with exit status 2 naming the
+// field (model/hf_test.go holds each refusal), as are a missing file, the
+// file with --preset, and an output onto the file.
+func TestHFConfigFlag(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	llama := write("llama2.json", `{"_name_or_path": "llama2-7b", "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+		"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+		"max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": false}`)
+	for _, cmd := range []string{"estimate", "simulate"} {
+		args := []string{cmd, "--batch", "1", "--seq", "512", "--precision", "bf16"}
+		if cmd == "estimate" {
+			args = append(args, "--ranks", "8", "--zero", "3")
+		}
+		took := regexp.MustCompile(`steps in [0-9.]+µ?m?s`) // the one line that differs: the time a simulation took
+		fromFile, _ := mustRun(t, append(args, "--hf-config", llama)...)
+		preset, _ := mustRun(t, append(args, "--preset", "llama2-7b")...)
+		fromFile, preset = took.ReplaceAllString(fromFile, "steps"), took.ReplaceAllString(preset, "steps")
+		if fromFile != preset {
+			t.Errorf("%s of Llama 2 7B's config.json differs from the llama2-7b preset's:\n%s\nvs\n%s", cmd, fromFile, preset)
+		}
+	}
+	tiny := write("tiny.json", `{"model_type": "llama", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}`)
+	text, _ := mustRun(t, "train", "--hf-config", tiny, "--steps", "2", "--batch", "2", "--seq", "16", "--layers", "3")
+	if !strings.Contains(text, "llama+custom: L=3 h=64 a=4 V=256 ctx=64, untied head, rmsnorm, no linear biases, swiglu MLP of 192, rotary positions (θ 10000), norm ε 1e-06") {
+		t.Errorf("train --hf-config --layers 3 does not give the file's model with three layers:\n%s", text)
+	}
+	gqa := write("gqa.json", `{"model_type": "llama", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64}`)
+	wantUsage(t, []string{"simulate", "--hf-config", gqa}, gqa, "num_key_value_heads 2", "grouped-query attention")
+	wantUsage(t, []string{"estimate", "--hf-config", filepath.Join(dir, "none.json")}, "none.json", "no such file")
+	wantUsage(t, []string{"estimate", "--hf-config", tiny, "--preset", "gpt2"}, "give one model")
+	wantUsage(t, []string{"train", "--hf-config", tiny, "--steps", "1", "--out", tiny}, "--out", "the same file as --hf-config")
 }

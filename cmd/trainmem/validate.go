@@ -122,7 +122,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	// Every path, the traces' and the timeline's with the others, in one
 	// check below.
-	inputs, outputs := []files.Path{{Flag: "--data", Name: tf.data}}, []files.Path{{Flag: "--plot", Name: *plotPath}}
+	inputs, outputs := []files.Path{{Flag: "--data", Name: tf.data}, {Flag: "--hf-config", Name: tf.setup.hfConfig}}, []files.Path{{Flag: "--plot", Name: *plotPath}}
 
 	opts := tf.options(c, stderr)
 	opts.Steps = steps

@@ -136,20 +136,20 @@ func (r *Model) build() error {
 	}
 
 	layerNorm := func(x, w, bias *G.Node) *G.Node {
-		mean := b.do(func() (*G.Node, error) { return G.Mean(x, 1) })                                      // (N)
-		xc := b.do(func() (*G.Node, error) { return G.BroadcastSub(x, mean, nil, []byte{1}) })             // (N, C)
-		sq := b.do(func() (*G.Node, error) { return G.Square(xc) })                                        // (N, C)
-		variance := b.do(func() (*G.Node, error) { return G.Mean(sq, 1) })                                 // (N)
-		ve := b.do(func() (*G.Node, error) { return G.Add(variance, b.scalar(model.LayerNormEps)) })       // (N)
-		rstd := b.do(func() (*G.Node, error) { return G.Pow(ve, b.scalar(-0.5)) })                         // (N), not InverseSqrt: its gradient is wrong
-		xhat := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}) }) // (N, C)
-		y := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xhat, w, nil, []byte{0}) })     // (N, C)
+		mean := b.do(func() (*G.Node, error) { return G.Mean(x, 1) })                                         // (N)
+		xc := b.do(func() (*G.Node, error) { return G.BroadcastSub(x, mean, nil, []byte{1}) })                // (N, C)
+		sq := b.do(func() (*G.Node, error) { return G.Square(xc) })                                           // (N, C)
+		variance := b.do(func() (*G.Node, error) { return G.Mean(sq, 1) })                                    // (N)
+		ve := b.do(func() (*G.Node, error) { return G.Add(variance, b.scalar(float64(float32(cfg.Eps())))) }) // (N)
+		rstd := b.do(func() (*G.Node, error) { return G.Pow(ve, b.scalar(-0.5)) })                            // (N), not InverseSqrt: its gradient is wrong
+		xhat := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}) })    // (N, C)
+		y := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xhat, w, nil, []byte{0}) })        // (N, C)
 		return b.do(func() (*G.Node, error) { return G.BroadcastAdd(y, bias, nil, []byte{0}) })
 	}
 	rmsNorm := func(x, w *G.Node) *G.Node {
 		sq := b.do(func() (*G.Node, error) { return G.Square(x) })                                        // (N, C)
 		ms := b.do(func() (*G.Node, error) { return G.Mean(sq, 1) })                                      // (N)
-		ve := b.do(func() (*G.Node, error) { return G.Add(ms, b.scalar(model.RMSNormEps)) })              // (N)
+		ve := b.do(func() (*G.Node, error) { return G.Add(ms, b.scalar(float64(float32(cfg.Eps())))) })   // (N)
 		rstd := b.do(func() (*G.Node, error) { return G.Pow(ve, b.scalar(-0.5)) })                        // (N)
 		xhat := b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(x, rstd, nil, []byte{1}) }) // (N, C)
 		return b.do(func() (*G.Node, error) { return G.BroadcastHadamardProd(xhat, w, nil, []byte{0}) })

@@ -1,0 +1,236 @@
+package model
+
+// Hugging Face model configurations (config.json) as trainmem's Config,
+// for the GPT-2 and LLaMA families: the fields that set the shape and the
+// architecture are read, and a field whose value this GPT-2/LLaMA cannot
+// honour is refused by name; the others (token ids, dtype, cache and
+// generation settings) do not change the memory or the arithmetic and are
+// passed over.
+//
+// The field names and defaults follow transformers' GPT2Config,
+// LlamaConfig, MistralConfig and Qwen2Config (transformers 4.x).
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"trainmem/model/files"
+)
+
+// hfConfigBytes is the most of a config.json that is read: a real one is a
+// few kilobytes.
+const hfConfigBytes = 1 << 20
+
+// HFModelTypes are the model_type values ReadHFConfig reads.
+var HFModelTypes = []string{"gpt2", "llama", "mistral", "qwen2"}
+
+// hfConfig is the part of a config.json that decides the model; a pointer
+// is nil where the file leaves the field out (or sets it to null).
+type hfConfig struct {
+	ModelType  string  `json:"model_type"`
+	NameOrPath *string `json:"_name_or_path"`
+	VocabSize  *int    `json:"vocab_size"`
+	Tie        *bool   `json:"tie_word_embeddings"`
+	// GPT-2's names.
+	NLayer, NEmbd, NHead, NPositions, NInner *int
+	Activation                               *string  `json:"activation_function"`
+	LayerNormEps                             *float64 `json:"layer_norm_epsilon"`
+	// The LLaMA family's names.
+	Hidden         *int             `json:"hidden_size"`
+	Intermediate   *int             `json:"intermediate_size"`
+	Layers         *int             `json:"num_hidden_layers"`
+	Heads          *int             `json:"num_attention_heads"`
+	KVHeads        *int             `json:"num_key_value_heads"`
+	HeadDim        *int             `json:"head_dim"`
+	MaxPositions   *int             `json:"max_position_embeddings"`
+	HiddenAct      *string          `json:"hidden_act"`
+	RMSNormEps     *float64         `json:"rms_norm_eps"`
+	RopeTheta      *float64         `json:"rope_theta"`
+	RopeScaling    *json.RawMessage `json:"rope_scaling"`
+	AttentionBias  *bool            `json:"attention_bias"`
+	MLPBias        *bool            `json:"mlp_bias"`
+	SlidingWindow  *int             `json:"sliding_window"`
+	UseSliding     *bool            `json:"use_sliding_window"`
+	ScaleByLayer   *bool            `json:"scale_attn_by_inverse_layer_idx"`
+	ReorderUpcast  *bool            `json:"reorder_and_upcast_attn"`
+	CrossAttention *bool            `json:"add_cross_attention"`
+}
+
+// UnmarshalJSON reads GPT-2's short names (n_layer, ...), which the struct
+// tags above cannot give the embedded pointers.
+func (c *hfConfig) UnmarshalJSON(data []byte) error {
+	type plain hfConfig
+	if err := json.Unmarshal(data, (*plain)(c)); err != nil {
+		return err
+	}
+	var short struct {
+		NLayer     *int `json:"n_layer"`
+		NEmbd      *int `json:"n_embd"`
+		NHead      *int `json:"n_head"`
+		NPositions *int `json:"n_positions"`
+		NInner     *int `json:"n_inner"`
+	}
+	if err := json.Unmarshal(data, &short); err != nil {
+		return err
+	}
+	c.NLayer, c.NEmbd, c.NHead, c.NPositions, c.NInner = short.NLayer, short.NEmbd, short.NHead, short.NPositions, short.NInner
+	return nil
+}
+
+// ReadHFConfig reads a Hugging Face config.json at path (the --hf-config
+// flag's) as a Config, refusing what trainmem cannot run by the field's
+// name. Errors are *files.InputError naming the file.
+func ReadHFConfig(path string) (Config, error) {
+	f, size, err := files.OpenInput("--hf-config", path)
+	if err != nil {
+		return Config{}, err
+	}
+	defer f.Close()
+	if size > hfConfigBytes {
+		return Config{}, files.BadInput(path, fmt.Errorf("--hf-config %s: %d bytes, more than a config.json's %d at the most", path, size, hfConfigBytes))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, size))
+	if err != nil {
+		return Config{}, fmt.Errorf("--hf-config %s: %w", path, err)
+	}
+	c, err := ParseHFConfig(data)
+	if err != nil {
+		return Config{}, files.BadInput(path, fmt.Errorf("--hf-config %s: %s", path, strings.TrimPrefix(err.Error(), "model: ")))
+	}
+	return c, nil
+}
+
+// ParseHFConfig reads the bytes of a config.json (ReadHFConfig).
+func ParseHFConfig(data []byte) (Config, error) {
+	var h hfConfig
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&h); err != nil {
+		return Config{}, fmt.Errorf("model: not a JSON config: %v", err)
+	}
+	var c Config
+	var err error
+	switch h.ModelType {
+	case "gpt2":
+		c, err = h.gpt2()
+	case "llama", "mistral", "qwen2":
+		c, err = h.llama()
+	case "":
+		return Config{}, fmt.Errorf("model: no model_type (valid: %s)", strings.Join(HFModelTypes, ", "))
+	default:
+		return Config{}, fmt.Errorf("model: model_type %q: not a model trainmem builds (valid: %s)", h.ModelType, strings.Join(HFModelTypes, ", "))
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	c.Name = h.ModelType
+	if h.NameOrPath != nil && *h.NameOrPath != "" {
+		c.Name = *h.NameOrPath
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// need reads required integer fields, naming the first one missing.
+func need(fields ...any) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if p := fields[i+1].(*int); p == nil {
+			return fmt.Errorf("model: no %s: the config does not give the shape", fields[i])
+		}
+	}
+	return nil
+}
+
+// refuse names a field whose value trainmem cannot honour.
+func refuse(field string, value any, why string) error {
+	return fmt.Errorf("model: %s %v: %s", field, value, why)
+}
+
+// epsOf is a norm's ε from a config, which must be one the kernels take
+// (a positive float32).
+func epsOf(field string, v *float64, def float64) (float64, error) {
+	if v == nil {
+		return def, nil
+	}
+	if !(*v > 0 && *v < 1) {
+		return 0, refuse(field, *v, "not a norm's ε (valid: above 0, below 1)")
+	}
+	return *v, nil
+}
+
+func (h hfConfig) gpt2() (Config, error) {
+	if err := need("n_layer", h.NLayer, "n_embd", h.NEmbd, "n_head", h.NHead, "vocab_size", h.VocabSize, "n_positions", h.NPositions); err != nil {
+		return Config{}, err
+	}
+	c := Config{Layers: *h.NLayer, Hidden: *h.NEmbd, Heads: *h.NHead, Vocab: *h.VocabSize, Context: *h.NPositions}
+	if h.NInner != nil {
+		c.FFN = *h.NInner
+	}
+	if h.Tie != nil {
+		c.Untied = !*h.Tie
+	}
+	if h.Activation != nil && *h.Activation != "gelu_new" && *h.Activation != "gelu_pytorch_tanh" {
+		return Config{}, refuse("activation_function", *h.Activation, "trainmem's GELU is the tanh approximation (valid: gelu_new, gelu_pytorch_tanh)")
+	}
+	for _, f := range []struct {
+		name string
+		v    *bool
+	}{{"scale_attn_by_inverse_layer_idx", h.ScaleByLayer}, {"reorder_and_upcast_attn", h.ReorderUpcast}, {"add_cross_attention", h.CrossAttention}} {
+		if f.v != nil && *f.v {
+			return Config{}, refuse(f.name, true, "not GPT-2's attention as trainmem builds it (valid: false)")
+		}
+	}
+	var err error
+	if c.NormEps, err = epsOf("layer_norm_epsilon", h.LayerNormEps, LayerNormEps); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func (h hfConfig) llama() (Config, error) {
+	if err := need("hidden_size", h.Hidden, "intermediate_size", h.Intermediate, "num_hidden_layers", h.Layers,
+		"num_attention_heads", h.Heads, "vocab_size", h.VocabSize, "max_position_embeddings", h.MaxPositions); err != nil {
+		return Config{}, err
+	}
+	c := Config{Layers: *h.Layers, Hidden: *h.Hidden, Heads: *h.Heads, Vocab: *h.VocabSize, Context: *h.MaxPositions,
+		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: *h.Intermediate, Positions: PosRoPE, Untied: true}
+	if h.Tie != nil {
+		c.Untied = !*h.Tie
+	}
+	switch {
+	case h.KVHeads != nil && *h.KVHeads != *h.Heads:
+		return Config{}, refuse("num_key_value_heads", *h.KVHeads, fmt.Sprintf("grouped-query attention is not executed yet (valid: num_attention_heads, %d)", *h.Heads))
+	case h.HeadDim != nil && *h.Hidden%*h.Heads == 0 && *h.HeadDim != *h.Hidden / *h.Heads:
+		return Config{}, refuse("head_dim", *h.HeadDim, fmt.Sprintf("trainmem's heads are hidden_size/num_attention_heads wide (valid: %d)", *h.Hidden / *h.Heads))
+	case h.HiddenAct != nil && *h.HiddenAct != "silu":
+		return Config{}, refuse("hidden_act", *h.HiddenAct, "trainmem's SwiGLU gates by SiLU (valid: silu)")
+	case h.RopeScaling != nil && string(*h.RopeScaling) != "null":
+		return Config{}, refuse("rope_scaling", string(*h.RopeScaling), "trainmem's rotary angles are unscaled (valid: null)")
+	case h.AttentionBias != nil && *h.AttentionBias:
+		return Config{}, refuse("attention_bias", true, "the attention's projections would have biases and the MLP's none; trainmem's linear layers have biases all or none (valid: false)")
+	case h.MLPBias != nil && *h.MLPBias:
+		return Config{}, refuse("mlp_bias", true, "the MLP's projections would have biases and the attention's none (valid: false)")
+	case h.ModelType == "qwen2":
+		return Config{}, fmt.Errorf("model: model_type qwen2: its q, k and v projections have biases and its other linear layers none, which trainmem's linear layers (biases all or none) cannot hold")
+	case h.ModelType == "mistral" && h.SlidingWindow != nil && *h.SlidingWindow < *h.MaxPositions:
+		return Config{}, refuse("sliding_window", *h.SlidingWindow, fmt.Sprintf("trainmem's attention sees every earlier position (valid: null, or at least max_position_embeddings, %d)", *h.MaxPositions))
+	}
+	c.RopeTheta = DefaultRopeTheta
+	if h.RopeTheta != nil {
+		if !(*h.RopeTheta > 1) || math.IsInf(*h.RopeTheta, 0) {
+			return Config{}, refuse("rope_theta", *h.RopeTheta, "not a rotary base (valid: above 1)")
+		}
+		c.RopeTheta = *h.RopeTheta
+	}
+	var err error
+	// transformers' LlamaConfig defaults rms_norm_eps to 1e-6.
+	if c.NormEps, err = epsOf("rms_norm_eps", h.RMSNormEps, 1e-6); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

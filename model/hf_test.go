@@ -1,0 +1,165 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The config.json files of openai-community/gpt2 and meta-llama/Llama-2-7b-hf
+// on the Hugging Face hub, as published (every field; nothing can be
+// downloaded here, so they are written out).
+const (
+	hfGPT2 = `{
+  "activation_function": "gelu_new",
+  "architectures": ["GPT2LMHeadModel"],
+  "attn_pdrop": 0.1,
+  "bos_token_id": 50256,
+  "embd_pdrop": 0.1,
+  "eos_token_id": 50256,
+  "initializer_range": 0.02,
+  "layer_norm_epsilon": 1e-05,
+  "model_type": "gpt2",
+  "n_ctx": 1024,
+  "n_embd": 768,
+  "n_head": 12,
+  "n_layer": 12,
+  "n_positions": 1024,
+  "resid_pdrop": 0.1,
+  "summary_activation": null,
+  "summary_first_dropout": 0.1,
+  "summary_proj_to_labels": true,
+  "summary_type": "cls_index",
+  "summary_use_proj": true,
+  "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
+  "vocab_size": 50257
+}`
+	hfLlama2 = `{
+  "_name_or_path": "meta-llama/Llama-2-7b-hf",
+  "architectures": ["LlamaForCausalLM"],
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 11008,
+  "max_position_embeddings": 4096,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 32,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "tie_word_embeddings": false,
+  "torch_dtype": "float16",
+  "transformers_version": "4.31.0.dev0",
+  "use_cache": true,
+  "vocab_size": 32000
+}`
+)
+
+// A config.json gives the preset of the same model: gpt2's is the gpt2
+// preset, Llama 2 7B's the llama2-7b preset (both to the field, the name
+// aside), with their parameter counts.
+func TestHFConfigPresets(t *testing.T) {
+	for _, tc := range []struct {
+		file, preset, name string
+		params             int64
+	}{
+		{hfGPT2, "gpt2", "gpt2", 124439808},
+		{hfLlama2, "llama2-7b", "meta-llama/Llama-2-7b-hf", 6738415616},
+	} {
+		c, err := ParseHFConfig([]byte(tc.file))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.preset, err)
+		}
+		if c.Name != tc.name {
+			t.Errorf("%s: named %q, want %q", tc.preset, c.Name, tc.name)
+		}
+		if got := PresetOf(c); got != tc.preset {
+			t.Errorf("%s's config.json reads as %+v, which is preset %q", tc.preset, c, got)
+		}
+		if c.NumParams() != tc.params {
+			t.Errorf("%s: %d parameters, want %d", tc.preset, c.NumParams(), tc.params)
+		}
+	}
+}
+
+// What the config sets beyond the presets (a width, ε, θ, a tied head),
+// and every refusal, by the field's name and what would be valid.
+func TestHFConfigFields(t *testing.T) {
+	edit := func(file string, from, to string) string {
+		if !strings.Contains(file, from) {
+			t.Fatalf("no %q to edit", from)
+		}
+		return strings.Replace(file, from, to, 1)
+	}
+	// LLaMA 3 8B's θ and ε, Llama 1's tied head (as some small models tie).
+	c, err := ParseHFConfig([]byte(edit(edit(edit(hfLlama2, `"rope_scaling": null,`, `"rope_scaling": null, "rope_theta": 500000.0,`),
+		`"rms_norm_eps": 1e-05`, `"rms_norm_eps": 1e-06`), `"tie_word_embeddings": false`, `"tie_word_embeddings": true`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Theta() != 500000 || c.Eps() != 1e-6 || c.Untied {
+		t.Errorf("θ %g, ε %g, untied %t; want 500000, 1e-6, tied", c.Theta(), c.Eps(), c.Untied)
+	}
+	if !strings.Contains(c.String(), "norm ε 1e-06") {
+		t.Errorf("the config's String does not give its ε: %s", c)
+	}
+	g, err := ParseHFConfig([]byte(edit(hfGPT2, `"n_layer": 12,`, `"n_layer": 12, "n_inner": 2048,`)))
+	if err != nil || g.FFNWidth() != 2048 || g.GPT2() {
+		t.Errorf("n_inner 2048: FFN %d, GPT2 %t, %v", g.FFNWidth(), g.GPT2(), err)
+	}
+	for _, tc := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"not JSON", `{"model_type": `, []string{"not a JSON config"}},
+		{"no model_type", `{"n_layer": 2}`, []string{"no model_type", "valid: gpt2, llama, mistral, qwen2"}},
+		{"bert", `{"model_type": "bert"}`, []string{`model_type "bert"`, "valid: gpt2, llama"}},
+		{"no layers", edit(hfGPT2, `"n_layer": 12,`, ``), []string{"no n_layer"}},
+		{"erf gelu", edit(hfGPT2, `"gelu_new"`, `"gelu"`), []string{"activation_function gelu", "valid: gelu_new, gelu_pytorch_tanh"}},
+		{"gqa", edit(hfLlama2, `"num_key_value_heads": 32`, `"num_key_value_heads": 8`), []string{"num_key_value_heads 8", "grouped-query attention", "valid: num_attention_heads, 32"}},
+		{"gelu llama", edit(hfLlama2, `"silu"`, `"gelu"`), []string{"hidden_act gelu", "valid: silu"}},
+		{"rope scaling", edit(hfLlama2, `"rope_scaling": null`, `"rope_scaling": {"type": "linear", "factor": 2.0}`), []string{"rope_scaling", "linear", "valid: null"}},
+		{"attention bias", edit(hfLlama2, `"use_cache": true`, `"attention_bias": true`), []string{"attention_bias true", "valid: false"}},
+		{"head dim", edit(hfLlama2, `"use_cache": true`, `"head_dim": 64`), []string{"head_dim 64", "valid: 128"}},
+		{"qwen2", edit(hfLlama2, `"model_type": "llama"`, `"model_type": "qwen2"`), []string{"qwen2", "q, k and v projections have biases"}},
+		{"mistral window", edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"use_cache": true`, `"sliding_window": 1024`), []string{"sliding_window 1024", "valid: null, or at least max_position_embeddings, 4096"}},
+		{"epsilon", edit(hfLlama2, `"rms_norm_eps": 1e-05`, `"rms_norm_eps": 0`), []string{"rms_norm_eps 0", "valid: above 0"}},
+		{"heads", edit(edit(hfLlama2, `"num_attention_heads": 32`, `"num_attention_heads": 30`), `"num_key_value_heads": 32`, `"num_key_value_heads": 30`), []string{"heads 30 does not divide hidden 4096"}},
+	} {
+		if _, err := ParseHFConfig([]byte(tc.file)); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		} else {
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %q lacks %q", tc.name, err, w)
+				}
+			}
+		}
+	}
+	// Mistral with its window at the context is full attention.
+	if _, err := ParseHFConfig([]byte(edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"use_cache": true`, `"sliding_window": 4096`))); err != nil {
+		t.Errorf("mistral with a window of its context: %v", err)
+	}
+	// The file: named in the error, and a file too large for a config is
+	// refused before it is read.
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(bad, []byte(`{"model_type": "t5"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadHFConfig(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), `model_type "t5"`) {
+		t.Errorf("ReadHFConfig of a t5 config: %v", err)
+	}
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, make([]byte, hfConfigBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadHFConfig(big); err == nil || !strings.Contains(err.Error(), "more than a config.json's") {
+		t.Errorf("ReadHFConfig of a large file: %v", err)
+	}
+}
