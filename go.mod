@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/chewxy/hm v1.0.0
 	github.com/nlpodyssey/gopickle v0.2.0
+	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0

@@ -370,9 +370,17 @@ func WriteCheckpoint(w io.Writer, cfg Config, params []float32) error {
 }
 
 // LoadCheckpoint reads the llm.c GPT-2 model file at path, whose shape must
-// be cfg's (see ReadCheckpoint). Only a regular file is read; every error
-// about the file is a *files.InputError naming it.
+// be cfg's (see ReadCheckpoint), or a safetensors file of cfg's weights
+// (safetensors.go; IsSafetensors tells them apart by their first bytes).
+// Only a regular file is read; every error about the file is a
+// *files.InputError naming it.
 func LoadCheckpoint(path string, cfg Config) ([]float32, error) {
+	if ok, err := IsSafetensors(path); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return loadSafetensors(path, cfg)
+	}
 	f, size, err := files.OpenInput("--load", path)
 	if err != nil {
 		return nil, err
@@ -407,9 +415,16 @@ func CheckpointConfig(path string) (Config, error) {
 
 // CheckCheckpoint checks, without reading the parameters, that the llm.c
 // model file at path holds a model of cfg's shape and has the size its
-// header declares: the refusals LoadCheckpoint would make, before any work.
+// header declares, or that the safetensors file at path holds cfg's
+// tensors: the refusals LoadCheckpoint would make, before any work.
 // Errors are *files.InputError naming the file.
 func CheckCheckpoint(path string, cfg Config) error {
+	if ok, err := IsSafetensors(path); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return checkSafetensors(path, cfg)
+	}
 	f, size, err := files.OpenInput("--load", path)
 	if err != nil {
 		return err

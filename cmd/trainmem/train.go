@@ -92,14 +92,21 @@ func (f *trainFlags) resolve() (model.Checked, error) {
 	shape := sf.set("layers") || sf.set("hidden") || sf.set("heads")
 	var loaded model.Config
 	if f.load != "" {
-		// The header, checked against the file's size before any work.
-		var err error
-		if loaded, err = model.CheckpointConfig(f.load); err != nil {
+		st, err := model.IsSafetensors(f.load)
+		switch {
+		case err != nil:
 			return model.Checked{}, err
+		case st && sf.hfConfig == "":
+			return model.Checked{}, usagef("--load %s is a safetensors file, which holds tensors and no model: give the model's config.json with --hf-config", f.load)
+		case !st:
+			// The header, checked against the file's size before any work.
+			if loaded, err = model.CheckpointConfig(f.load); err != nil {
+				return model.Checked{}, err
+			}
 		}
 	}
 	if sf.preset == "" && !shape && sf.hfConfig == "" {
-		if f.load != "" {
+		if f.load != "" { // an llm.c file: its shape
 			// The file's shape: its preset when one matches (gpt2_124M.bin
 			// is gpt2), else the shape it declares.
 			if sf.preset = model.PresetOf(loaded); sf.preset == "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/nlpodyssey/safetensors"
 
 	"trainmem/model"
 	"trainmem/train/data"
@@ -428,4 +431,76 @@ func TestHFConfigFlag(t *testing.T) {
 	wantUsage(t, []string{"estimate", "--hf-config", filepath.Join(dir, "none.json")}, "none.json", "no such file")
 	wantUsage(t, []string{"estimate", "--hf-config", tiny, "--preset", "gpt2"}, "give one model")
 	wantUsage(t, []string{"train", "--hf-config", tiny, "--steps", "1", "--out", tiny}, "--out", "the same file as --hf-config")
+}
+
+// train --load FILE.safetensors --hf-config config.json starts from the
+// file's weights: a model saved by trainmem's llm.c writer and converted
+// to Hugging Face's GPT-2 names trains to the llm.c file's losses, to the
+// printed digits; without its config the file is refused by name.
+func TestTrainFromSafetensors(t *testing.T) {
+	dir := t.TempDir()
+	llmc, safe := filepath.Join(dir, "m.bin"), filepath.Join(dir, "model.safetensors")
+	mustRun(t, "train", "--steps", "1", "--batch", "2", "--seq", "16", "--save", llmc)
+	cfg, _ := model.Preset("tiny")
+	params, err := model.LoadCheckpoint(llmc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeGPT2Safetensors(safe, cfg, params); err != nil {
+		t.Fatal(err)
+	}
+	hf := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(hf, []byte(`{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": 64, "vocab_size": 256}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := mustRun(t, "train", "--load", llmc, "--steps", "2", "--batch", "2", "--seq", "16")
+	b, _ := mustRun(t, "train", "--load", safe, "--hf-config", hf, "--steps", "2", "--batch", "2", "--seq", "16")
+	if lossLine(t, a) != lossLine(t, b) {
+		t.Errorf("from the safetensors file the losses are %q, from the llm.c file %q", lossLine(t, b), lossLine(t, a))
+	}
+	wantUsage(t, []string{"train", "--load", safe, "--steps", "1"}, "--load", "safetensors", "--hf-config")
+}
+
+// writeGPT2Safetensors writes tiny's params under Hugging Face's GPT-2
+// names (Conv1D weights transposed) with the safetensors library.
+func writeGPT2Safetensors(path string, cfg model.Config, params []float32) error {
+	views := map[string]safetensors.TensorView{}
+	hfName := map[string]string{"ln1.w": "ln_1.weight", "ln1.b": "ln_1.bias", "attn.qkv.w": "attn.c_attn.weight", "attn.qkv.b": "attn.c_attn.bias",
+		"attn.proj.w": "attn.c_proj.weight", "attn.proj.b": "attn.c_proj.bias", "ln2.w": "ln_2.weight", "ln2.b": "ln_2.bias",
+		"mlp.fc.w": "mlp.c_fc.weight", "mlp.fc.b": "mlp.c_fc.bias", "mlp.proj.w": "mlp.c_proj.weight", "mlp.proj.b": "mlp.c_proj.bias"}
+	for _, p := range cfg.Params() {
+		vals, shape := params[p.Offset:p.Offset+p.Count], []uint64{}
+		for _, d := range p.Shape {
+			shape = append(shape, uint64(d))
+		}
+		name := map[string]string{"wte": "wte.weight", "wpe": "wpe.weight", "lnf.w": "ln_f.weight", "lnf.b": "ln_f.bias"}[p.Name]
+		if name == "" {
+			l, rest, _ := strings.Cut(strings.TrimPrefix(p.Name, "h"), ".")
+			name = "h." + l + "." + hfName[rest]
+			if strings.HasSuffix(rest, ".w") && len(shape) == 2 { // Conv1D: (in, out)
+				r, c := p.Shape[0], p.Shape[1]
+				t := make([]float32, len(vals))
+				for i := range r {
+					for j := range c {
+						t[j*r+i] = vals[i*c+j]
+					}
+				}
+				vals, shape = t, []uint64{shape[1], shape[0]}
+			}
+		}
+		var b bytes.Buffer
+		if err := binary.Write(&b, binary.LittleEndian, vals); err != nil {
+			return err
+		}
+		v, err := safetensors.NewTensorView(safetensors.F32, shape, b.Bytes())
+		if err != nil {
+			return err
+		}
+		views["transformer."+name] = v
+	}
+	out, err := safetensors.Serialize(views, nil)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
 }

@@ -1,0 +1,303 @@
+package model
+
+// Weights in the safetensors format (Hugging Face's model.safetensors),
+// read with github.com/nlpodyssey/safetensors, for the GPT-2 and LLaMA
+// layouts of transformers' GPT2LMHeadModel and LlamaForCausalLM: each row
+// of trainmem's parameter table is made of the file's tensors of the same
+// model (GPT-2's Conv1D weights transposed, LLaMA's q, k and v projections
+// stacked into attn.qkv and its gate and up projections into mlp.fc), read
+// in their stored dtype (F32, F16, BF16 or F64) and held as fp32. The
+// config comes from the model's config.json (--hf-config): a safetensors
+// file holds tensors, not a model's shape.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	st "github.com/nlpodyssey/safetensors"
+
+	"trainmem/cuda"
+	"trainmem/model/files"
+)
+
+// safetensorsHeaderMax is the largest header read: the format's own limit.
+const safetensorsHeaderMax = 100_000_000
+
+// hfPart is one tensor of a Hugging Face file that makes (a part of) one
+// row of the table, in the row's order: its name, and whether it is stored
+// transposed (GPT-2's Conv1D weights are (in, out)).
+type hfPart struct {
+	name      string
+	transpose bool
+}
+
+// hfLayout is the file's tensors of each row of cfg's table, and the
+// prefixes a file may put before every name (transformers' base models
+// save GPT-2's without "transformer.").
+func hfLayout(cfg Config) (map[string][]hfPart, []string, error) {
+	rows := map[string][]hfPart{}
+	one := func(row, name string, t bool) { rows[row] = []hfPart{{name, t}} }
+	switch {
+	case cfg.GPT2():
+		one("wte", "wte.weight", false)
+		one("wpe", "wpe.weight", false)
+		for l := range cfg.Layers {
+			p, h := fmt.Sprintf("h%d.", l), fmt.Sprintf("h.%d.", l)
+			for _, t := range gpt2BlockTensors {
+				one(p+t.ours, h+t.theirs, strings.HasSuffix(t.ours, ".w") && t.ours[:2] != "ln") // Conv1D weights are (in, out)
+			}
+		}
+		one("lnf.w", "ln_f.weight", false)
+		one("lnf.b", "ln_f.bias", false)
+		one("lm_head.w", "lm_head.weight", false)
+		return rows, []string{"", "transformer."}, nil
+	case cfg.Norm == NormRMS && cfg.NoBias && cfg.MLP == MLPSwiGLU && cfg.Positions == PosRoPE:
+		one("wte", "model.embed_tokens.weight", false)
+		for l := range cfg.Layers {
+			p, h := fmt.Sprintf("h%d.", l), fmt.Sprintf("model.layers.%d.", l)
+			one(p+"ln1.w", h+"input_layernorm.weight", false)
+			rows[p+"attn.qkv.w"] = []hfPart{{h + "self_attn.q_proj.weight", false}, {h + "self_attn.k_proj.weight", false}, {h + "self_attn.v_proj.weight", false}}
+			one(p+"attn.proj.w", h+"self_attn.o_proj.weight", false)
+			one(p+"ln2.w", h+"post_attention_layernorm.weight", false)
+			rows[p+"mlp.fc.w"] = []hfPart{{h + "mlp.gate_proj.weight", false}, {h + "mlp.up_proj.weight", false}}
+			one(p+"mlp.proj.w", h+"mlp.down_proj.weight", false)
+		}
+		one("lnf.w", "model.norm.weight", false)
+		one("lm_head.w", "lm_head.weight", false)
+		return rows, []string{""}, nil
+	}
+	return nil, nil, fmt.Errorf("model: %s is neither GPT-2 nor LLaMA as transformers lays them out, so no safetensors file holds its weights", cfg)
+}
+
+// gpt2BlockTensors are a GPT-2 block's rows and transformers' names of
+// them.
+var gpt2BlockTensors = []struct{ ours, theirs string }{
+	{"ln1.w", "ln_1.weight"}, {"ln1.b", "ln_1.bias"}, {"attn.qkv.w", "attn.c_attn.weight"}, {"attn.qkv.b", "attn.c_attn.bias"},
+	{"attn.proj.w", "attn.c_proj.weight"}, {"attn.proj.b", "attn.c_proj.bias"}, {"ln2.w", "ln_2.weight"}, {"ln2.b", "ln_2.bias"},
+	{"mlp.fc.w", "mlp.c_fc.weight"}, {"mlp.fc.b", "mlp.c_fc.bias"}, {"mlp.proj.w", "mlp.c_proj.weight"}, {"mlp.proj.b", "mlp.c_proj.bias"},
+}
+
+// hfBuffers are tensors a file may hold that are no parameter (GPT-2's
+// causal masks, LLaMA's rotary frequencies in older files).
+func hfBuffer(name string) bool {
+	return strings.HasSuffix(name, ".attn.bias") && !strings.Contains(name, "c_attn") ||
+		strings.HasSuffix(name, ".attn.masked_bias") || strings.HasSuffix(name, "rotary_emb.inv_freq")
+}
+
+// IsSafetensors reports whether the file at path starts as a safetensors
+// file does: an 8-byte little-endian header length, then a JSON object.
+func IsSafetensors(path string) (bool, error) {
+	f, size, err := files.OpenInput("--load", path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var head [9]byte
+	if size < int64(len(head)) {
+		return false, nil
+	}
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return false, fmt.Errorf("--load %s: %w", path, err)
+	}
+	n := binary.LittleEndian.Uint64(head[:8])
+	return head[8] == '{' && n >= 2 && n <= safetensorsHeaderMax && n+8 <= uint64(size), nil
+}
+
+// safetensorsPlan is where every row of the table comes from in a file:
+// its tensors' infos, checked against cfg.
+type safetensorsPlan struct {
+	table []Param
+	parts [][]*st.TensorInfo
+	names [][]string
+}
+
+// planSafetensors reads the header of a safetensors file of size bytes
+// and checks it against cfg: every row's tensors present, with the row's
+// shape, a float dtype, inside the file, and no tensor the model does not
+// have (a config and weights of two different models).
+func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, error) {
+	var lenBuf [8]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return safetensorsPlan{}, fmt.Errorf("model: safetensors header truncated: %v", err)
+	}
+	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if n > safetensorsHeaderMax || n+8 > uint64(size) {
+		return safetensorsPlan{}, fmt.Errorf("model: safetensors header of %d bytes in a file of %d", n, size)
+	}
+	header := make([]byte, n)
+	if _, err := io.ReadFull(r, header); err != nil {
+		return safetensorsPlan{}, fmt.Errorf("model: safetensors header truncated: %v", err)
+	}
+	var meta st.Metadata
+	if err := json.Unmarshal(header, &meta); err != nil {
+		return safetensorsPlan{}, fmt.Errorf("model: not a safetensors header: %v", err)
+	}
+	infos := meta.Tensors()
+	var end uint64
+	for _, ti := range infos {
+		end = max(end, ti.DataOffsets[1])
+	}
+	if want := 8 + n + end; want != uint64(size) {
+		return safetensorsPlan{}, fmt.Errorf("model: safetensors file has %d bytes, its header declares %d", size, want)
+	}
+	rows, prefixes, err := hfLayout(cfg)
+	if err != nil {
+		return safetensorsPlan{}, err
+	}
+	find := func(name string) (string, *st.TensorInfo) {
+		for _, p := range prefixes {
+			if ti, ok := infos[p+name]; ok {
+				return p + name, ti
+			}
+		}
+		return name, nil
+	}
+	plan := safetensorsPlan{table: cfg.Params()}
+	used := map[string]bool{}
+	for _, p := range plan.table {
+		var tis []*st.TensorInfo
+		var names []string
+		var rowsOf int64
+		for _, part := range rows[p.Name] {
+			name, ti := find(part.name)
+			if ti == nil {
+				return safetensorsPlan{}, fmt.Errorf("model: no tensor %s (trainmem's %s) in the file", part.name, p.Name)
+			}
+			switch ti.DType {
+			case st.F32, st.F16, st.BF16, st.F64:
+			default:
+				return safetensorsPlan{}, fmt.Errorf("model: tensor %s is %v (valid: F32, F16, BF16, F64)", name, ti.DType)
+			}
+			shape := append([]uint64(nil), ti.Shape...)
+			if part.transpose && len(shape) == 2 {
+				shape[0], shape[1] = shape[1], shape[0]
+			}
+			// A part is a block of the row's leading dimension.
+			if len(shape) != len(p.Shape) || (len(shape) == 2 && shape[1] != uint64(p.Shape[1])) {
+				return safetensorsPlan{}, fmt.Errorf("model: tensor %s has shape %v, which makes no part of trainmem's %s %v", name, ti.Shape, p.Name, p.Shape)
+			}
+			rowsOf += int64(shape[0])
+			tis, names = append(tis, ti), append(names, name)
+			used[name] = true
+		}
+		if rowsOf != int64(p.Shape[0]) {
+			return safetensorsPlan{}, fmt.Errorf("model: the file's %s make %d rows of trainmem's %s, which has %d", strings.Join(names, ", "), rowsOf, p.Name, p.Shape[0])
+		}
+		plan.parts, plan.names = append(plan.parts, tis), append(plan.names, names)
+	}
+	var extra []string
+	for name := range infos {
+		if !used[name] && !hfBuffer(name) {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return safetensorsPlan{}, fmt.Errorf("model: the file holds %d tensors %s has no place for, the first %s (the config and the weights of two models?)", len(extra), cfg.Name, extra[0])
+	}
+	return plan, nil
+}
+
+// checkSafetensors checks the file at path against cfg without reading its
+// tensors (CheckCheckpoint's refusals before any work).
+func checkSafetensors(path string, cfg Config) error {
+	f, size, err := files.OpenInput("--load", path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := planSafetensors(f, size, cfg); err != nil {
+		return files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
+	}
+	return nil
+}
+
+// loadSafetensors reads cfg's parameters, flat in Config.Params order, from
+// the safetensors file at path.
+func loadSafetensors(path string, cfg Config) ([]float32, error) {
+	f, size, err := files.OpenInput("--load", path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return nil, fmt.Errorf("--load %s: %w", path, err)
+	}
+	plan, err := planSafetensors(bytes.NewReader(buf), size, cfg)
+	if err != nil {
+		return nil, files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
+	}
+	file, err := st.Deserialize(buf)
+	if err != nil {
+		return nil, files.BadInput(path, fmt.Errorf("model: %s: %v", path, err))
+	}
+	params := make([]float32, cfg.NumParams())
+	rows, _, _ := hfLayout(cfg)
+	for i, p := range plan.table {
+		dst := params[p.Offset : p.Offset+p.Count]
+		for j, name := range plan.names[i] {
+			tv, ok := file.Tensor(name)
+			if !ok {
+				return nil, files.BadInput(path, fmt.Errorf("model: %s: no tensor %s", path, name))
+			}
+			vals, err := decodeFloats(tv)
+			if err != nil {
+				return nil, files.BadInput(path, fmt.Errorf("model: %s: tensor %s: %v", path, name, err))
+			}
+			if rows[p.Name][j].transpose {
+				r, c := int(tv.Shape()[0]), int(tv.Shape()[1])
+				t := make([]float32, len(vals))
+				for a := range r {
+					for b := range c {
+						t[b*r+a] = vals[a*c+b]
+					}
+				}
+				vals = t
+			}
+			dst = dst[copy(dst, vals):]
+		}
+		if len(dst) != 0 {
+			return nil, errors.New("model: internal: a row of the table was not filled")
+		}
+	}
+	return params, nil
+}
+
+// decodeFloats reads a tensor's elements (little-endian, its dtype) as
+// fp32: exact from F16 and BF16, rounded once from F64.
+func decodeFloats(tv st.TensorView) ([]float32, error) {
+	b := tv.Data()
+	switch tv.DType() {
+	case st.F32:
+		v := make([]float32, len(b)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return v, nil
+	case st.F64:
+		v := make([]float32, len(b)/8)
+		for i := range v {
+			v[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
+		}
+		return v, nil
+	case st.F16, st.BF16:
+		conv := cuda.F16ToF32
+		if tv.DType() == st.BF16 {
+			conv = cuda.BF16ToF32
+		}
+		v := make([]float32, len(b)/2)
+		for i := range v {
+			v[i] = conv(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("dtype %v (valid: F32, F16, BF16, F64)", tv.DType())
+}

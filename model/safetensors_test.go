@@ -1,0 +1,220 @@
+package model
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	st "github.com/nlpodyssey/safetensors"
+)
+
+// llmcToSafetensors is another implementation of both formats, in Python's
+// standard library alone: it reads an llm.c GPT-2 model file (llm.c's
+// train_gpt2.c layout: a 256-int32 header, then wte (Vp, C), wpe,
+// and each kind of block tensor across the layers) and writes the same
+// weights as Hugging Face's GPT-2 model.safetensors names them, following
+// the safetensors spec (an 8-byte little-endian header length, a JSON
+// header of dtype, shape and data_offsets, then the data): Conv1D weights
+// (in, out), so transposed; the padded vocabulary rows dropped; in F32, or
+// in BF16 as the top half of each F32 (truncated).
+const llmcToSafetensors = `
+import json, struct, sys
+src, dst, dtype = sys.argv[1], sys.argv[2], sys.argv[3]
+data = open(src, 'rb').read()
+hdr = struct.unpack('<256i', data[:1024])
+assert hdr[0] == 20240326 and hdr[1] == 3
+ctx, V, L, NH, C, Vp = hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7]
+vals = struct.unpack('<%df' % ((len(data) - 1024) // 4), data[1024:])
+pos = 0
+def take(*shape):
+    global pos
+    n = 1
+    for d in shape: n *= d
+    out = vals[pos:pos + n]; pos += n
+    return list(out)
+def rows(flat, r, c): return [flat[i*c:(i+1)*c] for i in range(r)]
+def t(m): return [list(x) for x in zip(*m)]
+tensors = {}
+def put(name, shape, flat): tensors[name] = (shape, flat)
+wte = take(Vp, C); put('wte.weight', [V, C], wte[:V*C])
+put('wpe.weight', [ctx, C], take(ctx, C))
+kinds = [('ln_1.weight', [C], None), ('ln_1.bias', [C], None), ('attn.c_attn.weight', [3*C, C], 'T'), ('attn.c_attn.bias', [3*C], None),
+         ('attn.c_proj.weight', [C, C], 'T'), ('attn.c_proj.bias', [C], None), ('ln_2.weight', [C], None), ('ln_2.bias', [C], None),
+         ('mlp.c_fc.weight', [4*C, C], 'T'), ('mlp.c_fc.bias', [4*C], None), ('mlp.c_proj.weight', [C, 4*C], 'T'), ('mlp.c_proj.bias', [C], None)]
+for name, shape, tr in kinds:
+    for l in range(L):
+        flat = take(*shape)
+        if tr:
+            m = t(rows(flat, shape[0], shape[1]))
+            put('h.%d.%s' % (l, name), [shape[1], shape[0]], [x for r in m for x in r])
+        else:
+            put('h.%d.%s' % (l, name), shape, flat)
+put('ln_f.weight', [C], take(C)); put('ln_f.bias', [C], take(C))
+assert pos == len(vals)
+header, blobs, off = {'__metadata__': {'format': 'pt'}}, [], 0
+for name in sorted(tensors):
+    shape, flat = tensors[name]
+    raw = struct.pack('<%df' % len(flat), *flat)
+    if dtype == 'BF16':
+        raw = b''.join(raw[i+2:i+4] for i in range(0, len(raw), 4))
+    header[name] = {'dtype': dtype, 'shape': shape, 'data_offsets': [off, off + len(raw)]}
+    blobs.append(raw); off += len(raw)
+h = json.dumps(header).encode()
+h += b' ' * (-len(h) % 8)
+open(dst, 'wb').write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+`
+
+// A GPT-2 safetensors file written by another implementation (Python,
+// from the llm.c file of the same weights) loads as the llm.c file does:
+// the same parameters bit for bit in F32, and in BF16 the F32 values
+// truncated to their top half; so the same logits and loss, which the
+// executor's test in train checks on one step.
+func TestSafetensorsFromAnotherImplementation(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to write the file with")
+	}
+	cfg := Config{Name: "st", Layers: 2, Hidden: 16, Heads: 2, Vocab: 300, Context: 12}
+	params := randomParams(cfg, 5)
+	dir := t.TempDir()
+	llmc := filepath.Join(dir, "m.bin")
+	if err := SaveCheckpoint(llmc, cfg, params); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "convert.py")
+	if err := os.WriteFile(script, []byte(llmcToSafetensors), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dtype := range []string{"F32", "BF16"} {
+		out := filepath.Join(dir, "model-"+dtype+".safetensors")
+		if b, err := exec.Command(python, script, llmc, out, dtype).CombinedOutput(); err != nil {
+			t.Fatalf("python: %v\n%s", err, b)
+		}
+		if ok, err := IsSafetensors(out); !ok || err != nil {
+			t.Fatalf("%s is not recognised as safetensors (%v)", out, err)
+		}
+		if err := CheckCheckpoint(out, cfg); err != nil {
+			t.Fatal(err)
+		}
+		got, err := LoadCheckpoint(out, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range params {
+			want := v
+			if dtype == "BF16" {
+				want = math.Float32frombits(math.Float32bits(v) &^ 0xffff)
+			}
+			if math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("%s: parameter %d is %v, want %v", dtype, i, got[i], want)
+			}
+		}
+	}
+	if ok, _ := IsSafetensors(llmc); ok {
+		t.Error("an llm.c file is taken for safetensors")
+	}
+}
+
+// LLaMA's layout, written by the safetensors library's own writer: q, k
+// and v stack into attn.qkv and gate and up into mlp.fc, the untied head
+// is lm_head; a file that lacks a tensor, has one of the wrong shape or
+// one the model has no place for is refused before any tensor is read,
+// naming it.
+func TestSafetensorsLlama(t *testing.T) {
+	cfg := Config{Name: "tiny-llama", Layers: 2, Hidden: 16, Heads: 2, Vocab: 40, Context: 8, Untied: true,
+		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 24, Positions: PosRoPE}
+	params := randomParams(cfg, 9)
+	row := func(name string) []float32 {
+		p, ok := cfg.ParamByName(name)
+		if !ok {
+			t.Fatalf("no row %s", name)
+		}
+		return params[p.Offset : p.Offset+p.Count]
+	}
+	h, F := cfg.Hidden, cfg.FFNWidth()
+	views := map[string]st.TensorView{}
+	put := func(name string, vals []float32, shape ...uint64) {
+		var b bytes.Buffer
+		if err := binary.Write(&b, binary.LittleEndian, vals); err != nil {
+			t.Fatal(err)
+		}
+		v, err := st.NewTensorView(st.F32, shape, b.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[name] = v
+	}
+	put("model.embed_tokens.weight", row("wte"), 40, 16)
+	for l := range 2 {
+		p, m := "h"+string(rune('0'+l))+".", "model.layers."+string(rune('0'+l))+"."
+		qkv, fc := row(p+"attn.qkv.w"), row(p+"mlp.fc.w")
+		put(m+"input_layernorm.weight", row(p+"ln1.w"), 16)
+		put(m+"self_attn.q_proj.weight", qkv[:h*h], 16, 16)
+		put(m+"self_attn.k_proj.weight", qkv[h*h:2*h*h], 16, 16)
+		put(m+"self_attn.v_proj.weight", qkv[2*h*h:], 16, 16)
+		put(m+"self_attn.o_proj.weight", row(p+"attn.proj.w"), 16, 16)
+		put(m+"post_attention_layernorm.weight", row(p+"ln2.w"), 16)
+		put(m+"mlp.gate_proj.weight", fc[:F*h], uint64(F), 16)
+		put(m+"mlp.up_proj.weight", fc[F*h:], uint64(F), 16)
+		put(m+"mlp.down_proj.weight", row(p+"mlp.proj.w"), 16, uint64(F))
+	}
+	put("model.norm.weight", row("lnf.w"), 16)
+	put("lm_head.weight", row("lm_head.w"), 40, 16)
+	dir := t.TempDir()
+	write := func(name string, views map[string]st.TensorView) string {
+		b, err := st.Serialize(views, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	got, err := LoadCheckpoint(write("model.safetensors", views), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range params {
+		if got[i] != params[i] {
+			t.Fatalf("parameter %d is %v, want %v", i, got[i], params[i])
+		}
+	}
+	without := func(name string) map[string]st.TensorView {
+		m := map[string]st.TensorView{}
+		for k, v := range views {
+			if k != name {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	extra := without("")
+	extra["model.layers.2.input_layernorm.weight"] = views["model.norm.weight"]
+	wrong := without("model.layers.1.mlp.up_proj.weight")
+	wrong["model.layers.1.mlp.up_proj.weight"] = views["model.layers.1.self_attn.q_proj.weight"]
+	for _, tc := range []struct {
+		name  string
+		views map[string]st.TensorView
+		want  string
+	}{
+		{"missing", without("model.layers.1.self_attn.k_proj.weight"), "no tensor model.layers.1.self_attn.k_proj.weight (trainmem's h1.attn.qkv.w)"},
+		{"extra", extra, "1 tensors tiny-llama has no place for, the first model.layers.2.input_layernorm.weight"},
+		{"shape", wrong, "make 40 rows of trainmem's h1.mlp.fc.w, which has 48"},
+	} {
+		if err := CheckCheckpoint(write(tc.name+".safetensors", tc.views), cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	gpt2 := cfg
+	gpt2.Norm = NormLayer
+	if err := CheckCheckpoint(filepath.Join(dir, "model.safetensors"), gpt2); err == nil || !strings.Contains(err.Error(), "neither GPT-2 nor LLaMA") {
+		t.Errorf("a layer-norm model without biases: %v", err)
+	}
+}
