@@ -112,7 +112,7 @@ func explain(r *ValidateReport) []string {
 	ex, hasExact := e.Activation(model.Exact)
 	if hasExact {
 		if ex.Total == simAct {
-			add("activations, %s: equal to the simulation byte for byte (%s bytes, peaking at %s): the formula follows the tensors this GPT-2's ops keep and the executor's schedule", model.Exact, model.Comma(simAct), ex.At)
+			add("activations, %s: equal to the simulation byte for byte (%s bytes, peaking at %s): the formula follows the tensors this %s's ops keep and the executor's schedule", model.Exact, model.Comma(simAct), ex.At, kindOf(s.Model))
 		} else {
 			add("activations, %s: %s off the simulation (%s vs %s bytes): model/exact.go no longer follows the implementation", model.Exact, signed(ex.Total-simAct), model.Comma(ex.Total), model.Comma(simAct))
 		}
@@ -229,7 +229,7 @@ func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d 
 		default:
 			where = fmt.Sprintf("2·s·b·h + a·s²·b = %s a layer (attention and MLP outputs, attention probabilities) × %d", bt(per), fk.Layers)
 		}
-		return fmt.Sprintf("dropout masks %s: %s counts 1-byte masks, %s, and s·b·h after the embedding: %s; this GPT-2 has no dropout", diff, name, where, bt(fv))
+		return fmt.Sprintf("dropout masks %s: %s counts 1-byte masks, %s, and s·b·h after the embedding: %s; this %s has no dropout", diff, name, where, bt(fv), kindOf(s.Model))
 	case model.Statistics:
 		block, final := statistics(s)
 		label, what := "layer-norm statistics", "each layer norm's row mean and 1/std"
@@ -350,9 +350,26 @@ func outsideTrainmem(tv int64, d dims, s model.Setup, head bool) string {
 		parts = append(parts, fmt.Sprintf("the embedding output (e·s·b·h = %s)", bt(d.nh)))
 	}
 	if head {
-		parts = append(parts, fmt.Sprintf("the final layer norm's output (the projection's input, e·s·b·h = %s) and %s logits (e·s·b·V = %s)", bt(d.nh), s.Precision, bt(d.N*d.V*d.e)))
+		parts = append(parts, fmt.Sprintf("the final %s's output (the projection's input, e·s·b·h = %s) and %s logits (e·s·b·V = %s)", normWord(s.Model), bt(d.nh), s.Precision, bt(d.N*d.V*d.e)))
 	} else {
-		parts = append(parts, "no head: the backward pass has freed the final layer norm's output and the logits before the recomputation")
+		parts = append(parts, "no head: the backward pass has freed the final "+normWord(s.Model)+"'s output and the logits before the recomputation")
 	}
 	return fmt.Sprintf("%s: %s", bt(tv), strings.Join(parts, "; "))
+}
+
+// kindOf names the kind of model in an explanation: GPT-2, or a model of
+// other blocks.
+func kindOf(m model.Config) string {
+	if m.GPT2() || m.Norm == model.NormLayer && m.MLP == model.MLPGELU && m.Positions == model.PosLearned {
+		return "GPT-2"
+	}
+	return "model"
+}
+
+// normWord names the model's norm: "layer norm" or "RMSNorm".
+func normWord(m model.Config) string {
+	if m.Norm == model.NormRMS {
+		return "RMSNorm"
+	}
+	return "layer norm"
 }

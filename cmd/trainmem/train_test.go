@@ -377,6 +377,16 @@ func TestTrainArchitecture(t *testing.T) {
 		}
 	}
 	wantUsage(t, []string{"estimate", "--preset", "gpt2", "--rope-theta", "500000"}, "--rope-theta 500000", "positions are learned", "--positions rope")
+	// validate's explanations name LLaMA's tensors as they are.
+	why, _ := mustRun(t, "validate", "--preset", "tiny-llama", "--batch", "2", "--seq", "16", "--steps", "2")
+	for _, want := range []string{"RMSNorm statistics", "the final RMSNorm's output", "both RMSNorm outputs", "the MLP's gate and up projections (256 wide each) and SwiGLU's output", "this model's ops"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("validate --preset tiny-llama does not say %q:\n%s", want, why)
+		}
+	}
+	if strings.Contains(why, "GPT-2") || strings.Contains(why, "layer-norm statistics") {
+		t.Errorf("validate --preset tiny-llama speaks of GPT-2 or of layer norms:\n%s", why)
+	}
 	wantUsage(t, []string{"estimate", "--mlp", "relu"}, `"relu"`, "valid: gelu, swiglu")
 	wantUsage(t, []string{"simulate", "--mlp", "swiglu", "--ffn", "100", "--tp", "3", "--preset", "tiny", "--heads", "6", "--hidden", "96"}, "tensor-parallel ranks 3 do not divide the MLP's 100 channels", "valid: 1, 2")
 	wantUsage(t, []string{"train", "--bias", "--no-bias"}, "--bias=true and --no-bias=true", "give one of them")
