@@ -58,6 +58,18 @@ func TestMegatron(t *testing.T) {
 			t.Errorf("%s: total %d", tc.name, m.Total())
 		}
 	}
+	// Where Megatron-LM's count and the table agree (no biases, a
+	// vocabulary that needs no padding, no position table): LLaMA's
+	// blocks, whose weights its report and the estimate count alike.
+	for _, c := range []Config{mustPreset(t, "llama2-7b")} {
+		m, err := (Setup{Model: c, Batch: 1, Seq: 1024, Precision: BF16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}).Megatron()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := c.NumParams(); m.PaddedVocab != c.Vocab || int64(m.Params) != want || m.Params != float64(want) {
+			t.Errorf("%s: Megatron-LM counts %v parameters (vocabulary padded to %d), the table %d", c.Name, m.Params, m.PaddedVocab, want)
+		}
+	}
 	if _, err := (Setup{Params: 1e9, Precision: BF16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}).Megatron(); err == nil {
 		t.Error("a parameter count has a Megatron shape")
 	}
