@@ -207,8 +207,13 @@ func writeMegatron(w io.Writer, s model.Setup, r0 zero.RankResult) {
 	if m.DistributedOptimizer {
 		opt = fmt.Sprintf("6 + 12/%d bytes a parameter (the distributed optimizer: bf16 weights and fp32 main gradients whole, the 12 of fp32 main weights, m and v sharded; ZeRO-%d's place)", s.Ranks, s.ZeRO)
 	}
-	fmt.Fprintf(w, "why they differ: megatron counts %s parameters on the rank at %s, whatever the precision (trainmem's %s: %s); its layers have no biases but the layer norms' (12h² + 4h a block, trainmem's 12h² + 13h), no position embeddings, and its vocabulary is padded to a multiple of %d·t (%s rows, trainmem's %s)\n",
-		model.Comma(int64(math.Round(m.Params))), opt, s.Precision, model.Bytes(states), model.MegatronVocabMultiple, model.Comma(int64(m.PaddedVocab)), model.Comma(int64(s.Model.Vocab)))
+	positions := ", no position embeddings"
+	if s.Model.Positions == model.PosRoPE {
+		positions = "" // rotary positions have none to count
+	}
+	fmt.Fprintf(w, "why they differ: megatron counts %s parameters on the rank at %s, whatever the precision (trainmem's %s: %s); its layers have no biases but the norms' (%s parameters a whole block, trainmem's %s)%s, and its vocabulary is padded to a multiple of %d·t (%s rows, trainmem's %s)\n",
+		model.Comma(int64(math.Round(m.Params))), opt, s.Precision, model.Bytes(states), model.Comma(int64(math.Round(m.Block))), model.Comma(s.Model.Whole().LayerParams()),
+		positions, model.MegatronVocabMultiple, model.Comma(int64(m.PaddedVocab)), model.Comma(int64(s.Model.Vocab)))
 	if m.SequenceParallelPath {
 		fmt.Fprintf(w, "why they differ: megatron's activations are compute_activation_memory's (sequence parallelism with selective recomputation): 34·s·b·h a layer over all L layers (the first stage's L/P times P in flight), the token ids and the embedding's dropout mask %d micro-batches in flight, all over t; it keeps no attention scores\n\n", m.InFlight)
 	} else {

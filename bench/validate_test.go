@@ -346,7 +346,11 @@ func TestValidateTensorParallel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wants = append(wants, "Megatron-LM's theoretical memory of its most loaded rank", "  weights and optimizer  "+model.GiB(m.WeightsAndOptimizer), "  activations  "+model.GiB(m.Activations))
+		// A block as Megatron-LM counts it, 12h² + 4h (no biases; 49,408
+		// at h 64), beside the table's 12h² + 13h (49,984).
+		h := int64(tc.cfg.Hidden)
+		wants = append(wants, "Megatron-LM's theoretical memory of its most loaded rank", "  weights and optimizer  "+model.GiB(m.WeightsAndOptimizer), "  activations  "+model.GiB(m.Activations),
+			fmt.Sprintf("no biases but the norms' (%s parameters a whole block, trainmem's %s), no position embeddings", model.Comma(12*h*h+4*h), model.Comma(12*h*h+13*h)))
 		for _, want := range wants {
 			if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), strings.Join(strings.Fields(want), " ")) {
 				t.Errorf("tp %d dp %d: the report lacks %q:\n%s", tc.tp, tc.dp, want, text.String())

@@ -48,6 +48,9 @@ type MegatronMemory struct {
 	// InFlight is the first stage's micro-batches in flight it counts:
 	// min(M, P) (P when M is the estimate's M ≥ P).
 	InFlight int
+	// Block is a whole transformer layer's parameters as it counts them:
+	// the attention's and the MLP's matrices and the two norms, no biases.
+	Block float64
 	// WeightsAndOptimizer and Activations are the report's two figures
 	// in bytes, rounded from its float arithmetic.
 	WeightsAndOptimizer, Activations int64
@@ -92,6 +95,7 @@ func (s Setup) Megatron() (MegatronMemory, error) {
 	norms := 2 * h * normSize
 	embedding := h * padded
 	finalNorm := normSize * h
+	m.Block = attention + mlp + norms
 	sharded := (attention + mlp) * L
 	replicated := norms*L + finalNorm
 	shardedMost := (sharded/pp + embedding) / tp
