@@ -306,17 +306,25 @@ func checkLLMC(cfg Config) error {
 		return fmt.Errorf("model: %s has an untied head (lm_head.w), which llm.c's GPT-2 checkpoint format cannot hold (it ties the head to wte)", cfg.Name)
 	}
 	if !cfg.GPT2() {
-		return fmt.Errorf("model: %s has %s norms, %s and a %s MLP of %d, which llm.c's GPT-2 checkpoint format cannot hold (it stores layer norms with biases, linear layers with biases and a GELU MLP of 4h)", cfg.Name, cfg.Norm, biasWords(cfg), cfg.MLP, cfg.FFNWidth())
+		var what []string
+		if cfg.Norm != NormLayer {
+			what = append(what, cfg.Norm.String()+" norms")
+		}
+		if cfg.NoBias {
+			what = append(what, "no linear biases")
+		}
+		if cfg.MLP != MLPGELU || cfg.FFNWidth() != 4*cfg.Hidden {
+			what = append(what, fmt.Sprintf("a %s MLP of %d", cfg.MLP, cfg.FFNWidth()))
+		}
+		if cfg.Positions != PosLearned {
+			what = append(what, cfg.Positions.String()+" positions")
+		}
+		if float32(cfg.Eps()) != float32(LayerNormEps) {
+			what = append(what, fmt.Sprintf("a norm ε of %g", cfg.Eps()))
+		}
+		return fmt.Errorf("model: %s has %s, which llm.c's GPT-2 checkpoint format cannot hold (it stores layer norms with biases and ε 1e-05, linear layers with biases, a GELU MLP of 4h and learned positions)", cfg.Name, strings.Join(what, ", "))
 	}
 	return nil
-}
-
-// biasWords says whether cfg's linear layers have biases.
-func biasWords(cfg Config) string {
-	if cfg.NoBias {
-		return "no linear biases"
-	}
-	return "linear biases"
 }
 
 // WriteCheckpoint writes params (flat, Config.Params order) as an llm.c

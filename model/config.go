@@ -419,7 +419,8 @@ func (c Config) Params() []Param {
 
 // NumParams is the exact parameter count, Φ: V·h + ctx·h + L·(12h² + 13h) +
 // 2h, plus V·h for an untied head (with RMSNorm a norm has h parameters,
-// not 2h; without linear biases a block has 9h fewer). GPT-2 (124M) has 124,439,808; gpt2-xl
+// not 2h; without linear biases a block has 5h + k·F fewer, 9h for GPT-2's
+// MLP; LayerParams). GPT-2 (124M) has 124,439,808; gpt2-xl
 // 1,557,611,200. A tensor-parallel rank's is its own table's: its rows of
 // the vocabulary (Tensor.VocabRows) and its part of each block
 // (LayerParams).

@@ -57,8 +57,8 @@ func TestNumParamsArchitectures(t *testing.T) {
 	// LLaMA 2 7B's blocks (Touvron et al. 2023; the model card's
 	// 6,738,415,616 parameters, Hugging Face's LlamaForCausalLM): h 4096,
 	// 32 layers, SwiGLU of LLaMA's width 11,008, RMSNorm, no biases, an
-	// untied head, V 32000; with learned positions besides (trainmem has no
-	// rotary ones yet), ctx·h more.
+	// untied head, V 32000; with learned positions besides instead of its
+	// rotary ones, ctx·h more.
 	llama := Config{Name: "llama2-7b-blocks", Layers: 32, Hidden: 4096, Heads: 32, Vocab: 32000, Context: 4096,
 		Untied: true, Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU}
 	if f := llama.FFNWidth(); f != 11008 {

@@ -53,15 +53,16 @@ type hfConfig struct {
 	RopeScaling    *json.RawMessage `json:"rope_scaling"`
 	AttentionBias  *bool            `json:"attention_bias"`
 	MLPBias        *bool            `json:"mlp_bias"`
-	SlidingWindow  *int             `json:"sliding_window"`
+	SlidingWindow  json.RawMessage  `json:"sliding_window"` // absent (nil), null or a number: MistralConfig's default is 4096
+	ScaleWeights   *bool            `json:"scale_attn_weights"`
 	UseSliding     *bool            `json:"use_sliding_window"`
 	ScaleByLayer   *bool            `json:"scale_attn_by_inverse_layer_idx"`
 	ReorderUpcast  *bool            `json:"reorder_and_upcast_attn"`
 	CrossAttention *bool            `json:"add_cross_attention"`
 }
 
-// UnmarshalJSON reads GPT-2's short names (n_layer, ...), which the struct
-// tags above cannot give the embedded pointers.
+// UnmarshalJSON reads GPT-2's short names (n_layer, ...) into the fields
+// declared without tags above.
 func (c *hfConfig) UnmarshalJSON(data []byte) error {
 	type plain hfConfig
 	if err := json.Unmarshal(data, (*plain)(c)); err != nil {
@@ -95,7 +96,7 @@ func ReadHFConfig(path string) (Config, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, size))
 	if err != nil {
-		return Config{}, fmt.Errorf("--hf-config %s: %w", path, err)
+		return Config{}, files.BadInput(path, fmt.Errorf("--hf-config %s: %w", path, err))
 	}
 	c, err := ParseHFConfig(data)
 	if err != nil {
@@ -157,7 +158,7 @@ func epsOf(field string, v *float64, def float64) (float64, error) {
 	if v == nil {
 		return def, nil
 	}
-	if !(*v > 0 && *v < 1) {
+	if !(*v > 0 && *v < 1 && float32(*v) > 0) {
 		return 0, refuse(field, *v, "not a norm's ε (valid: above 0, below 1)")
 	}
 	return *v, nil
@@ -169,7 +170,13 @@ func (h hfConfig) gpt2() (Config, error) {
 	}
 	c := Config{Layers: *h.NLayer, Hidden: *h.NEmbd, Heads: *h.NHead, Vocab: *h.VocabSize, Context: *h.NPositions}
 	if h.NInner != nil {
+		if *h.NInner <= 0 {
+			return Config{}, refuse("n_inner", *h.NInner, "not an MLP width (valid: a positive width, or null for 4·n_embd)")
+		}
 		c.FFN = *h.NInner
+	}
+	if h.ScaleWeights != nil && !*h.ScaleWeights {
+		return Config{}, refuse("scale_attn_weights", false, "trainmem's attention divides the scores by sqrt(head size) (valid: true)")
 	}
 	if h.Tie != nil {
 		c.Untied = !*h.Tie
@@ -202,24 +209,50 @@ func (h hfConfig) llama() (Config, error) {
 	if h.Tie != nil {
 		c.Untied = !*h.Tie
 	}
+	kv := *h.Heads // LlamaConfig's default: multi-head
+	if h.ModelType == "mistral" {
+		kv = 8 // MistralConfig's default
+	}
+	if h.KVHeads != nil {
+		kv = *h.KVHeads
+	}
+	window := -1 // none
+	if h.ModelType == "mistral" {
+		window = 4096 // MistralConfig's default
+	}
 	switch {
-	case h.KVHeads != nil && *h.KVHeads != *h.Heads:
-		return Config{}, refuse("num_key_value_heads", *h.KVHeads, fmt.Sprintf("grouped-query attention is not executed yet (valid: num_attention_heads, %d)", *h.Heads))
+	case string(h.SlidingWindow) == "null":
+		window = -1
+	case h.SlidingWindow != nil:
+		if err := json.Unmarshal(h.SlidingWindow, &window); err != nil || window <= 0 {
+			return Config{}, refuse("sliding_window", string(h.SlidingWindow), "not a window (valid: null or a number of positions)")
+		}
+	}
+	// Both biases are the all-biased linear layers trainmem has.
+	attnBias, mlpBias := h.AttentionBias != nil && *h.AttentionBias, h.MLPBias != nil && *h.MLPBias
+	switch {
+	case *h.Heads <= 0:
+		return Config{}, refuse("num_attention_heads", *h.Heads, "not a head count (valid: a positive divisor of hidden_size)")
+	case *h.Intermediate <= 0:
+		return Config{}, refuse("intermediate_size", *h.Intermediate, "not an MLP width (valid: a positive width)")
+	case kv != *h.Heads:
+		return Config{}, refuse("num_key_value_heads", kv, fmt.Sprintf("grouped-query attention is not executed yet (valid: num_attention_heads, %d)", *h.Heads))
 	case h.HeadDim != nil && *h.Hidden%*h.Heads == 0 && *h.HeadDim != *h.Hidden / *h.Heads:
 		return Config{}, refuse("head_dim", *h.HeadDim, fmt.Sprintf("trainmem's heads are hidden_size/num_attention_heads wide (valid: %d)", *h.Hidden / *h.Heads))
 	case h.HiddenAct != nil && *h.HiddenAct != "silu":
 		return Config{}, refuse("hidden_act", *h.HiddenAct, "trainmem's SwiGLU gates by SiLU (valid: silu)")
 	case h.RopeScaling != nil && string(*h.RopeScaling) != "null":
 		return Config{}, refuse("rope_scaling", string(*h.RopeScaling), "trainmem's rotary angles are unscaled (valid: null)")
-	case h.AttentionBias != nil && *h.AttentionBias:
-		return Config{}, refuse("attention_bias", true, "the attention's projections would have biases and the MLP's none; trainmem's linear layers have biases all or none (valid: false)")
-	case h.MLPBias != nil && *h.MLPBias:
-		return Config{}, refuse("mlp_bias", true, "the MLP's projections would have biases and the attention's none (valid: false)")
+	case attnBias && !mlpBias:
+		return Config{}, refuse("attention_bias", true, "the attention's projections would have biases and the MLP's none; trainmem's linear layers have biases all or none (valid: false, or mlp_bias true too)")
+	case mlpBias && !attnBias:
+		return Config{}, refuse("mlp_bias", true, "the MLP's projections would have biases and the attention's none (valid: false, or attention_bias true too)")
 	case h.ModelType == "qwen2":
 		return Config{}, fmt.Errorf("model: model_type qwen2: its q, k and v projections have biases and its other linear layers none, which trainmem's linear layers (biases all or none) cannot hold")
-	case h.ModelType == "mistral" && h.SlidingWindow != nil && *h.SlidingWindow < *h.MaxPositions:
-		return Config{}, refuse("sliding_window", *h.SlidingWindow, fmt.Sprintf("trainmem's attention sees every earlier position (valid: null, or at least max_position_embeddings, %d)", *h.MaxPositions))
+	case window >= 0 && window < *h.MaxPositions:
+		return Config{}, refuse("sliding_window", window, fmt.Sprintf("trainmem's attention sees every earlier position (valid: null, or at least max_position_embeddings, %d)", *h.MaxPositions))
 	}
+	c.NoBias = !(attnBias && mlpBias)
 	c.RopeTheta = DefaultRopeTheta
 	if h.RopeTheta != nil {
 		if !(*h.RopeTheta > 1) || math.IsInf(*h.RopeTheta, 0) {

@@ -124,11 +124,17 @@ func TestHFConfigFields(t *testing.T) {
 		{"gqa", edit(hfLlama2, `"num_key_value_heads": 32`, `"num_key_value_heads": 8`), []string{"num_key_value_heads 8", "grouped-query attention", "valid: num_attention_heads, 32"}},
 		{"gelu llama", edit(hfLlama2, `"silu"`, `"gelu"`), []string{"hidden_act gelu", "valid: silu"}},
 		{"rope scaling", edit(hfLlama2, `"rope_scaling": null`, `"rope_scaling": {"type": "linear", "factor": 2.0}`), []string{"rope_scaling", "linear", "valid: null"}},
-		{"attention bias", edit(hfLlama2, `"use_cache": true`, `"attention_bias": true`), []string{"attention_bias true", "valid: false"}},
 		{"head dim", edit(hfLlama2, `"use_cache": true`, `"head_dim": 64`), []string{"head_dim 64", "valid: 128"}},
 		{"qwen2", edit(hfLlama2, `"model_type": "llama"`, `"model_type": "qwen2"`), []string{"qwen2", "q, k and v projections have biases"}},
 		{"mistral window", edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"use_cache": true`, `"sliding_window": 1024`), []string{"sliding_window 1024", "valid: null, or at least max_position_embeddings, 4096"}},
 		{"epsilon", edit(hfLlama2, `"rms_norm_eps": 1e-05`, `"rms_norm_eps": 0`), []string{"rms_norm_eps 0", "valid: above 0"}},
+		{"no heads", edit(edit(edit(hfLlama2, `"num_attention_heads": 32`, `"num_attention_heads": 0`), `"num_key_value_heads": 32`, `"num_key_value_heads": 0`), `"use_cache": true`, `"head_dim": 64`), []string{"num_attention_heads 0", "not a head count"}},
+		{"no width", edit(hfLlama2, `"intermediate_size": 11008`, `"intermediate_size": 0`), []string{"intermediate_size 0", "not an MLP width"}},
+		{"gpt2 width", edit(hfGPT2, `"n_layer": 12,`, `"n_layer": 12, "n_inner": -1,`), []string{"n_inner -1"}},
+		{"unscaled gpt2", edit(hfGPT2, `"n_layer": 12,`, `"n_layer": 12, "scale_attn_weights": false,`), []string{"scale_attn_weights false", "valid: true"}},
+		{"mistral defaults to 8 kv heads", edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"num_key_value_heads": 32,`, ``), []string{"num_key_value_heads 8"}},
+		{"mistral defaults to a window of 4096", edit(edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"max_position_embeddings": 4096`, `"max_position_embeddings": 32768`), `"use_cache": true`, `"use_cache": true`), []string{"sliding_window 4096", "32768"}},
+		{"attention bias alone", edit(hfLlama2, `"use_cache": true`, `"attention_bias": true`), []string{"attention_bias true", "or mlp_bias true too"}},
 		{"heads", edit(edit(hfLlama2, `"num_attention_heads": 32`, `"num_attention_heads": 30`), `"num_key_value_heads": 32`, `"num_key_value_heads": 30`), []string{"heads 30 does not divide hidden 4096"}},
 	} {
 		if _, err := ParseHFConfig([]byte(tc.file)); err == nil {
@@ -140,6 +146,15 @@ func TestHFConfigFields(t *testing.T) {
 				}
 			}
 		}
+	}
+	// Both biases are all of the linear layers' biases; a mistral window
+	// of null is none.
+	b, err := ParseHFConfig([]byte(edit(hfLlama2, `"use_cache": true`, `"attention_bias": true, "mlp_bias": true`)))
+	if err != nil || b.NoBias {
+		t.Errorf("attention_bias and mlp_bias: no bias %t, %v", b.NoBias, err)
+	}
+	if _, err := ParseHFConfig([]byte(edit(edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"max_position_embeddings": 4096`, `"max_position_embeddings": 32768`), `"use_cache": true`, `"sliding_window": null`))); err != nil {
+		t.Errorf("mistral with sliding_window null: %v", err)
 	}
 	// Mistral with its window at the context is full attention.
 	if _, err := ParseHFConfig([]byte(edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"use_cache": true`, `"sliding_window": 4096`))); err != nil {

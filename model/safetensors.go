@@ -45,7 +45,7 @@ func hfLayout(cfg Config) (map[string][]hfPart, []string, error) {
 	rows := map[string][]hfPart{}
 	one := func(row, name string, t bool) { rows[row] = []hfPart{{name, t}} }
 	switch {
-	case cfg.GPT2():
+	case cfg.Norm == NormLayer && !cfg.NoBias && cfg.MLP == MLPGELU && cfg.Positions == PosLearned: // GPT-2's tensors, at any width and ε
 		one("wte", "wte.weight", false)
 		one("wpe", "wpe.weight", false)
 		for l := range cfg.Layers {
@@ -174,6 +174,13 @@ func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, erro
 			case st.F32, st.F16, st.BF16, st.F64:
 			default:
 				return safetensorsPlan{}, fmt.Errorf("model: tensor %s is %v (valid: F32, F16, BF16, F64)", name, ti.DType)
+			}
+			elems := uint64(1)
+			for _, d := range ti.Shape {
+				elems *= d
+			}
+			if o := ti.DataOffsets; o[1] < o[0] || o[1]-o[0] != elems*ti.DType.Size() {
+				return safetensorsPlan{}, fmt.Errorf("model: tensor %s of shape %v and %v has data offsets %v, which hold %d bytes, not its %d", name, ti.Shape, ti.DType, o, int64(o[1])-int64(o[0]), elems*ti.DType.Size())
 			}
 			shape := append([]uint64(nil), ti.Shape...)
 			if part.transpose && len(shape) == 2 {

@@ -290,8 +290,6 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		switch {
 		case f.preset != "":
 			return model.Checked{}, usagef("--hf-config %s and --preset %s: give one model", f.hfConfig, f.preset)
-		case f.base != nil:
-			return model.Checked{}, usagef("--hf-config %s and --load of an llm.c file, which gives the model already (a safetensors file takes --hf-config)", f.hfConfig)
 		case f.params > 0:
 			return model.Checked{}, usagef("--params gives a bare parameter count: use it without --hf-config")
 		}
