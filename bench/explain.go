@@ -360,7 +360,7 @@ func outsideTrainmem(tv int64, d dims, s model.Setup, head bool) string {
 // kindOf names the kind of model in an explanation: GPT-2, or a model of
 // other blocks.
 func kindOf(m model.Config) string {
-	if m.GPT2() || m.Norm == model.NormLayer && m.MLP == model.MLPGELU && m.Positions == model.PosLearned {
+	if m.Norm == model.NormLayer && m.MLP == model.MLPGELU && m.Positions == model.PosLearned {
 		return "GPT-2"
 	}
 	return "model"

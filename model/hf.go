@@ -36,9 +36,13 @@ type hfConfig struct {
 	VocabSize  *int    `json:"vocab_size"`
 	Tie        *bool   `json:"tie_word_embeddings"`
 	// GPT-2's names.
-	NLayer, NEmbd, NHead, NPositions, NInner *int
-	Activation                               *string  `json:"activation_function"`
-	LayerNormEps                             *float64 `json:"layer_norm_epsilon"`
+	NLayer       *int     `json:"n_layer"`
+	NEmbd        *int     `json:"n_embd"`
+	NHead        *int     `json:"n_head"`
+	NPositions   *int     `json:"n_positions"`
+	NInner       *int     `json:"n_inner"`
+	Activation   *string  `json:"activation_function"`
+	LayerNormEps *float64 `json:"layer_norm_epsilon"`
 	// The LLaMA family's names.
 	Hidden         *int             `json:"hidden_size"`
 	Intermediate   *int             `json:"intermediate_size"`
@@ -55,31 +59,9 @@ type hfConfig struct {
 	MLPBias        *bool            `json:"mlp_bias"`
 	SlidingWindow  json.RawMessage  `json:"sliding_window"` // absent (nil), null or a number: MistralConfig's default is 4096
 	ScaleWeights   *bool            `json:"scale_attn_weights"`
-	UseSliding     *bool            `json:"use_sliding_window"`
 	ScaleByLayer   *bool            `json:"scale_attn_by_inverse_layer_idx"`
 	ReorderUpcast  *bool            `json:"reorder_and_upcast_attn"`
 	CrossAttention *bool            `json:"add_cross_attention"`
-}
-
-// UnmarshalJSON reads GPT-2's short names (n_layer, ...) into the fields
-// declared without tags above.
-func (c *hfConfig) UnmarshalJSON(data []byte) error {
-	type plain hfConfig
-	if err := json.Unmarshal(data, (*plain)(c)); err != nil {
-		return err
-	}
-	var short struct {
-		NLayer     *int `json:"n_layer"`
-		NEmbd      *int `json:"n_embd"`
-		NHead      *int `json:"n_head"`
-		NPositions *int `json:"n_positions"`
-		NInner     *int `json:"n_inner"`
-	}
-	if err := json.Unmarshal(data, &short); err != nil {
-		return err
-	}
-	c.NLayer, c.NEmbd, c.NHead, c.NPositions, c.NInner = short.NLayer, short.NEmbd, short.NHead, short.NPositions, short.NInner
-	return nil
 }
 
 // ReadHFConfig reads a Hugging Face config.json at path (the --hf-config

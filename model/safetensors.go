@@ -111,11 +111,11 @@ func IsSafetensors(path string) (bool, error) {
 }
 
 // safetensorsPlan is where every row of the table comes from in a file:
-// its tensors' infos, checked against cfg.
+// its tensors, by their names in the file (the prefix found), checked
+// against cfg.
 type safetensorsPlan struct {
 	table []Param
-	parts [][]*st.TensorInfo
-	names [][]string
+	parts [][]hfPart
 }
 
 // planSafetensors reads the header of a safetensors file of size bytes
@@ -162,7 +162,7 @@ func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, erro
 	plan := safetensorsPlan{table: cfg.Params()}
 	used := map[string]bool{}
 	for _, p := range plan.table {
-		var tis []*st.TensorInfo
+		var found []hfPart
 		var names []string
 		var rowsOf int64
 		for _, part := range rows[p.Name] {
@@ -191,13 +191,13 @@ func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, erro
 				return safetensorsPlan{}, fmt.Errorf("model: tensor %s has shape %v, which makes no part of trainmem's %s %v", name, ti.Shape, p.Name, p.Shape)
 			}
 			rowsOf += int64(shape[0])
-			tis, names = append(tis, ti), append(names, name)
+			found, names = append(found, hfPart{name, part.transpose}), append(names, name)
 			used[name] = true
 		}
 		if rowsOf != int64(p.Shape[0]) {
 			return safetensorsPlan{}, fmt.Errorf("model: the file's %s make %d rows of trainmem's %s, which has %d", strings.Join(names, ", "), rowsOf, p.Name, p.Shape[0])
 		}
-		plan.parts, plan.names = append(plan.parts, tis), append(plan.names, names)
+		plan.parts = append(plan.parts, found)
 	}
 	var extra []string
 	for name := range infos {
@@ -247,10 +247,10 @@ func loadSafetensors(path string, cfg Config) ([]float32, error) {
 		return nil, files.BadInput(path, fmt.Errorf("model: %s: %v", path, err))
 	}
 	params := make([]float32, cfg.NumParams())
-	rows, _, _ := hfLayout(cfg)
 	for i, p := range plan.table {
 		dst := params[p.Offset : p.Offset+p.Count]
-		for j, name := range plan.names[i] {
+		for _, part := range plan.parts[i] {
+			name := part.name
 			tv, ok := file.Tensor(name)
 			if !ok {
 				return nil, files.BadInput(path, fmt.Errorf("model: %s: no tensor %s", path, name))
@@ -259,7 +259,7 @@ func loadSafetensors(path string, cfg Config) ([]float32, error) {
 			if err != nil {
 				return nil, files.BadInput(path, fmt.Errorf("model: %s: tensor %s: %v", path, name, err))
 			}
-			if rows[p.Name][j].transpose {
+			if part.transpose {
 				r, c := int(tv.Shape()[0]), int(tv.Shape()[1])
 				t := make([]float32, len(vals))
 				for a := range r {

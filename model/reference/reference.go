@@ -109,13 +109,6 @@ func (r *Model) build() error {
 	}
 	P := func(name string) *G.Node { return byName[name] }
 
-	// Position ids 0..T-1 for each sequence of the batch.
-	pos := make([]int, N)
-	for i := range pos {
-		pos[i] = i % T
-	}
-	posIDs := G.NewConstant(tensor.New(tensor.WithShape(N), tensor.WithBacking(pos)), G.WithName("positions"))
-
 	// Causal mask added to the attention scores: 0 on and below the
 	// diagonal, -1e9 above it (exp underflows to exactly 0).
 	mask := make([]float64, B*NH*T*T)
@@ -131,6 +124,12 @@ func (r *Model) build() error {
 	tok := b.do(func() (*G.Node, error) { return G.ByIndices(P("wte"), r.tokens, 0) })
 	x := tok
 	if cfg.Positions == model.PosLearned {
+		// Position ids 0..T-1 for each sequence of the batch.
+		pos := make([]int, N)
+		for i := range pos {
+			pos[i] = i % T
+		}
+		posIDs := G.NewConstant(tensor.New(tensor.WithShape(N), tensor.WithBacking(pos)), G.WithName("positions"))
 		pe := b.do(func() (*G.Node, error) { return G.ByIndices(P("wpe"), posIDs, 0) })
 		x = b.do(func() (*G.Node, error) { return G.Add(tok, pe) })
 	}
