@@ -147,9 +147,14 @@ func explain(r *ValidateReport) []string {
 		add("temporaries: %s (their own peak; %s of allocator blocks at the overall peak): values that die inside the forward or backward pass, which no formula models", bt(v), bt(r.SimulatedStats.AtPeak[cuda.Temporaries]))
 	}
 	if v := sim[cuda.Workspace.String()]; v > 0 {
-		att := int64(cuda.AttentionScratchLen(s.Seq, s.Model.Heads)) * 4
+		m := s.Model
+		att := int64(cuda.AttentionScratchLen(s.Seq, m.Hidden, m.Heads, m.KV())) * 4
 		ce := int64(cuda.CrossEntropyScratchLen(s.Batch*s.Seq)) * 4
-		add("workspace: %s: kernel scratch that no formula models: attention backward's fp32 score gradients for one sequence (4·a·s² = %s) and cross-entropy's per-row losses (4·b·s = %s)", bt(v), bt(att), bt(ce))
+		what := "fp32 score gradients for one sequence (4·a·s²"
+		if m.KV() < m.Heads {
+			what = "fp32 score gradients and key or value gradients for one sequence (4·a·s² + 4·s·h·kv/a"
+		}
+		add("workspace: %s: kernel scratch that no formula models: attention backward's %s = %s) and cross-entropy's per-row losses (4·b·s = %s)", bt(v), what, bt(att), bt(ce))
 	}
 	if v := sim[RowRounding]; v != 0 {
 		add("allocator rounding: %s, %s over the requested peak (peak allocated %s − peak requested %s bytes): every request is rounded up to a multiple of 512 bytes, and a large-pool block is handed out whole when at most 1 MiB would remain after a split",
@@ -284,7 +289,11 @@ func valuesNote(n int64, s model.Setup, at model.Moment) string {
 	} else if m.FFNWidth() != 4*m.Hidden {
 		mlp = fmt.Sprintf("the MLP's %d-wide input and GELU output", m.FFNWidth())
 	}
-	kept := fmt.Sprintf("%d a kept layer: q, k, v, the attention output, %s, the residual stream after each half, %s", perBlock, norms, mlp)
+	qkv := "q, k, v"
+	if kv := m.KV(); kv < m.Heads {
+		qkv = fmt.Sprintf("q and the %d key and value heads' k and v (%d wide each)", kv, kv*m.HeadDim())
+	}
+	kept := fmt.Sprintf("%d a kept layer: %s, the attention output, %s, the residual stream after each half, %s", perBlock, qkv, norms, mlp)
 	switch {
 	case n == 0:
 		return "none at its peak, " + at.String() + ": the layers' values are dropped, and recomputed only once the backward pass has freed the head, which the formulas count beside a recomputed layer"

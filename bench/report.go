@@ -20,6 +20,7 @@ type (
 		Layers  int    `json:"layers,omitempty"`
 		Hidden  int    `json:"hidden,omitempty"`
 		Heads   int    `json:"heads,omitempty"`
+		KVHeads int    `json:"kv_heads,omitempty"` // the key and value heads (model.Config.KV)
 		Vocab   int    `json:"vocab,omitempty"`
 		Context int    `json:"context,omitempty"`
 		Tied    *bool  `json:"tied,omitempty"`
@@ -106,7 +107,7 @@ func modelDocOf(s model.Setup) modelDoc {
 	}
 	m := s.Model
 	tied, biases := !m.Untied, !m.NoBias
-	d := modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, Vocab: m.Vocab, Context: m.Context, Tied: &tied,
+	d := modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, KVHeads: m.KV(), Vocab: m.Vocab, Context: m.Context, Tied: &tied,
 		Norm: m.Norm.String(), LinearBiases: &biases, MLP: m.MLP.String(), FFN: m.FFNWidth(), Positions: m.Positions.String(), Params: m.NumParams()}
 	if m.Positions == model.PosRoPE {
 		d.RopeTheta = m.Theta()

@@ -187,6 +187,7 @@ type Kernels interface {
 	SwiGLUKernels
 	RoPEKernels
 	AttentionKernels
+	FlashKernels
 	CrossEntropyKernels
 	OptimizerKernels
 }

@@ -14,35 +14,37 @@ package cuda
 // RoPEKernels are the rotary family: the rotation and its inverse, which
 // is its gradient.
 type RoPEKernels interface {
-	// RoPE: for x, y (B·T, 3C) rows [q | k | v] of NH heads of hs = C/NH
-	// channels, y's q and k are x's rotated (a' = a·cos − b·sin,
+	// RoPE: for x, y (B·T, W) rows [q | k | v] of NH query heads and KV
+	// key and value heads of hs = C/NH channels (W = QKVWidth(C, NH, KV);
+	// AttentionKernels), y's q and k are x's rotated (a' = a·cos − b·sin,
 	// b' = b·cos + a·sin for a = channel i, b = channel i + hs/2 of a
 	// head, angle t·theta^(-2i/hs), t = row mod T) and y's v is x's.
-	RoPE(y, x *Buffer, B, T, C, NH int, theta float32) error
+	RoPE(y, x *Buffer, B, T, C, NH, KV int, theta float32) error
 	// RoPEBackward: dx = the rotation by the opposite angles of dy (the
 	// rotation's transpose), v's gradient passed through.
-	RoPEBackward(dx, dy *Buffer, B, T, C, NH int, theta float32) error
+	RoPEBackward(dx, dy *Buffer, B, T, C, NH, KV int, theta float32) error
 }
 
-func (Checks) RoPE(y, x *Buffer, B, T, C, NH int, theta float32) error {
-	return checkRoPE("RoPE", "y", y, "x", x, B, T, C, NH, theta)
+func (Checks) RoPE(y, x *Buffer, B, T, C, NH, KV int, theta float32) error {
+	return checkRoPE("RoPE", "y", y, "x", x, B, T, C, NH, KV, theta)
 }
 
-func (Checks) RoPEBackward(dx, dy *Buffer, B, T, C, NH int, theta float32) error {
-	return checkRoPE("RoPEBackward", "dx", dx, "dy", dy, B, T, C, NH, theta)
+func (Checks) RoPEBackward(dx, dy *Buffer, B, T, C, NH, KV int, theta float32) error {
+	return checkRoPE("RoPEBackward", "dx", dx, "dy", dy, B, T, C, NH, KV, theta)
 }
 
-func checkRoPE(kernel, outName string, out *Buffer, inName string, in *Buffer, B, T, C, NH int, theta float32) error {
+func checkRoPE(kernel, outName string, out *Buffer, inName string, in *Buffer, B, T, C, NH, KV int, theta float32) error {
 	c := check(kernel)
-	c.positive("B", B, "T", T, "C", C, "NH", NH)
-	if c.err == nil && (C%NH != 0 || (C/NH)%2 != 0) {
-		c.fail("C = %d over NH = %d heads: the head size must be a whole, even number", C, NH)
+	c.heads(B, T, C, NH, KV)
+	if c.err == nil && (C/NH)%2 != 0 {
+		c.fail("C = %d over NH = %d heads: the head size must be even", C, NH)
 	}
 	if c.err == nil && !(theta > 1) {
 		c.fail("theta is %g, want > 1", theta)
 	}
-	c.floats(outName, out, B*T*3*C, "B·T·3C")
-	c.floats(inName, in, B*T*3*C, "B·T·3C")
+	W := QKVWidth(C, NH, KV)
+	c.floats(outName, out, B*T*W, "B·T·W")
+	c.floats(inName, in, B*T*W, "B·T·W")
 	c.disjoint(outName, out, inName, in)
 	return c.err
 }

@@ -11,12 +11,17 @@ import (
 
 // Config is a GPT-2 shape.
 type Config struct {
-	Name    string // preset name, or "custom"
-	Layers  int    // transformer blocks, L
-	Hidden  int    // channels, h (C in llm.c)
-	Heads   int    // attention heads, a; must divide Hidden
-	Vocab   int    // vocabulary, V (50257 for GPT-2's BPE; not padded: parameter counts are exact)
-	Context int    // learned positions, the longest sequence (1024 for GPT-2)
+	Name   string // preset name, or "custom"
+	Layers int    // transformer blocks, L
+	Hidden int    // channels, h (C in llm.c)
+	Heads  int    // attention heads, a; must divide Hidden
+	// KVHeads is the key and value heads (grouped-query attention, Ainslie
+	// et al. 2023; Hugging Face's num_key_value_heads), each shared by
+	// Heads/KVHeads query heads: Heads (or 0) is multi-head attention, 1
+	// multi-query (Shazeer 2019). It must divide Heads.
+	KVHeads int
+	Vocab   int // vocabulary, V (50257 for GPT-2's BPE; not padded: parameter counts are exact)
+	Context int // learned positions, the longest sequence (1024 for GPT-2)
 	// Untied gives the model its own output projection (lm_head, V×h)
 	// instead of reusing the token embedding (GPT-2 ties them).
 	Untied bool
@@ -60,10 +65,19 @@ type Config struct {
 // meta-llama/Llama-2-7b-hf's config.json: hidden 4096, 32 layers, 32
 // heads, intermediate_size 11008, vocabulary 32000, 4096 positions,
 // rope_theta 10000, RMSNorm, no biases, an untied head; 6,738,415,616
-// parameters); tiny-llama is tiny with LLaMA's blocks, for tests.
+// parameters). llama3-8b is Llama 3 8B (Meta 2024; meta-llama/Meta-Llama-3-8B's
+// config.json: hidden 4096, 32 layers, 32 heads and 8 key and value heads,
+// intermediate_size 14336, vocabulary 128256, 8192 positions, rope_theta
+// 500000; the model card's 8.03B, 8,030,261,248 exactly). tinyllama-1.1b is
+// TinyLlama 1.1B (Zhang et al. 2024; TinyLlama/TinyLlama-1.1B's config.json:
+// hidden 2048, 22 layers, 32 heads and 4 key and value heads,
+// intermediate_size 5632, vocabulary 32000, 2048 positions;
+// 1,100,048,384 parameters). tiny-llama is tiny with LLaMA's blocks and
+// grouped-query attention (2 key and value heads for 4 query heads), for
+// tests.
 var presets = []Config{
 	{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64},
-	{Name: "tiny-llama", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64, Untied: true, Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, Positions: PosRoPE},
+	{Name: "tiny-llama", Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, Vocab: 256, Context: 64, Untied: true, Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, Positions: PosRoPE},
 	{Name: "gpt2", Layers: 12, Hidden: 768, Heads: 12, Vocab: 50257, Context: 1024},
 	{Name: "gpt2-medium", Layers: 24, Hidden: 1024, Heads: 16, Vocab: 50257, Context: 1024},
 	{Name: "gpt2-large", Layers: 36, Hidden: 1280, Heads: 20, Vocab: 50257, Context: 1024},
@@ -71,6 +85,10 @@ var presets = []Config{
 	{Name: "6b", Layers: 28, Hidden: 4096, Heads: 16, Vocab: 50400, Context: 2048, Untied: true},
 	{Name: "llama2-7b", Layers: 32, Hidden: 4096, Heads: 32, Vocab: 32000, Context: 4096, Untied: true,
 		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 11008, Positions: PosRoPE},
+	{Name: "tinyllama-1.1b", Layers: 22, Hidden: 2048, Heads: 32, KVHeads: 4, Vocab: 32000, Context: 2048, Untied: true,
+		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 5632, Positions: PosRoPE},
+	{Name: "llama3-8b", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, Vocab: 128256, Context: 8192, Untied: true,
+		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 14336, Positions: PosRoPE, RopeTheta: 500000},
 }
 
 // PresetNames lists the presets, smallest first.
@@ -117,6 +135,9 @@ func (c Config) canonical() Config {
 	if c.FFN > 0 && c.FFN == (Config{Hidden: c.Hidden, MLP: c.MLP}).FFNWidth() {
 		c.FFN = 0
 	}
+	if c.KVHeads == c.Heads {
+		c.KVHeads = 0
+	}
 	return c
 }
 
@@ -141,6 +162,9 @@ func (c Config) Validate() error {
 			}
 		}
 		return fmt.Errorf("model: heads %d does not divide hidden %d (valid head counts include %s)", c.Heads, c.Hidden, strings.Join(ok, ", "))
+	}
+	if c.KVHeads != 0 && (c.KVHeads < 0 || c.Heads%c.KVHeads != 0) {
+		return fmt.Errorf("model: kv heads %d does not divide heads %d (valid: %s, or 0 for %d)", c.KVHeads, c.Heads, divisors(c.Heads), c.Heads)
 	}
 	if int(c.Norm) >= len(normNames) {
 		return fmt.Errorf("model: norm %v: unknown (valid: %s)", c.Norm, strings.Join(normNames, ", "))
@@ -169,7 +193,7 @@ func (c Config) Validate() error {
 	if err := c.Stage.check(c.Layers); err != nil {
 		return err
 	}
-	return c.Tensor.check(c.Heads, c.Vocab)
+	return c.Tensor.check(c.Heads, c.KV(), c.Vocab)
 }
 
 // Norm is a model's kind of norm (Config.Norm).
@@ -315,12 +339,24 @@ func (c Config) normParams() int64 {
 // linear layers, a GELU MLP of 4h), the one llm.c's checkpoint format
 // holds; a tied or untied head and any size are GPT-2's.
 func (c Config) GPT2() bool {
-	return c.Norm == NormLayer && !c.NoBias && c.MLP == MLPGELU && c.FFNWidth() == 4*c.Hidden && c.Positions == PosLearned &&
+	return c.Norm == NormLayer && !c.NoBias && c.MLP == MLPGELU && c.KV() == c.Heads && c.FFNWidth() == 4*c.Hidden && c.Positions == PosLearned &&
 		float32(c.Eps()) == float32(LayerNormEps)
 }
 
 // HeadDim is the channels per head, h/a.
 func (c Config) HeadDim() int { return c.Hidden / c.Heads }
+
+// KV is the key and value heads: KVHeads, or Heads when it is 0.
+func (c Config) KV() int {
+	if c.KVHeads > 0 {
+		return c.KVHeads
+	}
+	return c.Heads
+}
+
+// kvWidth is the channels of the keys (and of the values): KV·h/a, h with
+// multi-head attention.
+func (c Config) kvWidth() int { return c.KV() * c.HeadDim() }
 
 // Param is one row of the parameter table: a named tensor, its shape, its
 // element count and its offset (in elements) in the flat parameter buffer.
@@ -365,13 +401,15 @@ func (c Config) Params() []Param {
 		off += n
 	}
 	var whole TensorSplit
-	qkv := c.Tensor.heads(h)    // column-parallel: rows of q, k and v of the rank's heads
-	attn := c.Tensor.part(1, h) // row-parallel: the attention output's columns
+	kvw := c.kvWidth()
+	kvp := kvw / t                        // this rank's channels of k and of v
+	qkv := c.Tensor.parts(0, h, kvw, kvw) // column-parallel: rows of q, k and v of the rank's heads
+	attn := c.Tensor.part(1, h)           // row-parallel: the attention output's columns
 	F := c.FFNWidth()
-	Fp := F / c.Tensor.size()     // this rank's channels of the MLP
-	k := c.mlpIn()                // the F-wide projections of the MLP's first layer
-	fc := c.Tensor.parts(0, k, F) // column-parallel: the rank's rows of each projection (gate, up)
-	proj := c.Tensor.part(1, F)   // row-parallel: the MLP's columns
+	Fp := F / c.Tensor.size()                   // this rank's channels of the MLP
+	k := c.mlpIn()                              // the F-wide projections of the MLP's first layer
+	fc := c.Tensor.parts(0, []int{F, F}[:k]...) // column-parallel: the rank's rows of each projection (gate, up)
+	proj := c.Tensor.part(1, F)                 // row-parallel: the MLP's columns
 	_, vr := c.Tensor.VocabRows(c.Vocab)
 	vocab := c.Tensor.vocab(c.Vocab) // vocabulary-parallel: the rank's rows
 	if c.First() {
@@ -394,8 +432,8 @@ func (c Config) Params() []Param {
 	for l := 0; l < L; l++ {
 		p := fmt.Sprintf("h%d.", c.Stage.Lo+l)
 		norm(p+"ln1", l)
-		add(p+"attn.qkv.w", l, true, qkv, 3*hp, h)
-		bias(p+"attn.qkv.b", l, qkv, 3*hp)
+		add(p+"attn.qkv.w", l, true, qkv, hp+2*kvp, h)
+		bias(p+"attn.qkv.b", l, qkv, hp+2*kvp)
 		add(p+"attn.proj.w", l, true, attn, h, hp)
 		bias(p+"attn.proj.b", l, whole, h)
 		norm(p+"ln2", l)
@@ -444,16 +482,17 @@ func (c Config) NumParams() int64 {
 // of a tensor-parallel rank's part of it, 12h²/t + 7h/t + 6h (the split
 // matrices and column-parallel biases, then the layer norms and the
 // row-parallel biases, which every rank holds whole). That is GPT-2's
-// MLP of F = 4h; in general the attention's 4h² and the MLP's (k+1)·h·F,
-// k = 1 projection (GELU) or 2 (SwiGLU's gate and up), the column-parallel
-// biases 3h + k·F. Without linear biases those and the 2h row-parallel
+// MLP of F = 4h and multi-head attention; in general the attention's
+// 2h² + 2h·kv (kv = KV·h/a, the keys' and the values' width) and the MLP's
+// (k+1)·h·F, k = 1 projection (GELU) or 2 (SwiGLU's gate and up), the
+// column-parallel biases h + 2kv + k·F. Without linear biases those and the 2h row-parallel
 // ones go; an RMSNorm has h parameters where a layer norm has 2h.
 func (c Config) LayerParams() int64 {
 	h, t := int64(c.Hidden), int64(c.Tensor.size())
-	F, k := int64(c.FFNWidth()), int64(c.mlpIn())
-	n := 4*h*(h/t) + (k+1)*h*(F/t) + 2*c.normParams()
+	F, k, kv := int64(c.FFNWidth()), int64(c.mlpIn()), int64(c.kvWidth())
+	n := 2*h*(h/t) + 2*h*(kv/t) + (k+1)*h*(F/t) + 2*c.normParams()
 	if !c.NoBias {
-		n += 3*h/t + k*F/t + 2*h
+		n += h/t + 2*kv/t + k*F/t + 2*h
 	}
 	return n
 }
@@ -483,6 +522,9 @@ func (c Config) String() string {
 	arch := ""
 	if c.Norm != NormLayer {
 		arch += ", " + c.Norm.String()
+	}
+	if kv := c.KV(); kv != c.Heads {
+		arch += fmt.Sprintf(", %d key and value heads", kv)
 	}
 	if c.NoBias {
 		arch += ", no linear biases"

@@ -21,6 +21,12 @@ func TestNumParamsPublished(t *testing.T) {
 		// LLaMA 2 7B: the model card's 6,738,415,616 (Hugging Face's
 		// LlamaForCausalLM of meta-llama/Llama-2-7b-hf; Touvron et al. 2023).
 		{"llama2-7b", 6738415616},
+		// Llama 3 8B: Meta's model card's 8.03B, exactly 8,030,261,248 as
+		// LlamaForCausalLM counts it (embeddings 2·128256·4096, 32 blocks of
+		// 218,112,000, the final norm's 4096).
+		{"llama3-8b", 8030261248},
+		// TinyLlama 1.1B (Zhang et al. 2024): 1,100,048,384.
+		{"tinyllama-1.1b", 1100048384},
 	} {
 		c, err := Preset(tc.preset)
 		if err != nil {
@@ -149,5 +155,45 @@ func TestPresetOf(t *testing.T) {
 	c.Layers = 13
 	if got := PresetOf(c); got != "" {
 		t.Errorf("a 13-layer gpt2 is preset %q", got)
+	}
+}
+
+// Grouped-query attention's key and value heads divide the query heads,
+// and a tensor-parallel split divides them too; refusals name the value
+// and what would be valid.
+func TestKVHeads(t *testing.T) {
+	c := mustPreset(t, "tiny-llama") // 4 query heads, 2 key and value heads
+	if c.KV() != 2 || c.LayerParams() != 2*64*64+2*64*32+3*64*256+2*64 {
+		t.Errorf("tiny-llama: %d key and value heads, %d parameters a block", c.KV(), c.LayerParams())
+	}
+	for _, tc := range []struct {
+		kv   int
+		want string
+	}{{3, "kv heads 3 does not divide heads 4 (valid: 1, 2, 4, or 0 for 4)"}, {-1, "kv heads -1"}, {8, "kv heads 8 does not divide heads 4"}} {
+		bad := c
+		bad.KVHeads = tc.kv
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("kv heads %d: %v, want %q", tc.kv, err, tc.want)
+		}
+	}
+	if _, err := c.TensorRank(4, 0); err == nil || !strings.Contains(err.Error(), "4 tensor-parallel ranks do not divide the 2 key and value heads (valid: a divisor of them, 1, 2)") {
+		t.Errorf("4 tensor-parallel ranks of 2 key and value heads: %v", err)
+	}
+	s := Setup{Model: c, Batch: 1, Seq: 8, Precision: BF16, Optimizer: Adam, Ranks: 1, TP: 4, PP: 1}
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "tensor-parallel ranks 4 do not divide the 2 key and value heads (valid: 1, 2)") {
+		t.Errorf("a setup of 4 tensor-parallel ranks: %v", err)
+	}
+	r, err := c.TensorRank(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qkv, _ := r.ParamByName("h0.attn.qkv.w")
+	// rank 1 holds query rows 32..64 and key and value rows 16..32 of each
+	// 32-row part: [q 0..64 | k 64..96 | v 96..128] of the whole tensor.
+	if want := [][2]int{{32, 64}, {80, 96}, {112, 128}}; fmt.Sprint(qkv.Split.Ranges) != fmt.Sprint(want) || qkv.Shape[0] != 64 {
+		t.Errorf("rank 1 of 2: qkv rows %v of shape %v, want %v of 64 rows", qkv.Split.Ranges, qkv.Shape, want)
+	}
+	if !strings.Contains(c.String(), "2 key and value heads") {
+		t.Errorf("String does not give the key and value heads: %s", c)
 	}
 }

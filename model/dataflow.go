@@ -13,6 +13,7 @@ package model
 import (
 	"fmt"
 	"sync"
+	"trainmem/cuda"
 
 	"gorgonia.org/tensor"
 )
@@ -105,14 +106,16 @@ func (s *sectionOf) add(name, term string, mk func() op, args ...string) {
 // [gate | up], and mlp.swiglu gates one by the other.
 //
 // A tensor-parallel rank's (cfg.Tensor, tensor.go) blocks hold its heads
-// (NH/t of them, C/t channels of q, k, v and the attention output) and C·4/t
-// of the MLP's channels, between column-parallel and row-parallel layers.
+// (NH/t of them, C/t channels of q and the attention output, KV/t key and
+// value heads) and F/t of the MLP's channels, between column-parallel and row-parallel layers.
 // With sequence parallelism (cfg.Tensor.Sequence) the residual stream, the
 // layer norms and the additions hold the rank's N/t rows.
 func flowOf(cfg Config, B, T int) (dataflow, error) {
 	N, C, V, NH := B*T, cfg.Hidden, cfg.Vocab, cfg.Heads
 	tp := cfg.Tensor.size()
 	Cp, NHp := C/tp, NH/tp // the rank's channels and heads
+	KVp := cfg.KV() / tp   // the rank's key and value heads
+	W := cuda.QKVWidth(Cp, NHp, KVp)
 	column, row := NotParallel, NotParallel
 	if tp > 1 {
 		column, row = ColumnParallel, RowParallel
@@ -172,15 +175,15 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	if rotary {
 		// The rotation's backward reads nothing: the projection's output
 		// dies, the rotated q, k and v are what the attention keeps.
-		linear(b, "attn.qkv", "", "ln1", C, 3*Cp, bias, "attn.qkv.w", column)
+		linear(b, "attn.qkv", "", "ln1", C, W, bias, "attn.qkv.w", column)
 		theta := float32(cfg.Theta())
-		b.add("attn.rope", "qkv", func() op { return &RoPEOp{B: B, T: T, C: Cp, NH: NHp, Theta: theta} }, "attn.qkv")
+		b.add("attn.rope", "qkv", func() op { return &RoPEOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp, Theta: theta} }, "attn.qkv")
 		qkv = "attn.rope"
 	} else {
-		linear(b, "attn.qkv", "qkv", "ln1", C, 3*Cp, bias, "attn.qkv.w", column)
+		linear(b, "attn.qkv", "qkv", "ln1", C, W, bias, "attn.qkv.w", column)
 	}
-	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp} }, qkv)
-	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp} }, qkv, "attn.probs")
+	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv)
+	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv, "attn.probs")
 	linear(b, "attn.proj", "", "attn.out", Cp, C, bias, "attn.proj.w", row)
 	b.add("res1", "residual1", func() op { return &AddOp{N: Ns, C: C} }, "x", "attn.proj")
 	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")

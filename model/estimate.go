@@ -391,8 +391,10 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: sequence length %d (valid: 1 to the context, %d)", s.Seq, m.Context)
 	case m.Heads%s.TP != 0:
 		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d heads (valid: %s)", s.TP, m.Heads, divisors(m.Heads))
+	case m.KV()%s.TP != 0:
+		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d key and value heads (valid: %s)", s.TP, m.KV(), divisors(m.KV()))
 	case m.FFNWidth()%s.TP != 0:
-		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the MLP's %d channels (valid: %s, which divide the heads and the MLP)", s.TP, m.FFNWidth(), divisors(gcd(m.Heads, m.FFNWidth())))
+		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the MLP's %d channels (valid: %s, which divide the heads and the MLP)", s.TP, m.FFNWidth(), divisors(gcd(gcd(m.Heads, m.KV()), m.FFNWidth())))
 	case s.PP > m.Whole().Layers:
 		return fmt.Errorf("model: %d pipeline stages for %d layers (valid: 1 to %d)", s.PP, m.Whole().Layers, m.Whole().Layers)
 	case m.Stage.Size > 1 && m.Stage.Size != s.PP:
@@ -863,18 +865,20 @@ func (s Setup) stageParams(stage int, c *calc) int64 {
 }
 
 // blockParams is one tensor-parallel rank's part of a block, as
-// Config.LayerParams counts it, in checked arithmetic: 4h²/t for the
-// attention's matrices and (k+1)·h·F/t for the MLP's (k = 1, GELU's fc,
-// or 2, SwiGLU's gate and up: 12h²/t in all for GPT-2's F = 4h), two norms
-// of h (RMSNorm) or 2h (layer norm), and with linear biases 3h/t + k·F/t
-// for the column-parallel ones and 2h for the replicated.
+// Config.LayerParams counts it, in checked arithmetic: 2h²/t for the
+// query and output projections, 2h·kv/t for the key and value ones (kv =
+// KV·h/a, h with multi-head attention: 4h²/t in all), and (k+1)·h·F/t for
+// the MLP's (k = 1, GELU's fc, or 2, SwiGLU's gate and up: 12h²/t in all
+// for GPT-2's F = 4h), two norms of h (RMSNorm) or 2h (layer norm), and
+// with linear biases h/t + 2kv/t + k·F/t for the column-parallel ones and
+// 2h for the replicated.
 func (s Setup) blockParams(c *calc) int64 {
 	m := s.Model
 	h, t := int64(m.Hidden), int64(s.TP)
-	F, k := int64(m.FFNWidth()), int64(m.mlpIn())
-	n := c.add(c.mul(4, h, h/t), c.mul(k+1, h, F/t), c.mul(2, m.normParams()))
+	F, k, kv := int64(m.FFNWidth()), int64(m.mlpIn()), int64(m.kvWidth())
+	n := c.add(c.mul(2, h, h/t), c.mul(2, h, kv/t), c.mul(k+1, h, F/t), c.mul(2, m.normParams()))
 	if !m.NoBias {
-		n = c.add(n, c.mul(3, h/t), c.mul(k, F/t), c.mul(2, h))
+		n = c.add(n, h/t, c.mul(2, kv/t), c.mul(k, F/t), c.mul(2, h))
 	}
 	return n
 }

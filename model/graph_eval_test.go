@@ -9,6 +9,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"trainmem/cuda"
 	"trainmem/cuda/conformance"
 
 	G "gorgonia.org/gorgonia"
@@ -177,11 +178,11 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 		// dy (N, Out), x (N, In): dw = dyᵀ·x, (Out, In).
 		return matMul(op.Out, op.In, op.N, colMajor(in[0], op.Out), rowMajor(in[1], op.In), nil), nil
 	case *AttentionProbsOp:
-		return conformance.RefAttentionProbs(in[0], op.B, op.T, op.C, op.NH), nil
+		return conformance.RefAttentionProbs(in[0], op.B, op.T, op.C, op.NH, op.KV), nil
 	case *AttentionOutOp:
 		qkv, p := in[0], in[1]
 		B, T, C, NH := op.B, op.T, op.C, op.NH
-		hs := C / NH
+		hs, G, W := C/NH, op.NH/op.KV, cuda.QKVWidth(op.C, op.NH, op.KV)
 		y := make([]float64, B*T*C)
 		for b := range B {
 			for h := range NH {
@@ -189,7 +190,7 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 					for s := range T {
 						pr := p[((b*NH+h)*T+t)*T+s]
 						for e := range hs {
-							y[(b*T+t)*C+h*hs+e] += pr * qkv[(b*T+s)*3*C+2*C+h*hs+e]
+							y[(b*T+t)*C+h*hs+e] += pr * qkv[(b*T+s)*W+C+(op.KV+h/G)*hs+e]
 						}
 					}
 				}
@@ -199,10 +200,12 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 	case *AttentionBackwardOp:
 		dy, qkv, p := in[0], in[1], in[2]
 		B, T, C, NH := op.B, op.T, op.C, op.NH
-		hs := C / NH
+		hs, G, W := C/NH, op.NH/op.KV, cuda.QKVWidth(op.C, op.NH, op.KV)
 		scale := 1 / math.Sqrt(float64(hs))
-		d := make([]float64, B*T*3*C)
-		q := func(b, t, h, e int) int { return (b*T+t)*3*C + h*hs + e }
+		d := make([]float64, B*T*W)
+		q := func(b, t, h, e int) int { return (b*T+t)*W + h*hs + e }
+		k := func(b, t, h, e int) int { return (b*T+t)*W + C + h/G*hs + e }
+		v := func(b, t, h, e int) int { return (b*T+t)*W + C + (op.KV+h/G)*hs + e }
 		for b := range B {
 			for h := range NH {
 				for t := range T {
@@ -212,16 +215,16 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 					for s := range T {
 						pr := p[((b*NH+h)*T+t)*T+s]
 						for e := range hs {
-							dp[s] += dy[(b*T+t)*C+h*hs+e] * qkv[q(b, s, h, e)+2*C]
-							d[q(b, s, h, e)+2*C] += pr * dy[(b*T+t)*C+h*hs+e] // dv
+							dp[s] += dy[(b*T+t)*C+h*hs+e] * qkv[v(b, s, h, e)]
+							d[v(b, s, h, e)] += pr * dy[(b*T+t)*C+h*hs+e] // dv
 						}
 						dot += pr * dp[s]
 					}
 					for s := range T {
 						ds := p[((b*NH+h)*T+t)*T+s] * (dp[s] - dot) * scale
 						for e := range hs {
-							d[q(b, t, h, e)] += ds * qkv[q(b, s, h, e)+C] // dq
-							d[q(b, s, h, e)+C] += ds * qkv[q(b, t, h, e)] // dk
+							d[q(b, t, h, e)] += ds * qkv[k(b, s, h, e)] // dq
+							d[k(b, s, h, e)] += ds * qkv[q(b, t, h, e)] // dk
 						}
 					}
 				}

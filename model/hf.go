@@ -217,8 +217,8 @@ func (h hfConfig) llama() (Config, error) {
 		return Config{}, refuse("num_attention_heads", *h.Heads, "not a head count (valid: a positive divisor of hidden_size)")
 	case *h.Intermediate <= 0:
 		return Config{}, refuse("intermediate_size", *h.Intermediate, "not an MLP width (valid: a positive width)")
-	case kv != *h.Heads:
-		return Config{}, refuse("num_key_value_heads", kv, fmt.Sprintf("grouped-query attention is not executed yet (valid: num_attention_heads, %d)", *h.Heads))
+	case kv <= 0 || *h.Heads%kv != 0:
+		return Config{}, refuse("num_key_value_heads", kv, fmt.Sprintf("key and value heads must divide the query heads (valid: a divisor of num_attention_heads, %s)", divisors(*h.Heads)))
 	case h.HeadDim != nil && *h.Hidden%*h.Heads == 0 && *h.HeadDim != *h.Hidden / *h.Heads:
 		return Config{}, refuse("head_dim", *h.HeadDim, fmt.Sprintf("trainmem's heads are hidden_size/num_attention_heads wide (valid: %d)", *h.Hidden / *h.Heads))
 	case h.HiddenAct != nil && *h.HiddenAct != "silu":
@@ -235,6 +235,7 @@ func (h hfConfig) llama() (Config, error) {
 		return Config{}, refuse("sliding_window", window, fmt.Sprintf("trainmem's attention sees every earlier position (valid: null, or at least max_position_embeddings, %d)", *h.MaxPositions))
 	}
 	c.NoBias = !(attnBias && mlpBias)
+	c.KVHeads = kv
 	c.RopeTheta = DefaultRopeTheta
 	if h.RopeTheta != nil {
 		if !(*h.RopeTheta > 1) || math.IsInf(*h.RopeTheta, 0) {

@@ -7,9 +7,11 @@ import (
 	"testing"
 )
 
-// The config.json files of openai-community/gpt2 and meta-llama/Llama-2-7b-hf
+// The config.json files of openai-community/gpt2, meta-llama/Llama-2-7b-hf,
+// meta-llama/Meta-Llama-3-8B and TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T
 // on the Hugging Face hub, as published (every field; nothing can be
-// downloaded here, so they are written out).
+// downloaded here, so they are written out; the last two have no
+// _name_or_path, so their names are "llama").
 const (
 	hfGPT2 = `{
   "activation_function": "gelu_new",
@@ -58,6 +60,55 @@ const (
   "use_cache": true,
   "vocab_size": 32000
 }`
+	hfLlama3 = `{
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 128000,
+  "eos_token_id": 128001,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 8192,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.0.dev0",
+  "use_cache": true,
+  "vocab_size": 128256
+}`
+	hfTinyLlama = `{
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 5632,
+  "max_position_embeddings": 2048,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 22,
+  "num_key_value_heads": 4,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 10000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "float32",
+  "transformers_version": "4.35.0",
+  "use_cache": true,
+  "vocab_size": 32000
+}`
 )
 
 // A config.json gives the preset of the same model: gpt2's is the gpt2
@@ -70,6 +121,9 @@ func TestHFConfigPresets(t *testing.T) {
 	}{
 		{hfGPT2, "gpt2", "gpt2", 124439808},
 		{hfLlama2, "llama2-7b", "meta-llama/Llama-2-7b-hf", 6738415616},
+		// Meta's model card: 8.03B; TinyLlama's README: 1.1B.
+		{hfLlama3, "llama3-8b", "llama", 8030261248},
+		{hfTinyLlama, "tinyllama-1.1b", "llama", 1100048384},
 	} {
 		c, err := ParseHFConfig([]byte(tc.file))
 		if err != nil {
@@ -108,6 +162,11 @@ func TestHFConfigFields(t *testing.T) {
 	if !strings.Contains(c.String(), "norm ε 1e-06") {
 		t.Errorf("the config's String does not give its ε: %s", c)
 	}
+	// MistralConfig's default of 8 key and value heads.
+	m, err := ParseHFConfig([]byte(edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"num_key_value_heads": 32,`, ``)))
+	if err != nil || m.KV() != 8 {
+		t.Errorf("mistral without num_key_value_heads: %d key and value heads (%v), want MistralConfig's 8", m.KV(), err)
+	}
 	g, err := ParseHFConfig([]byte(edit(hfGPT2, `"n_layer": 12,`, `"n_layer": 12, "n_inner": 2048,`)))
 	if err != nil || g.FFNWidth() != 2048 || g.GPT2() {
 		t.Errorf("n_inner 2048: FFN %d, GPT2 %t, %v", g.FFNWidth(), g.GPT2(), err)
@@ -121,7 +180,7 @@ func TestHFConfigFields(t *testing.T) {
 		{"bert", `{"model_type": "bert"}`, []string{`model_type "bert"`, "valid: gpt2, llama"}},
 		{"no layers", edit(hfGPT2, `"n_layer": 12,`, ``), []string{"no n_layer"}},
 		{"erf gelu", edit(hfGPT2, `"gelu_new"`, `"gelu"`), []string{"activation_function gelu", "valid: gelu_new, gelu_pytorch_tanh"}},
-		{"gqa", edit(hfLlama2, `"num_key_value_heads": 32`, `"num_key_value_heads": 8`), []string{"num_key_value_heads 8", "grouped-query attention", "valid: num_attention_heads, 32"}},
+		{"kv heads", edit(hfLlama2, `"num_key_value_heads": 32`, `"num_key_value_heads": 3`), []string{"num_key_value_heads 3", "must divide the query heads", "valid: a divisor of num_attention_heads, 1, 2, 4, 8, 16, 32"}},
 		{"gelu llama", edit(hfLlama2, `"silu"`, `"gelu"`), []string{"hidden_act gelu", "valid: silu"}},
 		{"rope scaling", edit(hfLlama2, `"rope_scaling": null`, `"rope_scaling": {"type": "linear", "factor": 2.0}`), []string{"rope_scaling", "linear", "valid: null"}},
 		{"head dim", edit(hfLlama2, `"use_cache": true`, `"head_dim": 64`), []string{"head_dim 64", "valid: 128"}},
@@ -132,7 +191,6 @@ func TestHFConfigFields(t *testing.T) {
 		{"no width", edit(hfLlama2, `"intermediate_size": 11008`, `"intermediate_size": 0`), []string{"intermediate_size 0", "not an MLP width"}},
 		{"gpt2 width", edit(hfGPT2, `"n_layer": 12,`, `"n_layer": 12, "n_inner": -1,`), []string{"n_inner -1"}},
 		{"unscaled gpt2", edit(hfGPT2, `"n_layer": 12,`, `"n_layer": 12, "scale_attn_weights": false,`), []string{"scale_attn_weights false", "valid: true"}},
-		{"mistral defaults to 8 kv heads", edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"num_key_value_heads": 32,`, ``), []string{"num_key_value_heads 8"}},
 		{"mistral defaults to a window of 4096", edit(edit(edit(hfLlama2, `"model_type": "llama"`, `"model_type": "mistral"`), `"max_position_embeddings": 4096`, `"max_position_embeddings": 32768`), `"use_cache": true`, `"use_cache": true`), []string{"sliding_window 4096", "32768"}},
 		{"attention bias alone", edit(hfLlama2, `"use_cache": true`, `"attention_bias": true`), []string{"attention_bias true", "or mlp_bias true too"}},
 		{"heads", edit(edit(hfLlama2, `"num_attention_heads": 32`, `"num_attention_heads": 30`), `"num_key_value_heads": 32`, `"num_key_value_heads": 30`), []string{"heads 30 does not divide hidden 4096"}},

@@ -9,7 +9,8 @@ package model
 // weights, fp32 main gradients, fp32 main weights and Adam states), or
 // 6 + 12/DP with the distributed optimizer, over the parameters of a shape
 // without biases but the layer norms' and without position embeddings (an
-// RMSNorm's gain alone, SwiGLU's three matrices of the MLP's width), the
+// RMSNorm's gain alone, SwiGLU's three matrices of the MLP's width, the key
+// and value projections of grouped-query attention's groups), the
 // vocabulary padded to a multiple of 128·t; and its activations by
 // Korthikanti et al.'s Table 2 without the attention scores, either
 // compute_activation_memory (sequence parallelism with selective
@@ -81,12 +82,15 @@ func (s Setup) Megatron() (MegatronMemory, error) {
 		gated = 3.0 / 2
 	}
 
-	// compute_weight_and_optimizer_memory, dense layers of multi-head
-	// attention (kv_channels = h/a), its norms (norm_size: a layer norm's
-	// weight and bias, an RMSNorm's weight) and MLP (gated for SwiGLU).
+	// compute_weight_and_optimizer_memory, dense layers of attention
+	// (kv_channels = h/a; num_query_groups the key and value heads, a
+	// without --group-query-attention), its norms (norm_size: a layer
+	// norm's weight and bias, an RMSNorm's weight) and MLP (gated for
+	// SwiGLU).
 	kv := float64(c.Hidden / c.Heads)
 	ratio := kv * a / h
-	attention := 2 * h * h * ((1 + a/a) * ratio)
+	groups := float64(c.KV())
+	attention := 2 * h * h * ((1 + groups/a) * ratio)
 	mlp := 2 * h * ffn * gated
 	normSize := 2.0 // norm_size: 1 for RMSNorm, which has no bias
 	if c.Norm == NormRMS {

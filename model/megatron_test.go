@@ -9,7 +9,8 @@ import "testing"
 // d98e8a64 (Megatron Core 0.20.0), run unchanged under Python 3.11 with
 // the arguments these setups set (kv_channels h/a, ffn_hidden_size the
 // MLP's width, normalization LayerNorm or RMSNorm, swiglu for SwiGLU,
-// no GQA, MoE, MTP or virtual stages, padded_vocab_size by
+// group_query_attention with num_query_groups the key and value heads
+// where they are fewer than the heads, no MoE, MTP or virtual stages, padded_vocab_size by
 // vocab_size_with_padding with make_vocab_size_divisible_by 128,
 // use_distributed_optimizer for ZeRO ≥ 1, recompute_granularity
 // 'selective' for selective, num_microbatches M or None), each figure
@@ -43,6 +44,10 @@ func TestMegatron(t *testing.T) {
 			c.Untied, c.Norm, c.NoBias, c.MLP = true, NormRMS, true, MLPSwiGLU
 			return c
 		}(), 2, 64, 2, 1, 1, 0, 0, false, CheckpointNone, 256, 1480320, 439757, false, false},
+		// Grouped-query attention (group_query_attention, num_query_groups
+		// the key and value heads): Llama 3 8B's 8 of 32, tiny-llama's 2 of 4.
+		{"llama3-8b tp 2 × pp 2 × dp 2, M 4, sequence parallel, selective", mustPreset(t, "llama3-8b"), 1, 4096, 2, 2, 2, 4, 1, true, CheckpointSelective, 128256, 24091582464, 8606744576, true, true},
+		{"tiny-llama tp 2", mustPreset(t, "tiny-llama"), 2, 64, 2, 1, 1, 0, 0, false, CheckpointNone, 256, 1406592, 439757, false, false},
 	} {
 		s := Setup{Model: tc.cfg, Batch: tc.b, Seq: tc.seq, Precision: BF16, Optimizer: Adam, Checkpoint: Checkpoint{Kind: tc.ckpt},
 			Ranks: tc.dp, ZeRO: tc.zero, TP: tc.tp, PP: tc.pp, MicroBatches: tc.m, SequenceParallel: tc.sp}
@@ -61,7 +66,7 @@ func TestMegatron(t *testing.T) {
 	// Where Megatron-LM's count and the table agree (no biases, a
 	// vocabulary that needs no padding, no position table): LLaMA's
 	// blocks, whose weights its report and the estimate count alike.
-	for _, c := range []Config{mustPreset(t, "llama2-7b")} {
+	for _, c := range []Config{mustPreset(t, "llama2-7b"), mustPreset(t, "llama3-8b"), mustPreset(t, "tinyllama-1.1b")} {
 		m, err := (Setup{Model: c, Batch: 1, Seq: 1024, Precision: BF16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1}).Megatron()
 		if err != nil {
 			t.Fatal(err)

@@ -10,11 +10,12 @@ import (
 	"trainmem/cuda"
 )
 
-// AttentionProbsOp computes causal attention probabilities from qkv (B·T, 3C),
-// laid out [q | k | v], each C wide and split into NH heads of C/NH
-// channels: P (B, NH, T, T) is the softmax of q·kᵀ/sqrt(C/NH) over keys
-// 0..t for query t (row t has T-1-t trailing exact zeros). Lowered to
-// Kernels.AttentionProbs.
+// AttentionProbsOp computes causal attention probabilities from qkv (B·T, W),
+// laid out [q | k | v]: q C wide, NH query heads of hd = C/NH channels, k
+// and v KV heads of hd each, shared by NH/KV query heads (grouped-query
+// attention; W = cuda.QKVWidth). P (B, NH, T, T) is the softmax of
+// q·kᵀ/sqrt(hd) over keys 0..t for query t (row t has T-1-t trailing exact
+// zeros). Lowered to Kernels.AttentionProbs.
 //
 // Its output is a node of its own so that AttnOut and its backward op read it
 // instead of recomputing it; the op is not differentiable (AttnOut marks P
@@ -23,25 +24,26 @@ type AttentionProbsOp struct {
 	opBase
 	noGradient  // AttentionBackward differentiates through the probabilities
 	B, T, C, NH int
+	KV          int // key and value heads (cuda.AttentionKernels)
 }
 
-// signature: qkv (B*T, 3*C) → (B, NH, T, T).
+// signature: qkv (B*T, W) → (B, NH, T, T).
 func (op *AttentionProbsOp) signature() signature {
 	return signature{
-		check: func() error { return checkHeads(op, op.C, op.NH) },
-		args:  []param{arg("qkv", op.B*op.T, 3*op.C)},
+		check: func() error { return checkHeads(op, op.C, op.NH, op.KV) },
+		args:  []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV))},
 		out:   result(op.B, op.NH, op.T, op.T),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionProbsOp) String() string {
-	return fmt.Sprintf("AttentionProbs{B=%d,T=%d,C=%d,NH=%d}", op.B, op.T, op.C, op.NH)
+	return fmt.Sprintf("AttentionProbs{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
 }
 
 // Run is Kernels.AttentionProbs.
 func (op *AttentionProbsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.AttentionProbs(out, a[0], op.B, op.T, op.C, op.NH)
+	return x.K.AttentionProbs(out, a[0], op.B, op.T, op.C, op.NH, op.KV)
 }
 
 // DroppedBySelective: selective checkpointing (Korthikanti et al.) drops
@@ -49,34 +51,35 @@ func (op *AttentionProbsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) erro
 func (op *AttentionProbsOp) DroppedBySelective() bool { return true }
 
 // AttentionOutOp is the attention output y (B·T, C): head h's channels of row
-// b·T+t are Σ_s P[b, h, t, s]·v[b·T+s, head h], for qkv (B·T, 3C) and P
+// b·T+t are Σ_s P[b, h, t, s]·v[b·T+s, head h/(NH/KV)], for qkv (B·T, W) and P
 // (B, NH, T, T) from AttentionProbsOp. Lowered to Kernels.AttentionOut.
 //
-// Kept for backward: qkv (N·3C elements) and P (B·NH·T·T), which AttnGrad
+// Kept for backward: qkv (N·W elements) and P (B·NH·T·T), which AttnGrad
 // reads to produce the whole gradient of qkv (through v directly and through
 // q and k via P). Differentiable in qkv only.
 type AttentionOutOp struct {
 	opBase
 	B, T, C, NH int
+	KV          int // key and value heads (cuda.AttentionKernels)
 }
 
-// signature: qkv (B*T, 3*C), P (B, NH, T, T) → (B*T, C).
+// signature: qkv (B*T, W), P (B, NH, T, T) → (B*T, C).
 func (op *AttentionOutOp) signature() signature {
 	return signature{
-		check: func() error { return checkHeads(op, op.C, op.NH) },
-		args:  []param{arg("qkv", op.B*op.T, 3*op.C), arg("P", op.B, op.NH, op.T, op.T)},
+		check: func() error { return checkHeads(op, op.C, op.NH, op.KV) },
+		args:  []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)), arg("P", op.B, op.NH, op.T, op.T)},
 		out:   result(op.B*op.T, op.C),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionOutOp) String() string {
-	return fmt.Sprintf("AttentionOut{B=%d,T=%d,C=%d,NH=%d}", op.B, op.T, op.C, op.NH)
+	return fmt.Sprintf("AttentionOut{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
 }
 
 // Run is Kernels.AttentionOut.
 func (op *AttentionOutOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.AttentionOut(out, a[0], a[1], op.B, op.T, op.C, op.NH)
+	return x.K.AttentionOut(out, a[0], a[1], op.B, op.T, op.C, op.NH, op.KV)
 }
 
 // DiffWRT: qkv only.
@@ -87,41 +90,42 @@ func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) 
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dqkv, err := applyOp(op.sub("qkv", &AttentionBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH}), dy, in[0], in[1])
+	dqkv, err := applyOp(op.sub("qkv", &AttentionBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH, KV: op.KV}), dy, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}
 	return G.Nodes{dqkv, nil}, nil
 }
 
-// AttentionBackwardOp is qkv's gradient (B·T, 3C) of AttnOut, from dy (B·T, C),
-// qkv (B·T, 3C) and P (B, NH, T, T): through v directly and through q and k
+// AttentionBackwardOp is qkv's gradient (B·T, W) of AttnOut, from dy (B·T, C),
+// qkv (B·T, W) and P (B, NH, T, T): through v directly and through q and k
 // via the softmax. Lowered to Kernels.AttentionBackward, which also takes
-// cuda.AttentionScratchLen(T, NH) fp32 elements of workspace.
+// cuda.AttentionScratchLen(T, C, NH, KV) fp32 elements of workspace.
 type AttentionBackwardOp struct {
 	opBase
 	B, T, C, NH int
+	KV          int // key and value heads (cuda.AttentionKernels)
 }
 
-// signature: dy (B*T, C), qkv (B*T, 3*C), P (B, NH, T, T) → (B*T, 3*C).
+// signature: dy (B*T, C), qkv (B*T, W), P (B, NH, T, T) → (B*T, W).
 func (op *AttentionBackwardOp) signature() signature {
 	return signature{
-		check: func() error { return checkHeads(op, op.C, op.NH) },
-		args:  []param{arg("dy", op.B*op.T, op.C), arg("qkv", op.B*op.T, 3*op.C), arg("P", op.B, op.NH, op.T, op.T)},
-		out:   result(op.B*op.T, 3*op.C),
+		check: func() error { return checkHeads(op, op.C, op.NH, op.KV) },
+		args:  []param{arg("dy", op.B*op.T, op.C), arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)), arg("P", op.B, op.NH, op.T, op.T)},
+		out:   result(op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionBackwardOp) String() string {
-	return fmt.Sprintf("AttentionBackward{B=%d,T=%d,C=%d,NH=%d}", op.B, op.T, op.C, op.NH)
+	return fmt.Sprintf("AttentionBackward{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
 }
 
 // Run is Kernels.AttentionBackward, its score gradients in workspace lent
 // for the call (cuda.AttentionScratchLen).
 func (op *AttentionBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.Scratch(cuda.AttentionScratchLen(op.T, op.NH), func(s *cuda.Buffer) error {
-		return x.K.AttentionBackward(out, a[0], a[1], a[2], s, op.B, op.T, op.C, op.NH)
+	return x.Scratch(cuda.AttentionScratchLen(op.T, op.C, op.NH, op.KV), func(s *cuda.Buffer) error {
+		return x.K.AttentionBackward(out, a[0], a[1], a[2], s, op.B, op.T, op.C, op.NH, op.KV)
 	})
 }
 

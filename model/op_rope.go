@@ -11,8 +11,8 @@ import (
 	"trainmem/cuda"
 )
 
-// RoPEOp rotates the queries and keys of qkv (B·T, 3C), rows [q | k | v]
-// of NH heads, by their positions (Kernels.RoPE: rotate_half's pairing,
+// RoPEOp rotates the queries and keys of qkv (B·T, W), rows [q | k | v]
+// of NH query heads and KV key and value heads, by their positions (Kernels.RoPE: rotate_half's pairing,
 // angle t·Theta^(-2i/hs)); v passes through. Its angles are computed in
 // the kernel, so it keeps no table.
 //
@@ -21,20 +21,21 @@ import (
 type RoPEOp struct {
 	opBase
 	B, T, C, NH int
+	KV          int // key heads (cuda.AttentionKernels), rotated after the NH query heads
 	Theta       float32
 }
 
-// signature: qkv (B·T, 3C) → (B·T, 3C).
+// signature: qkv (B·T, W) → (B·T, W).
 func (op *RoPEOp) signature() signature {
 	return signature{
-		args: []param{arg("qkv", op.B*op.T, 3*op.C)},
-		out:  result(op.B*op.T, 3*op.C),
+		args: []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV))},
+		out:  result(op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *RoPEOp) String() string {
-	return fmt.Sprintf("RoPE{B=%d,T=%d,C=%d,NH=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.Theta)
+	return fmt.Sprintf("RoPE{B=%d,T=%d,C=%d,NH=%d,KV=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.KV, op.Theta)
 }
 
 // DiffWRT: qkv.
@@ -45,7 +46,7 @@ func (op *RoPEOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dx, err := applyOp(op.sub("qkv", &RoPEBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH, Theta: op.Theta}), dy)
+	dx, err := applyOp(op.sub("qkv", &RoPEBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH, KV: op.KV, Theta: op.Theta}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -54,31 +55,32 @@ func (op *RoPEOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 
 // Run is Kernels.RoPE.
 func (op *RoPEOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.RoPE(out, a[0], op.B, op.T, op.C, op.NH, op.Theta)
+	return x.K.RoPE(out, a[0], op.B, op.T, op.C, op.NH, op.KV, op.Theta)
 }
 
-// RoPEBackwardOp is qkv's gradient (B·T, 3C) of RoPE from dy (B·T, 3C):
+// RoPEBackwardOp is qkv's gradient (B·T, W) of RoPE from dy (B·T, W):
 // the rotation by the opposite angles. Lowered to Kernels.RoPEBackward.
 type RoPEBackwardOp struct {
 	opBase
 	B, T, C, NH int
+	KV          int // key heads (cuda.AttentionKernels), rotated after the NH query heads
 	Theta       float32
 }
 
-// signature: dy (B·T, 3C) → (B·T, 3C).
+// signature: dy (B·T, W) → (B·T, W).
 func (op *RoPEBackwardOp) signature() signature {
 	return signature{
-		args: []param{arg("dy", op.B*op.T, 3*op.C)},
-		out:  result(op.B*op.T, 3*op.C),
+		args: []param{arg("dy", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV))},
+		out:  result(op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *RoPEBackwardOp) String() string {
-	return fmt.Sprintf("RoPEBackward{B=%d,T=%d,C=%d,NH=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.Theta)
+	return fmt.Sprintf("RoPEBackward{B=%d,T=%d,C=%d,NH=%d,KV=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.KV, op.Theta)
 }
 
 // Run is Kernels.RoPEBackward.
 func (op *RoPEBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	return x.K.RoPEBackward(out, a[0], op.B, op.T, op.C, op.NH, op.Theta)
+	return x.K.RoPEBackward(out, a[0], op.B, op.T, op.C, op.NH, op.KV, op.Theta)
 }

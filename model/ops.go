@@ -15,7 +15,7 @@ package model
 // schedule and lowers each node through its op's Run (Runner), e.g.
 //
 //	func (op *AttentionProbsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-//		return x.K.AttentionProbs(out, a[0], op.B, op.T, op.C, op.NH)
+//		return x.K.AttentionProbs(out, a[0], op.B, op.T, op.C, op.NH, op.KV)
 //	}
 //
 // Conventions. N is the number of rows, B·T; C the channels; V the vocabulary;
@@ -403,9 +403,12 @@ func shapes(op G.Op, in []G.DimSizer, want int) ([]tensor.Shape, error) {
 	return ss, nil
 }
 
-func checkHeads(op G.Op, c, nh int) error {
+func checkHeads(op G.Op, c, nh, kv int) error {
 	if nh <= 0 || c%nh != 0 {
 		return fmt.Errorf("model: %v: heads %d do not divide channels %d", op, nh, c)
+	}
+	if kv <= 0 || nh%kv != 0 {
+		return fmt.Errorf("model: %v: %d key and value heads do not divide %d query heads", op, kv, nh)
 	}
 	return nil
 }

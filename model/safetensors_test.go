@@ -121,12 +121,13 @@ func TestSafetensorsFromAnotherImplementation(t *testing.T) {
 }
 
 // LLaMA's layout, written by the safetensors library's own writer: q, k
-// and v stack into attn.qkv and gate and up into mlp.fc, the untied head
+// and v stack into attn.qkv (k and v of 2 key and value heads for 4 query
+// heads, 8 rows each) and gate and up into mlp.fc, the untied head
 // is lm_head; a file that lacks a tensor, has one of the wrong shape or
 // one the model has no place for is refused before any tensor is read,
 // naming it.
 func TestSafetensorsLlama(t *testing.T) {
-	cfg := Config{Name: "tiny-llama", Layers: 2, Hidden: 16, Heads: 2, Vocab: 40, Context: 8, Untied: true,
+	cfg := Config{Name: "tiny-llama", Layers: 2, Hidden: 16, Heads: 4, KVHeads: 2, Vocab: 40, Context: 8, Untied: true,
 		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 24, Positions: PosRoPE}
 	params := randomParams(cfg, 9)
 	row := func(name string) []float32 {
@@ -136,7 +137,7 @@ func TestSafetensorsLlama(t *testing.T) {
 		}
 		return params[p.Offset : p.Offset+p.Count]
 	}
-	h, F := cfg.Hidden, cfg.FFNWidth()
+	h, F, kv := cfg.Hidden, cfg.FFNWidth(), cfg.KV()*cfg.HeadDim()
 	views := map[string]st.TensorView{}
 	put := func(name string, vals []float32, shape ...uint64) {
 		var b bytes.Buffer
@@ -155,8 +156,8 @@ func TestSafetensorsLlama(t *testing.T) {
 		qkv, fc := row(p+"attn.qkv.w"), row(p+"mlp.fc.w")
 		put(m+"input_layernorm.weight", row(p+"ln1.w"), 16)
 		put(m+"self_attn.q_proj.weight", qkv[:h*h], 16, 16)
-		put(m+"self_attn.k_proj.weight", qkv[h*h:2*h*h], 16, 16)
-		put(m+"self_attn.v_proj.weight", qkv[2*h*h:], 16, 16)
+		put(m+"self_attn.k_proj.weight", qkv[h*h:h*h+kv*h], uint64(kv), 16)
+		put(m+"self_attn.v_proj.weight", qkv[h*h+kv*h:], uint64(kv), 16)
 		put(m+"self_attn.o_proj.weight", row(p+"attn.proj.w"), 16, 16)
 		put(m+"post_attention_layernorm.weight", row(p+"ln2.w"), 16)
 		put(m+"mlp.gate_proj.weight", fc[:F*h], uint64(F), 16)
@@ -199,11 +200,14 @@ func TestSafetensorsLlama(t *testing.T) {
 	extra["model.layers.2.input_layernorm.weight"] = views["model.norm.weight"]
 	wrong := without("model.layers.1.mlp.up_proj.weight")
 	wrong["model.layers.1.mlp.up_proj.weight"] = views["model.layers.1.self_attn.q_proj.weight"]
+	mha := without("model.layers.0.self_attn.k_proj.weight") // a multi-head model's keys for grouped heads
+	mha["model.layers.0.self_attn.k_proj.weight"] = views["model.layers.0.self_attn.q_proj.weight"]
 	for _, tc := range []struct {
 		name  string
 		views map[string]st.TensorView
 		want  string
 	}{
+		{"kv heads", mha, "make 40 rows of trainmem's h0.attn.qkv.w, which has 32"},
 		{"missing", without("model.layers.1.self_attn.k_proj.weight"), "no tensor model.layers.1.self_attn.k_proj.weight (trainmem's h1.attn.qkv.w)"},
 		{"extra", extra, "1 tensors tiny-llama has no place for, the first model.layers.2.input_layernorm.weight"},
 		{"shape", wrong, "make 40 rows of trainmem's h1.mlp.fc.w, which has 48"},

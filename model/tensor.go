@@ -2,7 +2,9 @@ package model
 
 // Tensor parallelism as Megatron-LM splits a GPT-2 (Shoeybi et al. 2019,
 // Section 3): within a block, the QKV projection and the first MLP matrix
-// are column-parallel (each rank computes its heads' q, k, v and its part of
+// are column-parallel (each rank computes its heads' q, k, v, with
+// grouped-query attention its query heads and its share of the key and
+// value heads, so the KV heads must divide too, and its part of
 // the MLP's channels from the whole input), the attention output projection
 // and the second MLP matrix row-parallel (each rank multiplies its part of
 // the input by its rows of the weight's input dimension and the ranks' sums
@@ -55,7 +57,7 @@ func (t TensorRank) size() int { return max(t.Size, 1) }
 
 // check refuses a split that does not divide the heads or leaves a rank
 // no row of the vocabulary.
-func (t TensorRank) check(heads, vocab int) error {
+func (t TensorRank) check(heads, kv, vocab int) error {
 	switch {
 	case t == TensorRank{}:
 		return nil
@@ -65,6 +67,8 @@ func (t TensorRank) check(heads, vocab int) error {
 		return fmt.Errorf("model: a tensor-parallel split over %d ranks (valid: 2 to the heads, %d; the whole model is the zero TensorRank)", t.Size, heads)
 	case heads%t.Size != 0:
 		return fmt.Errorf("model: %d tensor-parallel ranks do not divide the %d heads (valid: a divisor of the heads)", t.Size, heads)
+	case kv%t.Size != 0:
+		return fmt.Errorf("model: %d tensor-parallel ranks do not divide the %d key and value heads (valid: a divisor of them, %s)", t.Size, kv, divisors(kv))
 	case t.Size > vocab:
 		return fmt.Errorf("model: %d tensor-parallel ranks split a vocabulary of %d (valid: at most one rank a row)", t.Size, vocab)
 	case t.Rank < 0 || t.Rank >= t.Size:
@@ -109,7 +113,7 @@ func (c Config) TensorRank(size, r int) (Config, error) {
 		return c, nil
 	}
 	c.Tensor = TensorRank{Size: size, Rank: r}
-	if err := c.Tensor.check(c.Heads, c.Vocab); err != nil {
+	if err := c.Tensor.check(c.Heads, c.KV(), c.Vocab); err != nil {
 		return Config{}, err
 	}
 	return c, nil
@@ -144,21 +148,19 @@ func (t TensorRank) part(axis, n int) TensorSplit {
 	return TensorSplit{Axis: axis, Ranges: [][2]int{{t.Rank * k, (t.Rank + 1) * k}}}
 }
 
-// heads is the rank's rows of a QKV projection of h channels: its heads'
-// channels of q, of k and of v (each of h rows in the whole tensor).
-func (t TensorRank) heads(h int) TensorSplit { return t.parts(0, 3, h) }
-
-// parts is the rank's share of each of k stacked parts of n along axis
-// (q, k and v; SwiGLU's gate and up): its contiguous share of every part,
-// in order.
-func (t TensorRank) parts(axis, k, n int) TensorSplit {
+// parts is the rank's share of each of the parts of ns elements stacked
+// along axis (q, k and v; SwiGLU's gate and up): its contiguous share of
+// every part, in order.
+func (t TensorRank) parts(axis int, ns ...int) TensorSplit {
 	if t.size() == 1 {
 		return TensorSplit{}
 	}
-	one := t.part(axis, n).Ranges[0]
 	s := TensorSplit{Axis: axis}
-	for j := range k {
-		s.Ranges = append(s.Ranges, [2]int{j*n + one[0], j*n + one[1]})
+	at := 0 // the part's first element in the stack
+	for _, n := range ns {
+		one := t.part(axis, n).Ranges[0]
+		s.Ranges = append(s.Ranges, [2]int{at + one[0], at + one[1]})
+		at += n
 	}
 	return s
 }

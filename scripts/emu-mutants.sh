@@ -25,6 +25,8 @@ mutants=(
 	'layer norm with a wrong weight index|layernorm.cuh|ld<T>(w, wdt, c) + ld<T>(b, bdt, c));|ld<T>(w, wdt, (c + 1) % C) + ld<T>(b, bdt, c));'
 	'RMSNorm gradient without its mean term|rmsnorm.cuh|ld<T>(w, wdt, c) - xhat * mgx));|ld<T>(w, wdt, c)));'
 	'the rotary gradient turned the forward way|rope.cuh|		s *= sign;|		s *= 1.0;'
+	'grouped query heads reading the wrong key head|attention.cuh|	i64 hd = C / NH, g = h / (NH / KV), W = C + 2 * KV * hd;|	i64 hd = C / NH, g = h % KV, W = C + 2 * KV * hd;'
+	'a group of key gradients stored to the value columns|attention.cuh|		st(dqkv, ddt, r * W + off + c, ld<T>(acc, adt, k));|		st(dqkv, ddt, r * W + (W - n) + c, ld<T>(acc, adt, k));'
 	'SwiGLU gate gradient without the SiLU derivative term|swiglu.cuh|(T)(d * u * s * (1.0 + g * (1.0 - s))));|(T)(d * u * s));'
 	'a warp sum one shuffle short|common.cuh|	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);|	for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
 )

@@ -13,7 +13,7 @@ import (
 // activation peak, and the model-state formula each state's, in requested
 // bytes, across presets, batch sizes,
 // sequence lengths, precisions, checkpoint policies and architectures
-// (norm, linear biases, MLP and its width, positions).
+// (norm, linear biases, MLP and its width, positions, key and value heads).
 func TestExactFormulaEqualsSimulation(t *testing.T) {
 	type shape struct {
 		preset string
@@ -48,16 +48,21 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 		}
 	}
 	// The architectures beside GPT-2's: RMSNorm, no linear biases,
-	// SwiGLU at LLaMA's width and at another, and together.
+	// SwiGLU at LLaMA's width and at another, rotary positions,
+	// grouped-query and multi-query attention, and together. group is the
+	// query heads a key and value head serves (0: multi-head; where it
+	// does not divide the heads, multi-query).
 	for i, arch := range []struct {
 		norm   model.Norm
 		noBias bool
 		mlp    model.MLP
 		ffn    int
 		pos    model.Positions
-	}{{model.NormRMS, false, model.MLPGELU, 0, 0}, {model.NormLayer, true, model.MLPGELU, 0, 0}, {model.NormLayer, false, model.MLPSwiGLU, 0, 0},
-		{model.NormLayer, false, model.MLPGELU, 100, 0}, {model.NormLayer, false, model.MLPGELU, 0, model.PosRoPE},
-		{model.NormRMS, true, model.MLPSwiGLU, 0, model.PosRoPE}, {model.NormRMS, true, model.MLPSwiGLU, 200, model.PosRoPE}} {
+		group  int
+	}{{model.NormRMS, false, model.MLPGELU, 0, 0, 0}, {model.NormLayer, true, model.MLPGELU, 0, 0, 0}, {model.NormLayer, false, model.MLPSwiGLU, 0, 0, 0},
+		{model.NormLayer, false, model.MLPGELU, 100, 0, 0}, {model.NormLayer, false, model.MLPGELU, 0, model.PosRoPE, 0},
+		{model.NormRMS, true, model.MLPSwiGLU, 0, model.PosRoPE, 0}, {model.NormRMS, true, model.MLPSwiGLU, 200, model.PosRoPE, 0},
+		{model.NormLayer, false, model.MLPGELU, 0, 0, 1 << 30}, {model.NormRMS, true, model.MLPSwiGLU, 0, model.PosRoPE, 2}} {
 		for j, sh := range []shape{{"tiny", 3, 17}, {"gpt2", 2, 128}, {"custom", 2, 300}} {
 			cfg := custom
 			if sh.preset != "custom" {
@@ -67,6 +72,13 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 				}
 			}
 			cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN, cfg.Positions = arch.norm, arch.noBias, arch.mlp, arch.ffn, arch.pos
+			switch {
+			case arch.group == 0:
+			case cfg.Heads%arch.group == 0:
+				cfg.KVHeads = cfg.Heads / arch.group
+			default:
+				cfg.KVHeads = 1
+			}
 			for k, pol := range pols {
 				check(t, cfg, sh.B, sh.T, precs[(i+j+k)%len(precs)], pol)
 				n++

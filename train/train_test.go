@@ -16,6 +16,16 @@ import (
 
 var tinyCfg = model.Config{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}
 
+// mustPreset is the named preset.
+func mustPreset(t testing.TB, name string) model.Config {
+	t.Helper()
+	c, err := model.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // oneRank is one rank of cfg at batch B and sequence T: fp32, AdamW, no
 // checkpointing.
 func oneRank(cfg model.Config, B, T int) model.Setup {
@@ -126,6 +136,11 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 		{"rope", model.Config{Name: "rope", Layers: 2, Hidden: 32, Heads: 2, Vocab: 50, Context: 16, Positions: model.PosRoPE}, 2, 8},
 		{"rmsnorm, no bias, untied, swiglu of 80, rope θ 500", model.Config{Name: "llama-like", Layers: 2, Hidden: 32, Heads: 4, Vocab: 50, Context: 16,
 			Norm: model.NormRMS, NoBias: true, Untied: true, MLP: model.MLPSwiGLU, FFN: 80, Positions: model.PosRoPE, RopeTheta: 500}, 3, 8},
+		// Grouped-query attention: 2 query heads a key and value head, and
+		// multi-query (one for all), with and without rotary positions.
+		{"gqa 4 heads over 2", model.Config{Name: "gqa", Layers: 2, Hidden: 32, Heads: 4, KVHeads: 2, Vocab: 50, Context: 16}, 2, 8},
+		{"mqa, rope", model.Config{Name: "mqa", Layers: 2, Hidden: 32, Heads: 4, KVHeads: 1, Vocab: 50, Context: 16, Positions: model.PosRoPE}, 2, 8},
+		{"tiny-llama", mustPreset(t, "tiny-llama"), 2, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := model.InitParams(tc.cfg, 7)
@@ -166,7 +181,9 @@ func TestFiniteDifferences(t *testing.T) {
 	llama := gpt2
 	llama.Name, llama.Norm, llama.NoBias, llama.Untied = "fd-llama", model.NormRMS, true, true
 	llama.MLP, llama.FFN, llama.Positions = model.MLPSwiGLU, 0, model.PosRoPE
-	for _, cfg := range []model.Config{gpt2, llama} {
+	gqa := llama // 4 query heads over 2 key and value heads
+	gqa.Name, gqa.Heads, gqa.KVHeads = "fd-gqa", 4, 2
+	for _, cfg := range []model.Config{gpt2, llama, gqa} {
 		t.Run(cfg.Name, func(t *testing.T) { finiteDifferences(t, cfg) })
 	}
 }
@@ -329,10 +346,9 @@ func TestTinyLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 200 steps")
 	}
-	llama := tinyCfg // LLaMA's norm, no linear biases, an untied head, SwiGLU at LLaMA's width, rotary positions
-	llama.Name, llama.Norm, llama.NoBias, llama.Untied, llama.MLP = "tiny-llama-blocks", model.NormRMS, true, true, model.MLPSwiGLU
-	llama.Positions = model.PosRoPE
-	for _, cfg := range []model.Config{tinyCfg, llama} {
+	// LLaMA's norm, no linear biases, an untied head, SwiGLU at LLaMA's
+	// width, rotary positions and 2 key and value heads for 4 query heads
+	for _, cfg := range []model.Config{tinyCfg, mustPreset(t, "tiny-llama")} {
 		t.Run(cfg.Name, func(t *testing.T) { learns(t, trainShape(t, cfg, 200, model.FP32)) })
 	}
 }

@@ -57,7 +57,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		untied        bool
 		sp            bool
 		backoff       bool // fp16's first step overflows: the scale backs off to 2^14
-		llama         bool // RMSNorm, no linear biases, SwiGLU (llamaLike)
+		llama         bool // RMSNorm, no linear biases, SwiGLU (llamaLike), grouped-query attention
 	}{
 		// LLaMA's blocks: each RMSNorm's gain gradient summed over the
 		// tensor group under sequence parallelism, SwiGLU's gate and up
@@ -115,7 +115,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 			c := cfg
 			c.Untied = tc.untied
 			if tc.llama {
-				c = llamaLike(c)
+				c = grouped(llamaLike(c), c.Heads/2) // and 2 query heads a key and value head, split over the tensor ranks
 			}
 			if tc.pp == 1 {
 				c.Layers = 2 // tensor and data parallel alone: the two blocks of tiny

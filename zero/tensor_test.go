@@ -96,6 +96,9 @@ func TestExactFormulaEqualsTensorParallelSimulation(t *testing.T) {
 		{gpt2, 1, 256, []int{4}},
 		{llamaLike(custom), 2, 300, []int{2, 3}},
 		{llamaLike(tinyCfg), 3, 16, []int{2}},
+		{grouped(llamaLike(custom), 3), 2, 300, []int{3}},
+		{grouped(llamaLike(tinyCfg), 2), 3, 16, []int{2}},
+		{grouped(custom, 1), 2, 64, []int{1}},
 	} {
 		for _, tp := range tc.tps {
 			for j, pol := range []string{"none", "full", "every:2", "sqrt", "selective"} {
@@ -283,6 +286,14 @@ func sameWeights(t *testing.T, wp, gp []float32, float64s bool, prec model.Preci
 	if !float64s && (worst > bound || mean > meanBound) {
 		t.Errorf("weights differ from one rank's by up to %g (mean %g), want at most %g (mean %g)", worst, mean, bound, meanBound)
 	}
+}
+
+// grouped is cfg with kv key and value heads (grouped-query attention;
+// 1 is multi-query).
+func grouped(cfg model.Config, kv int) model.Config {
+	cfg.Name += fmt.Sprintf("-kv%d", kv)
+	cfg.KVHeads = kv
+	return cfg
 }
 
 // llamaLike is cfg with LLaMA's norm, no linear biases, a SwiGLU MLP of

@@ -97,8 +97,9 @@ func TestCUDAMatchesHost(t *testing.T) {
 			runs = append(runs, run{prec, ckpt, nil})
 		}
 	}
-	// LLaMA's blocks: the RMSNorm, SwiGLU and rotary kernels in a step.
-	llama := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--positions", "rope", "--untied"}
+	// LLaMA's blocks: the RMSNorm, SwiGLU and rotary kernels in a step,
+	// with grouped-query attention (2 key and value heads for tiny's 4).
+	llama := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--positions", "rope", "--untied", "--kv-heads", "2"}
 	runs = append(runs, run{"fp32", "none", llama}, run{"bf16", "full", llama})
 	for _, r := range runs {
 		prec, ckpt := r.prec, r.ckpt

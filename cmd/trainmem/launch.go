@@ -253,7 +253,7 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 	var f []zero.Field
 	for _, kv := range [][2]string{
 		{"subcommand", cmd},
-		{"--layers", strconv.Itoa(c.Layers)}, {"--hidden", strconv.Itoa(c.Hidden)}, {"--heads", strconv.Itoa(c.Heads)},
+		{"--layers", strconv.Itoa(c.Layers)}, {"--hidden", strconv.Itoa(c.Hidden)}, {"--heads", strconv.Itoa(c.Heads)}, {"--kv-heads", strconv.Itoa(c.KV())},
 		{"--vocab", strconv.Itoa(c.Vocab)}, {"--context", strconv.Itoa(c.Context)}, {"--untied", strconv.FormatBool(c.Untied)},
 		{"--norm", c.Norm.String()}, {"--bias", strconv.FormatBool(!c.NoBias)}, {"--mlp", c.MLP.String()}, {"--ffn", strconv.Itoa(c.FFNWidth())},
 		{"--positions", c.Positions.String()}, {"--rope-theta", strconv.FormatFloat(c.Theta(), 'g', -1, 64)},

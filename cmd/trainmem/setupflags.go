@@ -25,6 +25,7 @@ type setupFlags struct {
 	preset                                string
 	hfConfig                              string // --hf-config: a Hugging Face config.json
 	layers, hidden, heads, vocab, context int
+	kvHeads                               int
 	untied                                bool
 	norm                                  model.Norm
 	bias, noBias                          bool
@@ -91,6 +92,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	intVar(fs, &f.layers, "layers", 0, "transformer layers, `L` (a custom shape, or overriding the preset's)")
 	intVar(fs, &f.hidden, "hidden", 0, "hidden size, `h`")
 	intVar(fs, &f.heads, "heads", 0, "attention heads, `a` (must divide the hidden size)")
+	intVar(fs, &f.kvHeads, "kv-heads", 0, "key and value heads, `K`, each shared by a/K query heads (grouped-query attention; must divide the heads; default: the heads, multi-head attention; 1 is multi-query)")
 	intVar(fs, &f.vocab, "vocab", 50257, "vocabulary, `V`, for a custom shape")
 	intVar(fs, &f.context, "context", 1024, "learned positions, `ctx` (the longest sequence), for a custom shape")
 	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
@@ -252,6 +254,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		{"layers", f.layers, 1, model.MaxLayers, f.set("layers")},
 		{"hidden", f.hidden, 1, model.MaxHidden, f.set("hidden")},
 		{"heads", f.heads, 1, model.MaxHidden, f.set("heads")},
+		{"kv-heads", f.kvHeads, 1, model.MaxHidden, f.set("kv-heads")},
 		{"vocab", f.vocab, 1, model.MaxVocab, true},
 		{"context", f.context, 1, model.MaxContext, true},
 		{"batch", f.batch, 1, model.MaxBatch, true},
@@ -279,7 +282,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		// take a pipeline's first stage to hold P (M ≥ P).
 		s.MicroBatches = f.micro
 	}
-	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("vocab") || f.set("context") || f.set("untied") ||
+	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("kv-heads") || f.set("vocab") || f.set("context") || f.set("untied") ||
 		f.set("norm") || f.set("bias") || f.set("no-bias") || f.set("mlp") || f.set("ffn") || f.set("positions") || f.set("rope-theta")
 	if f.set("bias") && f.set("no-bias") {
 		return model.Checked{}, usagef("--bias=%t and --no-bias=%t: give one of them", f.bias, f.noBias)
@@ -323,7 +326,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 			flag string
 			dst  *int
 			v    int
-		}{{"layers", &c.Layers, f.layers}, {"hidden", &c.Hidden, f.hidden}, {"heads", &c.Heads, f.heads}, {"vocab", &c.Vocab, f.vocab}, {"context", &c.Context, f.context}} {
+		}{{"layers", &c.Layers, f.layers}, {"hidden", &c.Hidden, f.hidden}, {"heads", &c.Heads, f.heads}, {"kv-heads", &c.KVHeads, f.kvHeads}, {"vocab", &c.Vocab, f.vocab}, {"context", &c.Context, f.context}} {
 			if f.set(o.flag) {
 				*o.dst = o.v
 			}
@@ -360,7 +363,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if len(missing) > 0 {
 			return model.Checked{}, usagef("a custom shape needs --layers, --hidden and --heads (missing: %s)", strings.Join(missing, ", "))
 		}
-		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, Vocab: f.vocab, Context: f.context, Untied: f.untied,
+		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, KVHeads: f.kvHeads, Vocab: f.vocab, Context: f.context, Untied: f.untied,
 			Norm: f.norm, NoBias: noBias, MLP: f.mlp, FFN: f.ffn, Positions: f.positions, RopeTheta: f.ropeTheta}
 	default:
 		return model.Checked{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))

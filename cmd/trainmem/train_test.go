@@ -351,7 +351,7 @@ func recordLines(t *testing.T, out string, ranks, steps int) []string {
 // refused by name before any work: both bias flags at once, an unknown
 // norm, and llm.c's file format for a model it cannot hold.
 func TestTrainArchitecture(t *testing.T) {
-	arch := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--positions", "rope"}
+	arch := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--positions", "rope", "--kv-heads", "2"}
 	with := func(args ...string) []string { return append(append([]string(nil), args...), arch...) }
 	sp, _ := mustRun(t, with("train", "--tp", "2", "--sequence-parallel", "--ranks", "2", "--batch", "2", "--seq", "16", "--steps", "2")...)
 	one, _ := mustRun(t, with("train", "--batch", "4", "--seq", "16", "--steps", "2")...)
@@ -363,16 +363,17 @@ func TestTrainArchitecture(t *testing.T) {
 		t.Errorf("RMSNorm without biases trains to GPT-2's losses %q: the flags changed nothing", lossLine(t, one))
 	}
 	// tiny (V 256, h 64, L 2) with SwiGLU's F = 256 (8h/3 rounded up to
-	// 256) and no position table: V·h + L·(4h² + 3·h·F + 2h) + h = 16,384
-	// + 2·65,664 + 64 = 147,776 parameters; the tiny-llama preset is the
-	// same model, its head untied (V·h more: 164,160).
+	// 256), no position table and 2 key and value heads of 16 channels:
+	// V·h + L·(2h² + 2·h·32 + 3·h·F + 2h) + h = 16,384 + 2·61,568 + 64 =
+	// 139,584 parameters; the tiny-llama preset is the same model, its head
+	// untied (V·h more: 155,968).
 	for _, cmd := range []string{"estimate", "simulate"} {
 		text, _ := mustRun(t, with(cmd, "--preset", "tiny", "--batch", "2", "--seq", "16")...)
-		if !strings.Contains(text, "rmsnorm, no linear biases, swiglu MLP of 256, rotary positions (θ 10000), 147,776 parameters") {
-			t.Errorf("%s does not give the architecture and its 147,776 parameters:\n%s", cmd, text)
+		if !strings.Contains(text, "rmsnorm, 2 key and value heads, no linear biases, swiglu MLP of 256, rotary positions (θ 10000), 139,584 parameters") {
+			t.Errorf("%s does not give the architecture and its 139,584 parameters:\n%s", cmd, text)
 		}
 		text, _ = mustRun(t, cmd, "--preset", "tiny-llama", "--batch", "2", "--seq", "16")
-		if !strings.Contains(text, "tiny-llama: L=2 h=64 a=4 V=256 ctx=64, untied head, rmsnorm, no linear biases, swiglu MLP of 256, rotary positions (θ 10000), 164,160 parameters") {
+		if !strings.Contains(text, "tiny-llama: L=2 h=64 a=4 V=256 ctx=64, untied head, rmsnorm, 2 key and value heads, no linear biases, swiglu MLP of 256, rotary positions (θ 10000), 155,968 parameters") {
 			t.Errorf("%s --preset tiny-llama:\n%s", cmd, text)
 		}
 	}
@@ -390,6 +391,9 @@ func TestTrainArchitecture(t *testing.T) {
 	wantUsage(t, []string{"estimate", "--mlp", "relu"}, `"relu"`, "valid: gelu, swiglu")
 	wantUsage(t, []string{"simulate", "--mlp", "swiglu", "--ffn", "100", "--tp", "3", "--preset", "tiny", "--heads", "6", "--hidden", "96"}, "tensor-parallel ranks 3 do not divide the MLP's 100 channels", "valid: 1, 2")
 	wantUsage(t, []string{"train", "--bias", "--no-bias"}, "--bias=true and --no-bias=true", "give one of them")
+	wantUsage(t, []string{"estimate", "--preset", "tiny", "--kv-heads", "3"}, "kv heads 3 does not divide heads 4", "valid: 1, 2, 4")
+	wantUsage(t, []string{"simulate", "--preset", "tiny-llama", "--tp", "4"}, "tensor-parallel ranks 4 do not divide the 2 key and value heads", "valid: 1, 2")
+	wantUsage(t, []string{"estimate", "--preset", "tiny", "--kv-heads", "0"}, "--kv-heads")
 	wantUsage(t, []string{"estimate", "--norm", "batchnorm"}, `"batchnorm"`, "valid: layernorm, rmsnorm")
 	save := filepath.Join(t.TempDir(), "m.bin")
 	wantUsage(t, with("train", "--steps", "1", "--save", save), "--save", "rmsnorm norms", "cannot hold")
@@ -437,7 +441,12 @@ func TestHFConfigFlag(t *testing.T) {
 	}
 	gqa := write("gqa.json", `{"model_type": "llama", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 2,
 		"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64}`)
-	wantUsage(t, []string{"simulate", "--hf-config", gqa}, gqa, "num_key_value_heads 2", "grouped-query attention")
+	if text, _ := mustRun(t, "simulate", "--hf-config", gqa, "--batch", "2", "--seq", "16"); !strings.Contains(text, "2 key and value heads") {
+		t.Errorf("simulate --hf-config of num_key_value_heads 2 does not give grouped-query attention:\n%s", text)
+	}
+	bad := write("kv3.json", `{"model_type": "llama", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 256, "max_position_embeddings": 64}`)
+	wantUsage(t, []string{"simulate", "--hf-config", bad}, bad, "num_key_value_heads 3", "valid: a divisor of num_attention_heads, 1, 2, 4")
 	wantUsage(t, []string{"estimate", "--hf-config", filepath.Join(dir, "none.json")}, "none.json", "no such file")
 	wantUsage(t, []string{"estimate", "--hf-config", tiny, "--preset", "gpt2"}, "give one model")
 	wantUsage(t, []string{"train", "--hf-config", tiny, "--steps", "1", "--out", tiny}, "--out", "the same file as --hf-config")

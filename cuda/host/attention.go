@@ -1,10 +1,11 @@
 package host
 
-// Causal self-attention on the host. qkv is (B·T, 3C), each row [q | k | v];
-// head h of q, k or v is the hd = C/NH channels h·hd..(h+1)·hd of its third,
-// so a head's T×hd matrix is a strided view with row stride 3C, which the
-// GEMMs take as they are (lda = 3C): nothing is transposed or copied for
-// F32 and F64 buffers. Batch elements run one after the other; within one,
+// Causal self-attention on the host. qkv is (B·T, W), each row [q | k | v]
+// (cuda.AttentionKernels): query head h is the hd = C/NH channels
+// h·hd..(h+1)·hd of q, and key and value head g = h/(NH/KV) the channels
+// g·hd..(g+1)·hd of k and of v, so a head's T×hd matrix is a strided view
+// with row stride W, which the GEMMs take as they are (lda = W): nothing is
+// transposed or copied for F32 and F64 buffers. Batch elements run one after the other; within one,
 // the GEMMs use the BLAS threads and the softmax rows are split over the
 // cores.
 //
@@ -12,10 +13,15 @@ package host
 //	P = causal softmax(S)        (rows; j > t exactly 0)
 //	Y = P·V                      (NH GEMMs into y's column blocks)
 //
+// where K and V are the query head's group's.
+//
 // Backward, with the F32 scratch of NH·T·T for dP and dS:
 //
 //	dV = Pᵀ·dY    dP = dY·Vᵀ    dS = P ⊙ (dP - rowsum(P ⊙ dP)) / sqrt(hd)
 //	dQ = dS·K     dK = dSᵀ·Q
+//
+// a key or value head's dK and dV summed over its group's query heads, in
+// the heads' order (the first writes, the others add).
 
 import (
 	"math"
@@ -23,11 +29,11 @@ import (
 )
 
 // AttentionProbs: p (B, NH, T, T) = causal softmax(q·kᵀ/sqrt(C/NH)).
-func (h *Device) AttentionProbs(p, qkv *cuda.Buffer, B, T, C, NH int) error {
-	if err := h.begin("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH), p, qkv); err != nil {
+func (h *Device) AttentionProbs(p, qkv *cuda.Buffer, B, T, C, NH, KV int) error {
+	if err := h.begin("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH, KV), p, qkv); err != nil {
 		return err
 	}
-	instance(cuda.AllF64(p, qkv), attentionProbsKernel[float64], attentionProbsKernel[float32])(h, p, qkv, B, T, C, NH)
+	instance(cuda.AllF64(p, qkv), attentionProbsKernel[float64], attentionProbsKernel[float32])(h, p, qkv, B, T, C, NH, KV)
 	return nil
 }
 
@@ -40,11 +46,11 @@ func batchScratch[F float](v vec[F], n int) []F {
 	return getScratch[F](n)
 }
 
-func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH int) {
-	hd := C / NH
+func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH, KV int) {
+	hd, G, W := C/NH, NH/KV, cuda.QKVWidth(C, NH, KV)
 	scale := F(1 / math.Sqrt(float64(hd)))
 	vq, vp := mkvec[F](qkv), mkvec[F](p)
-	rowQ, sz := T*3*C, NH*T*T
+	rowQ, sz := T*W, NH*T*T
 	tq, tp := batchScratch(vq, rowQ), batchScratch(vp, sz)
 	defer putScratch(tq)
 	defer putScratch(tp)
@@ -52,7 +58,7 @@ func attentionProbsKernel[F float](h *Device, p, qkv *cuda.Buffer, B, T, C, NH i
 		q := vq.get(b*rowQ, (b+1)*rowQ, tq)
 		pp := vp.out(b*sz, (b+1)*sz, tp)
 		for hh := 0; hh < NH; hh++ {
-			gemm(h.blas, false, true, T, T, hd, scale, q[hh*hd:], 3*C, q[C+hh*hd:], 3*C, 0, pp[hh*T*T:(hh+1)*T*T], T)
+			gemm(h.blas, false, true, T, T, hd, scale, q[hh*hd:], W, q[C+hh/G*hd:], W, 0, pp[hh*T*T:(hh+1)*T*T], T)
 		}
 		h.parallel(NH*T, max(1, elemGrain/T), func(lo, hi int) {
 			var e [expChunk]float64
@@ -80,18 +86,18 @@ func causalSoftmax[F float](row []F, t int, e *[expChunk]float64) {
 }
 
 // AttentionOut: y (B·T, C), head h's channels = p[b, h]·v[b, h].
-func (h *Device) AttentionOut(y, qkv, p *cuda.Buffer, B, T, C, NH int) error {
-	if err := h.begin("AttentionOut", cuda.Check.AttentionOut(y, qkv, p, B, T, C, NH), y, qkv, p); err != nil {
+func (h *Device) AttentionOut(y, qkv, p *cuda.Buffer, B, T, C, NH, KV int) error {
+	if err := h.begin("AttentionOut", cuda.Check.AttentionOut(y, qkv, p, B, T, C, NH, KV), y, qkv, p); err != nil {
 		return err
 	}
-	instance(cuda.AllF64(y, qkv, p), attentionOutKernel[float64], attentionOutKernel[float32])(h, y, qkv, p, B, T, C, NH)
+	instance(cuda.AllF64(y, qkv, p), attentionOutKernel[float64], attentionOutKernel[float32])(h, y, qkv, p, B, T, C, NH, KV)
 	return nil
 }
 
-func attentionOutKernel[F float](h *Device, y, qkv, p *cuda.Buffer, B, T, C, NH int) {
-	hd := C / NH
+func attentionOutKernel[F float](h *Device, y, qkv, p *cuda.Buffer, B, T, C, NH, KV int) {
+	hd, G, W := C/NH, NH/KV, cuda.QKVWidth(C, NH, KV)
 	vy, vq, vp := mkvec[F](y), mkvec[F](qkv), mkvec[F](p)
-	rowQ, rowY, sz := T*3*C, T*C, NH*T*T
+	rowQ, rowY, sz := T*W, T*C, NH*T*T
 	ty, tq, tp := batchScratch(vy, rowY), batchScratch(vq, rowQ), batchScratch(vp, sz)
 	defer putScratch(ty)
 	defer putScratch(tq)
@@ -101,29 +107,29 @@ func attentionOutKernel[F float](h *Device, y, qkv, p *cuda.Buffer, B, T, C, NH 
 		pp := vp.get(b*sz, (b+1)*sz, tp)
 		yy := vy.out(b*rowY, (b+1)*rowY, ty)
 		for hh := 0; hh < NH; hh++ {
-			gemm(h.blas, false, false, T, hd, T, 1, pp[hh*T*T:(hh+1)*T*T], T, q[2*C+hh*hd:], 3*C, 0, yy[hh*hd:], C)
+			gemm(h.blas, false, false, T, hd, T, 1, pp[hh*T*T:(hh+1)*T*T], T, q[C+(KV+hh/G)*hd:], W, 0, yy[hh*hd:], C)
 		}
 		vy.put(b*rowY, yy)
 	}
 }
 
-// AttentionBackward: dqkv (B·T, 3C) from dy through p (to q and k) and v.
+// AttentionBackward: dqkv (B·T, W) from dy through p (to q and k) and v.
 // scratch holds dP and dS of one batch element; an fp64 computation given
 // fp32 scratch uses private fp64 scratch instead.
-func (h *Device) AttentionBackward(dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T, C, NH int) error {
-	err := cuda.Check.AttentionBackward(dqkv, dy, qkv, p, scratch, B, T, C, NH)
+func (h *Device) AttentionBackward(dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T, C, NH, KV int) error {
+	err := cuda.Check.AttentionBackward(dqkv, dy, qkv, p, scratch, B, T, C, NH, KV)
 	if err := h.begin("AttentionBackward", err, dqkv, dy, qkv, p, scratch); err != nil {
 		return err
 	}
-	instance(cuda.AllF64(dqkv, dy, qkv, p), attentionBackwardKernel[float64], attentionBackwardKernel[float32])(h, dqkv, dy, qkv, p, scratch, B, T, C, NH)
+	instance(cuda.AllF64(dqkv, dy, qkv, p), attentionBackwardKernel[float64], attentionBackwardKernel[float32])(h, dqkv, dy, qkv, p, scratch, B, T, C, NH, KV)
 	return nil
 }
 
-func attentionBackwardKernel[F float](h *Device, dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T, C, NH int) {
-	hd := C / NH
+func attentionBackwardKernel[F float](h *Device, dqkv, dy, qkv, p, scratch *cuda.Buffer, B, T, C, NH, KV int) {
+	hd, G, W := C/NH, NH/KV, cuda.QKVWidth(C, NH, KV)
 	scale := 1 / math.Sqrt(float64(hd))
 	vdq, vdy, vq, vp := mkvec[F](dqkv), mkvec[F](dy), mkvec[F](qkv), mkvec[F](p)
-	rowQ, rowY, sz := T*3*C, T*C, NH*T*T
+	rowQ, rowY, sz := T*W, T*C, NH*T*T
 	tdq, tdy, tq, tp := batchScratch(vdq, rowQ), batchScratch(vdy, rowY), batchScratch(vq, rowQ), batchScratch(vp, sz)
 	defer putScratch(tdq)
 	defer putScratch(tdy)
@@ -142,10 +148,11 @@ func attentionBackwardKernel[F float](h *Device, dqkv, dy, qkv, p, scratch *cuda
 		dq := vdq.out(b*rowQ, (b+1)*rowQ, tdq)
 		for hh := 0; hh < NH; hh++ {
 			ph, dsh := pp[hh*T*T:(hh+1)*T*T], ds[hh*T*T:(hh+1)*T*T]
+			v, add := C+(KV+hh/G)*hd, F(min(hh%G, 1)) // the group's first query head writes, the rest add
 			// dV = Pᵀ·dY
-			gemm(h.blas, true, false, T, hd, T, 1, ph, T, d[hh*hd:], C, 0, dq[2*C+hh*hd:], 3*C)
+			gemm(h.blas, true, false, T, hd, T, 1, ph, T, d[hh*hd:], C, add, dq[v:], W)
 			// dP = dY·Vᵀ
-			gemm(h.blas, false, true, T, T, hd, 1, d[hh*hd:], C, q[2*C+hh*hd:], 3*C, 0, dsh, T)
+			gemm(h.blas, false, true, T, T, hd, 1, d[hh*hd:], C, q[v:], W, 0, dsh, T)
 		}
 		h.parallel(NH*T, max(1, elemGrain/T), func(lo, hi int) {
 			for r := lo; r < hi; r++ {
@@ -163,10 +170,11 @@ func attentionBackwardKernel[F float](h *Device, dqkv, dy, qkv, p, scratch *cuda
 		})
 		for hh := 0; hh < NH; hh++ {
 			dsh := ds[hh*T*T : (hh+1)*T*T]
+			k, add := C+hh/G*hd, F(min(hh%G, 1))
 			// dQ = dS·K
-			gemm(h.blas, false, false, T, hd, T, 1, dsh, T, q[C+hh*hd:], 3*C, 0, dq[hh*hd:], 3*C)
+			gemm(h.blas, false, false, T, hd, T, 1, dsh, T, q[k:], W, 0, dq[hh*hd:], W)
 			// dK = dSᵀ·Q
-			gemm(h.blas, true, false, T, hd, T, 1, dsh, T, q[hh*hd:], 3*C, 0, dq[C+hh*hd:], 3*C)
+			gemm(h.blas, true, false, T, hd, T, 1, dsh, T, q[hh*hd:], W, add, dq[k:], W)
 		}
 		vdq.put(b*rowQ, dq)
 	}

@@ -129,13 +129,13 @@ func BenchmarkKernels(b *testing.B) {
 		qkv, dqkv, p := buf(dt, N*3*C), buf(dt, N*3*C), buf(dt, B*NH*T*T)
 		logits, targets := buf(dt, N*V), ids(N, V)
 		loss, dloss := buf(cuda.F32, 1), buf(cuda.F32, 1)
-		ascratch, cscratch := buf(cuda.F32, cuda.AttentionScratchLen(T, NH)), buf(cuda.F32, cuda.CrossEntropyScratchLen(N))
+		ascratch, cscratch := buf(cuda.F32, cuda.AttentionScratchLen(T, C, NH, NH)), buf(cuda.F32, cuda.CrossEntropyScratchLen(N))
 		tokens, wte, wte2, wpe := ids(N, V), buf(dt, V*C), buf(dt, V*C), buf(dt, 1024*C)
 		nAdam := 1 << 22
 		param, grad, master, m, v := buf(dt, nAdam), buf(dt, nAdam), buf(cuda.F32, nAdam), buf(cuda.F32, nAdam), buf(cuda.F32, nAdam)
 		adam := cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true, Step: 1, GradScale: 1}
 		bufs := func(bs ...*cuda.Buffer) []*cuda.Buffer { return bs }
-		probs, out, back := model.AttentionProbsOp{B: B, T: T, C: C, NH: NH}, model.AttentionOutOp{B: B, T: T, C: C, NH: NH}, model.AttentionBackwardOp{B: B, T: T, C: C, NH: NH}
+		probs, out, back := model.AttentionProbsOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.AttentionOutOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.AttentionBackwardOp{B: B, T: T, C: C, NH: NH, KV: NH}
 		// moved: the buffers each call reads and writes, as train
 		// --profile counts them (inputs read, the output written; an
 		// output updated in place twice; none for the embeddings, which
@@ -160,9 +160,9 @@ func BenchmarkKernels(b *testing.B) {
 			{"SumRows4C", func() error { return h.SumRows(db4, dh4, N, 4*C) }, bufs(db4, dh4), 0},
 			{"GELU", func() error { return h.GELU(dh4, h4) }, bufs(dh4, h4), 0},
 			{"GELUBackward", func() error { return h.GELUBackward(dh4, dh4, h4) }, bufs(dh4, dh4, h4), 0},
-			{"AttentionProbs", func() error { return h.AttentionProbs(p, qkv, B, T, C, NH) }, bufs(p, qkv), probs.FLOPs()},
-			{"AttentionOut", func() error { return h.AttentionOut(y, qkv, p, B, T, C, NH) }, bufs(y, qkv, p), out.FLOPs()},
-			{"AttentionBackward", func() error { return h.AttentionBackward(dqkv, dy, qkv, p, ascratch, B, T, C, NH) }, bufs(dqkv, dy, qkv, p), back.FLOPs()},
+			{"AttentionProbs", func() error { return h.AttentionProbs(p, qkv, B, T, C, NH, NH) }, bufs(p, qkv), probs.FLOPs()},
+			{"AttentionOut", func() error { return h.AttentionOut(y, qkv, p, B, T, C, NH, NH) }, bufs(y, qkv, p), out.FLOPs()},
+			{"AttentionBackward", func() error { return h.AttentionBackward(dqkv, dy, qkv, p, ascratch, B, T, C, NH, NH) }, bufs(dqkv, dy, qkv, p), back.FLOPs()},
 			{"CrossEntropy", func() error { return h.CrossEntropy(loss, logits, targets, cscratch, N, V) }, bufs(loss, logits, targets), 0},
 			{"CrossEntropyBackward", func() error { return h.CrossEntropyBackward(logits, dloss, logits, targets, N, V) }, bufs(logits, dloss, logits, targets), 0},
 			{"Adam4M", func() error { return h.Adam(param, grad, master, m, v, adam) }, bufs(param, grad, master, master, m, m, v, v), 0},

@@ -8,33 +8,35 @@ import (
 	"trainmem/cuda"
 )
 
-// RoPE: q's and k's channel pairs (i, i + hs/2) of every head rotated by
+// RoPE: q's and k's channel pairs (i, i + hs/2) of every query and key head rotated by
 // t·theta^(-2i/hs), v copied; the angles, their cosines and sines in
 // float64, once a row.
-func (h *Device) RoPE(y, x *cuda.Buffer, B, T, C, NH int, theta float32) error {
-	if err := h.begin("RoPE", cuda.Check.RoPE(y, x, B, T, C, NH, theta), y, x); err != nil {
+func (h *Device) RoPE(y, x *cuda.Buffer, B, T, C, NH, KV int, theta float32) error {
+	if err := h.begin("RoPE", cuda.Check.RoPE(y, x, B, T, C, NH, KV, theta), y, x); err != nil {
 		return err
 	}
-	instance(cuda.AllF64(y, x), ropeKernel[float64], ropeKernel[float32])(h, y, x, B, T, C, NH, theta, 1)
+	instance(cuda.AllF64(y, x), ropeKernel[float64], ropeKernel[float32])(h, y, x, B, T, C, NH, KV, theta, 1)
 	return nil
 }
 
 // RoPEBackward: the rotation by the opposite angles, v's gradient copied.
-func (h *Device) RoPEBackward(dx, dy *cuda.Buffer, B, T, C, NH int, theta float32) error {
-	if err := h.begin("RoPEBackward", cuda.Check.RoPEBackward(dx, dy, B, T, C, NH, theta), dx, dy); err != nil {
+func (h *Device) RoPEBackward(dx, dy *cuda.Buffer, B, T, C, NH, KV int, theta float32) error {
+	if err := h.begin("RoPEBackward", cuda.Check.RoPEBackward(dx, dy, B, T, C, NH, KV, theta), dx, dy); err != nil {
 		return err
 	}
-	instance(cuda.AllF64(dx, dy), ropeKernel[float64], ropeKernel[float32])(h, dx, dy, B, T, C, NH, theta, -1)
+	instance(cuda.AllF64(dx, dy), ropeKernel[float64], ropeKernel[float32])(h, dx, dy, B, T, C, NH, KV, theta, -1)
 	return nil
 }
 
 // ropeKernel rotates by sign·angle (1 forward, -1 for the gradient).
-func ropeKernel[F float](h *Device, y, x *cuda.Buffer, B, T, C, NH int, theta float32, sign float64) {
+func ropeKernel[F float](h *Device, y, x *cuda.Buffer, B, T, C, NH, KV int, theta float32, sign float64) {
 	vy, vx := mkvec[F](y), mkvec[F](x)
 	hs := C / NH
 	half := hs / 2
-	h.parallel(B*T, rowGrain(3*C), func(lo, hi int) {
-		tmp := getScratch[F](6 * C)
+	W := cuda.QKVWidth(C, NH, KV)
+	R := (NH + KV) * hs // q's and k's heads, one after the other; v is the rest
+	h.parallel(B*T, rowGrain(W), func(lo, hi int) {
+		tmp := getScratch[F](2 * W)
 		defer putScratch(tmp)
 		cs := make([]float64, 2*half)
 		for r := lo; r < hi; r++ {
@@ -43,21 +45,18 @@ func ropeKernel[F float](h *Device, y, x *cuda.Buffer, B, T, C, NH int, theta fl
 				s, c := math.Sincos(t * math.Pow(float64(theta), -2*float64(i)/float64(hs)))
 				cs[2*i], cs[2*i+1] = c, sign*s
 			}
-			xs := vx.get(3*C*r, 3*C*(r+1), tmp[:3*C])
-			o := vy.out(3*C*r, 3*C*(r+1), tmp[3*C:])
-			for part := range 2 { // q, then k
-				for hd := range NH {
-					base := part*C + hd*hs
-					for i := range half {
-						a, b := float64(xs[base+i]), float64(xs[base+i+half])
-						c, s := cs[2*i], cs[2*i+1]
-						o[base+i] = F(a*c - b*s)
-						o[base+i+half] = F(b*c + a*s)
-					}
+			xs := vx.get(W*r, W*(r+1), tmp[:W])
+			o := vy.out(W*r, W*(r+1), tmp[W:])
+			for base := 0; base < R; base += hs {
+				for i := range half {
+					a, b := float64(xs[base+i]), float64(xs[base+i+half])
+					c, s := cs[2*i], cs[2*i+1]
+					o[base+i] = F(a*c - b*s)
+					o[base+i+half] = F(b*c + a*s)
 				}
 			}
-			copy(o[2*C:], xs[2*C:])
-			vy.put(3*C*r, o)
+			copy(o[R:], xs[R:])
+			vy.put(W*r, o)
 		}
 	})
 }

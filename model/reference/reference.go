@@ -201,9 +201,43 @@ func (r *Model) build() error {
 		y := b.do(func() (*G.Node, error) { return G.Add(a, c) })
 		return b.do(func() (*G.Node, error) { return G.Reshape(y, tensor.Shape{N, C}) })
 	}
+	// repeat gives each query head its group's key or value head, x (N,
+	// KV, hs) → (N, NH, hs), as Hugging Face's repeat_kv, written as the
+	// product with a constant 0/1 matrix E (KV, NH), E[g, h] = 1 where
+	// query head h is of group g: its gradient sums over the group.
+	KV := cfg.KV()
+	var groupsC *G.Node
+	if KV != NH {
+		ev := make([]float64, KV*NH)
+		for h := range NH {
+			ev[h/(NH/KV)*NH+h] = 1
+		}
+		groupsC = G.NewConstant(r.tensorOf([]int{KV, NH}, ev), G.WithName("kv_groups"))
+	}
+	repeat := func(x *G.Node) *G.Node {
+		if groupsC == nil {
+			return x
+		}
+		xt := b.do(func() (*G.Node, error) { return G.Transpose(x, 0, 2, 1) })                // (N, hs, KV)
+		xt = b.do(func() (*G.Node, error) { return G.Reshape(xt, tensor.Shape{N * hs, KV}) }) // rows
+		e := b.do(func() (*G.Node, error) { return G.Mul(xt, groupsC) })                      // (N·hs, NH)
+		e = b.do(func() (*G.Node, error) { return G.Reshape(e, tensor.Shape{N, hs, NH}) })
+		return b.do(func() (*G.Node, error) { return G.Transpose(e, 0, 2, 1) }) // (N, NH, hs)
+	}
+	// heads is part 0 (q), 1 (k) or 2 (v) of qkv (N, (NH + 2·KV)·hs) as
+	// (B·NH, T, hs): the part's heads taken as a range of qkv seen as (N,
+	// NH + 2·KV, hs), in heads rather than channels (see mlp; head counts
+	// are below 256), a key or value head repeated over its group, the
+	// rotation applied to q and the repeated k (rotating a head and then
+	// repeating it is repeating and then rotating it).
 	heads := func(qkv *G.Node, part int) *G.Node { // → (B·NH, T, hs)
-		q3 := b.do(func() (*G.Node, error) { return G.Reshape(qkv, tensor.Shape{N, 3, C}) }) // by index, not a column range (see mlp)
-		s := b.do(func() (*G.Node, error) { return G.Slice(q3, nil, G.S(part)) })            // (N, C)
+		q3 := b.do(func() (*G.Node, error) { return G.Reshape(qkv, tensor.Shape{N, NH + 2*KV, hs}) })
+		lo, hi := [3]int{0, NH, NH + KV}[part], [3]int{NH, NH + KV, NH + 2*KV}[part]
+		s := b.do(func() (*G.Node, error) { return G.Slice(q3, nil, G.S(lo, hi)) })
+		s = b.do(func() (*G.Node, error) { return G.Reshape(s, tensor.Shape{N, hi - lo, hs}) }) // (N, heads, hs): a range of one head drops the axis
+		if part > 0 {
+			s = repeat(s)
+		}
 		if cosC != nil && part < 2 {
 			s = rope(s)
 		}

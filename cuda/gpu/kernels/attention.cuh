@@ -1,10 +1,11 @@
 // The attention family (Kernels.AttentionProbs; AttentionOut and
 // AttentionBackward are products on cuBLAS or gemm_generic around
-// attention_backward_softmax): cuda/host/attention.go's.
+// attention_backward_softmax and attention_kv_store): cuda/host/attention.go's.
 #pragma once
 #include "common.cuh"
 
-// attention_probs: p (B, NH, T, T) = causal softmax(q·kᵀ·scale). A block of
+// attention_probs: p (B, NH, T, T) = causal softmax(q·kᵀ·scale), query
+// head h with key head h/(NH/KV) of rows W = C + 2·KV·hd. A block of
 // 256 threads takes 32 query rows of one head: warp w the rows 4w..4w+3,
 // lane l the key column l of each 32-wide key tile. Scores are computed in
 // the compute type over head-dimension chunks of 64 staged in shared memory
@@ -16,7 +17,7 @@
 #define AP_DC 64
 template <typename T>
 __device__ __forceinline__ void ap_scores(T s[4], T (*qs)[AP_DC + 1], T (*ks)[AP_DC + 1], const void *qkv, i64 qdt, i64 b,
-                                          i64 h, i64 t0, i64 kt, i64 Tn, i64 C, i64 hd) {
+                                          i64 h, i64 g, i64 t0, i64 kt, i64 Tn, i64 C, i64 W, i64 hd) {
 	int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
 #pragma unroll
 	for (int r = 0; r < 4; r++) s[r] = 0;
@@ -25,8 +26,8 @@ __device__ __forceinline__ void ap_scores(T s[4], T (*qs)[AP_DC + 1], T (*ks)[AP
 			int r = k / AP_DC, d = k % AP_DC;
 			i64 tq = t0 + r, tk = kt * 32 + r;
 			bool dok = d0 + d < hd;
-			qs[r][d] = (tq < Tn && dok) ? ld<T>(qkv, qdt, ((b * Tn + tq) * 3 * C) + h * hd + d0 + d) : (T)0;
-			ks[r][d] = (tk < Tn && dok) ? ld<T>(qkv, qdt, ((b * Tn + tk) * 3 * C) + C + h * hd + d0 + d) : (T)0;
+			qs[r][d] = (tq < Tn && dok) ? ld<T>(qkv, qdt, ((b * Tn + tq) * W) + h * hd + d0 + d) : (T)0;
+			ks[r][d] = (tk < Tn && dok) ? ld<T>(qkv, qdt, ((b * Tn + tk) * W) + C + g * hd + d0 + d) : (T)0;
 		}
 		__syncthreads();
 		int dc = (int)min((i64)AP_DC, hd - d0);
@@ -40,11 +41,11 @@ __device__ __forceinline__ void ap_scores(T s[4], T (*qs)[AP_DC + 1], T (*ks)[AP
 }
 
 template <typename T>
-__device__ void attention_probs(void *p, i64 pdt, const void *qkv, i64 qdt, i64 B, i64 Tn, i64 C, i64 NH) {
+__device__ void attention_probs(void *p, i64 pdt, const void *qkv, i64 qdt, i64 B, i64 Tn, i64 C, i64 NH, i64 KV) {
 	__shared__ T qs[AP_ROWS][AP_DC + 1];
 	__shared__ T ks[32][AP_DC + 1];
 	i64 h = blockIdx.y, b = blockIdx.z, t0 = (i64)blockIdx.x * AP_ROWS;
-	i64 hd = C / NH;
+	i64 hd = C / NH, g = h / (NH / KV), W = C + 2 * KV * hd;
 	int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	T scale = (T)(1.0 / sqrt((double)hd));
 	T m[4];
@@ -58,7 +59,7 @@ __device__ void attention_probs(void *p, i64 pdt, const void *qkv, i64 qdt, i64 
 	i64 ntiles = last / 32 + 1;               // key tiles up to the diagonal
 	T s[4];
 	for (i64 kt = 0; kt < ntiles; kt++) {
-		ap_scores<T>(s, qs, ks, qkv, qdt, b, h, t0, kt, Tn, C, hd);
+		ap_scores<T>(s, qs, ks, qkv, qdt, b, h, g, t0, kt, Tn, C, W, hd);
 		i64 j = kt * 32 + lane;
 #pragma unroll
 		for (int r = 0; r < 4; r++) {
@@ -76,7 +77,7 @@ __device__ void attention_probs(void *p, i64 pdt, const void *qkv, i64 qdt, i64 
 	}
 	i64 all = (Tn + 31) / 32;
 	for (i64 kt = 0; kt < all; kt++) {
-		if (kt < ntiles) ap_scores<T>(s, qs, ks, qkv, qdt, b, h, t0, kt, Tn, C, hd);
+		if (kt < ntiles) ap_scores<T>(s, qs, ks, qkv, qdt, b, h, g, t0, kt, Tn, C, W, hd);
 		i64 j = kt * 32 + lane;
 #pragma unroll
 		for (int r = 0; r < 4; r++) {
@@ -112,7 +113,20 @@ __device__ void attention_backward_softmax(void *ds, i64 sdt, const void *p, i64
 	}
 }
 
-ENTRY2(attention_probs, (void *p, i64 pdt, const void *qkv, i64 qdt, i64 B, i64 Tn, i64 C, i64 NH),
-       (p, pdt, qkv, qdt, B, Tn, C, NH))
+// attention_kv_store: acc (rows of n, a group's summed key or value
+// gradients in the scratch's type) rounded once into dqkv's rows of W at
+// column off, as the host rounds its compute type's sums to the storage.
+template <typename T>
+__device__ void attention_kv_store(void *dqkv, i64 ddt, const void *acc, i64 adt, i64 rows, i64 n, i64 W, i64 off) {
+	GRID_STRIDE(k, rows * n) {
+		i64 r = k / n, c = k - r * n;
+		st(dqkv, ddt, r * W + off + c, ld<T>(acc, adt, k));
+	}
+}
+
+ENTRY2(attention_probs, (void *p, i64 pdt, const void *qkv, i64 qdt, i64 B, i64 Tn, i64 C, i64 NH, i64 KV),
+       (p, pdt, qkv, qdt, B, Tn, C, NH, KV))
 ENTRY2(attention_backward_softmax, (void *ds, i64 sdt, const void *p, i64 pdt, i64 rows, i64 Tn, double scale),
        (ds, sdt, p, pdt, rows, Tn, scale))
+ENTRY2(attention_kv_store, (void *dqkv, i64 ddt, const void *acc, i64 adt, i64 rows, i64 n, i64 W, i64 off),
+       (dqkv, ddt, acc, adt, rows, n, W, off))

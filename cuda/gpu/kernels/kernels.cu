@@ -43,6 +43,7 @@
 #include "layernorm.cuh"
 #include "rmsnorm.cuh"
 #include "attention.cuh"
+#include "flash.cuh"
 #include "matmul.cuh"
 #include "crossentropy.cuh"
 #include "optim.cuh"
