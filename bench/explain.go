@@ -151,7 +151,11 @@ func explain(r *ValidateReport) []string {
 		att := int64(cuda.AttentionScratchLen(s.Seq, m.Hidden, m.Heads, m.KV())) * 4
 		ce := int64(cuda.CrossEntropyScratchLen(s.Batch*s.Seq)) * 4
 		what := "fp32 score gradients for one sequence (4·a·s²"
-		if m.KV() < m.Heads {
+		switch {
+		case m.Attention == model.AttentionFlash:
+			att = int64(cuda.FlashScratchLen(s.Batch, s.Seq, m.Heads)) * 4
+			what = "fp32 D = rowsum(dO ⊙ O) of every head's rows, flash attention's (4·a·b·s"
+		case m.KV() < m.Heads:
 			what = "fp32 score gradients and key or value gradients for one sequence (4·a·s² + 4·s·h·kv/a"
 		}
 		add("workspace: %s: kernel scratch that no formula models: attention backward's %s = %s) and cross-entropy's per-row losses (4·b·s = %s)", bt(v), what, bt(att), bt(ce))
@@ -229,6 +233,8 @@ func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d 
 	case model.Masks:
 		var where string
 		switch per := 2*d.sbh + d.as2b; {
+		case s.Model.Attention == model.AttentionFlash:
+			where = fmt.Sprintf("2·s·b·h a layer (attention and MLP outputs; with flash attention no mask of the probabilities) × %d", fk.Layers)
 		case s.Checkpoint.Kind == model.CheckpointSelective:
 			where = fmt.Sprintf("2·s·b·h a layer (attention and MLP outputs) × %d, a·s²·b for the one layer whose scores are recomputed", fk.Layers)
 		default:
@@ -240,6 +246,9 @@ func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d 
 		label, what := "layer-norm statistics", "each layer norm's row mean and 1/std"
 		if s.Model.Norm == model.NormRMS {
 			label, what = "RMSNorm statistics", "each RMSNorm's row 1/rms"
+		}
+		if s.Model.Attention == model.AttentionFlash {
+			label, what = "statistics", what+" and flash attention's row log-sum-exp of each head (a·s·b values)"
 		}
 		return fmt.Sprintf("%s %s: trainmem keeps %s in fp32 for the backward pass, %d·s·b = %s a layer and %d·s·b for the final one, %s at its peak; no formula counts them",
 			label, diff, what, block/d.N, bt(block), final/d.N, bt(tv))

@@ -32,6 +32,7 @@ type (
 		FFN          int     `json:"ffn,omitempty"`
 		Positions    string  `json:"positions,omitempty"`
 		RopeTheta    float64 `json:"rope_theta,omitempty"` // with rotary positions
+		Attention    string  `json:"attention,omitempty"`
 		Params       int64   `json:"params"`
 	}
 	setupDoc struct {
@@ -108,7 +109,7 @@ func modelDocOf(s model.Setup) modelDoc {
 	m := s.Model
 	tied, biases := !m.Untied, !m.NoBias
 	d := modelDoc{Name: m.Name, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, KVHeads: m.KV(), Vocab: m.Vocab, Context: m.Context, Tied: &tied,
-		Norm: m.Norm.String(), LinearBiases: &biases, MLP: m.MLP.String(), FFN: m.FFNWidth(), Positions: m.Positions.String(), Params: m.NumParams()}
+		Norm: m.Norm.String(), LinearBiases: &biases, MLP: m.MLP.String(), FFN: m.FFNWidth(), Positions: m.Positions.String(), Attention: m.Attention.String(), Params: m.NumParams()}
 	if m.Positions == model.PosRoPE {
 		d.RopeTheta = m.Theta()
 	}

@@ -7,6 +7,8 @@ package model
 import (
 	"fmt"
 	"strings"
+
+	"trainmem/cuda"
 )
 
 // Config is a GPT-2 shape.
@@ -44,6 +46,12 @@ type Config struct {
 	// DefaultRopeTheta).
 	Positions Positions
 	RopeTheta float64
+	// Attention is how the attention is computed: AttentionNaive (the
+	// probabilities stored, s² a head) or AttentionFlash (Dao et al. 2022:
+	// the row log-sum-exp stored, the probabilities recomputed in
+	// backward). It is no part of the weights: PresetOf and the file
+	// formats ignore it.
+	Attention Attention
 	// NormEps is the norms' ε (0: LayerNormEps or RMSNormEps, the norm's
 	// default; a Hugging Face config may give another).
 	NormEps float64
@@ -138,6 +146,7 @@ func (c Config) canonical() Config {
 	if c.KVHeads == c.Heads {
 		c.KVHeads = 0
 	}
+	c.Attention = AttentionNaive
 	return c
 }
 
@@ -165,6 +174,12 @@ func (c Config) Validate() error {
 	}
 	if c.KVHeads != 0 && (c.KVHeads < 0 || c.Heads%c.KVHeads != 0) {
 		return fmt.Errorf("model: kv heads %d does not divide heads %d (valid: %s, or 0 for %d)", c.KVHeads, c.Heads, divisors(c.Heads), c.Heads)
+	}
+	if int(c.Attention) >= len(attentionNames) {
+		return fmt.Errorf("model: attention %v: unknown (valid: %s)", c.Attention, strings.Join(attentionNames, ", "))
+	}
+	if c.Attention == AttentionFlash && c.HeadDim() > cuda.FlashHeadDimMax {
+		return fmt.Errorf("model: flash attention with heads of %d channels (%d heads of hidden %d; valid: heads of at most %d channels)", c.HeadDim(), c.Heads, c.Hidden, cuda.FlashHeadDimMax)
 	}
 	if int(c.Norm) >= len(normNames) {
 		return fmt.Errorf("model: norm %v: unknown (valid: %s)", c.Norm, strings.Join(normNames, ", "))
@@ -230,6 +245,24 @@ func parseEnum[E ~uint8](names []string, s, what string) (E, error) {
 		}
 	}
 	return 0, fmt.Errorf("model: unknown %s %q (valid: %s)", what, s, strings.Join(names, ", "))
+}
+
+// Attention is how a model's attention is computed (Config.Attention).
+type Attention uint8
+
+const (
+	AttentionNaive Attention = iota // the probabilities stored, a·s² a layer (Korthikanti et al.'s count)
+	AttentionFlash                  // FlashAttention (Dao et al. 2022): the output and the fp32 row log-sum-exp stored
+)
+
+// attentionNames are the attentions' names, by Attention.
+var attentionNames = []string{AttentionNaive: "naive", AttentionFlash: "flash"}
+
+func (a Attention) String() string { return enumName(attentionNames, a, "Attention") }
+
+// ParseAttention reads an attention's name: naive or flash.
+func ParseAttention(s string) (Attention, error) {
+	return parseEnum[Attention](attentionNames, s, "attention")
 }
 
 // Positions is a model's kind of position embedding (Config.Positions).
@@ -534,6 +567,9 @@ func (c Config) String() string {
 	}
 	if c.Positions == PosRoPE {
 		arch += fmt.Sprintf(", rotary positions (θ %g)", c.Theta())
+	}
+	if c.Attention == AttentionFlash {
+		arch += ", flash attention"
 	}
 	if c.canonical().NormEps > 0 {
 		arch += fmt.Sprintf(", norm ε %g", c.Eps())

@@ -103,7 +103,10 @@ func (s *sectionOf) add(name, term string, mk func() op, args ...string) {
 // loss = mean cross-entropy. The architecture's choices (Config.Norm,
 // NoBias, MLP, FFN) pick the norms' ops, the linear layers' biases and the
 // MLP: SwiGLU's mlp.fc makes the gate and the up projection, each row
-// [gate | up], and mlp.swiglu gates one by the other.
+// [gate | up], and mlp.swiglu gates one by the other. Config.Attention
+// picks the attention's ops: attn.probs and attn.out (the probabilities
+// kept), or flash attention's attn.lse and attn.out (the row log-sum-exp
+// kept, and the output, which its backward reads beside qkv).
 //
 // A tensor-parallel rank's (cfg.Tensor, tensor.go) blocks hold its heads
 // (NH/t of them, C/t channels of q and the attention output, KV/t key and
@@ -182,8 +185,13 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	} else {
 		linear(b, "attn.qkv", "qkv", "ln1", C, W, bias, "attn.qkv.w", column)
 	}
-	b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv)
-	b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv, "attn.probs")
+	if cfg.Attention == AttentionFlash {
+		b.add("attn.lse", "attention_lse", func() op { return &FlashAttentionStatsOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv)
+		b.add("attn.out", "attention_out", func() op { return &FlashAttentionOutOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv, "attn.lse")
+	} else {
+		b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv)
+		b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv, "attn.probs")
+	}
 	linear(b, "attn.proj", "", "attn.out", Cp, C, bias, "attn.proj.w", row)
 	b.add("res1", "residual1", func() op { return &AddOp{N: Ns, C: C} }, "x", "attn.proj")
 	layerNorm(b, "ln2", "ln2", "ln2_stats", "res1")
@@ -235,7 +243,7 @@ type kept struct {
 // structureOf is the smallest config with cfg's structure: what decides
 // which ops a graph has and how they connect, not how large they are.
 func structureOf(cfg Config) Config {
-	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias, MLP: cfg.MLP, Positions: cfg.Positions}
+	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias, MLP: cfg.MLP, Positions: cfg.Positions, Attention: cfg.Attention}
 	if cfg.Tensor.size() > 1 {
 		sc.Tensor = TensorRank{Size: 2, Sequence: cfg.Tensor.Sequence} // what a split keeps is the same on every rank and at every size
 	}

@@ -87,7 +87,7 @@ func (f Formula) Source() string {
 	case ZeROPaper:
 		return "Rajbhandari et al. 2020 (ZeRO), Section 3.2: 12·h·b·s·L values, 2 bytes each in 16-bit training (4 in fp32)"
 	case Korthikanti:
-		return "Korthikanti et al. 2022, Section 4.1 Eq. 1, Table 2, Section 4.3: sbh·(34 + 5as/h) bytes a layer"
+		return "Korthikanti et al. 2022, Section 4.1 Eq. 1, Table 2, Section 4.3: sbh·(34 + 5as/h) bytes a layer (34 with flash attention, which stores no scores)"
 	case Exact:
 		return exactSource
 	}
@@ -999,9 +999,19 @@ func korthikantiLayer(s, b, h, a, e, t int64, sp bool, c *calc) LayerActivations
 // tensors and the three dropout masks.
 type korthikantiTerms struct {
 	attention, scores, mlp, layerNorms Term
+	flash                              bool // the scores are never stored
 }
 
-func (l korthikantiTerms) all() []Term { return []Term{l.attention, l.scores, l.mlp, l.layerNorms} }
+// all is the layer's terms: without the scores under flash attention, the
+// variant of the formula that its successors use for it (FlashAttention,
+// Dao et al. 2022, keeps no a·s²·b tensor: 5as/h → 0, as Megatron-LM's
+// theoretical memory report counts sbh·34 a layer).
+func (l korthikantiTerms) all() []Term {
+	if l.flash {
+		return []Term{l.attention, l.mlp, l.layerNorms}
+	}
+	return []Term{l.attention, l.scores, l.mlp, l.layerNorms}
+}
 
 func korthikantiLayerTerms(s, b, h, a, e, t int64, sp bool, c *calc) korthikantiTerms {
 	sbhT := c.mul(s, b, h/t)      // sbh/t, exact: t divides h
@@ -1085,6 +1095,7 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 	e, t := s.Precision.Size(), int64(s.TP)
 	sp := s.SequenceParallel && t > 1
 	layer := korthikantiLayerTerms(sz, bz, hz, az, e, t, sp, c)
+	layer.flash = m.Attention == AttentionFlash
 	whole := c.mul(sz, bz, hz) // a [s, b, h] tensor on one rank, in elements
 	if sp {
 		whole = c.mul(sz, bz, hz/t)
@@ -1107,7 +1118,9 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 			layer.attention.times(c, n, "attention"),
 			layer.mlp.times(c, n, "mlp"),
 			layer.layerNorms.times(c, n, "layer_norms"),
-			layer.scores.times(c, 1, "recompute_scores"),
+		}
+		if !layer.flash { // flash attention has no scores to drop or recompute
+			act.Terms = append(act.Terms, layer.scores.times(c, 1, "recompute_scores"))
 		}
 	default:
 		k := int64(s.Checkpoint.Segment(s.stageLayers(stage)))
@@ -1139,19 +1152,24 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 // selective recomputes only the attention-score products, L·4·b·s²·h.
 // The 24·b·s·h² is 2·b·s times the block's matrices, 4h² + 2·h·4h; an MLP
 // of another width F or SwiGLU's three matrices make it 2·b·s·(4h² +
-// (k+1)·h·F) (k = 2 for SwiGLU's gate and up).
+// (k+1)·h·F) (k = 2 for SwiGLU's gate and up), and grouped-query
+// attention's narrower k and v 2·b·s·(2h² + 2h·kv + …) (kv = KV·h/a).
+// Under flash attention selective recomputes nothing: there are no
+// probabilities to drop.
 func (s Setup) recompute() Recompute {
 	m := s.Model
 	b, sq, h, v, L := float64(s.Batch), float64(s.Seq), float64(m.Hidden), float64(m.Vocab), float64(m.Layers)
-	F, k := float64(m.FFNWidth()), float64(m.mlpIn())
-	layers := L * (2*b*sq*(4*h*h+(k+1)*h*F) + 4*b*sq*sq*h)
+	F, k, kv := float64(m.FFNWidth()), float64(m.mlpIn()), float64(m.kvWidth())
+	layers := L * (2*b*sq*(2*h*h+2*h*kv+(k+1)*h*F) + 4*b*sq*sq*h)
 	r := Recompute{Forward: layers + 2*b*sq*h*v}
 	r.Step = 3 * r.Forward
 	switch s.Checkpoint.Kind {
 	case CheckpointFull, CheckpointEvery, CheckpointSqrt:
 		r.Recompute = layers
 	case CheckpointSelective:
-		r.Recompute = L * 4 * b * sq * sq * h
+		if m.Attention != AttentionFlash { // flash attention has no probabilities to drop
+			r.Recompute = L * 4 * b * sq * sq * h
+		}
 	}
 	r.Fraction = r.Recompute / r.Step
 	return r

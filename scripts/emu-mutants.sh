@@ -26,6 +26,8 @@ mutants=(
 	'RMSNorm gradient without its mean term|rmsnorm.cuh|ld<T>(w, wdt, c) - xhat * mgx));|ld<T>(w, wdt, c)));'
 	'the rotary gradient turned the forward way|rope.cuh|		s *= sign;|		s *= 1.0;'
 	'grouped query heads reading the wrong key head|attention.cuh|	i64 hd = C / NH, g = h / (NH / KV), W = C + 2 * KV * hd;|	i64 hd = C / NH, g = h % KV, W = C + 2 * KV * hd;'
+	'flash backward without the D term|flash.cuh|			double ds = p * (fl_dot<T>(d, qkv, qdt, row + C + (KV + g) * hd, hd, lane) - Dr);|			double ds = p * fl_dot<T>(d, qkv, qdt, row + C + (KV + g) * hd, hd, lane);'
+	'flash key rows starting one query row late|flash.cuh|			for (i64 t = s; t < Tn; t++) {|			for (i64 t = s + 1; t < Tn; t++) {'
 	'a group of key gradients stored to the value columns|attention.cuh|		st(dqkv, ddt, r * W + off + c, ld<T>(acc, adt, k));|		st(dqkv, ddt, r * W + (W - n) + c, ld<T>(acc, adt, k));'
 	'SwiGLU gate gradient without the SiLU derivative term|swiglu.cuh|(T)(d * u * s * (1.0 + g * (1.0 - s))));|(T)(d * u * s));'
 	'a warp sum one shuffle short|common.cuh|	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);|	for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'

@@ -13,7 +13,8 @@ import (
 // activation peak, and the model-state formula each state's, in requested
 // bytes, across presets, batch sizes,
 // sequence lengths, precisions, checkpoint policies and architectures
-// (norm, linear biases, MLP and its width, positions, key and value heads).
+// (norm, linear biases, MLP and its width, positions, key and value heads,
+// naive and flash attention).
 func TestExactFormulaEqualsSimulation(t *testing.T) {
 	type shape struct {
 		preset string
@@ -63,25 +64,28 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 		{model.NormLayer, false, model.MLPGELU, 100, 0, 0}, {model.NormLayer, false, model.MLPGELU, 0, model.PosRoPE, 0},
 		{model.NormRMS, true, model.MLPSwiGLU, 0, model.PosRoPE, 0}, {model.NormRMS, true, model.MLPSwiGLU, 200, model.PosRoPE, 0},
 		{model.NormLayer, false, model.MLPGELU, 0, 0, 1 << 30}, {model.NormRMS, true, model.MLPSwiGLU, 0, model.PosRoPE, 2}} {
-		for j, sh := range []shape{{"tiny", 3, 17}, {"gpt2", 2, 128}, {"custom", 2, 300}} {
-			cfg := custom
-			if sh.preset != "custom" {
-				var err error
-				if cfg, err = model.Preset(sh.preset); err != nil {
-					t.Fatal(err)
+		for _, attn := range []model.Attention{model.AttentionNaive, model.AttentionFlash} {
+			for j, sh := range []shape{{"tiny", 3, 17}, {"gpt2", 2, 128}, {"custom", 2, 300}} {
+				cfg := custom
+				if sh.preset != "custom" {
+					var err error
+					if cfg, err = model.Preset(sh.preset); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN, cfg.Positions = arch.norm, arch.noBias, arch.mlp, arch.ffn, arch.pos
-			switch {
-			case arch.group == 0:
-			case cfg.Heads%arch.group == 0:
-				cfg.KVHeads = cfg.Heads / arch.group
-			default:
-				cfg.KVHeads = 1
-			}
-			for k, pol := range pols {
-				check(t, cfg, sh.B, sh.T, precs[(i+j+k)%len(precs)], pol)
-				n++
+				cfg.Norm, cfg.NoBias, cfg.MLP, cfg.FFN, cfg.Positions = arch.norm, arch.noBias, arch.mlp, arch.ffn, arch.pos
+				switch {
+				case arch.group == 0:
+				case cfg.Heads%arch.group == 0:
+					cfg.KVHeads = cfg.Heads / arch.group
+				default:
+					cfg.KVHeads = 1
+				}
+				cfg.Attention = attn
+				for k, pol := range pols {
+					check(t, cfg, sh.B, sh.T, precs[(i+j+k+int(attn))%len(precs)], pol)
+					n++
+				}
 			}
 		}
 	}

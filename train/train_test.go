@@ -141,6 +141,10 @@ func TestHostMatchesTapeMachine(t *testing.T) {
 		{"gqa 4 heads over 2", model.Config{Name: "gqa", Layers: 2, Hidden: 32, Heads: 4, KVHeads: 2, Vocab: 50, Context: 16}, 2, 8},
 		{"mqa, rope", model.Config{Name: "mqa", Layers: 2, Hidden: 32, Heads: 4, KVHeads: 1, Vocab: 50, Context: 16, Positions: model.PosRoPE}, 2, 8},
 		{"tiny-llama", mustPreset(t, "tiny-llama"), 2, 16},
+		// Flash attention: the same function as the reference's
+		// probabilities, computed without them.
+		{"flash", func() model.Config { c := tinyCfg; c.Attention = model.AttentionFlash; return c }(), 2, 16},
+		{"tiny-llama, flash", func() model.Config { c := mustPreset(t, "tiny-llama"); c.Attention = model.AttentionFlash; return c }(), 3, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := model.InitParams(tc.cfg, 7)
@@ -183,7 +187,9 @@ func TestFiniteDifferences(t *testing.T) {
 	llama.MLP, llama.FFN, llama.Positions = model.MLPSwiGLU, 0, model.PosRoPE
 	gqa := llama // 4 query heads over 2 key and value heads
 	gqa.Name, gqa.Heads, gqa.KVHeads = "fd-gqa", 4, 2
-	for _, cfg := range []model.Config{gpt2, llama, gqa} {
+	flash := gqa
+	flash.Name, flash.Attention = "fd-gqa-flash", model.AttentionFlash
+	for _, cfg := range []model.Config{gpt2, llama, gqa, flash} {
 		t.Run(cfg.Name, func(t *testing.T) { finiteDifferences(t, cfg) })
 	}
 }
@@ -350,6 +356,48 @@ func TestTinyLearns(t *testing.T) {
 	// width, rotary positions and 2 key and value heads for 4 query heads
 	for _, cfg := range []model.Config{tinyCfg, mustPreset(t, "tiny-llama")} {
 		t.Run(cfg.Name, func(t *testing.T) { learns(t, trainShape(t, cfg, 200, model.FP32)) })
+	}
+}
+
+// Flash attention trains as the naive attention does: the same losses to
+// fp32 summation order (1e-5 relative) over 20 steps of tiny-llama, and
+// activations lower by exactly the score terms: each layer keeps the fp32
+// row log-sum-exp (4·a·b·s bytes) instead of the probabilities
+// (e·a·b·s²), in the formula and the simulation alike.
+func TestFlashAttention(t *testing.T) {
+	naive := mustPreset(t, "tiny-llama")
+	flash := naive
+	flash.Attention = model.AttentionFlash
+	a, b := trainShape(t, naive, 20, model.FP32), trainShape(t, flash, 20, model.FP32)
+	for i := range a {
+		if rel := math.Abs(a[i]-b[i]) / a[i]; !(rel <= 1e-5) {
+			t.Errorf("step %d: loss %.7f with flash attention, %.7f naive (relative %.1e)", i+1, b[i], a[i], rel)
+		}
+	}
+	t.Logf("losses at step 20: naive %.7f, flash %.7f", a[len(a)-1], b[len(b)-1])
+	const B, T = 4, 64
+	for _, prec := range []model.Precision{model.FP32, model.BF16} {
+		var act [2]int64
+		for i, cfg := range []model.Config{naive, flash} {
+			s := withPrecision(oneRank(cfg, B, T), prec)
+			e, err := s.Estimate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, st, err := Simulate(shape.New(0), checked(t, s), 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := st.CategoryRequested[cuda.Activations].Peak, e.ActivationBytes(model.Exact); got != want {
+				t.Errorf("%s %s: simulated activations %d, formula %d", cfg.Attention, prec, got, want)
+			}
+			act[i] = e.ActivationBytes(model.Exact)
+		}
+		L, NH := int64(naive.Layers), int64(naive.Heads)
+		want := L * (NH*B*T*T*prec.Size() - NH*B*T*4)
+		if act[0]-act[1] != want {
+			t.Errorf("%s: naive keeps %d activation bytes, flash %d: %d fewer, want L·(a·b·s²·e − 4·a·b·s) = %d", prec, act[0], act[1], act[0]-act[1], want)
+		}
 	}
 }
 

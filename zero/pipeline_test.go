@@ -58,6 +58,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		sp            bool
 		backoff       bool // fp16's first step overflows: the scale backs off to 2^14
 		llama         bool // RMSNorm, no linear biases, SwiGLU (llamaLike), grouped-query attention
+		flash         bool // flash attention
 	}{
 		// LLaMA's blocks: each RMSNorm's gain gradient summed over the
 		// tensor group under sequence parallelism, SwiGLU's gate and up
@@ -65,6 +66,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		{tp: 2, dp: 1, opt: model.SGD, float64: true, sp: true, llama: true},
 		{tp: 2, dp: 2, set: Setting{Stage: 3}, float64: true, sp: true, llama: true},
 		{pp: 2, m: 2, tp: 2, dp: 1, float64: true, untied: true, llama: true},
+		{tp: 2, dp: 2, set: Setting{Stage: 2}, float64: true, llama: true, flash: true},
 		// Tensor parallel, with and without sequence parallelism.
 		{tp: 2, dp: 1, opt: model.SGD, float64: true, sp: true},
 		{tp: 4, dp: 1, pol: model.CheckpointFull, float64: true, sp: true},
@@ -111,11 +113,17 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		if tc.llama {
 			name += "/llama-blocks"
 		}
+		if tc.flash {
+			name += "/flash"
+		}
 		t.Run(name, func(t *testing.T) {
 			c := cfg
 			c.Untied = tc.untied
 			if tc.llama {
 				c = grouped(llamaLike(c), c.Heads/2) // and 2 query heads a key and value head, split over the tensor ranks
+			}
+			if tc.flash {
+				c.Attention = model.AttentionFlash
 			}
 			if tc.pp == 1 {
 				c.Layers = 2 // tensor and data parallel alone: the two blocks of tiny

@@ -99,6 +99,7 @@ func TestExactFormulaEqualsTensorParallelSimulation(t *testing.T) {
 		{grouped(llamaLike(custom), 3), 2, 300, []int{3}},
 		{grouped(llamaLike(tinyCfg), 2), 3, 16, []int{2}},
 		{grouped(custom, 1), 2, 64, []int{1}},
+		{flashOf(grouped(llamaLike(tinyCfg), 2)), 3, 16, []int{2}},
 	} {
 		for _, tp := range tc.tps {
 			for j, pol := range []string{"none", "full", "every:2", "sqrt", "selective"} {
@@ -293,6 +294,13 @@ func sameWeights(t *testing.T, wp, gp []float32, float64s bool, prec model.Preci
 func grouped(cfg model.Config, kv int) model.Config {
 	cfg.Name += fmt.Sprintf("-kv%d", kv)
 	cfg.KVHeads = kv
+	return cfg
+}
+
+// flashOf is cfg with flash attention.
+func flashOf(cfg model.Config) model.Config {
+	cfg.Name += "-flash"
+	cfg.Attention = model.AttentionFlash
 	return cfg
 }
 

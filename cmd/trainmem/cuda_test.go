@@ -101,12 +101,18 @@ func TestCUDAMatchesHost(t *testing.T) {
 	// with grouped-query attention (2 key and value heads for tiny's 4).
 	llama := []string{"--norm", "rmsnorm", "--no-bias", "--mlp", "swiglu", "--positions", "rope", "--untied", "--kv-heads", "2"}
 	runs = append(runs, run{"fp32", "none", llama}, run{"bf16", "full", llama})
+	// Flash attention's kernels in a step.
+	flash := append([]string{"--attention", "flash"}, llama...)
+	runs = append(runs, run{"fp32", "none", flash}, run{"bf16", "none", flash})
 	for _, r := range runs {
 		prec, ckpt := r.prec, r.ckpt
 		{
 			args := append([]string{"--steps", "4", "--batch", "4", "--seq", "32", "--precision", prec, "--checkpoint", ckpt}, r.arch...)
-			if r.arch != nil {
-				ckpt += "+llama" // the log's and the errors' name of the run
+			switch {
+			case len(r.arch) > 0 && r.arch[0] == "--attention":
+				ckpt += "+llama+flash" // the log's and the errors' name of the run
+			case r.arch != nil:
+				ckpt += "+llama"
 			}
 			host := trainRecords(t, args...)
 			dev := trainRecords(t, append(args, "--device", "cuda")...)

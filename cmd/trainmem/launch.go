@@ -256,7 +256,7 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"--layers", strconv.Itoa(c.Layers)}, {"--hidden", strconv.Itoa(c.Hidden)}, {"--heads", strconv.Itoa(c.Heads)}, {"--kv-heads", strconv.Itoa(c.KV())},
 		{"--vocab", strconv.Itoa(c.Vocab)}, {"--context", strconv.Itoa(c.Context)}, {"--untied", strconv.FormatBool(c.Untied)},
 		{"--norm", c.Norm.String()}, {"--bias", strconv.FormatBool(!c.NoBias)}, {"--mlp", c.MLP.String()}, {"--ffn", strconv.Itoa(c.FFNWidth())},
-		{"--positions", c.Positions.String()}, {"--rope-theta", strconv.FormatFloat(c.Theta(), 'g', -1, 64)},
+		{"--positions", c.Positions.String()}, {"--attention", c.Attention.String()}, {"--rope-theta", strconv.FormatFloat(c.Theta(), 'g', -1, 64)},
 		{"the norms' ε (--hf-config)", strconv.FormatFloat(c.Eps(), 'g', -1, 64)},
 		{"--batch", strconv.Itoa(s.Batch)}, {"--seq", strconv.Itoa(s.Seq)},
 		{"--precision", s.Precision.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},

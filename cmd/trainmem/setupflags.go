@@ -26,6 +26,7 @@ type setupFlags struct {
 	hfConfig                              string // --hf-config: a Hugging Face config.json
 	layers, hidden, heads, vocab, context int
 	kvHeads                               int
+	attention                             model.Attention
 	untied                                bool
 	norm                                  model.Norm
 	bias, noBias                          bool
@@ -112,6 +113,11 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	fs.Func("positions", "learned (GPT-2's table of --context rows, added to the token embedding) or rope (LLaMA's rotary embedding of the queries and keys, no table) (default: the preset's, learned for a custom shape)", func(s string) error {
 		p, err := model.ParsePositions(s)
 		f.positions = p
+		return err
+	})
+	fs.Func("attention", "how the attention is computed: naive (the probabilities kept for backward, a·s² values a layer) or flash (FlashAttention, Dao et al. 2022: the fp32 row log-sum-exp kept, the probabilities recomputed in backward) (default: naive)", func(s string) error {
+		a, err := model.ParseAttention(s)
+		f.attention = a
 		return err
 	})
 	fs.Float64Var(&f.ropeTheta, "rope-theta", 0, "the rotary base θ with --positions rope (default 10000, LLaMA 2's; LLaMA 3 uses 500000)")
@@ -367,6 +373,9 @@ func (f *setupFlags) setup() (model.Checked, error) {
 			Norm: f.norm, NoBias: noBias, MLP: f.mlp, FFN: f.ffn, Positions: f.positions, RopeTheta: f.ropeTheta}
 	default:
 		return model.Checked{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
+	}
+	if f.set("attention") {
+		s.Model.Attention = f.attention // how the model is computed, not its shape: the name stays
 	}
 	if f.set("rope-theta") && s.Model.Positions != model.PosRoPE {
 		return model.Checked{}, usagef("--rope-theta %g for %s, whose positions are learned: a rotary base needs --positions rope", f.ropeTheta, s.Model.Name)
