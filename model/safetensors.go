@@ -8,7 +8,8 @@ package model
 // stacked into attn.qkv and its gate and up projections into mlp.fc), read
 // in their stored dtype (F32, F16, BF16 or F64) and held as fp32. The
 // config comes from the model's config.json (--hf-config): a safetensors
-// file holds tensors, not a model's shape.
+// file holds tensors, not a model's shape. A sharded model is read from
+// its index (model.safetensors.index.json), one shard at a time.
 
 import (
 	"bytes"
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -92,8 +94,13 @@ func hfBuffer(name string) bool {
 }
 
 // IsSafetensors reports whether the file at path starts as a safetensors
-// file does: an 8-byte little-endian header length, then a JSON object.
+// file does (an 8-byte little-endian header length, then a JSON object) or
+// is a sharded model's index (model.safetensors.index.json: a JSON object
+// with a weight_map).
 func IsSafetensors(path string) (bool, error) {
+	if _, ok, err := readSafetensorsIndex(path); err != nil || ok {
+		return ok, err
+	}
 	f, size, err := files.OpenInput("--load", path)
 	if err != nil {
 		return false, err
@@ -116,28 +123,37 @@ func IsSafetensors(path string) (bool, error) {
 type safetensorsPlan struct {
 	table []Param
 	parts [][]hfPart
+	at    [][]int64 // each part's first element in its row
 }
 
 // planSafetensors reads the header of a safetensors file of size bytes
-// and checks it against cfg: every row's tensors present, with the row's
-// shape, a float dtype, inside the file, and no tensor the model does not
-// have (a config and weights of two different models).
+// and checks it against cfg (planTensors).
 func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, error) {
+	infos, err := readSafetensorsHeader(r, size)
+	if err != nil {
+		return safetensorsPlan{}, err
+	}
+	return planTensors(infos, cfg)
+}
+
+// readSafetensorsHeader reads the header of a safetensors file of size
+// bytes: its tensors, each inside the file, which ends with the last.
+func readSafetensorsHeader(r io.Reader, size int64) (map[string]*st.TensorInfo, error) {
 	var lenBuf [8]byte
 	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
-		return safetensorsPlan{}, fmt.Errorf("model: safetensors header truncated: %v", err)
+		return nil, fmt.Errorf("model: safetensors header truncated: %v", err)
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
 	if n > safetensorsHeaderMax || n+8 > uint64(size) {
-		return safetensorsPlan{}, fmt.Errorf("model: safetensors header of %d bytes in a file of %d", n, size)
+		return nil, fmt.Errorf("model: safetensors header of %d bytes in a file of %d", n, size)
 	}
 	header := make([]byte, n)
 	if _, err := io.ReadFull(r, header); err != nil {
-		return safetensorsPlan{}, fmt.Errorf("model: safetensors header truncated: %v", err)
+		return nil, fmt.Errorf("model: safetensors header truncated: %v", err)
 	}
 	var meta st.Metadata
 	if err := json.Unmarshal(header, &meta); err != nil {
-		return safetensorsPlan{}, fmt.Errorf("model: not a safetensors header: %v", err)
+		return nil, fmt.Errorf("model: not a safetensors header: %v", err)
 	}
 	infos := meta.Tensors()
 	var end uint64
@@ -145,8 +161,16 @@ func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, erro
 		end = max(end, ti.DataOffsets[1])
 	}
 	if want := 8 + n + end; want != uint64(size) {
-		return safetensorsPlan{}, fmt.Errorf("model: safetensors file has %d bytes, its header declares %d", size, want)
+		return nil, fmt.Errorf("model: safetensors file has %d bytes, its header declares %d", size, want)
 	}
+	return infos, nil
+}
+
+// planTensors checks a file's (or a sharded model's) tensors against cfg:
+// every row's tensors present, with the row's shape, a float dtype, inside
+// the file, and no tensor the model does not have (a config and weights of
+// two different models).
+func planTensors(infos map[string]*st.TensorInfo, cfg Config) (safetensorsPlan, error) {
 	rows, prefixes, err := hfLayout(cfg)
 	if err != nil {
 		return safetensorsPlan{}, err
@@ -165,6 +189,8 @@ func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, erro
 		var found []hfPart
 		var names []string
 		var rowsOf int64
+		var at []int64
+		var elemsOf int64
 		for _, part := range rows[p.Name] {
 			name, ti := find(part.name)
 			if ti == nil {
@@ -191,13 +217,15 @@ func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, erro
 				return safetensorsPlan{}, fmt.Errorf("model: tensor %s has shape %v, which makes no part of trainmem's %s %v", name, ti.Shape, p.Name, p.Shape)
 			}
 			rowsOf += int64(shape[0])
+			at = append(at, elemsOf)
+			elemsOf += int64(elems)
 			found, names = append(found, hfPart{name, part.transpose}), append(names, name)
 			used[name] = true
 		}
 		if rowsOf != int64(p.Shape[0]) {
 			return safetensorsPlan{}, fmt.Errorf("model: the file's %s make %d rows of trainmem's %s, which has %d", strings.Join(names, ", "), rowsOf, p.Name, p.Shape[0])
 		}
-		plan.parts = append(plan.parts, found)
+		plan.parts, plan.at = append(plan.parts, found), append(plan.at, at)
 	}
 	var extra []string
 	for name := range infos {
@@ -212,68 +240,206 @@ func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, erro
 	return plan, nil
 }
 
-// checkSafetensors checks the file at path against cfg without reading its
-// tensors (CheckCheckpoint's refusals before any work).
-func checkSafetensors(path string, cfg Config) error {
+// safetensorsIndexMax is the largest index read (transformers' indexes of
+// the largest models are a few MB).
+const safetensorsIndexMax = 64 << 20
+
+// safetensorsIndex is a sharded model's index, model.safetensors.index.json
+// as transformers' save_pretrained writes it: the file of each tensor.
+type safetensorsIndex struct {
+	WeightMap map[string]string `json:"weight_map"`
+}
+
+// readSafetensorsIndex reads the file at path as a sharded model's index:
+// ok is false (and err nil) for a file that is no JSON object with a
+// weight_map.
+func readSafetensorsIndex(path string) (idx safetensorsIndex, ok bool, err error) {
 	f, size, err := files.OpenInput("--load", path)
+	if err != nil {
+		return idx, false, err
+	}
+	defer f.Close()
+	var first [1]byte
+	if size == 0 || size > safetensorsIndexMax {
+		return idx, false, nil
+	}
+	if _, err := io.ReadFull(f, first[:]); err != nil {
+		return idx, false, fmt.Errorf("--load %s: %w", path, err)
+	}
+	if first[0] != '{' {
+		return idx, false, nil
+	}
+	b, err := io.ReadAll(io.MultiReader(bytes.NewReader(first[:]), f))
+	if err != nil {
+		return idx, false, fmt.Errorf("--load %s: %w", path, err)
+	}
+	if json.Unmarshal(b, &idx) != nil || len(idx.WeightMap) == 0 {
+		return idx, false, nil
+	}
+	return idx, true, nil
+}
+
+// safetensorsSource is where a model's tensors are: one file, or the
+// shards a sharded model's index names, each tensor's shard and header.
+type safetensorsSource struct {
+	shards  []string // paths
+	shardOf map[string]int
+	infos   map[string]*st.TensorInfo
+}
+
+// openSafetensors reads the headers of the safetensors file at path, or of
+// every shard of the index at path (the shards beside it, by the names
+// the index gives), and checks that every tensor is in the shard the index
+// says, and every shard's tensors in the index. Errors name the file.
+func openSafetensors(path string) (safetensorsSource, error) {
+	header := func(p string) (map[string]*st.TensorInfo, error) {
+		f, size, err := files.OpenInput("--load", p)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		infos, err := readSafetensorsHeader(f, size)
+		if err != nil {
+			return nil, files.BadInput(p, fmt.Errorf("%w (file %s)", err, p))
+		}
+		return infos, nil
+	}
+	idx, sharded, err := readSafetensorsIndex(path)
+	if err != nil {
+		return safetensorsSource{}, err
+	}
+	if !sharded {
+		infos, err := header(path)
+		if err != nil {
+			return safetensorsSource{}, err
+		}
+		src := safetensorsSource{shards: []string{path}, shardOf: map[string]int{}, infos: infos}
+		for name := range infos {
+			src.shardOf[name] = 0
+		}
+		return src, nil
+	}
+	bad := func(format string, args ...any) error {
+		return files.BadInput(path, fmt.Errorf("model: safetensors index %s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	var names []string
+	seen := map[string]bool{}
+	for tensor, file := range idx.WeightMap {
+		if file == "" || file != filepath.Base(file) || file == "." || file == ".." {
+			return safetensorsSource{}, bad("tensor %s is in %q (valid: the name of a file beside the index)", tensor, file)
+		}
+		if !seen[file] {
+			seen[file] = true
+			names = append(names, file)
+		}
+	}
+	sort.Strings(names)
+	src := safetensorsSource{shardOf: map[string]int{}, infos: map[string]*st.TensorInfo{}}
+	for i, file := range names {
+		p := filepath.Join(filepath.Dir(path), file)
+		infos, err := header(p)
+		if err != nil {
+			return safetensorsSource{}, err
+		}
+		for tensor, ti := range infos {
+			if want, ok := idx.WeightMap[tensor]; !ok || want != file {
+				if !ok {
+					return safetensorsSource{}, bad("shard %s holds tensor %s, which the index does not list", file, tensor)
+				}
+				return safetensorsSource{}, bad("shard %s holds tensor %s, which the index puts in %s", file, tensor, want)
+			}
+			src.infos[tensor], src.shardOf[tensor] = ti, i
+		}
+		src.shards = append(src.shards, p)
+	}
+	for tensor, file := range idx.WeightMap {
+		if _, ok := src.infos[tensor]; !ok {
+			return safetensorsSource{}, bad("tensor %s is not in %s, where the index puts it", tensor, file)
+		}
+	}
+	return src, nil
+}
+
+// plan is the source's tensors checked against cfg (planTensors), the
+// error naming the file (the index, for a sharded model).
+func (src safetensorsSource) plan(path string, cfg Config) (safetensorsPlan, error) {
+	plan, err := planTensors(src.infos, cfg)
+	if err != nil {
+		return plan, files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
+	}
+	return plan, nil
+}
+
+// checkSafetensors checks the file (or sharded model's index) at path
+// against cfg without reading its tensors (CheckCheckpoint's refusals
+// before any work).
+func checkSafetensors(path string, cfg Config) error {
+	src, err := openSafetensors(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if _, err := planSafetensors(f, size, cfg); err != nil {
-		return files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
-	}
-	return nil
+	_, err = src.plan(path, cfg)
+	return err
 }
 
 // loadSafetensors reads cfg's parameters, flat in Config.Params order, from
-// the safetensors file at path.
+// the safetensors file at path, or from the shards of the index at path,
+// one shard in memory at a time.
 func loadSafetensors(path string, cfg Config) ([]float32, error) {
-	f, size, err := files.OpenInput("--load", path)
+	src, err := openSafetensors(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(f, buf); err != nil {
-		return nil, fmt.Errorf("--load %s: %w", path, err)
-	}
-	plan, err := planSafetensors(bytes.NewReader(buf), size, cfg)
+	plan, err := src.plan(path, cfg)
 	if err != nil {
-		return nil, files.BadInput(path, fmt.Errorf("%w (file %s)", err, path))
-	}
-	file, err := st.Deserialize(buf)
-	if err != nil {
-		return nil, files.BadInput(path, fmt.Errorf("model: %s: %v", path, err))
+		return nil, err
 	}
 	params := make([]float32, cfg.NumParams())
-	for i, p := range plan.table {
-		dst := params[p.Offset : p.Offset+p.Count]
-		for _, part := range plan.parts[i] {
-			name := part.name
-			tv, ok := file.Tensor(name)
-			if !ok {
-				return nil, files.BadInput(path, fmt.Errorf("model: %s: no tensor %s", path, name))
-			}
-			vals, err := decodeFloats(tv)
-			if err != nil {
-				return nil, files.BadInput(path, fmt.Errorf("model: %s: tensor %s: %v", path, name, err))
-			}
-			if part.transpose {
-				r, c := int(tv.Shape()[0]), int(tv.Shape()[1])
-				t := make([]float32, len(vals))
-				for a := range r {
-					for b := range c {
-						t[b*r+a] = vals[a*c+b]
-					}
+	filled := int64(0)
+	for i, shard := range src.shards {
+		f, size, err := files.OpenInput("--load", shard)
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, size)
+		_, err = io.ReadFull(f, buf)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--load %s: %w", shard, err)
+		}
+		file, err := st.Deserialize(buf)
+		if err != nil {
+			return nil, files.BadInput(shard, fmt.Errorf("model: %s: %v", shard, err))
+		}
+		for r, p := range plan.table {
+			for j, part := range plan.parts[r] {
+				if src.shardOf[part.name] != i {
+					continue
 				}
-				vals = t
+				tv, ok := file.Tensor(part.name)
+				if !ok {
+					return nil, files.BadInput(shard, fmt.Errorf("model: %s: no tensor %s", shard, part.name))
+				}
+				vals, err := decodeFloats(tv)
+				if err != nil {
+					return nil, files.BadInput(shard, fmt.Errorf("model: %s: tensor %s: %v", shard, part.name, err))
+				}
+				if part.transpose {
+					r, c := int(tv.Shape()[0]), int(tv.Shape()[1])
+					t := make([]float32, len(vals))
+					for a := range r {
+						for b := range c {
+							t[b*r+a] = vals[a*c+b]
+						}
+					}
+					vals = t
+				}
+				filled += int64(copy(params[p.Offset+plan.at[r][j]:p.Offset+p.Count], vals))
 			}
-			dst = dst[copy(dst, vals):]
 		}
-		if len(dst) != 0 {
-			return nil, errors.New("model: internal: a row of the table was not filled")
-		}
+	}
+	if filled != int64(len(params)) {
+		return nil, errors.New("model: internal: the table's rows were not all filled")
 	}
 	return params, nil
 }

@@ -3,6 +3,8 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -167,8 +169,7 @@ func TestSafetensorsLlama(t *testing.T) {
 	put("model.norm.weight", row("lnf.w"), 16)
 	put("lm_head.weight", row("lm_head.w"), 40, 16)
 	dir := t.TempDir()
-	write := func(name string, views map[string]st.TensorView) string {
-		b, err := st.Serialize(views, nil)
+	file := func(name string, b []byte, err error) string { // b (made with err) written as dir/name
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,6 +179,10 @@ func TestSafetensorsLlama(t *testing.T) {
 		}
 		return path
 	}
+	write := func(name string, views map[string]st.TensorView) string {
+		b, err := st.Serialize(views, nil)
+		return file(name, b, err)
+	}
 	got, err := LoadCheckpoint(write("model.safetensors", views), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +190,55 @@ func TestSafetensorsLlama(t *testing.T) {
 	for i := range params {
 		if got[i] != params[i] {
 			t.Fatalf("parameter %d is %v, want %v", i, got[i], params[i])
+		}
+	}
+	// The same weights as a sharded model: the layers' tensors in one
+	// shard, the rest in another, and the index transformers writes.
+	index := func(name string, weightMap map[string]string) string {
+		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 0}, "weight_map": weightMap})
+		return file(name, b, err)
+	}
+	shards := [2]map[string]st.TensorView{{}, {}}
+	weightMap := map[string]string{}
+	for name, v := range views {
+		i := 0
+		if strings.HasPrefix(name, "model.layers.") {
+			i = 1
+		}
+		shards[i][name] = v
+		weightMap[name] = fmt.Sprintf("model-%05d-of-00002.safetensors", i+1)
+	}
+	write("model-00001-of-00002.safetensors", shards[0])
+	write("model-00002-of-00002.safetensors", shards[1])
+	idx := index("model.safetensors.index.json", weightMap)
+	if ok, err := IsSafetensors(idx); !ok || err != nil {
+		t.Fatalf("the index is not taken for safetensors: %v %v", ok, err)
+	}
+	if got, err = LoadCheckpoint(idx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range params {
+		if got[i] != params[i] {
+			t.Fatalf("sharded: parameter %d is %v, want %v", i, got[i], params[i])
+		}
+	}
+	moved := map[string]string{}
+	for k, v := range weightMap {
+		moved[k] = v
+	}
+	moved["lm_head.weight"] = "model-00002-of-00002.safetensors"
+	outside := map[string]string{"lm_head.weight": "../model-00001-of-00002.safetensors"}
+	for k, v := range weightMap {
+		if k != "lm_head.weight" {
+			outside[k] = v
+		}
+	}
+	for _, tc := range []struct{ name, want string }{
+		{index("moved.index.json", moved), "shard model-00001-of-00002.safetensors holds tensor lm_head.weight, which the index puts in model-00002-of-00002.safetensors"},
+		{index("outside.index.json", outside), `tensor lm_head.weight is in "../model-00001-of-00002.safetensors" (valid: the name of a file beside the index)`},
+	} {
+		if err := CheckCheckpoint(tc.name, cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", filepath.Base(tc.name), err, tc.want)
 		}
 	}
 	without := func(name string) map[string]st.TensorView {

@@ -136,6 +136,8 @@ func BenchmarkKernels(b *testing.B) {
 		adam := cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true, Step: 1, GradScale: 1}
 		bufs := func(bs ...*cuda.Buffer) []*cuda.Buffer { return bs }
 		probs, out, back := model.AttentionProbsOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.AttentionOutOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.AttentionBackwardOp{B: B, T: T, C: C, NH: NH, KV: NH}
+		lse, fscratch := buf(cuda.F32, B*NH*T), buf(cuda.F32, cuda.FlashScratchLen(B, T, NH))
+		fstats, fout, fback := model.FlashAttentionStatsOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.FlashAttentionOutOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.FlashAttentionBackwardOp{B: B, T: T, C: C, NH: NH, KV: NH}
 		// moved: the buffers each call reads and writes, as train
 		// --profile counts them (inputs read, the output written; an
 		// output updated in place twice; none for the embeddings, which
@@ -163,6 +165,11 @@ func BenchmarkKernels(b *testing.B) {
 			{"AttentionProbs", func() error { return h.AttentionProbs(p, qkv, B, T, C, NH, NH) }, bufs(p, qkv), probs.FLOPs()},
 			{"AttentionOut", func() error { return h.AttentionOut(y, qkv, p, B, T, C, NH, NH) }, bufs(y, qkv, p), out.FLOPs()},
 			{"AttentionBackward", func() error { return h.AttentionBackward(dqkv, dy, qkv, p, ascratch, B, T, C, NH, NH) }, bufs(dqkv, dy, qkv, p), back.FLOPs()},
+			// Flash attention of the same shape: the same function, no
+			// probabilities stored (compare with the three above).
+			{"FlashAttentionStats", func() error { return h.FlashAttentionStats(lse, qkv, B, T, C, NH, NH) }, bufs(lse, qkv), fstats.FLOPs()},
+			{"FlashAttentionOut", func() error { return h.FlashAttentionOut(y, qkv, lse, B, T, C, NH, NH) }, bufs(y, qkv, lse), fout.FLOPs()},
+			{"FlashAttentionBackward", func() error { return h.FlashAttentionBackward(dqkv, dy, qkv, y, lse, fscratch, B, T, C, NH, NH) }, bufs(dqkv, dy, qkv, y, lse), fback.FLOPs()},
 			{"CrossEntropy", func() error { return h.CrossEntropy(loss, logits, targets, cscratch, N, V) }, bufs(loss, logits, targets), 0},
 			{"CrossEntropyBackward", func() error { return h.CrossEntropyBackward(logits, dloss, logits, targets, N, V) }, bufs(logits, dloss, logits, targets), 0},
 			{"Adam4M", func() error { return h.Adam(param, grad, master, m, v, adam) }, bufs(param, grad, master, master, m, m, v, v), 0},
