@@ -12,9 +12,11 @@ package cuda
 // and k and each probability as exp(score − LSE). qkv is laid out as for
 // AttentionKernels ([q | k | v], NH query heads, KV key and value heads).
 //
-// trainmem's kernels stream one key at a time through each query row (a
-// row of scores is never held whole: the tile is one score) and split the
-// work so that every output has one writer and no atomics: the row
+// The host's kernels take a tile of 64 query (or key) rows of scores at a
+// time (BLAS products, in host scratch of 64·T values); the CUDA kernels
+// stream one key at a time through a warp's query row, the scores of a row
+// never held. Both split the work so that every output has one writer and
+// no atomics: the row
 // statistics (FlashAttentionStats), the output from exactly normalized
 // probabilities (FlashAttentionOut), and the backward's three passes, D =
 // rowsum(dO ⊙ O), then dQ by query rows, then dK and dV by key rows (the
