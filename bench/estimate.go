@@ -69,6 +69,7 @@ func estimateDoc(e model.Estimate, formula model.Formula) estimateJSON {
 		Gathered:        e.Gathered,
 		Activations:     map[model.Formula]int64{},
 		ActivationTerms: map[model.Formula]map[string]int64{},
+		NoDropout:       map[model.Formula]int64{},
 		Sources: map[string]string{
 			"model_states":  "Rajbhandari et al. 2020 (ZeRO), Section 3.1 (2Φ+2Φ+KΦ) and Table 1 (per-rank sharding)",
 			"communication": "Rajbhandari et al. 2020 (ZeRO), Section 7",
@@ -85,6 +86,9 @@ func estimateDoc(e model.Estimate, formula model.Formula) estimateJSON {
 		d.ActivationTerms[a.Formula] = map[string]int64{}
 		for _, t := range a.Terms {
 			d.ActivationTerms[a.Formula][t.Name] = t.Bytes
+		}
+		if nd := a.NoDropout(); nd != a.Total {
+			d.NoDropout[a.Formula] = nd
 		}
 	}
 	if len(e.Activations) == 0 {
@@ -200,6 +204,9 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 			t.Add(row("  "+a.Formula.String(), sizeCells(a.Total))...)
 			for _, x := range a.Terms {
 				t.Add(row("    "+x.Name, sizeCells(x.Bytes))...)
+			}
+			if nd := a.NoDropout(); nd != a.Total {
+				t.Add(row("  "+a.Formula.String()+", no dropout", sizeCells(nd))...)
 			}
 		}
 		t.Write(w)

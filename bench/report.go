@@ -92,13 +92,16 @@ type (
 		Gathered        int64                              `json:"gathered"`
 		Activations     map[model.Formula]int64            `json:"activations"`
 		ActivationTerms map[model.Formula]map[string]int64 `json:"activation_terms"`
-		Sources         map[string]string                  `json:"sources"`
-		Recompute       *recomputeDoc                      `json:"recompute,omitempty"`
-		Policies        []policyDoc                        `json:"checkpoint_policies,omitempty"`
-		Communication   commDoc                            `json:"communication"`
-		Totals          map[string]int64                   `json:"totals"`
-		Formula         model.Formula                      `json:"formula"`
-		TotalBytes      int64                              `json:"total_bytes"`
+		// NoDropout is each formula that counts dropout masks without them
+		// (model.Activations.NoDropout): korthikanti's no-dropout variant.
+		NoDropout     map[model.Formula]int64 `json:"activations_no_dropout,omitempty"`
+		Sources       map[string]string       `json:"sources"`
+		Recompute     *recomputeDoc           `json:"recompute,omitempty"`
+		Policies      []policyDoc             `json:"checkpoint_policies,omitempty"`
+		Communication commDoc                 `json:"communication"`
+		Totals        map[string]int64        `json:"totals"`
+		Formula       model.Formula           `json:"formula"`
+		TotalBytes    int64                   `json:"total_bytes"`
 	}
 )
 

@@ -560,6 +560,16 @@ func (a Activations) ByKind() (k [NumTensorKinds]KindTotal, other int64) {
 	return k, other
 }
 
+// NoDropout is the total without its dropout masks: the variant of a
+// formula for training without dropout, as LLaMA-family models and
+// trainmem's own train (Korthikanti et al.'s count less its 1-byte masks,
+// 2·sbh a layer and a·s²·b with naive attention, and the embedding's
+// sbh). Equal to Total for a formula that counts no masks.
+func (a Activations) NoDropout() int64 {
+	k, _ := a.ByKind()
+	return a.Total - k[Masks].Bytes
+}
+
 // termOf is a term made of parts, its bytes their sum.
 func termOf(c *calc, name string, parts ...Part) Term {
 	t := Term{Name: name, Parts: parts}

@@ -688,3 +688,36 @@ func TestChecked(t *testing.T) {
 		t.Errorf("the zero Checked: %v, want it refused", err)
 	}
 }
+
+// Korthikanti et al.'s count and its variants for gpt2-xl at b 32, s 1000,
+// fp16: the paper's sbh·(34 + 5as/h) a layer; with flash attention (no
+// a·s²·b terms) sbh·34; without dropout its 1-byte masks go, 2sbh + as²b
+// a layer (2sbh with flash) and the embedding's sbh: sbh·(32 + 4as/h).
+func TestKorthikantiVariants(t *testing.T) {
+	c := preset(t, "gpt2-xl")
+	L, s, b, h, a := int64(48), int64(1000), int64(32), int64(1600), int64(25)
+	sbh, as2b := s*b*h, a*s*s*b
+	outside := sbh + 2*sbh*2 + 4*s*b*int64(c.Vocab) // embedding dropout, lnf and projection inputs, fp32 logits
+	for _, tc := range []struct {
+		attn            Attention
+		total, noDrop   int64
+		perLayer, masks int64
+	}{
+		{AttentionNaive, 282247296000, 238880896000, 34*sbh + 5*as2b, 2*sbh + as2b},
+		{AttentionFlash, 90247296000, 85280896000, 34 * sbh, 2 * sbh},
+	} {
+		m := c
+		m.Attention = tc.attn
+		e := estimate(t, Setup{Model: m, Batch: 32, Seq: 1000, Precision: FP16, Optimizer: Adam, Ranks: 1, TP: 1, PP: 1})
+		k := e.Activations[Korthikanti]
+		if k.Formula != Korthikanti {
+			t.Fatalf("activations[%d] is %v", Korthikanti, k.Formula)
+		}
+		if want := L*tc.perLayer + outside; k.Total != tc.total || want != tc.total {
+			t.Errorf("%s: korthikanti %d, want %d (the paper's expression: %d)", tc.attn, k.Total, tc.total, want)
+		}
+		if want := tc.total - L*tc.masks - sbh; k.NoDropout() != tc.noDrop || want != tc.noDrop {
+			t.Errorf("%s: korthikanti without dropout %d, want %d (%d)", tc.attn, k.NoDropout(), tc.noDrop, want)
+		}
+	}
+}
