@@ -394,6 +394,11 @@ func TestTrainArchitecture(t *testing.T) {
 	wantUsage(t, []string{"estimate", "--preset", "tiny", "--kv-heads", "3"}, "kv heads 3 does not divide heads 4", "valid: 1, 2, 4")
 	wantUsage(t, []string{"simulate", "--preset", "tiny-llama", "--tp", "4"}, "tensor-parallel ranks 4 do not divide the 2 key and value heads", "valid: 1, 2")
 	wantUsage(t, []string{"estimate", "--preset", "tiny", "--kv-heads", "0"}, "--kv-heads")
+	wantUsage(t, []string{"estimate", "--attention", "fast"}, `"fast"`, "valid: naive, flash")
+	wantUsage(t, []string{"simulate", "--preset", "tiny", "--hidden", "1024", "--heads", "2", "--attention", "flash"}, "flash attention with heads of 512 channels", "valid: heads of at most 256 channels")
+	if text, _ := mustRun(t, "estimate", "--preset", "tiny-llama", "--attention", "flash", "--batch", "2", "--seq", "16"); !strings.Contains(text, "tiny-llama: ") || !strings.Contains(text, "flash attention") || strings.Contains(text, "attention_scores") {
+		t.Errorf("estimate --attention flash keeps the preset's name, says flash and counts no attention scores:\n%s", text)
+	}
 	wantUsage(t, []string{"estimate", "--norm", "batchnorm"}, `"batchnorm"`, "valid: layernorm, rmsnorm")
 	save := filepath.Join(t.TempDir(), "m.bin")
 	wantUsage(t, with("train", "--steps", "1", "--save", save), "--save", "rmsnorm norms", "cannot hold")
