@@ -91,14 +91,7 @@ func (Checks) AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH, 
 	} else {
 		c.atLeast("scratch", scratch, AttentionScratchLen(T, C, NH, KV), "NH·T·T")
 	}
-	for _, in := range []struct {
-		name string
-		b    *Buffer
-	}{{"dy", dy}, {"qkv", qkv}, {"p", p}, {"scratch", scratch}} {
-		c.disjoint("dqkv", dqkv, in.name, in.b)
-	}
-	c.disjoint("scratch", scratch, "dy", dy)
-	c.disjoint("scratch", scratch, "qkv", qkv)
-	c.disjoint("scratch", scratch, "p", p)
+	c.disjointFrom("dqkv", dqkv, "dy", dy, "qkv", qkv, "p", p, "scratch", scratch)
+	c.disjointFrom("scratch", scratch, "dy", dy, "qkv", qkv, "p", p)
 	return c.err
 }

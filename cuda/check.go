@@ -199,6 +199,14 @@ func (c *checker) disjoint(outName string, out *Buffer, inName string, in *Buffe
 	}
 }
 
+// disjointFrom checks out against each of the named inputs, given as
+// name, buffer pairs.
+func (c *checker) disjointFrom(outName string, out *Buffer, namesAndBuffers ...any) {
+	for i := 0; i+1 < len(namesAndBuffers); i += 2 {
+		c.disjoint(outName, out, namesAndBuffers[i].(string), namesAndBuffers[i+1].(*Buffer))
+	}
+}
+
 func overlap(a, b *Buffer) bool {
 	if a.Len == 0 || b.Len == 0 {
 		return false

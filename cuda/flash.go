@@ -95,17 +95,7 @@ func (Checks) FlashAttentionBackward(dqkv, dy, qkv, y, lse, scratch *Buffer, B, 
 	c.lse(lse, B, T, NH)
 	c.f32or64("scratch", scratch)
 	c.atLeast("scratch", scratch, FlashScratchLen(B, T, NH), "B·NH·T")
-	for _, in := range []struct {
-		name string
-		b    *Buffer
-	}{{"dy", dy}, {"qkv", qkv}, {"y", y}, {"lse", lse}, {"scratch", scratch}} {
-		c.disjoint("dqkv", dqkv, in.name, in.b)
-	}
-	for _, in := range []struct {
-		name string
-		b    *Buffer
-	}{{"dy", dy}, {"qkv", qkv}, {"y", y}, {"lse", lse}} {
-		c.disjoint("scratch", scratch, in.name, in.b)
-	}
+	c.disjointFrom("dqkv", dqkv, "dy", dy, "qkv", qkv, "y", y, "lse", lse, "scratch", scratch)
+	c.disjointFrom("scratch", scratch, "dy", dy, "qkv", qkv, "y", y, "lse", lse)
 	return c.err
 }
