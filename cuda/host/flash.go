@@ -15,16 +15,16 @@ import (
 	"trainmem/cuda"
 )
 
-// flashLayout is one call's sizes: hd channels a head, G query heads a
-// group, rows W wide.
+// flashLayout is one call's sizes: C query channels, KV key and value
+// heads, hd channels a head, G query heads a group, rows W wide.
 type flashLayout struct {
-	T, C, NH, KV, hd, G, W int
-	scale                  float64
+	C, KV, hd, G, W int
+	scale           float64
 }
 
-func newFlashLayout(T, C, NH, KV int) flashLayout {
+func newFlashLayout(C, NH, KV int) flashLayout {
 	hd := C / NH
-	return flashLayout{T: T, C: C, NH: NH, KV: KV, hd: hd, G: NH / KV, W: cuda.QKVWidth(C, NH, KV), scale: 1 / math.Sqrt(float64(hd))}
+	return flashLayout{C: C, KV: KV, hd: hd, G: NH / KV, W: cuda.QKVWidth(C, NH, KV), scale: 1 / math.Sqrt(float64(hd))}
 }
 
 // flashY is query head h's channels of row t of a (T, C) buffer.
@@ -72,7 +72,7 @@ func (h *Device) FlashAttentionStats(lse, qkv *cuda.Buffer, B, T, C, NH, KV int)
 }
 
 func flashStatsKernel[F float](h *Device, lse, qkv *cuda.Buffer, B, T, C, NH, KV int) {
-	l := newFlashLayout(T, C, NH, KV)
+	l := newFlashLayout(C, NH, KV)
 	vq, vl := mkvec[F](qkv), mkvec[F](lse)
 	rowQ, rows := T*l.W, NH*T
 	tq, tl := batchScratch(vq, rowQ), batchScratch(vl, rows)
@@ -135,7 +135,7 @@ func (h *Device) FlashAttentionOut(y, qkv, lse *cuda.Buffer, B, T, C, NH, KV int
 }
 
 func flashOutKernel[F float](h *Device, y, qkv, lse *cuda.Buffer, B, T, C, NH, KV int) {
-	l := newFlashLayout(T, C, NH, KV)
+	l := newFlashLayout(C, NH, KV)
 	vy, vq, vl := mkvec[F](y), mkvec[F](qkv), mkvec[F](lse)
 	rowQ, rowY, rows := T*l.W, T*C, NH*T
 	ty, tq, tl := batchScratch(vy, rowY), batchScratch(vq, rowQ), batchScratch(vl, rows)
@@ -176,7 +176,7 @@ func (h *Device) FlashAttentionBackward(dqkv, dy, qkv, y, lse, scratch *cuda.Buf
 }
 
 func flashBackwardKernel[F float](h *Device, dqkv, dy, qkv, y, lse, scratch *cuda.Buffer, B, T, C, NH, KV int) {
-	l := newFlashLayout(T, C, NH, KV)
+	l := newFlashLayout(C, NH, KV)
 	vdq, vdy, vq, vy, vl := mkvec[F](dqkv), mkvec[F](dy), mkvec[F](qkv), mkvec[F](y), mkvec[F](lse)
 	rowQ, rowY, rows := T*l.W, T*C, NH*T
 	tdq, tdy, tq, ty, tl := batchScratch(vdq, rowQ), batchScratch(vdy, rowY), batchScratch(vq, rowQ), batchScratch(vy, rowY), batchScratch(vl, rows)
