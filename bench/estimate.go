@@ -20,12 +20,16 @@ type EstimateReport struct {
 	Estimate model.Estimate
 	Formula  model.Formula    // the activation formula counted in the total
 	Policies []model.Estimate // the setup under each compared policy; none for a parameter-only setup
+	// Estimators are DeepSpeed's and Megatron-LM's estimates of the setup
+	// on its cluster.
+	Estimators Estimators
 }
 
-// Estimate estimates s by formula (model.Formulas) and compares the
-// checkpoint policies; the error is the model's (a shape too large to
-// count).
-func Estimate(c model.Checked, formula model.Formula) (*EstimateReport, error) {
+// Estimate estimates s by formula (model.Formulas), compares the
+// checkpoint policies and sets DeepSpeed's and Megatron-LM's estimates
+// (on cluster cl) beside them; the error is the model's (a shape too large
+// to count) or cl's.
+func Estimate(c model.Checked, formula model.Formula, cl model.Cluster) (*EstimateReport, error) {
 	s := c.Setup()
 	e, err := c.EstimateBy(formula)
 	if err != nil {
@@ -35,7 +39,11 @@ func Estimate(c model.Checked, formula model.Formula) (*EstimateReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &EstimateReport{Estimate: e, Formula: formula, Policies: policies}, nil
+	x, err := estimatorsOf(s, cl)
+	if err != nil {
+		return nil, err
+	}
+	return &EstimateReport{Estimate: e, Formula: formula, Policies: policies, Estimators: x}, nil
 }
 
 // comparePolicies estimates the setup under each checkpoint policy fit
@@ -105,6 +113,7 @@ func estimateDoc(e model.Estimate, formula model.Formula) estimateJSON {
 func (r *EstimateReport) WriteJSON(w io.Writer) error {
 	s := r.Estimate.Setup
 	d := estimateDoc(r.Estimate, r.Formula)
+	d.Estimators = r.Estimators.doc()
 	for _, p := range r.Policies {
 		pd := policyDoc{Policy: p.Setup.Checkpoint.String(), SegmentLayers: p.Setup.Checkpoint.Segment(s.Model.Layers / s.PP),
 			Activations: map[model.Formula]int64{}, RecomputeFraction: p.Recompute.Fraction}
@@ -138,6 +147,7 @@ func (r *EstimateReport) WriteCSV(w io.Writer) error {
 	}
 	row("communication", "bytes", e.Comm.Bytes)
 	row("communication", "ring_bytes", e.Comm.RingBytes)
+	r.Estimators.csvRows(row)
 	for _, a := range e.Activations {
 		row("totals", a.Formula.String(), e.Total(a.Formula))
 	}
@@ -242,6 +252,8 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "communication per rank per step: %s, %dΦ = %s elements, %s in %s; a ring sends %d(N-1)/N·Φ: %s (ZeRO paper Section 7)\n",
 			c.Collective, k, model.Comma(c.Elements), model.GB(c.Bytes), c.DType, k, model.GB(c.RingBytes))
 	}
+	fmt.Fprintln(w)
+	r.Estimators.writeText(w, e)
 	fmt.Fprintln(w)
 
 	t = Table{}

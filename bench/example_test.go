@@ -20,7 +20,7 @@ func ExampleEstimateReport_WriteCSV() {
 		fmt.Println(err)
 		return
 	}
-	rep, err := bench.Estimate(s, model.Korthikanti)
+	rep, err := bench.Estimate(s, model.Korthikanti, model.Cluster{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -99,9 +99,11 @@ type (
 		Recompute     *recomputeDoc           `json:"recompute,omitempty"`
 		Policies      []policyDoc             `json:"checkpoint_policies,omitempty"`
 		Communication commDoc                 `json:"communication"`
-		Totals        map[string]int64        `json:"totals"`
-		Formula       model.Formula           `json:"formula"`
-		TotalBytes    int64                   `json:"total_bytes"`
+		// Estimators are DeepSpeed's and Megatron-LM's (the estimate's).
+		Estimators *estimatorsJSON  `json:"estimators,omitempty"`
+		Totals     map[string]int64 `json:"totals"`
+		Formula    model.Formula    `json:"formula"`
+		TotalBytes int64            `json:"total_bytes"`
 	}
 )
 

@@ -26,6 +26,11 @@ formulas of the literature, each with its source: model states and ZeRO
 sharding (Rajbhandari et al. 2020), activations by the ZeRO paper's
 12·h·b·s·L values and by Korthikanti et al. 2022's sbh·(34 + 5as/h) bytes a
 layer, for the checkpoint policy, tensor and pipeline parallelism given.
+Beside them, the estimators users arrive with, computed as their code
+computes them: DeepSpeed's estimate_zero2/zero3 model states per GPU and
+per node's CPU (every offload option; --gpus-per-node, --buffer-factor,
+--largest-layer) and Megatron-LM's theoretical memory of the first
+pipeline stage.
 Sizes print in GB (10^9 bytes, as the articles and the ZeRO paper) and GiB
 (2^30, as PyTorch); --format json and csv give exact bytes.
 
@@ -34,6 +39,7 @@ example: trainmem estimate --preset gpt2-xl --batch 32 --seq 1000 --precision fp
 func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("estimate", flag.ContinueOnError)
 	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1})
+	cf := addClusterFlags(fs)
 	var formula model.Formula
 	formulaVar(fs, &formula, "counted in total_bytes")
 	format := newFormatFlag(fs, "text", "json", "csv")
@@ -44,8 +50,12 @@ func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	cl, err := cf.cluster(c)
+	if err != nil {
+		return err
+	}
 	sf.noteIgnored(stderr)
-	rep, err := bench.Estimate(c, formula)
+	rep, err := bench.Estimate(c, formula, cl)
 	if err != nil {
 		return badSetup(err) // only a shape too large is left
 	}

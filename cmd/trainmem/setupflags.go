@@ -427,3 +427,46 @@ func (f *setupFlags) setting() (zero.Setting, error) {
 	}
 	return s, nil
 }
+
+// clusterFlags are the flags of the estimators that count per node
+// (DeepSpeed's): the GPUs a node, additional_buffer_factor, and a
+// parameter count's largest layer.
+type clusterFlags struct {
+	fs *flag.FlagSet
+	c  model.Cluster
+}
+
+// addClusterFlags defines them on fs (estimate, fit, validate).
+func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
+	f := &clusterFlags{fs: fs}
+	intVar(fs, &f.c.GPUsPerNode, "gpus-per-node", 0, "GPUs a node, `G`, for the estimators that count per node (DeepSpeed's CPU memory a node); must divide ranks × tp × pp (default 8, or gcd(ranks × tp × pp, 8))")
+	fs.Func("buffer-factor", "DeepSpeed's additional_buffer_factor, the margin of its CPU estimates (default 1.5, DeepSpeed's)", func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v > 0) || v > 1e6 {
+			return fmt.Errorf("%q: want a positive number (DeepSpeed's default is 1.5)", s)
+		}
+		f.c.BufferFactor = v
+		return nil
+	})
+	fs.Func("largest-layer", "with --params and --zero 3: the largest layer's parameters, e.g. 80.4M (DeepSpeed's largest_layer_params; a shape counts its own)", func(s string) error {
+		n, err := model.ParseCount(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q: want a positive parameter count such as 80411200 or 80.4M", s)
+		}
+		f.c.LargestLayer = n
+		return nil
+	})
+	return f
+}
+
+// cluster is the flags' cluster for the checked setup, or a usage error
+// naming the flag.
+func (f *clusterFlags) cluster(c model.Checked) (model.Cluster, error) {
+	if f.c.GPUsPerNode < 0 {
+		return model.Cluster{}, usagef("--gpus-per-node %d: must be a positive integer", f.c.GPUsPerNode)
+	}
+	if err := f.c.Validate(c.Setup()); err != nil {
+		return model.Cluster{}, usagef("%s", strings.TrimPrefix(err.Error(), "model: "))
+	}
+	return f.c, nil
+}
