@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
+	"trainmem/cuda"
 	"trainmem/model"
 )
 
@@ -140,9 +142,10 @@ type megatronJSON struct {
 	Params               float64 `json:"params"`
 	BytesPerParam        float64 `json:"bytes_per_param"`
 	DistributedOptimizer bool    `json:"distributed_optimizer"`
-	WeightsAndOptimizer  int64   `json:"weights_and_optimizer"`
-	Activations          int64   `json:"activations"`
-	Total                int64   `json:"total"`
+	InFlight             int     `json:"micro_batches_in_flight"`
+	WeightsAndOptimizer  int64   `json:"weights_and_optimizer_bytes"`
+	Activations          int64   `json:"activations_bytes"`
+	Total                int64   `json:"total_bytes"`
 	Source               string  `json:"source"`
 }
 
@@ -161,7 +164,7 @@ func (x Estimators) doc() *estimatorsJSON {
 		d.DeepSpeed = ds
 	}
 	if m := x.Megatron; m != nil {
-		d.Megatron = &megatronJSON{PaddedVocab: m.PaddedVocab, Params: m.Params, BytesPerParam: m.BytesPerParam, DistributedOptimizer: m.DistributedOptimizer,
+		d.Megatron = &megatronJSON{PaddedVocab: m.PaddedVocab, Params: m.Params, BytesPerParam: m.BytesPerParam, DistributedOptimizer: m.DistributedOptimizer, InFlight: m.InFlight,
 			WeightsAndOptimizer: m.WeightsAndOptimizer, Activations: m.Activations, Total: m.Total(), Source: model.MegatronSource}
 	}
 	return d
@@ -180,4 +183,104 @@ func (x Estimators) csvRows(row func(section, name string, n int64)) {
 		row("estimators.megatron", "activations", m.Activations)
 		row("estimators.megatron", "total", m.Total())
 	}
+}
+
+// simulatedStates are what the estimators are set against: the simulated
+// rank's model states and gathered weights at their peaks (requested
+// bytes), its activations' peak and its peak allocated.
+type simulatedStates struct {
+	Params, Grads, Optimizer, Gathered, Activations, Peak int64
+}
+
+func simulatedOf(st cuda.Stats) simulatedStates {
+	p := func(c cuda.Category) int64 { return st.CategoryRequested[c].Peak }
+	return simulatedStates{Params: p(cuda.Params), Grads: p(cuda.Grads), Optimizer: p(cuda.Master) + p(cuda.AdamM) + p(cuda.AdamV),
+		Gathered: p(cuda.Gathered), Activations: p(cuda.Activations), Peak: st.AllocatedBytes.Peak}
+}
+
+// States is the model states and gathered weights.
+func (s simulatedStates) States() int64 { return s.Params + s.Grads + s.Optimizer + s.Gathered }
+
+// explain says where each estimator departs from the simulation, term by
+// term in bytes, one line each.
+func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	n := int64(s.Ranks)
+	if d := x.DeepSpeed; d != nil {
+		o := d.NoOffload()
+		phi := d.Params
+		add("deepspeed's estimate_zero%d (%s) says %s a GPU for the model states, against the simulation's model states and gathered weights, %s (%s)",
+			d.Stage, o.Options(d.Stage), model.Bytes(o.GPU), model.Bytes(sim.States()), Percent(o.GPU, sim.States()))
+		shard := o.GPU
+		if d.Stage == 2 {
+			shard -= 2 * phi
+			add("deepspeed: its 2Φ, %s, is the 16-bit weights whole on every GPU, as trainmem holds them (params %s)", model.Bytes(2*phi), model.Bytes(sim.Params))
+			add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter: 2 of 16-bit gradients, 4 of fp32 gradients, 4 of fp32 weights, 8 of Adam's m and v; trainmem keeps no fp32 gradient copy (its Adam reads the 16-bit gradients), so its shard is 14: the copy is %s (4Φ/N)",
+				model.Bytes(shard), model.Bytes(4*phi/n))
+			if s.ZeRO == 1 {
+				add("deepspeed: at ZeRO-1 a rank keeps its gradients whole (grads %s simulated), which estimate_zero2, DeepSpeed's one estimator of stages 1 and 2, counts as a shard (2Φ/N = %s)",
+					model.Bytes(sim.Grads), model.Bytes(2*phi/n))
+			}
+		} else {
+			big := 4 * d.LargestLayer
+			shard -= big
+			add("deepspeed: its 4·largest_layer_params, %s, is its largest layer (%s) gathered with its gradient at 2 + 2 bytes a parameter; trainmem's gathered weights peak at %s, the units it gathers at once (their gradients are grads)",
+				model.Bytes(big), largestName(d), model.Bytes(sim.Gathered))
+			add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter where trainmem's holds 16 (2 of weights, 2 of gradients, 12 of fp32 weights, m and v): %s more (2Φ/N)",
+				model.Bytes(shard), model.Bytes(2*phi/n))
+		}
+		add("deepspeed: it counts no gradient bucket and no padding; trainmem's grads peak at %s, its optimizer states at %s", model.Bytes(sim.Grads), model.Bytes(sim.Optimizer))
+		add("deepspeed: its CPU column is a node's host memory (%s) for the offloaded states and the model's initialization, times additional_buffer_factor %v; nothing is offloaded in this setup, whose row says %s a node",
+			plural(d.GPUsPerNode, "GPU"), d.BufferFactor, model.Bytes(o.CPU))
+	}
+	if m := x.Megatron; m != nil {
+		states := sim.Params + sim.Grads + sim.Optimizer
+		mp := int64(math.Round(m.Params))
+		positions := ", no position embeddings"
+		if s.Model.Positions == model.PosRoPE {
+			positions = "" // rotary positions have none to count
+		}
+		add("megatron counts the most loaded rank, the first stage (%s in flight): %s parameters; its layers have no biases but the norms' (%s parameters a block, trainmem's %s)%s, and its vocabulary is padded to a multiple of %d·t (%s rows, trainmem's %s)",
+			inFlight(m.InFlight), model.Comma(mp), model.Comma(int64(math.Round(m.Block))), model.Comma(s.Model.Whole().LayerParams()),
+			positions, model.MegatronVocabMultiple, model.Comma(int64(m.PaddedVocab)), model.Comma(int64(s.Model.Vocab)))
+		grads := fmt.Sprintf("its main gradients are fp32, 2 bytes a parameter more than trainmem's 16-bit ones (%s)", model.Bytes(2*mp))
+		if !s.Precision.Mixed() {
+			grads = "it counts bf16 weights and fp32 main gradients whatever the precision, where trainmem's fp32 training holds 4 bytes of weights and 4 of gradients"
+		}
+		if m.DistributedOptimizer {
+			add("megatron's weights and optimizer, %s, count its %s parameters at 6 + 12/%d bytes (the distributed optimizer: 16-bit weights and fp32 main gradients whole, 12 of fp32 weights, m and v sharded), against the simulation's model states %s (%s); %s",
+				model.Bytes(m.WeightsAndOptimizer), model.Comma(mp), s.Ranks, model.Bytes(states), Percent(m.WeightsAndOptimizer, states), grads)
+			if s.ZeRO >= 2 {
+				add("megatron: its distributed optimizer shards the optimizer states alone, ZeRO-1's place; trainmem's ZeRO-%d shards the gradients%s too", s.ZeRO, map[bool]string{true: " and the weights", false: ""}[s.ZeRO == 3])
+			}
+		} else {
+			add("megatron's weights and optimizer, %s, count its %s parameters at 18 bytes (16-bit weights, fp32 main gradients, 12 of fp32 weights, m and v), against the simulation's model states %s (%s); %s",
+				model.Bytes(m.WeightsAndOptimizer), model.Comma(mp), model.Bytes(states), Percent(m.WeightsAndOptimizer, states), grads)
+		}
+		if m.SequenceParallelPath {
+			add("megatron's activations, %s, are 34·s·b·h a layer over t with no attention scores, against the simulation's %s (%s)",
+				model.Bytes(m.Activations), model.Bytes(sim.Activations), Percent(m.Activations, sim.Activations))
+		} else {
+			add("megatron's activations, %s, are s·b·h·(10 + 24/t) a layer with no attention scores, whatever the recomputation, and the logits: %s, then its stated 5%% more for temporaries (%s); the simulation's are %s (%s)",
+				model.Bytes(m.Activations), model.Bytes(m.BeforeOverhead), model.Bytes(m.Activations-m.BeforeOverhead), model.Bytes(sim.Activations), Percent(m.Activations, sim.Activations))
+		}
+	}
+	return lines
+}
+
+// largestName is the largest layer as DeepSpeed's estimate names it.
+func largestName(d *model.DeepSpeedMemory) string {
+	if d.LargestName == "" {
+		return model.Comma(d.LargestLayer) + " parameters, given"
+	}
+	return fmt.Sprintf("%s, %s parameters", d.LargestName, model.Comma(d.LargestLayer))
+}
+
+// inFlight is "1 micro-batch", "4 micro-batches".
+func inFlight(n int) string {
+	if n == 1 {
+		return "1 micro-batch"
+	}
+	return fmt.Sprintf("%d micro-batches", n)
 }

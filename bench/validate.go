@@ -72,6 +72,9 @@ type Options struct {
 	Timelines bool
 	// Policies are Sweep's checkpoint policies; nil means SweepPolicies.
 	Policies []model.Checkpoint
+	// Cluster is the nodes the estimators that count per node see
+	// (DeepSpeed's); the zero value is their defaults.
+	Cluster model.Cluster
 }
 
 func (o Options) seed() uint64 {
@@ -140,6 +143,9 @@ type ValidateReport struct {
 	// differ by a row of the vocabulary where t does not divide it, stages
 	// by their blocks, ends and micro-batches in flight.
 	PartActivations []int64 `json:"-"`
+	// Estimators are DeepSpeed's and Megatron-LM's estimates of the setup,
+	// which the explanations set against the simulation.
+	Estimators Estimators `json:"-"`
 }
 
 // WriteJSON writes the report with the model, the setup and each formula's
@@ -152,8 +158,9 @@ func (r *ValidateReport) WriteJSON(w io.Writer) error {
 		Model modelDoc `json:"model"`
 		Setup setupDoc `json:"setup"`
 		*ValidateReport
-		Sources map[string]string `json:"sources"`
-	}{Model: modelDocOf(r.Setup), Setup: setupDocOf(r.Setup), ValidateReport: r, Sources: map[string]string{}}
+		Estimators *estimatorsJSON   `json:"estimators"`
+		Sources    map[string]string `json:"sources"`
+	}{Model: modelDocOf(r.Setup), Setup: setupDocOf(r.Setup), ValidateReport: r, Estimators: r.Estimators.doc(), Sources: map[string]string{}}
 	for _, f := range r.Formulas {
 		doc.Sources[f.String()] = f.Source()
 	}
@@ -290,6 +297,9 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 		return nil, err
 	}
 	r := &ValidateReport{Setup: s, Setting: set, Estimate: e, Formulas: model.Formulas(), Steps: steps}
+	if r.Estimators, err = estimatorsOf(s, o.Cluster); err != nil {
+		return nil, err
+	}
 	if s.TP > 1 || s.PP > 1 {
 		if r.PartActivations, err = partActivations(c); err != nil {
 			return nil, err
@@ -328,7 +338,7 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 	finish := func() (*ValidateReport, error) {
 		if one && r.SimulatedRanks != nil {
 			r.Rows = r.rows()
-			r.Explanations = explain(r)
+			r.Explanations = append(explain(r), r.Estimators.explain(s, simulatedOf(r.SimulatedStats))...)
 		}
 		return r, nil
 	}

@@ -92,9 +92,6 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		fmt.Fprintf(w, "why they differ: a pipeline stage's activations are its micro-batches in flight times one micro-batch's of its own blocks (1F1B: stage r keeps min(P-r, M), GPipe all M); the paper's and Korthikanti's first stage count P in flight of L/P blocks, %s by Korthikanti et al.'s formula\n\n",
 			model.Bytes(v.Estimate.ActivationBytes(model.Korthikanti)))
 	}
-	if s.TP > 1 || s.PP > 1 {
-		writeMegatron(w, s, v.SimulatedRanks[0])
-	}
 	if a := r0.CategoryRequested[cuda.Activations].Peak; a > 0 && s.PP == 1 {
 		fmt.Fprintf(w, "why they differ: activations are a rank's own micro-batch's, which data parallelism leaves as they are: the ZeRO paper's 12·h·b·s·L values say %s, the simulation %s; 'trainmem validate' without --ranks explains each formula's gap kind by kind\n",
 			model.Bytes(paper[cuda.Activations]), model.Bytes(a))
@@ -127,6 +124,8 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		}
 	}
 	fmt.Fprintln(w, "Δ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")
+	fmt.Fprintln(w)
+	v.writeEstimators(w, v.SimulatedRanks[0])
 
 	fmt.Fprintln(w, "\ntraffic per rank in the last step:")
 	var t Table
@@ -176,49 +175,33 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 	return nil
 }
 
-type megatronDoc struct {
-	WeightsAndOptimizer int64  `json:"weights_and_optimizer_bytes"`
-	Activations         int64  `json:"activations_bytes"`
-	Total               int64  `json:"total_bytes"`
-	PaddedVocab         int    `json:"padded_vocab"`
-	InFlight            int    `json:"micro_batches_in_flight"`
-	Source              string `json:"source"`
-}
-
-// writeMegatron writes Megatron-LM's theoretical memory of the layout's
-// most loaded rank (the first stage, a tensor rank's part) beside rank 0's
-// simulation, and what its formula counts differently, term by term.
-func writeMegatron(w io.Writer, s model.Setup, r0 zero.RankResult) {
-	m, err := s.Megatron()
-	if err != nil {
-		fmt.Fprintf(w, "Megatron-LM's theoretical memory: %v\n\n", err)
-		return
-	}
-	st, states := r0.Stats.CategoryRequested, requestedStates(r0.Stats)
-	fmt.Fprintf(w, "Megatron-LM's theoretical memory of its most loaded rank, the first stage (%s):\n", model.MegatronSource)
+// writeEstimators writes DeepSpeed's and Megatron-LM's estimates beside
+// rank 0's simulation (Megatron-LM's of the layout's most loaded rank, the
+// first stage, a tensor rank's part), and what each counts differently,
+// term by term.
+func (v *ValidateReport) writeEstimators(w io.Writer, r0 zero.RankResult) {
+	s, x := v.Setup, v.Estimators
+	sim := simulatedOf(r0.Stats)
 	var t Table
-	t.Add("", "megatron", "Δ", "simulated rank 0")
-	t.Add("  weights and optimizer", model.GiB(m.WeightsAndOptimizer), Percent(m.WeightsAndOptimizer, states), model.GiB(states))
-	a := st[cuda.Activations].Peak
-	t.Add("  activations", model.GiB(m.Activations), Percent(m.Activations, a), model.GiB(a))
-	t.Add("  total (simulated: peak allocated)", model.GiB(m.Total()), Percent(m.Total(), r0.Stats.AllocatedBytes.Peak), model.GiB(r0.Stats.AllocatedBytes.Peak))
+	t.Add("estimators", "bytes", "Δ", "simulated rank 0")
+	if d := x.DeepSpeed; d != nil {
+		o := d.NoOffload()
+		t.Add(fmt.Sprintf("  deepspeed, estimate_zero%d (%s)", d.Stage, o.Options(d.Stage)), model.GiB(o.GPU), Percent(o.GPU, sim.States()), model.GiB(sim.States())+" (model states and gathered)")
+	}
+	if m := x.Megatron; m != nil {
+		states := sim.States() - sim.Gathered
+		t.Add("  megatron, weights and optimizer", model.GiB(m.WeightsAndOptimizer), Percent(m.WeightsAndOptimizer, states), model.GiB(states))
+		t.Add("  megatron, activations", model.GiB(m.Activations), Percent(m.Activations, sim.Activations), model.GiB(sim.Activations))
+		t.Add("  megatron, total (simulated: peak allocated)", model.GiB(m.Total()), Percent(m.Total(), sim.Peak), model.GiB(sim.Peak))
+	}
 	t.Write(w)
-	opt := "18 bytes a parameter (bf16 weights, fp32 main gradients, fp32 main weights, m and v)"
-	if m.DistributedOptimizer {
-		opt = fmt.Sprintf("6 + 12/%d bytes a parameter (the distributed optimizer: bf16 weights and fp32 main gradients whole, the 12 of fp32 main weights, m and v sharded; ZeRO-%d's place)", s.Ranks, s.ZeRO)
+	for _, line := range x.explain(s, sim) {
+		fmt.Fprintf(w, "why they differ: %s\n", line)
 	}
-	positions := ", no position embeddings"
-	if s.Model.Positions == model.PosRoPE {
-		positions = "" // rotary positions have none to count
+	if x.DeepSpeed == nil {
+		fmt.Fprintf(w, "deepspeed: %s\n", x.DeepSpeedNone)
 	}
-	fmt.Fprintf(w, "why they differ: megatron counts %s parameters on the rank at %s, whatever the precision (trainmem's %s: %s); its layers have no biases but the norms' (%s parameters a whole block, trainmem's %s)%s, and its vocabulary is padded to a multiple of %d·t (%s rows, trainmem's %s)\n",
-		model.Comma(int64(math.Round(m.Params))), opt, s.Precision, model.Bytes(states), model.Comma(int64(math.Round(m.Block))), model.Comma(s.Model.Whole().LayerParams()),
-		positions, model.MegatronVocabMultiple, model.Comma(int64(m.PaddedVocab)), model.Comma(int64(s.Model.Vocab)))
-	if m.SequenceParallelPath {
-		fmt.Fprintf(w, "why they differ: megatron's activations are compute_activation_memory's (sequence parallelism with selective recomputation): 34·s·b·h a layer over all L layers (the first stage's L/P times P in flight), the token ids and the embedding's dropout mask %d micro-batches in flight, all over t; it keeps no attention scores\n\n", m.InFlight)
-	} else {
-		fmt.Fprintf(w, "why they differ: megatron's activations are compute_activation_memory_without_sp's: s·b·h·(10 + 24/t) a layer over all L layers (the first stage's L/P times P in flight) whatever the recomputation, the token ids and the embedding's dropout mask %d micro-batches in flight, then 5%% more for temporaries; it keeps no attention scores\n\n", m.InFlight)
-	}
+	fmt.Fprintf(w, "sources: deepspeed, %s; megatron, %s\n\n", model.DeepSpeedSource, model.MegatronSource)
 }
 
 // writePartFormulas writes, under a tensor-parallel rank's table, its
@@ -296,16 +279,14 @@ func (v *ValidateReport) writeRanksJSON(w io.Writer) error {
 		Steps   int       `json:"steps"`
 		Paper   statesDoc `json:"zero_paper_states"`
 		Comm    commDoc   `json:"zero_paper_communication"`
-		// Megatron is Megatron-LM's theoretical memory of a layout's
-		// most loaded rank (model.Setup.Megatron).
-		Megatron *megatronDoc `json:"megatron,omitempty"`
-		Ranks    []rankDoc    `json:"ranks"`
+		// Estimators are DeepSpeed's and Megatron-LM's estimates
+		// (Megatron-LM's of a layout's most loaded rank).
+		Estimators *estimatorsJSON `json:"estimators"`
+		Ranks      []rankDoc       `json:"ranks"`
 	}{Model: modelDocOf(v.Setup), Setup: setupDocOf(v.Setup), Setting: v.Setting.String(), Engine: v.Engine, Steps: v.Steps,
 		Paper: statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()},
 		Comm:  commDoc{v.Estimate.Comm.Collective, v.Estimate.Comm.Elements, v.Estimate.Comm.Bytes, v.Estimate.Comm.RingBytes, v.Estimate.Comm.DType}}
-	if m, err := v.Setup.Megatron(); err == nil && (v.Setup.TP > 1 || v.Setup.PP > 1) {
-		doc.Megatron = &megatronDoc{m.WeightsAndOptimizer, m.Activations, m.Total(), m.PaddedVocab, m.InFlight, model.MegatronSource}
-	}
+	doc.Estimators = v.Estimators.doc()
 	sent := func(tr [zero.NumCollectives]zero.Traffic) (n int64) {
 		for _, t := range tr {
 			n += t.SentBytes

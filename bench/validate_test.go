@@ -349,8 +349,8 @@ func TestValidateTensorParallel(t *testing.T) {
 		// A block as Megatron-LM counts it, 12h² + 4h (no biases; 49,408
 		// at h 64), beside the table's 12h² + 13h (49,984).
 		h := int64(tc.cfg.Hidden)
-		wants = append(wants, "Megatron-LM's theoretical memory of its most loaded rank", "  weights and optimizer  "+model.GiB(m.WeightsAndOptimizer), "  activations  "+model.GiB(m.Activations),
-			fmt.Sprintf("no biases but the norms' (%s parameters a whole block, trainmem's %s), no position embeddings", model.Comma(12*h*h+4*h), model.Comma(12*h*h+13*h)))
+		wants = append(wants, "megatron counts the most loaded rank, the first stage", "  megatron, weights and optimizer  "+model.GiB(m.WeightsAndOptimizer), "  megatron, activations  "+model.GiB(m.Activations),
+			fmt.Sprintf("no biases but the norms' (%s parameters a block, trainmem's %s), no position embeddings", model.Comma(12*h*h+4*h), model.Comma(12*h*h+13*h)))
 		for _, want := range wants {
 			if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), strings.Join(strings.Fields(want), " ")) {
 				t.Errorf("tp %d dp %d: the report lacks %q:\n%s", tc.tp, tc.dp, want, text.String())
@@ -361,13 +361,15 @@ func TestValidateTensorParallel(t *testing.T) {
 			t.Fatal(err)
 		}
 		var doc struct {
-			Megatron struct {
-				W int64 `json:"weights_and_optimizer_bytes"`
-				A int64 `json:"activations_bytes"`
-			} `json:"megatron"`
+			Estimators struct {
+				Megatron struct {
+					W int64 `json:"weights_and_optimizer_bytes"`
+					A int64 `json:"activations_bytes"`
+				} `json:"megatron"`
+			} `json:"estimators"`
 		}
-		if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || doc.Megatron.W != m.WeightsAndOptimizer || doc.Megatron.A != m.Activations {
-			t.Errorf("tp %d dp %d: JSON megatron %+v, want %d and %d (%v)", tc.tp, tc.dp, doc.Megatron, m.WeightsAndOptimizer, m.Activations, err)
+		if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || doc.Estimators.Megatron.W != m.WeightsAndOptimizer || doc.Estimators.Megatron.A != m.Activations {
+			t.Errorf("tp %d dp %d: JSON megatron %+v, want %d and %d (%v)", tc.tp, tc.dp, doc.Estimators.Megatron, m.WeightsAndOptimizer, m.Activations, err)
 		}
 	}
 }

@@ -55,6 +55,10 @@ type MegatronMemory struct {
 	// WeightsAndOptimizer and Activations are the report's two figures
 	// in bytes, rounded from its float arithmetic.
 	WeightsAndOptimizer, Activations int64
+	// BeforeOverhead is compute_activation_memory_without_sp's figure
+	// before its 1.05 for temporaries (Activations on the sequence-parallel
+	// path, which has none).
+	BeforeOverhead int64
 }
 
 // Total is the report's total.
@@ -141,11 +145,17 @@ func (s Setup) Megatron() (MegatronMemory, error) {
 			logits /= tp
 			act += (logits + sq*b*h) * 2
 		}
+	}
+	before := act
+	if !m.SequenceParallelPath {
 		act *= 1.05
 	}
 	var err error
 	if m.WeightsAndOptimizer, err = roundBytes(weights); err == nil {
 		m.Activations, err = roundBytes(act)
+	}
+	if err == nil {
+		m.BeforeOverhead, err = roundBytes(before)
 	}
 	if err == nil && m.WeightsAndOptimizer > math.MaxInt64-m.Activations {
 		err = ErrOverflow

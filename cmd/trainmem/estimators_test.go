@@ -32,7 +32,7 @@ func TestEstimateEstimators(t *testing.T) {
 				} `json:"options"`
 			} `json:"deepspeed"`
 			Megatron struct {
-				WeightsAndOptimizer int64   `json:"weights_and_optimizer"`
+				WeightsAndOptimizer int64   `json:"weights_and_optimizer_bytes"`
 				BytesPerParam       float64 `json:"bytes_per_param"`
 			} `json:"megatron"`
 		} `json:"estimators"`

@@ -73,6 +73,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	trace := addTraceFlag(fs)
 	profile := fs.Bool("profile", false, "time every op of the measured run's steps after the first and print, per op family and phase, calls, time, share, GFLOP/s against the device's peak and GB/s")
 	lf := addLaunchFlags(fs)
+	cf := addClusterFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
 		return err
 	}
@@ -126,6 +127,9 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	opts := tf.options(c, stderr)
 	opts.Steps = steps
+	if opts.Cluster, err = cf.cluster(c); err != nil {
+		return err
+	}
 	var rec *bench.MemoryTrace // one rank's simulated step, when nothing is measured
 	if *sweep == "" {
 		rec = trace.recorder()

@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"trainmem/model"
+	"trainmem/zero"
+)
+
+// validate over ranks sets DeepSpeed's figure for the setup (its own
+// functions' arithmetic, model.TestDeepSpeedMatchesItsCode) beside rank 0's
+// simulation and names its terms in bytes: at ZeRO-2 the fp32 gradient copy
+// (4Φ/N) trainmem does not keep, at ZeRO-1 the whole gradients that
+// estimate_zero2 counts as a shard, at ZeRO-3 the gathered largest layer
+// and the 2Φ/N of its 18 bytes a shard. Megatron-LM's report is there with
+// its fp32 main gradients (2 bytes a parameter of its count).
+func TestValidateExplainsEstimators(t *testing.T) {
+	for _, stage := range []int{1, 2, 3} {
+		s := setup(t, "tiny", 2, 32, model.BF16, model.Adam, "none")
+		s.Ranks, s.ZeRO = 4, stage
+		set := zero.Setting{Stage: stage}
+		r, err := Validate(context.Background(), nil, runOf(checked(t, s), 1, nil, set))
+		if err != nil {
+			t.Fatal(err)
+		}
+		phi := s.Model.NumParams()
+		var text strings.Builder
+		if err := r.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		out := strings.Join(strings.Fields(text.String()), " ")
+		var wants []string
+		switch stage {
+		case 1, 2:
+			_, gpu, err := model.DeepSpeedZeRO2(phi, 4, 1, false, 1.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wants = []string{"deepspeed, estimate_zero2 (offload_optimizer=none) " + model.GiB(gpu),
+				"the copy is " + model.Bytes(4*phi/4) + " (4Φ/N)"}
+			if stage == 1 {
+				wants = append(wants, "at ZeRO-1 a rank keeps its gradients whole (grads "+model.Bytes(2*phi)+" simulated)")
+			}
+		case 3:
+			name, largest := s.Model.LargestModule()
+			_, gpu, err := model.DeepSpeedZeRO3(phi, largest, 4, 1, false, false, true, 1.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wants = []string{"deepspeed, estimate_zero3 (offload_param=none, offload_optimizer=none, zero_init=1) " + model.GiB(gpu),
+				"its largest layer (" + name + ", " + model.Comma(largest) + " parameters)", model.Bytes(2*phi/4) + " more (2Φ/N)",
+				"trainmem's ZeRO-3 shards the gradients and the weights too"}
+		}
+		m, err := s.Megatron()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wants = append(wants, "megatron, weights and optimizer "+model.GiB(m.WeightsAndOptimizer),
+			"2 bytes a parameter more than trainmem's 16-bit ones ("+model.Bytes(2*int64(m.Params))+")")
+		for _, want := range wants {
+			if !strings.Contains(out, want) {
+				t.Errorf("ZeRO-%d: the report lacks %q:\n%s", stage, want, text.String())
+			}
+		}
+	}
+}
