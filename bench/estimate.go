@@ -174,7 +174,7 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	fmt.Fprintln(w)
 
 	var t Table
-	rate := model.PerParam(s.Precision, s.Optimizer)
+	rate := s.PerParam()
 	t.Add("model states per rank", "bytes", "GB", "GiB", "bytes/param")
 	for i, c := range e.States.Named() {
 		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)})...)
@@ -191,6 +191,9 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	}
 	t.Write(w)
 	fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %d here", rate.Optimizer())
+	if s.MainGrads == model.GradsFP32 && s.Precision.Mixed() {
+		fmt.Fprint(w, "; fp32 main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 gradients) make the gradients 4Φ: 2Φ + 4Φ + KΦ")
+	}
 	if s.ZeRO > 0 && s.Ranks > 1 {
 		fmt.Fprintf(w, "; Table 1: ZeRO-%d shards %s over N = %d ranks, ceil(Φ/N) = %s parameters each",
 			s.ZeRO, shardedList(s.ZeRO), s.Ranks, model.Comma((e.RankParams+int64(s.Ranks)-1)/int64(s.Ranks)))

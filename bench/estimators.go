@@ -216,8 +216,13 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 		if d.Stage == 2 {
 			shard -= 2 * phi
 			add("deepspeed: its 2Φ, %s, is the 16-bit weights whole on every GPU, as trainmem holds them (params %s)", model.Bytes(2*phi), model.Bytes(sim.Params))
-			add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter: 2 of 16-bit gradients, 4 of fp32 gradients, 4 of fp32 weights, 8 of Adam's m and v; trainmem keeps no fp32 gradient copy (its Adam reads the 16-bit gradients), so its shard is 14: the copy is %s (4Φ/N)",
-				model.Bytes(shard), model.Bytes(4*phi/n))
+			if s.MainGrads == model.GradsFP32 {
+				add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter: 2 of 16-bit gradients, 4 of fp32 gradients, 4 of fp32 weights, 8 of Adam's m and v; trainmem's fp32 main gradients take the 16-bit ones' place (each kernel's 16-bit gradient is added into them and dropped), so its shard is 16: DeepSpeed's 16-bit partition beside them is %s (2Φ/N)",
+					model.Bytes(shard), model.Bytes(2*phi/n))
+			} else {
+				add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter: 2 of 16-bit gradients, 4 of fp32 gradients, 4 of fp32 weights, 8 of Adam's m and v; trainmem keeps no fp32 gradient copy (its Adam reads the 16-bit gradients), so its shard is 14: the copy is %s (4Φ/N; --main-grads fp32 keeps one)",
+					model.Bytes(shard), model.Bytes(4*phi/n))
+			}
 			if s.ZeRO == 1 {
 				add("deepspeed: at ZeRO-1 a rank keeps its gradients whole (grads %s simulated), which estimate_zero2, DeepSpeed's one estimator of stages 1 and 2, counts as a shard (2Φ/N = %s)",
 					model.Bytes(sim.Grads), model.Bytes(2*phi/n))
@@ -227,8 +232,13 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 			shard -= big
 			add("deepspeed: its 4·largest_layer_params, %s, is its largest layer (%s) gathered with its gradient at 2 + 2 bytes a parameter; trainmem's gathered weights peak at %s, the units it gathers at once (their gradients are grads)",
 				model.Bytes(big), largestName(d), model.Bytes(sim.Gathered))
-			add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter where trainmem's holds 16 (2 of weights, 2 of gradients, 12 of fp32 weights, m and v): %s more (2Φ/N)",
-				model.Bytes(shard), model.Bytes(2*phi/n))
+			if s.MainGrads == model.GradsFP32 {
+				add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter, as trainmem's with fp32 main gradients (2 of weights, 4 of gradients, 12 of fp32 weights, m and v)",
+					model.Bytes(shard))
+			} else {
+				add("deepspeed: its int(18Φ/N), %s, is a shard at 18 bytes a parameter where trainmem's holds 16 (2 of weights, 2 of gradients, 12 of fp32 weights, m and v): %s more (2Φ/N, the fp32 gradients; --main-grads fp32 keeps them)",
+					model.Bytes(shard), model.Bytes(2*phi/n))
+			}
 		}
 		add("deepspeed: it counts no gradient bucket and no padding; trainmem's grads peak at %s, its optimizer states at %s", model.Bytes(sim.Grads), model.Bytes(sim.Optimizer))
 		add("deepspeed: its CPU column is a node's host memory (%s) for the offloaded states and the model's initialization, times additional_buffer_factor %v; nothing is offloaded in this setup, whose row says %s a node",
@@ -244,8 +254,11 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 		add("megatron counts the most loaded rank, the first stage (%s in flight): %s parameters; its layers have no biases but the norms' (%s parameters a block, trainmem's %s)%s, and its vocabulary is padded to a multiple of %d·t (%s rows, trainmem's %s)",
 			inFlight(m.InFlight), model.Comma(mp), model.Comma(int64(math.Round(m.Block))), model.Comma(s.Model.Whole().LayerParams()),
 			positions, model.MegatronVocabMultiple, model.Comma(int64(m.PaddedVocab)), model.Comma(int64(s.Model.Vocab)))
-		grads := fmt.Sprintf("its main gradients are fp32, 2 bytes a parameter more than trainmem's 16-bit ones (%s)", model.Bytes(2*mp))
-		if !s.Precision.Mixed() {
+		grads := fmt.Sprintf("its main gradients are fp32, 2 bytes a parameter more than trainmem's 16-bit ones (%s; --main-grads fp32 keeps them)", model.Bytes(2*mp))
+		switch {
+		case s.Precision.Mixed() && s.MainGrads == model.GradsFP32:
+			grads = "its main gradients are fp32, as trainmem's here"
+		case !s.Precision.Mixed():
 			grads = "it counts bf16 weights and fp32 main gradients whatever the precision, where trainmem's fp32 training holds 4 bytes of weights and 4 of gradients"
 		}
 		if m.DistributedOptimizer {

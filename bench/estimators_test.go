@@ -15,11 +15,19 @@ import (
 // (4Φ/N) trainmem does not keep, at ZeRO-1 the whole gradients that
 // estimate_zero2 counts as a shard, at ZeRO-3 the gathered largest layer
 // and the 2Φ/N of its 18 bytes a shard. Megatron-LM's report is there with
-// its fp32 main gradients (2 bytes a parameter of its count).
+// its fp32 main gradients (2 bytes a parameter of its count). With
+// --main-grads fp32 the same lines say what is left: at ZeRO-2 DeepSpeed's
+// 16-bit gradient partition (2Φ/N), at ZeRO-3 nothing of the 18 bytes a
+// shard, and Megatron-LM's main gradients are trainmem's.
 func TestValidateExplainsEstimators(t *testing.T) {
-	for _, stage := range []int{1, 2, 3} {
+	for _, tc := range []struct {
+		stage int
+		grads model.MainGrads
+	}{{1, 0}, {2, 0}, {3, 0}, {2, model.GradsFP32}, {3, model.GradsFP32}} {
+		stage := tc.stage
 		s := setup(t, "tiny", 2, 32, model.BF16, model.Adam, "none")
-		s.Ranks, s.ZeRO = 4, stage
+		s.Ranks, s.ZeRO, s.MainGrads = 4, stage, tc.grads
+		fp32 := tc.grads == model.GradsFP32
 		set := zero.Setting{Stage: stage}
 		r, err := Validate(context.Background(), nil, runOf(checked(t, s), 1, nil, set))
 		if err != nil {
@@ -39,7 +47,10 @@ func TestValidateExplainsEstimators(t *testing.T) {
 				t.Fatal(err)
 			}
 			wants = []string{"deepspeed, estimate_zero2 (offload_optimizer=none) " + model.GiB(gpu),
-				"the copy is " + model.Bytes(4*phi/4) + " (4Φ/N)"}
+				"the copy is " + model.Bytes(4*phi/4) + " (4Φ/N"}
+			if fp32 {
+				wants[1] = "DeepSpeed's 16-bit partition beside them is " + model.Bytes(2*phi/4) + " (2Φ/N)"
+			}
 			if stage == 1 {
 				wants = append(wants, "at ZeRO-1 a rank keeps its gradients whole (grads "+model.Bytes(2*phi)+" simulated)")
 			}
@@ -50,18 +61,24 @@ func TestValidateExplainsEstimators(t *testing.T) {
 				t.Fatal(err)
 			}
 			wants = []string{"deepspeed, estimate_zero3 (offload_param=none, offload_optimizer=none, zero_init=1) " + model.GiB(gpu),
-				"its largest layer (" + name + ", " + model.Comma(largest) + " parameters)", model.Bytes(2*phi/4) + " more (2Φ/N)",
+				"its largest layer (" + name + ", " + model.Comma(largest) + " parameters)", model.Bytes(2*phi/4) + " more (2Φ/N",
 				"trainmem's ZeRO-3 shards the gradients and the weights too"}
+			if fp32 {
+				wants[2] = "a shard at 18 bytes a parameter, as trainmem's with fp32 main gradients"
+			}
 		}
 		m, err := s.Megatron()
 		if err != nil {
 			t.Fatal(err)
 		}
-		wants = append(wants, "megatron, weights and optimizer "+model.GiB(m.WeightsAndOptimizer),
-			"2 bytes a parameter more than trainmem's 16-bit ones ("+model.Bytes(2*int64(m.Params))+")")
+		grads := "2 bytes a parameter more than trainmem's 16-bit ones (" + model.Bytes(2*int64(m.Params))
+		if fp32 {
+			grads = "its main gradients are fp32, as trainmem's here"
+		}
+		wants = append(wants, "megatron, weights and optimizer "+model.GiB(m.WeightsAndOptimizer), grads)
 		for _, want := range wants {
 			if !strings.Contains(out, want) {
-				t.Errorf("ZeRO-%d: the report lacks %q:\n%s", stage, want, text.String())
+				t.Errorf("ZeRO-%d, %s gradients: the report lacks %q:\n%s", stage, tc.grads, want, text.String())
 			}
 		}
 	}

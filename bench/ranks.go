@@ -177,6 +177,9 @@ func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.
 	default:
 		fmt.Fprintln(w, "  parameter server: rank 0 alone holds the optimizer states (master, adam_m, adam_v); the ZeRO paper does not count this setting")
 	}
+	if n := mainGradsNote(s); states != nil && n != "" {
+		fmt.Fprintln(w, "  "+n)
+	}
 	switch {
 	case states != nil && s.PP > 1:
 		fmt.Fprintf(w, "  Φ is the first stage's part of the model (tensor rank 0's), %s parameters (the ZeRO paper's model parallelism: each data-parallel group shards its own part)\n", model.Comma(rankParams(s)))

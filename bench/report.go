@@ -48,6 +48,7 @@ type (
 		SequenceParallel bool   `json:"sequence_parallel"`
 		MicroBatches     int    `json:"micro_batches,omitempty"`
 		Schedule         string `json:"schedule,omitempty"`
+		MainGrads        string `json:"main_grads,omitempty"`
 	}
 	rankDoc struct {
 		Params int64 `json:"params"` // parameters held before ZeRO sharding
@@ -132,6 +133,9 @@ func setupDocOf(s model.Setup) setupDoc {
 	if s.PP > 1 {
 		d.Schedule = s.Pipeline.String()
 	}
+	if s.MainGrads != model.GradsLikeWeights {
+		d.MainGrads = s.MainGrads.String()
+	}
 	return d
 }
 
@@ -166,10 +170,7 @@ func writeJSON(w io.Writer, v any) error {
 // describe is the setup in one line, for the text reports.
 func describe(s model.Setup) string {
 	var b strings.Builder
-	prec := s.Precision.String()
-	if s.Precision.Mixed() {
-		prec += " mixed precision"
-	}
+	prec := precisionPhrase(s)
 	if !s.ParamsOnly() {
 		fmt.Fprintf(&b, "micro-batch %d, sequence %d, ", s.Batch, s.Seq)
 	}
@@ -185,6 +186,28 @@ func describe(s model.Setup) string {
 		}
 	}
 	return b.String()
+}
+
+// precisionPhrase is the setup's precision in words: "fp16 mixed
+// precision", with ", fp32 main gradients" when it keeps them.
+func precisionPhrase(s model.Setup) string {
+	prec := s.Precision.String()
+	if s.Precision.Mixed() {
+		prec += " mixed precision"
+	}
+	if s.MainGrads == model.GradsFP32 {
+		prec += ", fp32 main gradients"
+	}
+	return prec
+}
+
+// mainGradsNote says, for a setup that keeps fp32 main gradients under
+// mixed precision, how the formulas count them; "" otherwise.
+func mainGradsNote(s model.Setup) string {
+	if s.MainGrads != model.GradsFP32 || !s.Precision.Mixed() {
+		return ""
+	}
+	return "fp32 main gradients (--main-grads fp32): the formulas' model states count the gradients at 4 bytes a parameter, as the ranks keep them, where the ZeRO paper's 16-bit ones take 2"
 }
 
 // modelLine is the model in one line.

@@ -93,7 +93,7 @@ func Simulate(newDevice func() cuda.Device, capacity int64, o Options, traces Ra
 	r := &SimulateReport{Setup: s, Setting: set, Device: name, Capacity: capacity, Steps: steps, Ranks: res,
 		Record: res[0].Record, Stats: res[0].Stats, Elapsed: elapsed, Roofline: roofline}
 	if lay.Size() > 1 && !set.PS {
-		st, err := model.ZeROStates(rankParams(s), s.Precision, s.Optimizer, s.Ranks, set.Stage)
+		st, err := s.RankStates(rankParams(s), set.Stage)
 		if err != nil {
 			return nil, err
 		}

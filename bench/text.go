@@ -67,10 +67,7 @@ func microBatches(m int) string {
 
 // describeRun is the setup but for the checkpoint policy.
 func describeRun(s model.Setup) string {
-	prec := s.Precision.String()
-	if s.Precision.Mixed() {
-		prec += " mixed precision"
-	}
+	prec := precisionPhrase(s)
 	micro := ""
 	if s.MicroBatches > 1 || s.PP > 1 {
 		micro = " × " + microBatches(max(s.MicroBatches, 1))

@@ -81,7 +81,7 @@ func (r *TrainReport) writeRanks(w io.Writer) error {
 	fmt.Fprintln(w, "each rank's peak per category in the last step (requested bytes):")
 	var states *model.States
 	if !r.Setting.PS {
-		if st, err := model.ZeROStates(rankParams(r.Setup), r.Setup.Precision, r.Setup.Optimizer, r.Setup.Ranks, r.Setting.Stage); err == nil {
+		if st, err := r.Setup.RankStates(rankParams(r.Setup), r.Setting.Stage); err == nil {
 			states = &st
 		}
 	}

@@ -43,7 +43,7 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 		}
 		if s.PP > 1 && !v.Setting.PS {
 			// A stage's model states are of its own part.
-			if ps, err := model.ZeROStates(v.partParams(sim.Rank), s.Precision, s.Optimizer, s.Ranks, v.Setting.Stage); err == nil {
+			if ps, err := s.RankStates(v.partParams(sim.Rank), v.Setting.Stage); err == nil {
 				paper[cuda.Params], paper[cuda.Grads], paper[cuda.Master], paper[cuda.AdamM], paper[cuda.AdamV] = ps.Params, ps.Grads, ps.Master, ps.AdamM, ps.AdamV
 			}
 		}
@@ -121,6 +121,9 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 			fmt.Fprintln(w, "  Φ is each rank's part of the model, its stage's (and tensor rank's) parameters (each data-parallel group shards its own part)")
 		case s.TP > 1:
 			fmt.Fprintf(w, "  Φ is a tensor-parallel rank's part of the model, %s parameters on rank 0 (each data-parallel group shards its own part)\n", model.Comma(rankParams(s)))
+		}
+		if n := mainGradsNote(s); n != "" {
+			fmt.Fprintln(w, "  "+n)
 		}
 	}
 	fmt.Fprintln(w, "Δ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")

@@ -126,21 +126,28 @@ func TestValidateTiny(t *testing.T) {
 // (4 + 4), simulated and measured; the allocator's rounding on its own row.
 func TestModelStatesBytesPerParameter(t *testing.T) {
 	for _, tc := range []struct {
-		prec model.Precision
-		opt  model.Optimizer
-		per  map[string]int64
+		prec  model.Precision
+		opt   model.Optimizer
+		grads model.MainGrads
+		per   map[string]int64
 	}{
-		{model.FP16, model.Adam, map[string]int64{"params": 2, "grads": 2, "master": 4, "adam_m": 4, "adam_v": 4}},
-		{model.BF16, model.AdamW, map[string]int64{"params": 2, "grads": 2, "master": 4, "adam_m": 4, "adam_v": 4}},
-		{model.FP32, model.Adam, map[string]int64{"params": 4, "grads": 4, "master": 0, "adam_m": 4, "adam_v": 4}},
-		{model.FP32, model.SGD, map[string]int64{"params": 4, "grads": 4, "master": 0, "adam_m": 0, "adam_v": 0}},
+		{model.FP16, model.Adam, 0, map[string]int64{"params": 2, "grads": 2, "master": 4, "adam_m": 4, "adam_v": 4}},
+		{model.BF16, model.AdamW, 0, map[string]int64{"params": 2, "grads": 2, "master": 4, "adam_m": 4, "adam_v": 4}},
+		{model.FP32, model.Adam, 0, map[string]int64{"params": 4, "grads": 4, "master": 0, "adam_m": 4, "adam_v": 4}},
+		{model.FP32, model.SGD, 0, map[string]int64{"params": 4, "grads": 4, "master": 0, "adam_m": 0, "adam_v": 0}},
+		// fp32 main gradients (Megatron-LM's main_grad): 18 bytes a
+		// parameter under mixed precision, exactly 2 more; fp32 training
+		// keeps fp32 gradients already.
+		{model.FP16, model.Adam, model.GradsFP32, map[string]int64{"params": 2, "grads": 4, "master": 4, "adam_m": 4, "adam_v": 4}},
+		{model.BF16, model.AdamW, model.GradsFP32, map[string]int64{"params": 2, "grads": 4, "master": 4, "adam_m": 4, "adam_v": 4}},
+		{model.FP32, model.Adam, model.GradsFP32, map[string]int64{"params": 4, "grads": 4, "master": 0, "adam_m": 4, "adam_v": 4}},
 	} {
-		name := fmt.Sprintf("%s/%s", tc.prec, tc.opt)
+		name := fmt.Sprintf("%s/%s/main-grads=%s", tc.prec, tc.opt, tc.grads)
 		t.Run(name, func(t *testing.T) {
 			// 3 layers of width 40: Φ = 70,760 is no multiple of 128, so
 			// the 512-byte blocks must round some state up.
 			s := model.Setup{Model: model.Config{Name: "odd", Layers: 3, Hidden: 40, Heads: 4, Vocab: 256, Context: 32},
-				Batch: 2, Seq: 32, Precision: tc.prec, Optimizer: tc.opt, Ranks: 1, TP: 1, PP: 1}
+				Batch: 2, Seq: 32, Precision: tc.prec, Optimizer: tc.opt, Ranks: 1, TP: 1, PP: 1, MainGrads: tc.grads}
 			phi := s.Model.NumParams()
 			r, err := Validate(context.Background(), on(reference.NewHost(t)), runOf(checked(t, s), 2, nil, zero.Setting{}))
 			if err != nil {
@@ -741,5 +748,46 @@ func TestFitLayoutsAreSimulates(t *testing.T) {
 	}
 	if got := rep.smallest(true); got != first {
 		t.Errorf("smallest %s, want %s", layoutText(got), layoutText(first))
+	}
+}
+
+// --main-grads fp32 over 4 ranks at every ZeRO stage, measured on host
+// ranks in one process: the gradients each rank keeps after a step are 2
+// bytes a parameter more than with 16-bit gradients, 2Φ at stages 0 and 1
+// (whole gradients) and 2Φ/N at stages 2 and 3 (a shard), simulated =
+// measured in every category, and the formula's grads the kept buffer.
+func TestMainGradsShardedAsTheStageSays(t *testing.T) {
+	cfg, err := model.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	phi := cfg.NumParams() // 120,576: a multiple of 4, no padding
+	for stage := 0; stage <= 3; stage++ {
+		kept := map[model.MainGrads]int64{}
+		for _, g := range []model.MainGrads{model.GradsLikeWeights, model.GradsFP32} {
+			s := model.Setup{Model: cfg, Batch: 1, Seq: 32, Precision: model.FP16, Optimizer: model.Adam, Ranks: n, ZeRO: stage, TP: 1, PP: 1, MainGrads: g}
+			where := &Where{New: func() (cuda.Device, error) { return host.New(host.Options{Threads: 1}) }}
+			r, err := Validate(context.Background(), where, runOf(checked(t, s), 2, nil, zero.Setting{Stage: stage}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, sim := range r.SimulatedRanks {
+				if m := r.MeasuredRanks[i]; m.Stats.CategoryRequested != sim.Stats.CategoryRequested {
+					t.Errorf("ZeRO-%d, %s gradients, rank %d: measured %v, simulated %v", stage, g, i, m.Stats.CategoryRequested, sim.Stats.CategoryRequested)
+				}
+			}
+			kept[g] = r.MeasuredRanks[0].Stats.CategoryRequested[cuda.Grads].Current
+			if f := r.Estimate.States.Grads; f != kept[g] {
+				t.Errorf("ZeRO-%d, %s gradients: the formula's grads %d bytes, the rank keeps %d", stage, g, f, kept[g])
+			}
+		}
+		want := 2 * phi
+		if stage >= 2 {
+			want = 2 * phi / n
+		}
+		if d := kept[model.GradsFP32] - kept[model.GradsLikeWeights]; d != want {
+			t.Errorf("ZeRO-%d: fp32 main gradients keep %d bytes more (%d against %d), want %d", stage, d, kept[model.GradsFP32], kept[model.GradsLikeWeights], want)
+		}
 	}
 }

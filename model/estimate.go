@@ -136,6 +136,38 @@ func (p Precision) Size() int64 {
 	return 4
 }
 
+// MainGrads is the type of the gradients a step keeps, accumulates over
+// its micro-batches and reduces over the ranks. GradsLikeWeights keeps them
+// in the working weights' type (2 bytes under mixed precision, as PyTorch's
+// AMP does); GradsFP32 keeps an fp32 buffer beside the 16-bit weights, each
+// backward kernel's 16-bit gradient added into it and dropped (Megatron-LM's
+// main_grad, DeepSpeed's fp32 gradient partitions): 4 bytes a parameter, 2
+// more than the working type's under mixed precision, the same in fp32.
+type MainGrads uint8
+
+const (
+	GradsLikeWeights MainGrads = iota
+	GradsFP32
+)
+
+var mainGradsNames = []string{"weights", "fp32"}
+
+func (g MainGrads) String() string { return enumName(mainGradsNames, g, "MainGrads") }
+
+// ParseMainGrads is the inverse of MainGrads.String.
+func ParseMainGrads(s string) (MainGrads, error) {
+	return parseEnum[MainGrads](mainGradsNames, s, "main gradients")
+}
+
+// GradSize is the bytes of one kept gradient value under s: 4 with fp32
+// main gradients, else the working type's (Precision.Size).
+func (s Setup) GradSize() int64 {
+	if s.MainGrads == GradsFP32 {
+		return 4
+	}
+	return s.Precision.Size()
+}
+
 // Optimizer is the update rule, which decides the optimizer states.
 type Optimizer uint8
 
@@ -217,11 +249,30 @@ func PerParam(p Precision, o Optimizer) States {
 // parameter: stage 0 (2+2+K)Φ, stage 1 2Φ+2Φ+KΦ/n, stage 2 2Φ+(2+K)Φ/n,
 // stage 3 (2+2+K)Φ/n.
 func ZeROStates(phi int64, p Precision, o Optimizer, n, stage int) (States, error) {
+	return zeroStates(phi, PerParam(p, o), n, stage)
+}
+
+// RankStates is what one of s's data-parallel ranks holds of phi
+// parameters' model states at ZeRO stage stage: ZeROStates with the
+// gradients at s.GradSize() bytes a parameter (fp32 main gradients: 2Φ more
+// at stages 0 and 1, 2Φ/N more at 2 and 3).
+func (s Setup) RankStates(phi int64, stage int) (States, error) {
+	return zeroStates(phi, s.PerParam(), s.Ranks, stage)
+}
+
+// PerParam is the bytes a parameter of each model state under s: the
+// package's PerParam with the gradients at s.GradSize().
+func (s Setup) PerParam() States {
+	r := PerParam(s.Precision, s.Optimizer)
+	r.Grads = s.GradSize()
+	return r
+}
+
+func zeroStates(phi int64, r States, n, stage int) (States, error) {
 	if phi < 0 || n < 1 || stage < 0 || stage > 3 {
 		return States{}, fmt.Errorf("model: ZeRO states of %d parameters on %d ranks at stage %d: out of range", phi, n, stage)
 	}
 	var c calc
-	r := PerParam(p, o)
 	shard := ceilDiv(phi, int64(n))
 	count := func(sharded bool) int64 {
 		if sharded {
@@ -347,6 +398,8 @@ type Setup struct {
 	// SequenceParallel splits the layer norms' and dropouts' activations
 	// over the tensor-parallel ranks too (Korthikanti et al. 2022, Section 4.2).
 	SequenceParallel bool
+	// MainGrads is the kept gradients' type (the zero value: the weights').
+	MainGrads MainGrads
 }
 
 // ParamsOnly reports whether s has no model shape, only a parameter count.
@@ -376,6 +429,8 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: unknown precision %v (valid: %s)", s.Precision, strings.Join(precisionNames, ", "))
 	case int(s.Optimizer) >= len(optimizerNames):
 		return fmt.Errorf("model: unknown optimizer %v (valid: %s)", s.Optimizer, strings.Join(optimizerNames, ", "))
+	case int(s.MainGrads) >= len(mainGradsNames):
+		return fmt.Errorf("model: unknown main gradients %v (valid: %s)", s.MainGrads, strings.Join(mainGradsNames, ", "))
 	}
 	if s.ParamsOnly() {
 		if s.TP != 1 || s.PP != 1 {
@@ -671,7 +726,8 @@ type Comm struct {
 	// Elements is the ZeRO paper's volume (Section 7): 2Φ for data parallel
 	// and ZeRO-1/2, 3Φ for ZeRO-3, Φ the rank's parameters.
 	Elements int64
-	// Bytes is Elements in the gradient dtype.
+	// Bytes is Elements in their types: the gradients' passes in the kept
+	// gradients' (Setup.GradSize), the weights' in the working type.
 	Bytes int64
 	// RingBytes is what a ring implementation sends: each of the 2 (or 3)
 	// passes sends N-1 of the N equal shards, ceil(Φ/N) elements each, so
@@ -777,7 +833,7 @@ func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 	if s.ParamsOnly() {
 		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params}
 		var err error
-		if e.States, err = ZeROStates(s.Params, s.Precision, s.Optimizer, s.Ranks, s.ZeRO); err != nil {
+		if e.States, err = s.RankStates(s.Params, s.ZeRO); err != nil {
 			return Estimate{}, err
 		}
 		e.Comm, err = dataParallelComm(s.Params, s)
@@ -812,7 +868,7 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 		return Estimate{}, err
 	}
 	var err error
-	if e.States, err = ZeROStates(e.RankParams, s.Precision, s.Optimizer, s.Ranks, s.ZeRO); err != nil {
+	if e.States, err = s.RankStates(e.RankParams, s.ZeRO); err != nil {
 		return Estimate{}, err
 	}
 	if s.ZeRO == 3 && s.Ranks > 1 {
@@ -1200,21 +1256,31 @@ func dataParallelComm(phi int64, s Setup) (Comm, error) {
 		return cm, nil
 	}
 	var c calc
-	passes := int64(2)
+	// The passes over the gradients (in their kept type) and over the
+	// weights (in the working type).
+	var grads, weights int64
 	switch s.ZeRO {
 	case 0:
 		cm.Collective = "all-reduce (gradients)"
+		grads = 2
 	case 1, 2:
 		cm.Collective = "reduce-scatter (gradients) + all-gather (weights)"
+		grads, weights = 1, 1
 	case 3:
 		cm.Collective = "all-gather (weights, forward) + all-gather (weights, backward) + reduce-scatter (gradients)"
-		passes = 3
+		grads, weights = 1, 2
+	}
+	if gw, w := s.GradSize(), s.Precision.Size(); gw != w {
+		cm.DType = fmt.Sprintf("fp32 gradients, %s weights", s.Precision)
+		if weights == 0 {
+			cm.DType = "fp32 gradients"
+		}
 	}
 	n := int64(s.Ranks)
-	w := s.Precision.Size()
-	cm.Elements = c.mul(passes, phi)
-	cm.Bytes = c.mul(cm.Elements, w)
-	cm.RingBytes = c.mul(passes, n-1, ceilDiv(phi, n), w)
+	shard := ceilDiv(phi, n)
+	cm.Elements = c.mul(grads+weights, phi)
+	cm.Bytes = c.add(c.mul(grads, phi, s.GradSize()), c.mul(weights, phi, s.Precision.Size()))
+	cm.RingBytes = c.add(c.mul(grads, n-1, shard, s.GradSize()), c.mul(weights, n-1, shard, s.Precision.Size()))
 	return cm, c.err()
 }
 

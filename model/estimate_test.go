@@ -421,9 +421,76 @@ func TestCommunication(t *testing.T) {
 			t.Errorf("ZeRO-%d: ring %d bytes, want %d", z, e.Comm.RingBytes, ring)
 		}
 	}
+	// fp32 main gradients: the gradients' passes (2 at stage 0, one
+	// reduce-scatter at 1 to 3) at 4 bytes, the weights' at 2.
+	for z, want := range []struct{ grads, weights int64 }{{2, 0}, {1, 1}, {1, 1}, {1, 2}} {
+		s := base
+		s.ZeRO, s.MainGrads = z, GradsFP32
+		e, err := s.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := (4*want.grads + 2*want.weights) * 7500000000; e.Comm.Bytes != b || e.Comm.Elements != (want.grads+want.weights)*7500000000 {
+			t.Errorf("ZeRO-%d, fp32 main gradients: %d elements, %d bytes, want %d bytes", z, e.Comm.Elements, e.Comm.Bytes, b)
+		}
+		if ring := (4*want.grads + 2*want.weights) * 63 * 117187500; e.Comm.RingBytes != ring {
+			t.Errorf("ZeRO-%d, fp32 main gradients: ring %d bytes, want %d", z, e.Comm.RingBytes, ring)
+		}
+	}
 	base.Ranks = 1
 	if e, _ := base.Estimate(); e.Comm.Bytes != 0 || e.Comm.Collective != "none" {
 		t.Errorf("one rank communicates: %+v", e.Comm)
+	}
+}
+
+// fp32 main gradients (Megatron-LM's main_grad): 4 bytes a gradient, so
+// 18 bytes a parameter under mixed precision (Megatron-LM's
+// theoretical_memory_usage.py counts 18 without the distributed
+// optimizer), sharded at stages 2 and 3 as the gradients are: 7.5B over 64
+// ranks, ceil(Φ/64) = 117,187,500 a shard; fp32 training unchanged.
+func TestMainGradsStates(t *testing.T) {
+	const phi, shard = 7500000000, 117187500
+	for _, tc := range []struct {
+		prec  Precision
+		stage int
+		grads int64
+		total int64
+	}{
+		{FP16, 0, 4 * phi, 18 * phi},
+		{BF16, 1, 4 * phi, 2*phi + 4*phi + 12*shard},
+		{FP16, 2, 4 * shard, 2*phi + 16*shard},
+		{BF16, 3, 4 * shard, 18 * shard},
+		{FP32, 0, 4 * phi, 16 * phi},
+	} {
+		s := Setup{Params: phi, Precision: tc.prec, Optimizer: Adam, Ranks: 64, ZeRO: tc.stage, TP: 1, PP: 1, MainGrads: GradsFP32}
+		if tc.stage == 0 {
+			s.Ranks = 1
+		}
+		st, err := s.RankStates(phi, tc.stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Grads != tc.grads || st.Total() != tc.total {
+			t.Errorf("%s ZeRO-%d: grads %d, total %d; want %d and %d", tc.prec, tc.stage, st.Grads, st.Total(), tc.grads, tc.total)
+		}
+		paper, err := ZeROStates(phi, tc.prec, Adam, s.Ranks, tc.stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := st.Total() - paper.Total(); tc.prec.Mixed() && d != tc.grads/2 {
+			t.Errorf("%s ZeRO-%d: %d bytes more than the paper's, want half the gradients, %d", tc.prec, tc.stage, d, tc.grads/2)
+		}
+	}
+	for _, v := range []string{"weights", "fp32"} {
+		if g, err := ParseMainGrads(v); err != nil || g.String() != v {
+			t.Errorf("ParseMainGrads(%q) = %v, %v", v, g, err)
+		}
+	}
+	if _, err := ParseMainGrads("fp16"); err == nil || !strings.Contains(err.Error(), `"fp16"`) || !strings.Contains(err.Error(), "weights, fp32") {
+		t.Errorf("ParseMainGrads(fp16): %v", err)
+	}
+	if err := (Setup{Params: 10, Ranks: 1, TP: 1, PP: 1, MainGrads: 7}).Validate(); err == nil || !strings.Contains(err.Error(), "valid: weights, fp32") {
+		t.Errorf("main gradients 7: %v", err)
 	}
 }
 

@@ -89,19 +89,44 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 			}
 		}
 	}
+	// fp32 main gradients: the gradients' buffer at 4 bytes a parameter,
+	// the activations as they are (each kernel's 16-bit gradient is a
+	// temporary).
+	for _, preset := range []string{"tiny", "gpt2-medium"} {
+		cfg, err := model.Preset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, prec := range precs {
+			for _, pol := range []string{"none", "full"} {
+				checkGrads(t, cfg, 2, 64, prec, pol, model.GradsFP32)
+				n++
+			}
+		}
+	}
 	t.Logf("%d combinations agree", n)
 }
 
 func check(t *testing.T, cfg model.Config, B, T int, prec model.Precision, policy string) {
 	t.Helper()
-	name := fmt.Sprintf("%s/b=%d/s=%d/%s/%s", cfg.Name, B, T, prec, policy)
+	checkGrads(t, cfg, B, T, prec, policy, model.GradsLikeWeights)
+}
+
+func checkGrads(t *testing.T, cfg model.Config, B, T int, prec model.Precision, policy string, grads model.MainGrads) {
+	t.Helper()
+	name := fmt.Sprintf("%s/b=%d/s=%d/%s/%s/main-grads=%s", cfg.Name, B, T, prec, policy, grads)
 	pol, err := model.ParseCheckpoint(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := model.Setup{Model: cfg, Batch: B, Seq: T, Precision: prec, Optimizer: model.Adam, Checkpoint: pol, Ranks: 1, TP: 1, PP: 1}
+	s := model.Setup{Model: cfg, Batch: B, Seq: T, Precision: prec, Optimizer: model.Adam, Checkpoint: pol, Ranks: 1, TP: 1, PP: 1, MainGrads: grads}
 	if pol.Kind == model.CheckpointEvery && pol.Every > cfg.Layers {
 		return
+	}
+	if want := 4 * cfg.NumParams(); grads == model.GradsFP32 {
+		if st, err := s.RankStates(cfg.NumParams(), 0); err != nil || st.Grads != want {
+			t.Errorf("%s: the formula's grads %d bytes (%v), want 4·Φ = %d", name, st.Grads, err, want)
+		}
 	}
 	e, err := s.Estimate()
 	if err != nil {

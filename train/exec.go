@@ -128,7 +128,7 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	if err := opts.Optimizer.validate(); err != nil {
 		return nil, err
 	}
-	st := storageOf(s.Precision, opts.Float64)
+	st := storageOf(s.Precision, s.MainGrads, opts.Float64)
 	dt := tensor.Float32
 	if opts.Float64 {
 		dt = tensor.Float64
@@ -175,7 +175,7 @@ func (t *Trainer) allocStates() error {
 		return b
 	}
 	t.params = alloc(cuda.Params, t.st.param, l.Params)
-	t.grads = alloc(cuda.Grads, t.st.param, l.Grads)
+	t.grads = alloc(cuda.Grads, t.st.grad, l.Grads)
 	if l.States > 0 {
 		if t.st.mixed {
 			t.master = alloc(cuda.Master, t.st.state, l.States)
@@ -537,8 +537,8 @@ func (t *Trainer) exec(in *Instr) error {
 		args = append(args, t.slots[a])
 	}
 	t.args = args
-	if sl := &t.sched.Slots[in.Out]; t.micro.accumulate && sl.Persistent && sl.Cat == cuda.Grads {
-		return t.accumulated(in, args)
+	if sl := &t.sched.Slots[in.Out]; (t.micro.accumulate || t.st.separateGrads()) && sl.Persistent && sl.Cat == cuda.Grads {
+		return t.accumulated(in, sl, args)
 	}
 	return in.run.run(t, t.slots[in.Out], args)
 }

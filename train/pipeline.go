@@ -318,18 +318,24 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 	return rec, nil
 }
 
-// accumulated runs a gradient instruction of a micro-batch after the
-// first: its kernels write a temporary, which is added to the gradient's
-// buffer (as PyTorch's AccumulateGrad adds a new gradient to .grad).
-func (t *Trainer) accumulated(in *Instr, args []*cuda.Buffer) error {
+// accumulated runs a gradient instruction whose kernels do not write the
+// kept gradient in place: of a micro-batch after the first, or with fp32
+// main gradients. Its kernels write a temporary of the slot's type, which
+// is added to the gradient's buffer (as PyTorch's AccumulateGrad adds a new
+// gradient to .grad, and Megatron-LM's hook adds param.grad to main_grad)
+// or, on the step's first micro-batch, cast into it.
+func (t *Trainer) accumulated(in *Instr, sl *Slot, args []*cuda.Buffer) error {
 	g := t.slots[in.Out]
-	tmp, err := t.dev.Alloc(cuda.Temporaries, g.DType, g.Len)
+	tmp, err := t.dev.Alloc(cuda.Temporaries, sl.DType, g.Len)
 	if err != nil {
 		return err
 	}
 	defer t.dev.Free(tmp)
 	if err := in.run.run(t, tmp, args); err != nil {
 		return err
+	}
+	if !t.micro.accumulate {
+		return t.dev.Cast(g, tmp)
 	}
 	return t.dev.Add(g, g, tmp)
 }

@@ -15,7 +15,7 @@ func compileFor(t *testing.T, cfg model.Config, B, T int, pol model.Checkpoint) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := compile(gr, storageOf(model.FP32, false), pol)
+	s, err := compile(gr, storageOf(model.FP32, model.GradsLikeWeights, false), pol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func newCompiler(t *testing.T, cfg model.Config, pol model.Checkpoint, last stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &compiler{gr: gr, st: storageOf(model.FP32, false), pol: pol, s: &Schedule{Graph: gr}}
+	c := &compiler{gr: gr, st: storageOf(model.FP32, model.GradsLikeWeights, false), pol: pol, s: &Schedule{Graph: gr}}
 	for _, p := range []struct {
 		name string
 		run  func() error

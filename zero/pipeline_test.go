@@ -58,6 +58,7 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		sp            bool
 		backoff       bool // fp16's first step overflows: the scale backs off to 2^14
 		llama         bool // RMSNorm, no linear biases, SwiGLU (llamaLike), grouped-query attention
+		fp32Grads     bool // --main-grads fp32 on the layout (the reference keeps 16-bit gradients)
 		flash         bool // flash attention
 	}{
 		// LLaMA's blocks: each RMSNorm's gain gradient summed over the
@@ -95,6 +96,12 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		{pp: 4, m: 4, tp: 1, dp: 1, sched: model.GPipe},
 		{pp: 2, m: 4, tp: 1, dp: 1, prec: model.BF16, pol: model.CheckpointFull},
 		{pp: 2, m: 3, tp: 1, dp: 1, prec: model.FP16, opt: model.SGD, backoff: true}, // every stage unscales by the step's loss scale
+		// fp32 main gradients: accumulated and reduced in fp32, sharded
+		// at ZeRO-2 and 3 as the gradients are.
+		{pp: 1, m: 4, tp: 1, dp: 1, prec: model.BF16, fp32Grads: true},
+		{tp: 1, dp: 2, set: Setting{Stage: 2}, prec: model.BF16, fp32Grads: true},
+		{tp: 2, dp: 2, set: Setting{Stage: 3}, prec: model.FP16, fp32Grads: true},
+		{pp: 2, m: 2, tp: 1, dp: 2, set: Setting{Stage: 1}, prec: model.BF16, fp32Grads: true},
 	} {
 		tc.pp, tc.m = max(tc.pp, 1), max(tc.m, 1)
 		if tc.opt == 0 {
@@ -115,6 +122,9 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 		}
 		if tc.flash {
 			name += "/flash"
+		}
+		if tc.fp32Grads {
+			name += "/fp32-main-grads"
 		}
 		t.Run(name, func(t *testing.T) {
 			c := cfg
@@ -148,6 +158,9 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 			}
 			s := setupOf(c, b, T, tc.dp, tc.set.Stage, tc.prec, tc.opt)
 			s.TP, s.PP, s.MicroBatches, s.Pipeline, s.SequenceParallel = tc.tp, tc.pp, tc.m, tc.sched, tc.sp
+			if tc.fp32Grads {
+				s.MainGrads = model.GradsFP32
+			}
 			s.Checkpoint = model.Checkpoint{Kind: tc.pol}
 			lay := Layout{DP: tc.dp, TP: tc.tp, PP: tc.pp}
 			g, err := NewGroup(hosts(t, lay.Size()))

@@ -259,7 +259,7 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"--positions", c.Positions.String()}, {"--attention", c.Attention.String()}, {"--rope-theta", strconv.FormatFloat(c.Theta(), 'g', -1, 64)},
 		{"the norms' ε (--hf-config)", strconv.FormatFloat(c.Eps(), 'g', -1, 64)},
 		{"--batch", strconv.Itoa(s.Batch)}, {"--seq", strconv.Itoa(s.Seq)},
-		{"--precision", s.Precision.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
+		{"--precision", s.Precision.String()}, {"--main-grads", s.MainGrads.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
 		{"--world", strconv.Itoa(s.Ranks)}, {"--tp", strconv.Itoa(s.TP)}, {"--pp", strconv.Itoa(s.PP)},
 		{"--micro-batches", strconv.Itoa(max(s.MicroBatches, 1))}, {"--schedule", s.Pipeline.String()}, {"the setting (--zero, --data-parallel, --prefetch)", set.String()},
 		{"--bucket-mb", strconv.FormatInt(set.BucketBytes, 10) + " bytes"},

@@ -39,6 +39,7 @@ type setupFlags struct {
 	batch, seq int
 
 	precision  model.Precision
+	mainGrads  model.MainGrads // --main-grads
 	optimizer  model.Optimizer
 	checkpoint model.Checkpoint
 
@@ -135,6 +136,11 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	fs.Func("precision", "fp32, or fp16 / bf16 for mixed precision (16-bit weights, gradients and activations, fp32 master weights and moments) (default fp32)", func(s string) error {
 		p, err := model.ParsePrecision(s)
 		f.precision = p
+		return err
+	})
+	fs.Func("main-grads", "the kept gradients' type: weights (the working weights' type, 16-bit under mixed precision) or fp32 (an fp32 buffer each backward kernel's 16-bit gradient is added into: Megatron-LM's main_grad, DeepSpeed's fp32 gradients; 2 bytes a parameter more, sharded as the gradients are, and reduced in fp32) (default weights)", func(s string) error {
+		g, err := model.ParseMainGrads(s)
+		f.mainGrads = g
 		return err
 	})
 	fs.Func("optimizer", "adam, adamw, sgd or momentum (default adam)", func(s string) error {
@@ -279,7 +285,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		}
 	}
 	s := model.Setup{
-		Batch: f.batch, Precision: f.precision, Optimizer: f.optimizer, Checkpoint: f.checkpoint,
+		Batch: f.batch, Precision: f.precision, MainGrads: f.mainGrads, Optimizer: f.optimizer, Checkpoint: f.checkpoint,
 		Ranks: f.ranks, ZeRO: f.zero, TP: f.tp, PP: f.pp, SequenceParallel: f.sequenceParallel,
 		Pipeline: f.schedule,
 	}
