@@ -297,3 +297,122 @@ func inFlight(n int) string {
 	}
 	return fmt.Sprintf("%d micro-batches", n)
 }
+
+// estimatorFit is an estimator's own answer to fit's question: the fewest
+// data-parallel ranks whose figure a GPU fits the memory, by DeepSpeed's
+// model states (one row of its table) or Megatron-LM's total.
+type estimatorFit struct {
+	Estimator string `json:"estimator"`
+	// Stages are the ZeRO stages the row stands for: DeepSpeed's
+	// estimate_zero2 is stages 1 and 2, Megatron-LM's distributed
+	// optimizer 1 to 3.
+	Stages  string `json:"zero_stages"`
+	Options string `json:"options"`
+	// MinRanks is 0 when no rank count up to model.MaxFitRanks fits;
+	// GPUBytes is the figure at the answer, or at model.MaxFitRanks then.
+	MinRanks int   `json:"min_ranks"`
+	GPUBytes int64 `json:"gpu_bytes"`
+}
+
+// fitEstimators answers fit's question by each estimator's figure for s
+// (its stage and rank count ignored), and says in a sentence why an
+// estimator has no answer.
+func fitEstimators(s model.Setup, memory int64, cl model.Cluster) ([]estimatorFit, []string, error) {
+	var fits []estimatorFit
+	var none []string
+	// The node split does not change a GPU's figure; each count takes
+	// its default one.
+	cl.GPUsPerNode = 0
+	for _, stage := range []int{2, 3} {
+		t := s
+		t.ZeRO, t.Ranks = stage, 1
+		d, err := t.DeepSpeed(cl)
+		if errors.Is(err, model.ErrNoDeepSpeed) {
+			none = append(none, err.Error())
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		stages := "1, 2"
+		if stage == 3 {
+			stages = "3"
+		}
+		for i, o := range d.Options {
+			if stage == 3 && !o.ZeroInit {
+				continue // zero_init changes the CPU figure only
+			}
+			figure := func(n int) (int64, error) {
+				t.Ranks = n
+				d, err := t.DeepSpeed(cl)
+				return d.Options[i].GPU, err
+			}
+			n, at, err := fewestBy(memory, figure)
+			if err != nil {
+				return nil, nil, err
+			}
+			fits = append(fits, estimatorFit{Estimator: "deepspeed", Stages: stages, Options: fmt.Sprintf("estimate_zero%d (%s)", stage, o.Options(stage)), MinRanks: n, GPUBytes: at})
+		}
+	}
+	if s.ParamsOnly() {
+		return fits, append(none, "no Megatron-LM answer: its report counts a model's shape, not a parameter count"), nil
+	}
+	for _, z := range []int{0, 1} {
+		t := s
+		t.ZeRO = z
+		figure := func(n int) (int64, error) {
+			t.Ranks = n
+			m, err := t.Megatron()
+			return m.Total(), err
+		}
+		n, at, err := fewestBy(memory, figure)
+		if err != nil {
+			return nil, nil, err
+		}
+		f := estimatorFit{Estimator: "megatron", Stages: "0", Options: "18 bytes a parameter, activations", MinRanks: n, GPUBytes: at}
+		if z == 1 {
+			f.Stages, f.Options = "1, 2, 3", "distributed optimizer, 6 + 12/DP bytes a parameter, activations"
+		}
+		fits = append(fits, f)
+	}
+	return fits, none, nil
+}
+
+// fewestBy is the fewest ranks whose figure fits memory and the figure
+// there (at model.MaxFitRanks when none does).
+func fewestBy(memory int64, figure func(n int) (int64, error)) (int, int64, error) {
+	n, err := model.FewestRanks(func(n int) (bool, error) {
+		g, err := figure(n)
+		return g <= memory, err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if n == 0 {
+		at, err := figure(model.MaxFitRanks)
+		return 0, at, err
+	}
+	at, err := figure(n)
+	return n, at, err
+}
+
+// writeEstimatorFits prints the estimators' answers to fit's question.
+func writeEstimatorFits(w io.Writer, fits []estimatorFit, none []string, memory int64) {
+	if len(fits) == 0 && len(none) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nby the estimators' own figures, the fewest data-parallel ranks whose figure a GPU fits in %s (DeepSpeed's: model states only; Megatron-LM's: its first stage's total):\n", model.Bytes(memory))
+	var t Table
+	t.Add("estimator", "ZeRO", "ranks", "a GPU at that")
+	for _, f := range fits {
+		n := "-"
+		if f.MinRanks > 0 {
+			n = model.Comma(int64(f.MinRanks))
+		}
+		t.Add("  "+f.Estimator+", "+f.Options, f.Stages, n, model.GiB(f.GPUBytes))
+	}
+	t.Write(w)
+	for _, n := range none {
+		fmt.Fprintln(w, n)
+	}
+}

@@ -83,3 +83,44 @@ func TestValidateExplainsEstimators(t *testing.T) {
 		}
 	}
 }
+
+// fit's Megatron-LM answer is the edge of its own figure: the distributed
+// optimizer's total fits at the answer and not one rank below; 18 bytes a
+// parameter, which ranks do not shrink, fits at one rank or none.
+func TestFitEstimatorsMegatronEdge(t *testing.T) {
+	s := setup(t, "gpt2-xl", 4, 1024, model.FP16, model.Adam, "full")
+	const memory = 24 << 30 // its activations ignore the recomputation: about 11.7 GB
+	fits, _, err := fitEstimators(s, memory, model.Cluster{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := func(z, n int) int64 {
+		u := s
+		u.ZeRO, u.Ranks = z, n
+		m, err := u.Megatron()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Total()
+	}
+	var seen int
+	for _, f := range fits {
+		if f.Estimator != "megatron" {
+			continue
+		}
+		seen++
+		z := 0
+		if f.Stages != "0" {
+			z = 1
+		}
+		switch n := f.MinRanks; {
+		case z == 0 && n == 0 && total(0, 1) > memory:
+		case z == 1 && n > 1 && total(1, n) <= memory && total(1, n-1) > memory && f.GPUBytes == total(1, n):
+		default:
+			t.Errorf("megatron %s: %d ranks (%d bytes); its total at 1 rank %d", f.Options, n, f.GPUBytes, total(z, 1))
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d Megatron-LM rows, want 2: %+v", seen, fits)
+	}
+}

@@ -40,15 +40,20 @@ type FitReport struct {
 	policies []model.Checkpoint
 	cells    []fitCell
 	lowest   map[model.Checkpoint]fitCell
+	// estimators are DeepSpeed's and Megatron-LM's answers (fewest ranks
+	// only); estimatorsNone says why one has none.
+	estimators     []estimatorFit
+	estimatorsNone []string
 }
 
 // Fit searches the answers; byRanks asks for ranks (a parameter-only
 // setup always does). The largest micro-batch is also searched by the
 // simulation (the real schedule of one rank on a shape-only device of
 // memory bytes), so that fit never claims a micro-batch simulate refutes;
-// progress, when set, gets a line per cell. The error is the model's (a
-// shape too large to count).
-func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, progress io.Writer) (*FitReport, error) {
+// progress, when set, gets a line per cell. The fewest ranks are also
+// answered by DeepSpeed's and Megatron-LM's own figures, DeepSpeed's on
+// cluster cl. The error is the model's (a shape too large to count).
+func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, cl model.Cluster, progress io.Writer) (*FitReport, error) {
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -99,7 +104,13 @@ func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, pro
 			return nil, err
 		}
 	}
-	return &FitReport{Setup: s, Memory: memory, Formula: formula, ByRanks: byRanks, policies: policies, cells: cells, lowest: lowest}, nil
+	r := &FitReport{Setup: s, Memory: memory, Formula: formula, ByRanks: byRanks, policies: policies, cells: cells, lowest: lowest}
+	if byRanks {
+		if r.estimators, r.estimatorsNone, err = fitEstimators(s, memory, cl); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // simulateCells finds every cell's simulated answer (the largest
@@ -299,11 +310,7 @@ func (r *FitReport) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "sequence %d, ", s.Seq)
 	}
-	prec := s.Precision.String()
-	if s.Precision.Mixed() {
-		prec += " mixed precision"
-	}
-	fmt.Fprintf(&b, "%s, %s", prec, s.Optimizer)
+	fmt.Fprintf(&b, "%s, %s", precisionPhrase(s), s.Optimizer)
 	if !byRanks {
 		fmt.Fprintf(&b, "; %s", plural(s.Ranks, "data-parallel rank"))
 	}
@@ -371,10 +378,20 @@ func (r *FitReport) WriteText(w io.Writer) error {
 			case byRanks && c.zero == 0:
 				r = append(r, simPrefix(s, c, byRanks)+"-")
 				note(fmt.Sprintf("ZeRO-0: every rank holds all the model states, %s; more ranks do not help", model.Bytes(states)))
-			case byRanks:
+			case byRanks && c.est.ActivationBytes(formula) > memory:
 				r = append(r, simPrefix(s, c, byRanks)+"-")
 				note(fmt.Sprintf("%s: activations alone need %s a rank, and ranks do not shrink them (try checkpointing, a smaller micro-batch, --tp or --pp)",
 					policyName(p, s), model.Bytes(c.est.ActivationBytes(formula))))
+			case byRanks:
+				// What the stage keeps whole on every rank does not fit.
+				r = append(r, simPrefix(s, c, byRanks)+"-")
+				whole := map[int]string{1: "the weights and the gradients whole", 2: "the weights whole", 3: "the gathered units"}[c.zero]
+				act := ""
+				if !s.ParamsOnly() {
+					act = fmt.Sprintf(" and %s of activations", model.Bytes(c.est.ActivationBytes(formula)))
+				}
+				note(fmt.Sprintf("%s, ZeRO-%d: at %s ranks a rank still needs %s: %s%s, which more ranks do not shrink",
+					policyName(p, s), c.zero, model.Comma(model.MaxFitRanks), model.Bytes(c.est.Total(formula)), whole, act))
 			case states > memory:
 				r = append(r, cellText)
 				note(fmt.Sprintf("ZeRO-%d: 0, nothing fits: the model states alone need %s a rank", c.zero, model.Bytes(states)))
@@ -405,6 +422,7 @@ func (r *FitReport) WriteText(w io.Writer) error {
 			fmt.Fprintln(w, n)
 		}
 	}
+	writeEstimatorFits(w, r.estimators, r.estimatorsNone, memory)
 	fmt.Fprintln(w)
 	if !s.ParamsOnly() {
 		fmt.Fprintln(w, "recompute: the policy's extra FLOPs as a share of a training step.")
@@ -472,9 +490,12 @@ func (r *FitReport) WriteJSON(w io.Writer) error {
 		Question    string        `json:"question"`
 		Results     []fitRowDoc   `json:"results"`
 		LowestStage []fitRowDoc   `json:"lowest_stage,omitempty"`
+		// Estimators are DeepSpeed's and Megatron-LM's fewest ranks.
+		Estimators []estimatorFit `json:"estimators,omitempty"`
 	}{Model: modelDocOf(s), Setup: setupDocOf(s), MemoryBytes: memory, Formula: formula, Question: "max_micro_batch"}
 	if byRanks {
 		doc.Question = "min_ranks"
+		doc.Estimators = r.estimators
 	}
 	for i, c := range cells {
 		doc.Results = append(doc.Results, fitRow(s, c, byRanks, formula))

@@ -588,7 +588,7 @@ func TestFitSimulatedIsSimulates(t *testing.T) {
 	for _, ranks := range []int{1, 4} {
 		s := setup(t, "tiny", 1, 64, model.BF16, model.Adam, "none")
 		s.Ranks = ranks
-		rep, err := Fit(checked(t, s), memory, model.Korthikanti, false, nil)
+		rep, err := Fit(checked(t, s), memory, model.Korthikanti, false, model.Cluster{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -620,7 +620,7 @@ func TestFitSimulatedRanksAreSimulates(t *testing.T) {
 	const memory = 3 << 20
 	s := setup(t, "tiny", 8, 64, model.BF16, model.Adam, "none")
 	s.Ranks = 2
-	rep, err := Fit(checked(t, s), memory, model.Korthikanti, true, nil)
+	rep, err := Fit(checked(t, s), memory, model.Korthikanti, true, model.Cluster{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,6 +121,12 @@ func (s Setup) MinRanks(memory int64, formula Formula) (int, Estimate, error) {
 	return n, e, err
 }
 
+// FewestRanks is the fewest data-parallel ranks, at most MaxFitRanks, for
+// which fits holds, given that it holds for every count above one that
+// does (a figure a rank that falls as ranks are added); 0 when none does.
+// It is the search MinRanks runs, for a figure of another estimator.
+func FewestRanks(fits func(n int) (bool, error)) (int, error) { return search(MaxFitRanks, fits) }
+
 // LowestStage is the lowest ZeRO stage (0 to 3) with which s fits in memory
 // bytes at its rank count, with its estimate; -1 when none does (then the
 // estimate is stage 3's). s.ZeRO is ignored.

@@ -76,3 +76,55 @@ func TestEstimatorFlagsRefused(t *testing.T) {
 		wantUsage(t, append(append([]string{}, base...), c.args...), c.want...)
 	}
 }
+
+// fit --batch (or --params) answers the fewest ranks by DeepSpeed's and
+// Megatron-LM's own figures too. 7.5B in fp16 on 16 GiB a GPU: DeepSpeed's
+// estimate_zero2 without offload needs 2Φ + int(18Φ/N) ≤ 17,179,869,184,
+// so 18Φ/N ≤ 2,179,869,184 and N ≥ 61.93: 62 ranks; estimate_zero3 with a
+// 200M largest layer 4·2e8 + 18Φ/N: N ≥ 8.24, 9 ranks; with the optimizer
+// offloaded, 2Φ alone (14.0 GiB) fits on one. --gpus-per-node is refused:
+// no node split changes a GPU's figure.
+func TestFitByEstimators(t *testing.T) {
+	out, errOut, code := runArgs(t, "fit", "--params", "7.5B", "--precision", "fp16", "--largest-layer", "200M", "--memory", "16GiB", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var d struct {
+		Estimators []struct {
+			Estimator string `json:"estimator"`
+			Options   string `json:"options"`
+			MinRanks  int    `json:"min_ranks"`
+			GPU       int64  `json:"gpu_bytes"`
+		} `json:"estimators"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		"estimate_zero2 (offload_optimizer=none)":                                  62,
+		"estimate_zero2 (offload_optimizer=cpu)":                                   1,
+		"estimate_zero3 (offload_param=none, offload_optimizer=none, zero_init=1)": 9,
+		"estimate_zero3 (offload_param=cpu, offload_optimizer=cpu, zero_init=1)":   1,
+	}
+	for _, e := range d.Estimators {
+		if n, ok := want[e.Options]; ok {
+			if e.MinRanks != n {
+				t.Errorf("%s: %d ranks, want %d", e.Options, e.MinRanks, n)
+			}
+			delete(want, e.Options)
+		}
+		if e.Estimator == "deepspeed" && e.Options == "estimate_zero2 (offload_optimizer=none)" && e.GPU != 15000000000+int64(18*7500000000/62) {
+			t.Errorf("%s at 62 ranks: %d bytes, want 2Φ + int(18Φ/62)", e.Options, e.GPU)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("rows missing: %v in %s", want, out)
+	}
+	text, _ := mustRun(t, "fit", "--preset", "gpt2-xl", "--precision", "fp16", "--batch", "4", "--seq", "1024", "--checkpoint", "full", "--memory", "16GiB")
+	for _, w := range []string{"by the estimators' own figures", "megatron, distributed optimizer", "deepspeed, estimate_zero3 (offload_param=none, offload_optimizer=none, zero_init=1)"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("fit's text lacks %q:\n%s", w, text)
+		}
+	}
+	wantUsage(t, []string{"fit", "--params", "7.5B", "--memory", "16GiB", "--gpus-per-node", "4"}, "--gpus-per-node", "no node split")
+}

@@ -31,8 +31,9 @@ const fitSynopsis = `Searches the estimate for what fits in --memory bytes a ran
 selective, sqrt, full, and --checkpoint if it is another) and each ZeRO
 stage, at --ranks data-parallel ranks. With --batch: the fewest
 data-parallel ranks for each policy and stage, and the lowest ZeRO stage
-that fits at --ranks. With --params (model states only): the fewest ranks
-per stage. 0 or "-" means nothing fits, and the notes say what alone is
+that fits at --ranks, and the fewest ranks by DeepSpeed's estimate_zero2/3
+(each offload row) and Megatron-LM's theoretical memory. With --params
+(model states only): the fewest ranks per stage. 0 or "-" means nothing fits, and the notes say what alone is
 already too large. With --gpus G: every layout tp × pp × dp = G (tp
 dividing the heads, pp at most the layers) at --batch, --checkpoint and
 --zero, each simulated rank by rank on a card of --memory, and the
@@ -54,6 +55,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	formulaVar(fs, &formula, "to fit by")
 	gpus := 0
 	fs.IntVar(&gpus, "gpus", 0, "GPUs, `G`: find the smallest tensor × pipeline layout of G GPUs (the data-parallel ranks the rest) whose every rank fits --memory, at --batch (default 1)")
+	cf := addClusterFlags(fs)
 	format := newFormatFlag(fs, "text", "json", "csv")
 	if stop, err := parseFlags(fs, args, stderr, fitSynopsis); stop {
 		return err
@@ -83,7 +85,14 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return writeReport(stdout, format.v, rep)
 	}
-	rep, err := bench.Fit(c, memory, formula, sf.set("batch"), stderr)
+	if fs.Lookup("gpus-per-node").Value.String() != "0" {
+		return usagef("--gpus-per-node: fit answers by each estimator's figure a GPU, which no node split changes (DeepSpeed's CPU memory a node is 'trainmem estimate' and 'trainmem validate')")
+	}
+	cl, err := cf.cluster(c)
+	if err != nil {
+		return err
+	}
+	rep, err := bench.Fit(c, memory, formula, sf.set("batch"), cl, stderr)
 	if err != nil {
 		return badSetup(err)
 	}
