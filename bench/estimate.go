@@ -87,6 +87,12 @@ func estimateDoc(e model.Estimate, formula model.Formula) estimateJSON {
 		Formula:       formula,
 		TotalBytes:    e.Total(formula),
 	}
+	if s.Offload != model.OffloadNone {
+		o := e.Offloaded
+		d.Offloaded = &statesDoc{o.Params, o.Grads, o.Master, o.AdamM, o.AdamV, o.Total()}
+		d.PCIe = &pcieDoc{e.PCIe.ToHost, e.PCIe.ToDevice}
+		d.Sources["offload"] = offloadSource
+	}
 	for _, a := range e.Activations {
 		d.Activations[a.Formula] = a.Total
 		d.Sources[a.Formula.String()] = a.Source
@@ -174,7 +180,7 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	fmt.Fprintln(w)
 
 	var t Table
-	rate := s.PerParam()
+	rate := s.DevicePerParam()
 	t.Add("model states per rank", "bytes", "GB", "GiB", "bytes/param")
 	for i, c := range e.States.Named() {
 		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)})...)
@@ -199,6 +205,18 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 			s.ZeRO, shardedList(s.ZeRO), s.Ranks, model.Comma((e.RankParams+int64(s.Ranks)-1)/int64(s.Ranks)))
 	}
 	fmt.Fprintln(w)
+	if s.Offload != model.OffloadNone {
+		t = Table{}
+		t.Add("offloaded to host memory, a rank's", "bytes", "GB", "GiB")
+		for _, c := range e.Offloaded.Named() {
+			t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes))...)
+		}
+		t.Add(row("  total", sizeCells(e.Offloaded.Total()))...)
+		t.Add(row("  PCIe a step, to host (the gradients)", sizeCells(e.PCIe.ToHost))...)
+		t.Add(row("  PCIe a step, to the device (the weights)", sizeCells(e.PCIe.ToDevice))...)
+		t.Write(w)
+		fmt.Fprintf(w, "  source: %s\n", offloadSource)
+	}
 	if e.Gathered > 0 {
 		what := "the largest unit gathered at once (the embeddings, a block, or the final layer norm with the head)"
 		if !s.Model.Untied && s.PP == 1 {

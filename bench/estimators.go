@@ -12,13 +12,16 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/train"
 )
 
 // Estimators are a setup's published estimates. A nil one has none, and
 // its None field says why (a stage or a layout its code does not count,
 // in a sentence that names the estimator).
 type Estimators struct {
-	Cluster       model.Cluster
+	Cluster model.Cluster
+	// Offload is the setup's: DeepSpeed's row it runs (DeepSpeedMemory.Row).
+	Offload       model.Offload
 	DeepSpeed     *model.DeepSpeedMemory
 	DeepSpeedNone string
 	Megatron      *model.MegatronMemory
@@ -27,7 +30,7 @@ type Estimators struct {
 
 // estimatorsOf computes them; an error is a setup too large to count.
 func estimatorsOf(s model.Setup, cl model.Cluster) (Estimators, error) {
-	e := Estimators{Cluster: cl}
+	e := Estimators{Cluster: cl, Offload: s.Offload}
 	d, err := s.DeepSpeed(cl)
 	switch {
 	case err == nil:
@@ -78,7 +81,7 @@ func (x Estimators) writeText(w io.Writer, e model.Estimate) {
 			}
 		}
 		t.Add(fmt.Sprintf("  deepspeed: estimate_zero%d, %s × %s%s, additional_buffer_factor %v", d.Stage, plural(d.Nodes, "node"), plural(d.GPUsPerNode, "GPU"), largest, d.BufferFactor))
-		none := d.NoOffload()
+		none := d.Row(x.Offload)
 		for _, o := range d.Options {
 			name := "    " + o.Options(d.Stage)
 			if o == none {
@@ -157,7 +160,7 @@ func (x Estimators) doc() *estimatorsJSON {
 		if s.Stage == 3 {
 			ds.LargestLayer = s.LargestLayer
 		}
-		none := s.NoOffload()
+		none := s.Row(x.Offload)
 		for _, o := range s.Options {
 			ds.Options = append(ds.Options, deepSpeedRowJSON{Options: o.Options(s.Stage), GPU: o.GPU, CPU: o.CPU, This: o == none})
 		}
@@ -190,12 +193,21 @@ func (x Estimators) csvRows(row func(section, name string, n int64)) {
 // bytes), its activations' peak and its peak allocated.
 type simulatedStates struct {
 	Params, Grads, Optimizer, Gathered, Activations, Peak int64
+	// Host is the offload device's model states (requested bytes at
+	// their peaks), 0 without offload.
+	Host int64
 }
 
-func simulatedOf(st cuda.Stats) simulatedStates {
+func simulatedOf(st cuda.Stats, rec train.Record) simulatedStates {
 	p := func(c cuda.Category) int64 { return st.CategoryRequested[c].Peak }
-	return simulatedStates{Params: p(cuda.Params), Grads: p(cuda.Grads), Optimizer: p(cuda.Master) + p(cuda.AdamM) + p(cuda.AdamV),
+	s := simulatedStates{Params: p(cuda.Params), Grads: p(cuda.Grads), Optimizer: p(cuda.Master) + p(cuda.AdamM) + p(cuda.AdamV),
 		Gathered: p(cuda.Gathered), Activations: p(cuda.Activations), Peak: st.AllocatedBytes.Peak}
+	if o := rec.Offload; o != nil {
+		for _, c := range []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV} {
+			s.Host += o.Memory.PeakRequested[c]
+		}
+	}
+	return s
 }
 
 // States is the model states and gathered weights.
@@ -208,12 +220,21 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
 	n := int64(s.Ranks)
 	if d := x.DeepSpeed; d != nil {
-		o := d.NoOffload()
+		o := d.Row(x.Offload)
 		phi := d.Params
+		off := x.Offload != model.OffloadNone
 		add("deepspeed's estimate_zero%d (%s) says %s a GPU for the model states, against the simulation's model states and gathered weights, %s (%s)",
 			d.Stage, o.Options(d.Stage), model.Bytes(o.GPU), model.Bytes(sim.States()), Percent(o.GPU, sim.States()))
 		shard := o.GPU
-		if d.Stage == 2 {
+		switch {
+		case off && d.Stage == 2:
+			add("deepspeed: with the optimizer offloaded it counts the 16-bit weights alone, 2Φ = %s; trainmem's device holds them (params %s) and the gradients (grads %s), which its figure leaves out",
+				model.Bytes(2*phi), model.Bytes(sim.Params), model.Bytes(sim.Grads))
+		case off:
+			big := 4 * d.LargestLayer
+			add("deepspeed: with the optimizer offloaded it counts 4·largest_layer_params, %s (%s gathered with its gradient), and int(2Φ/N), %s, the 16-bit weights' shard; trainmem's device holds params %s, grads %s and gathered weights %s",
+				model.Bytes(big), largestName(d), model.Bytes(o.GPU-big), model.Bytes(sim.Params), model.Bytes(sim.Grads), model.Bytes(sim.Gathered))
+		case d.Stage == 2:
 			shard -= 2 * phi
 			add("deepspeed: its 2Φ, %s, is the 16-bit weights whole on every GPU, as trainmem holds them (params %s)", model.Bytes(2*phi), model.Bytes(sim.Params))
 			if s.MainGrads == model.GradsFP32 {
@@ -227,7 +248,7 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 				add("deepspeed: at ZeRO-1 a rank keeps its gradients whole (grads %s simulated), which estimate_zero2, DeepSpeed's one estimator of stages 1 and 2, counts as a shard (2Φ/N = %s)",
 					model.Bytes(sim.Grads), model.Bytes(2*phi/n))
 			}
-		} else {
+		default:
 			big := 4 * d.LargestLayer
 			shard -= big
 			add("deepspeed: its 4·largest_layer_params, %s, is its largest layer (%s) gathered with its gradient at 2 + 2 bytes a parameter; trainmem's gathered weights peak at %s, the units it gathers at once (their gradients are grads)",
@@ -240,9 +261,14 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 					model.Bytes(shard), model.Bytes(2*phi/n))
 			}
 		}
-		add("deepspeed: it counts no gradient bucket and no padding; trainmem's grads peak at %s, its optimizer states at %s", model.Bytes(sim.Grads), model.Bytes(sim.Optimizer))
-		add("deepspeed: its CPU column is a node's host memory (%s) for the offloaded states and the model's initialization, times additional_buffer_factor %v; nothing is offloaded in this setup, whose row says %s a node",
-			plural(d.GPUsPerNode, "GPU"), d.BufferFactor, model.Bytes(o.CPU))
+		add("deepspeed: it counts no gradient bucket and no padding; trainmem's grads peak at %s, its optimizer states at %s", model.Bytes(sim.Grads), model.Bytes(sim.Optimizer+sim.Host))
+		if off {
+			add("deepspeed: its CPU column, %s a node (%s), is the offloaded states of the node's GPUs and the model's initialization, times additional_buffer_factor %v; trainmem's host holds %s a rank (the fp32 weights, m and v of the parameters it updates and its copies of their gradients and 16-bit weights), %s for the node's %s",
+				model.Bytes(o.CPU), plural(d.GPUsPerNode, "GPU"), d.BufferFactor, model.Bytes(sim.Host), model.Bytes(sim.Host*int64(d.GPUsPerNode)), plural(d.GPUsPerNode, "rank"))
+		} else {
+			add("deepspeed: its CPU column is a node's host memory (%s) for the offloaded states and the model's initialization, times additional_buffer_factor %v; nothing is offloaded in this setup, whose row says %s a node",
+				plural(d.GPUsPerNode, "GPU"), d.BufferFactor, model.Bytes(o.CPU))
+		}
 	}
 	if m := x.Megatron; m != nil {
 		states := sim.Params + sim.Grads + sim.Optimizer
@@ -270,6 +296,9 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 		} else {
 			add("megatron's weights and optimizer, %s, count its %s parameters at 18 bytes (16-bit weights, fp32 main gradients, 12 of fp32 weights, m and v), against the simulation's model states %s (%s); %s",
 				model.Bytes(m.WeightsAndOptimizer), model.Comma(mp), model.Bytes(states), Percent(m.WeightsAndOptimizer, states), grads)
+		}
+		if x.Offload != model.OffloadNone {
+			add("megatron: its report keeps the optimizer's states on the GPU; trainmem's are in host memory (%s a rank), and its device's model states are the weights and gradients alone", model.Bytes(sim.Host))
 		}
 		if m.SequenceParallelPath {
 			add("megatron's activations, %s, are 34·s·b·h a layer over t with no attention scores, against the simulation's %s (%s)",

@@ -87,7 +87,7 @@ func explain(r *ValidateReport) []string {
 	el := fmt.Sprintf("%d-byte", d.e)
 
 	// Model states: bytes a parameter, from requested bytes.
-	rate := s.PerParam()
+	rate := s.DevicePerParam()
 	var parts []string
 	for _, t := range rate.Named() {
 		if t.Bytes > 0 {
@@ -105,6 +105,9 @@ func explain(r *ValidateReport) []string {
 	}
 	add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s %d bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",
 		rate.Total(), strings.Join(parts, " + "), model.Comma(phi), model.Comma(e.States.Total()), exactly, rate.Total(), model.Comma(st), model.Comma(rounded))
+	if s.Offload != model.OffloadNone {
+		add("the optimizer offloaded: the fp32 master weights, m and v (12 bytes a parameter, %s) are in host memory with copies of the gradients and 16-bit weights: the offload device's table above", model.Bytes(e.Offloaded.Master+e.Offloaded.AdamM+e.Offloaded.AdamV))
+	}
 	if n := mainGradsNote(s); n != "" {
 		add("%s: %s more than 16-bit gradients; each backward kernel writes its 16-bit gradient into a temporary, added into them", n, model.Bytes(2*phi))
 	}

@@ -42,7 +42,11 @@ func (r *SimulateReport) writeRanks(w io.Writer) error {
 	writePipelineSplit(w, s)
 	writeSimulatedRanks(w, lay.Size(), r.Ranks)
 	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
-	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States, false)
+	if err := writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States, false); err != nil {
+		return err
+	}
+	writeOffload(w, r.Setup, "simulated rank 0", r.Ranks[0].Record.Offload, nil)
+	return nil
 }
 
 // writeTensorSplit says, with tensor parallelism, what a rank holds and

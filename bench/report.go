@@ -49,6 +49,11 @@ type (
 		MicroBatches     int    `json:"micro_batches,omitempty"`
 		Schedule         string `json:"schedule,omitempty"`
 		MainGrads        string `json:"main_grads,omitempty"`
+		Offload          string `json:"offload,omitempty"`
+	}
+	pcieDoc struct {
+		ToHost   int64 `json:"to_host_bytes"`
+		ToDevice int64 `json:"to_device_bytes"`
 	}
 	rankDoc struct {
 		Params int64 `json:"params"` // parameters held before ZeRO sharding
@@ -86,10 +91,14 @@ type (
 		DType      string `json:"dtype"`
 	}
 	estimateJSON struct {
-		Model           modelDoc                           `json:"model"`
-		Setup           setupDoc                           `json:"setup"`
-		Rank            rankDoc                            `json:"rank"`
-		ModelStates     statesDoc                          `json:"model_states"`
+		Model       modelDoc  `json:"model"`
+		Setup       setupDoc  `json:"setup"`
+		Rank        rankDoc   `json:"rank"`
+		ModelStates statesDoc `json:"model_states"`
+		// Offloaded is the model states in host memory and PCIe the
+		// step's copies, under optimizer offload.
+		Offloaded       *statesDoc                         `json:"offloaded_states,omitempty"`
+		PCIe            *pcieDoc                           `json:"pcie,omitempty"`
 		Gathered        int64                              `json:"gathered"`
 		Activations     map[model.Formula]int64            `json:"activations"`
 		ActivationTerms map[model.Formula]map[string]int64 `json:"activation_terms"`
@@ -135,6 +144,9 @@ func setupDocOf(s model.Setup) setupDoc {
 	}
 	if s.MainGrads != model.GradsLikeWeights {
 		d.MainGrads = s.MainGrads.String()
+	}
+	if s.Offload != model.OffloadNone {
+		d.Offload = s.Offload.String()
 	}
 	return d
 }
@@ -197,6 +209,9 @@ func precisionPhrase(s model.Setup) string {
 	}
 	if s.MainGrads == model.GradsFP32 {
 		prec += ", fp32 main gradients"
+	}
+	if s.Offload != model.OffloadNone {
+		prec += ", the optimizer offloaded to host memory"
 	}
 	return prec
 }

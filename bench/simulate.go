@@ -151,6 +151,7 @@ func (r *SimulateReport) WriteText(w io.Writer) error {
 	if err := train.WriteMemoryTable(w, r.Stats); err != nil {
 		return err
 	}
+	writeOffload(w, r.Setup, "simulated", r.Record.Offload, nil)
 	if rf := r.Roofline; rf != nil {
 		rec := r.Record
 		fmt.Fprintf(w, "\npredicted step on %s: %s (forward %s, recompute %s, backward %s, optimizer %s), MFU %.0f%%\n",
@@ -186,7 +187,7 @@ func (r *SimulateReport) WriteJSON(w io.Writer) error {
 		Memory: rec.Memory, AllocatedBytes: rec.AllocatedBytes, PeakAllocatedBytes: rec.PeakAllocatedBytes,
 		ReservedBytes: rec.ReservedBytes, PeakReservedBytes: rec.PeakReservedBytes,
 		InactiveSplitBytes: rec.InactiveSplitBytes, NumAllocs: rec.NumAllocs, NumFrees: rec.NumFrees,
-		Seconds: r.Elapsed.Seconds(), Predicted: predictedOf(r),
+		Seconds: r.Elapsed.Seconds(), Predicted: predictedOf(r), Offload: rec.Offload,
 	})
 }
 
@@ -230,4 +231,6 @@ type simulateDoc struct {
 	Seconds            float64      `json:"seconds"`
 	// Predicted is the step's roofline estimate (--gpu), absent without one.
 	Predicted *predictedDoc `json:"predicted,omitempty"`
+	// Offload is the offload device's side under optimizer offload.
+	Offload *train.OffloadRecord `json:"offload,omitempty"`
 }

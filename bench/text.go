@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"trainmem/model"
+	"trainmem/train"
 	"trainmem/zero"
 )
 
@@ -135,6 +136,11 @@ func (r *ValidateReport) WriteText(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w, "\nΔ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")
+	var meas *train.OffloadRecord
+	if r.Measured != nil {
+		meas = r.Measured.Offload
+	}
+	writeOffload(w, s, "simulated", r.Simulated.Offload, meas)
 	fmt.Fprintln(w, "\nwhy they differ:")
 	for _, x := range r.Explanations {
 		if _, err := fmt.Fprintf(w, "  %s\n", x); err != nil {

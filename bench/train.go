@@ -116,7 +116,10 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	var outErr error
 	var steady float64
 	errStopped := errors.New("stopped")
-	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile}
+	opts, err := where.trainOptions(s, o.LR, o.Profile)
+	if err != nil {
+		return nil, err
+	}
 	var saved []float32
 	var saveErr error
 	mine, err := zero.Run(g, o.Setup, set, opts, init, o.Steps, where.stream(batches, lay, o.Setup.Setup().MicroBatches),
@@ -246,8 +249,18 @@ func (r *TrainReport) WriteText(w io.Writer) error {
 	if err := train.WriteMemoryTable(w, res.Stats); err != nil {
 		return err
 	}
+	writeOffload(w, r.Setup, measuredLabel(r.ShapeOnly), res.Last.Offload, nil)
 	if r.ShapeOnly {
 		fmt.Fprintln(w, "(shape-only device: nothing was computed)")
 	}
 	return nil
+}
+
+// measuredLabel is a train run's column: measured, or simulated on a
+// shape-only device.
+func measuredLabel(shapeOnly bool) string {
+	if shapeOnly {
+		return "simulated"
+	}
+	return "measured"
 }

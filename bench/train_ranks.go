@@ -85,7 +85,11 @@ func (r *TrainReport) writeRanks(w io.Writer) error {
 			states = &st
 		}
 	}
-	return writeRankTables(w, r.Setup, r.Setting, r.Ranks, states, true)
+	if err := writeRankTables(w, r.Setup, r.Setting, r.Ranks, states, true); err != nil {
+		return err
+	}
+	writeOffload(w, r.Setup, measuredLabel(r.ShapeOnly)+" rank 0", r.Ranks[0].Record.Offload, nil)
+	return nil
 }
 
 // engineText says in words what moved the ranks' data.

@@ -338,7 +338,7 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 	finish := func() (*ValidateReport, error) {
 		if one && r.SimulatedRanks != nil {
 			r.Rows = r.rows()
-			r.Explanations = append(explain(r), r.Estimators.explain(s, simulatedOf(r.SimulatedStats))...)
+			r.Explanations = append(explain(r), r.Estimators.explain(s, simulatedOf(r.SimulatedStats, r.Simulated))...)
 		}
 		return r, nil
 	}
@@ -391,7 +391,10 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	if lw, ok := devs[0].(cuda.LibraryWorkspacer); ok {
 		defer func() { r.LibraryWorkspace = lw.LibraryWorkspaceBytes() }() // once the run has used cuBLAS
 	}
-	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(o.LR), Profile: o.Profile}
+	opts, err := where.trainOptions(s, o.LR, o.Profile)
+	if err != nil {
+		return err
+	}
 	switch {
 	case one:
 		o.progress("validate: measuring %d steps on %s", steps, r.Device)
@@ -534,6 +537,9 @@ type runner struct {
 
 func newRunner(dev cuda.Device, c model.Checked, o Options) (*runner, error) {
 	s := c.Setup()
+	if s.Offload != model.OffloadNone {
+		return nil, fmt.Errorf("bench: a sweep measures one device; offloading the %s is run by 'trainmem simulate', 'trainmem train' and 'trainmem validate'", s.Offload)
+	}
 	batches, err := train.OpenBatches(dev, o.Data, s, o.seed())
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/train"
 	"trainmem/zero"
 )
 
@@ -129,6 +130,11 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 	fmt.Fprintln(w, "Δ: the column to its left against simulated, in percent of the simulated bytes (0: equal to the byte)")
 	fmt.Fprintln(w)
 	v.writeEstimators(w, v.SimulatedRanks[0])
+	var meas *train.OffloadRecord
+	if len(v.MeasuredRanks) > 0 {
+		meas = v.MeasuredRanks[0].Record.Offload
+	}
+	writeOffload(w, s, "simulated rank 0", v.SimulatedRanks[0].Record.Offload, meas)
 
 	fmt.Fprintln(w, "\ntraffic per rank in the last step:")
 	var t Table
@@ -184,11 +190,11 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 // term by term.
 func (v *ValidateReport) writeEstimators(w io.Writer, r0 zero.RankResult) {
 	s, x := v.Setup, v.Estimators
-	sim := simulatedOf(r0.Stats)
+	sim := simulatedOf(r0.Stats, r0.Record)
 	var t Table
 	t.Add("estimators", "bytes", "Δ", "simulated rank 0")
 	if d := x.DeepSpeed; d != nil {
-		o := d.NoOffload()
+		o := d.Row(x.Offload)
 		t.Add(fmt.Sprintf("  deepspeed, estimate_zero%d (%s)", d.Stage, o.Options(d.Stage)), model.GiB(o.GPU), Percent(o.GPU, sim.States()), model.GiB(sim.States())+" (model states and gathered)")
 	}
 	if m := x.Megatron; m != nil {

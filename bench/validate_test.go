@@ -791,3 +791,74 @@ func TestMainGradsShardedAsTheStageSays(t *testing.T) {
 		}
 	}
 }
+
+// --offload optimizer at every ZeRO stage over 2 ranks (and on one),
+// measured on host ranks in one process, each with its own host device
+// for the offloaded states: on the offload device every category is the
+// formula's (the fp32 master, m and v of the parameters a rank updates,
+// 12 bytes each, and its 2-byte copies of their gradients and weights),
+// simulated = measured, and the step's PCIe copies (2 bytes a parameter
+// each way) too; the device keeps no optimizer state; and the losses are
+// those of the same run without offload (the update's kernels are the
+// host's either way).
+func TestOffloadOptimizer(t *testing.T) {
+	cfg, err := model.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	phi := cfg.NumParams()
+	open := func() (cuda.Device, error) { return host.New(host.Options{Threads: 1}) }
+	for _, tc := range []struct{ ranks, stage int }{{1, 0}, {2, 0}, {2, 1}, {2, 2}, {2, 3}} {
+		losses := map[model.Offload]float64{}
+		for _, off := range []model.Offload{model.OffloadNone, model.OffloadOptimizer} {
+			s := model.Setup{Model: cfg, Batch: 1, Seq: 32, Precision: model.BF16, Optimizer: model.AdamW, Ranks: tc.ranks, ZeRO: tc.stage, TP: 1, PP: 1, Offload: off}
+			r, err := Validate(context.Background(), &Where{New: open, Offload: open}, runOf(checked(t, s), 2, nil, zero.Setting{Stage: tc.stage}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%d ranks, ZeRO-%d, offload %s", tc.ranks, tc.stage, off)
+			sims, meas := r.SimulatedRanks, r.MeasuredRanks
+			losses[off] = meas[0].Record.Loss
+			if off == model.OffloadNone {
+				if meas[0].Record.Offload != nil {
+					t.Errorf("%s: an offload record", name)
+				}
+				continue
+			}
+			count := phi
+			if tc.stage >= 1 {
+				count = phi / int64(tc.ranks)
+			}
+			want := map[cuda.Category]int64{cuda.Params: 2 * count, cuda.Grads: 2 * count, cuda.Master: 4 * count, cuda.AdamM: 4 * count, cuda.AdamV: 4 * count}
+			for i := range sims {
+				so, mo := sims[i].Record.Offload, meas[i].Record.Offload
+				if so == nil || mo == nil {
+					t.Fatalf("%s, rank %d: no offload record", name, i)
+				}
+				for c, b := range want {
+					if so.Memory.PeakRequested[c] != b || mo.Memory.PeakRequested[c] != b {
+						t.Errorf("%s, rank %d: host %v simulated %d, measured %d, want %d", name, i, c, so.Memory.PeakRequested[c], mo.Memory.PeakRequested[c], b)
+					}
+				}
+				if so.ToHostBytes != 2*count || mo.ToHostBytes != 2*count || so.ToDeviceBytes != 2*count || mo.ToDeviceBytes != 2*count {
+					t.Errorf("%s, rank %d: PCIe simulated %d/%d, measured %d/%d, want %d each way", name, i, so.ToHostBytes, so.ToDeviceBytes, mo.ToHostBytes, mo.ToDeviceBytes, 2*count)
+				}
+				for _, c := range []cuda.Category{cuda.Master, cuda.AdamM, cuda.AdamV} {
+					if p := meas[i].Stats.CategoryRequested[c].Peak; p != 0 {
+						t.Errorf("%s, rank %d: the device holds %v, %d bytes", name, i, c, p)
+					}
+				}
+				if meas[i].Stats.CategoryRequested != sims[i].Stats.CategoryRequested {
+					t.Errorf("%s, rank %d: the device measured %v, simulated %v", name, i, meas[i].Stats.CategoryRequested, sims[i].Stats.CategoryRequested)
+				}
+			}
+			e := r.Estimate
+			if e.Offloaded.Total() != 16*count || e.PCIe.ToHost != 2*count || e.PCIe.ToDevice != 2*count {
+				t.Errorf("%s: the formula's host %d bytes, PCIe %+v; want 16·%d and 2·%d each way", name, e.Offloaded.Total(), e.PCIe, count, count)
+			}
+		}
+		if losses[model.OffloadNone] != losses[model.OffloadOptimizer] || losses[model.OffloadNone] == 0 {
+			t.Errorf("%d ranks, ZeRO-%d: last loss %v offloaded, %v on the device", tc.ranks, tc.stage, losses[model.OffloadOptimizer], losses[model.OffloadNone])
+		}
+	}
+}

@@ -30,6 +30,23 @@ type Where struct {
 	// Traces, when set, records the last step of each of this process's
 	// ranks.
 	Traces RankTraces
+	// Offload opens a rank's offload device, host memory, for a setup
+	// that offloads the optimizer (model.OffloadOptimizer); each rank
+	// opens its own, and its trainer closes it.
+	Offload func() (cuda.Device, error)
+}
+
+// trainOptions are the trainer options of a measured run of s: the
+// optimizer at lr, the profile, and the offload device when s offloads.
+func (w Where) trainOptions(s model.Setup, lr float64, p *train.Profile) (train.Options, error) {
+	opts := train.Options{Optimizer: train.DefaultOptimizer(s.Optimizer).WithLR(lr), Profile: p}
+	if s.Offload != model.OffloadNone {
+		if w.Offload == nil {
+			return opts, fmt.Errorf("bench: the setup offloads the %s and the run opens no offload device (Where.Offload)", s.Offload)
+		}
+		opts.Offload = w.Offload
+	}
+	return opts, nil
 }
 
 // Root says whether this process reports: every in-process run, rank 0 of

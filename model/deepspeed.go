@@ -148,11 +148,14 @@ type DeepSpeedMemory struct {
 	Options []DeepSpeedOption
 }
 
-// NoOffload is the row that offloads nothing, the one a setup without
-// offload runs (with zero_init=1 at ZeRO-3).
-func (m DeepSpeedMemory) NoOffload() DeepSpeedOption {
+// NoOffload is the row that offloads nothing (with zero_init=1 at ZeRO-3).
+func (m DeepSpeedMemory) NoOffload() DeepSpeedOption { return m.Row(OffloadNone) }
+
+// Row is the row a setup offloading off runs: offload_optimizer=cpu under
+// OffloadOptimizer (offload_param=none), with zero_init=1 at ZeRO-3.
+func (m DeepSpeedMemory) Row(off Offload) DeepSpeedOption {
 	for _, o := range m.Options {
-		if !o.Offloaded() && (m.Stage < 3 || o.ZeroInit) {
+		if o.OffloadOptimizer == (off == OffloadOptimizer) && !o.OffloadParams && (m.Stage < 3 || o.ZeroInit) {
 			return o
 		}
 	}

@@ -159,6 +159,57 @@ func ParseMainGrads(s string) (MainGrads, error) {
 	return parseEnum[MainGrads](mainGradsNames, s, "main gradients")
 }
 
+// Offload is where the optimizer's states live. OffloadOptimizer is
+// ZeRO-Offload's (Ren et al. 2021; DeepSpeed's offload_optimizer=cpu): the
+// fp32 master weights and moments of the parameters a rank updates live in
+// host memory beside a copy of their gradients and of their working
+// weights, the host runs the update, and each step copies the gradients
+// down and the updated weights up over PCIe. Mixed precision only: fp32
+// training has no master weights to keep there.
+type Offload uint8
+
+const (
+	OffloadNone Offload = iota
+	OffloadOptimizer
+)
+
+var offloadNames = []string{"none", "optimizer"}
+
+func (o Offload) String() string { return enumName(offloadNames, o, "Offload") }
+
+// ParseOffload is the inverse of Offload.String.
+func ParseOffload(s string) (Offload, error) { return parseEnum[Offload](offloadNames, s, "offload") }
+
+// PCIe is the bytes one step copies between a device and host memory
+// under Offload: the gradients of the parameters the rank updates down
+// (in the kept gradients' type) and their updated working weights up.
+type PCIe struct {
+	ToHost, ToDevice int64
+}
+
+// Total is both ways.
+func (p PCIe) Total() int64 { return p.ToHost + p.ToDevice }
+
+// offloaded splits a rank's model states between the device and host
+// memory under s.Offload: the optimizer's states (master, m, v) move to the
+// host, beside the host's copies of the gradients and working weights of
+// the parameters they update; and the step's PCIe copies of those.
+func (s Setup) offloaded(st States, stage int, phi int64) (device, host States, pcie PCIe, err error) {
+	if s.Offload == OffloadNone {
+		return st, States{}, PCIe{}, nil
+	}
+	var c calc
+	count := phi // the parameters the rank updates
+	if stage >= 1 {
+		count = ceilDiv(phi, int64(s.Ranks))
+	}
+	device = States{Params: st.Params, Grads: st.Grads}
+	host = States{Params: c.mul(count, s.Precision.Size()), Grads: c.mul(count, s.GradSize()), Master: st.Master, AdamM: st.AdamM, AdamV: st.AdamV}
+	pcie = PCIe{ToHost: host.Grads, ToDevice: host.Params}
+	c.add(host.Params, host.Grads, host.Master, host.AdamM, host.AdamV)
+	return device, host, pcie, c.err()
+}
+
 // GradSize is the bytes of one kept gradient value under s: 4 with fp32
 // main gradients, else the working type's (Precision.Size).
 func (s Setup) GradSize() int64 {
@@ -258,6 +309,16 @@ func ZeROStates(phi int64, p Precision, o Optimizer, n, stage int) (States, erro
 // at stages 0 and 1, 2Φ/N more at 2 and 3).
 func (s Setup) RankStates(phi int64, stage int) (States, error) {
 	return zeroStates(phi, s.PerParam(), s.Ranks, stage)
+}
+
+// DevicePerParam is PerParam on the device: without the optimizer's
+// states when s offloads them.
+func (s Setup) DevicePerParam() States {
+	r := s.PerParam()
+	if s.Offload != OffloadNone {
+		r.Master, r.AdamM, r.AdamV = 0, 0, 0
+	}
+	return r
 }
 
 // PerParam is the bytes a parameter of each model state under s: the
@@ -400,6 +461,9 @@ type Setup struct {
 	SequenceParallel bool
 	// MainGrads is the kept gradients' type (the zero value: the weights').
 	MainGrads MainGrads
+	// Offload is where the optimizer's states live (the zero value: on
+	// the device).
+	Offload Offload
 }
 
 // ParamsOnly reports whether s has no model shape, only a parameter count.
@@ -431,6 +495,10 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: unknown optimizer %v (valid: %s)", s.Optimizer, strings.Join(optimizerNames, ", "))
 	case int(s.MainGrads) >= len(mainGradsNames):
 		return fmt.Errorf("model: unknown main gradients %v (valid: %s)", s.MainGrads, strings.Join(mainGradsNames, ", "))
+	case int(s.Offload) >= len(offloadNames):
+		return fmt.Errorf("model: unknown offload %v (valid: %s)", s.Offload, strings.Join(offloadNames, ", "))
+	case s.Offload != OffloadNone && !s.Precision.Mixed():
+		return fmt.Errorf("model: offloading the optimizer with %s: ZeRO-Offload keeps the fp32 master weights in host memory, and %s training has none (valid: fp16 or bf16 mixed precision)", s.Precision, s.Precision)
 	}
 	if s.ParamsOnly() {
 		if s.TP != 1 || s.PP != 1 {
@@ -756,8 +824,12 @@ type Estimate struct {
 	RankParams int64
 	// Stage is the reported pipeline stage (0 is the first).
 	Stage int
-	// States are the model states of the rank.
-	States States
+	// States are the model states of the rank on its device; Offloaded
+	// those in host memory under Setup.Offload, and PCIe the step's copies
+	// between the two.
+	States    States
+	Offloaded States
+	PCIe      PCIe
 	// Gathered is the ZeRO-3 working copy of the units the rank holds
 	// gathered at once at its peak (gatheredPeak: with a tied head the
 	// embeddings beside a block), in the working dtype; 0 below stage 3
@@ -836,6 +908,9 @@ func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 		if e.States, err = s.RankStates(s.Params, s.ZeRO); err != nil {
 			return Estimate{}, err
 		}
+		if e.States, e.Offloaded, e.PCIe, err = s.offloaded(e.States, s.ZeRO, s.Params); err != nil {
+			return Estimate{}, err
+		}
 		e.Comm, err = dataParallelComm(s.Params, s)
 		return e, err
 	}
@@ -869,6 +944,9 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 	}
 	var err error
 	if e.States, err = s.RankStates(e.RankParams, s.ZeRO); err != nil {
+		return Estimate{}, err
+	}
+	if e.States, e.Offloaded, e.PCIe, err = s.offloaded(e.States, s.ZeRO, e.RankParams); err != nil {
 		return Estimate{}, err
 	}
 	if s.ZeRO == 3 && s.Ranks > 1 {

@@ -788,3 +788,38 @@ func TestKorthikantiVariants(t *testing.T) {
 		}
 	}
 }
+
+// Optimizer offload (ZeRO-Offload, Ren et al. 2021): a 7.5B model over 64
+// ranks at ZeRO-2 keeps 2Φ of weights and 2Φ/N of gradients on the device
+// and, in host memory, 16 bytes for each of the ceil(Φ/N) = 117,187,500
+// parameters a rank updates (fp32 master, m, v and 2-byte copies of their
+// gradients and weights), copying 2 bytes of each down and up a step; fp32
+// main gradients make the copies down 4 bytes; fp32 training is refused.
+func TestOffloadStates(t *testing.T) {
+	const phi, shard = 7500000000, 117187500
+	s := Setup{Params: phi, Precision: BF16, Optimizer: Adam, Ranks: 64, ZeRO: 2, TP: 1, PP: 1, Offload: OffloadOptimizer}
+	e, err := s.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (States{Params: 2 * phi, Grads: 2 * shard}); e.States != want {
+		t.Errorf("device: %+v, want %+v", e.States, want)
+	}
+	if want := (States{Params: 2 * shard, Grads: 2 * shard, Master: 4 * shard, AdamM: 4 * shard, AdamV: 4 * shard}); e.Offloaded != want {
+		t.Errorf("host: %+v, want %+v", e.Offloaded, want)
+	}
+	if e.PCIe != (PCIe{ToHost: 2 * shard, ToDevice: 2 * shard}) {
+		t.Errorf("PCIe: %+v", e.PCIe)
+	}
+	s.MainGrads = GradsFP32
+	if e, err := s.Estimate(); err != nil || e.PCIe.ToHost != 4*shard || e.Offloaded.Grads != 4*shard || e.States.Grads != 4*shard {
+		t.Errorf("fp32 main gradients: %+v, %+v (%v)", e.Offloaded, e.PCIe, err)
+	}
+	s.Precision, s.MainGrads = FP32, GradsLikeWeights
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "valid: fp16 or bf16") {
+		t.Errorf("fp32 offload: %v", err)
+	}
+	if _, err := ParseOffload("params"); err == nil || !strings.Contains(err.Error(), "none, optimizer") {
+		t.Errorf("ParseOffload(params): %v", err)
+	}
+}

@@ -36,6 +36,11 @@ type Options struct {
 	// model a stage, model.Checked.StageRank; pipeline.go). Nil for a
 	// whole model.
 	Pipeline PipelineGroup
+	// Offload opens the device that holds the optimizer's states when the
+	// setup offloads them (model.OffloadOptimizer; offload.go): host
+	// memory beside a GPU, a shape-only device beside a shape-only one.
+	// The trainer closes it. Required then, nil otherwise.
+	Offload func() (cuda.Device, error)
 }
 
 // Trainer runs a compiled schedule on a device: it owns the model states
@@ -64,6 +69,9 @@ type Trainer struct {
 	readOrder [2][]int
 
 	params, grads, master, m, v *cuda.Buffer // flat model states in the layout; master, m, v may be nil
+	// off holds master, m and v and the host's copies of the gradients
+	// and working weights they update under optimizer offload (offload.go).
+	off offload
 
 	kernels model.Exec     // what the ops run on: the device and its workspace
 	slots   []*cuda.Buffer // live buffer of every slot
@@ -108,6 +116,10 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 		return nil, errors.New("train: a tensor group for a whole model (the setup has one tensor-parallel rank)")
 	case s.Ranks != 1 && opts.Policy == nil:
 		return nil, fmt.Errorf("train: the setup has %d data-parallel ranks and the trainer no policy for them: run the ranks through package zero", s.Ranks)
+	case s.Offload != model.OffloadNone && opts.Offload == nil:
+		return nil, fmt.Errorf("train: the setup offloads the %s and Options.Offload opens no device for it", s.Offload)
+	case s.Offload == model.OffloadNone && opts.Offload != nil:
+		return nil, errors.New("train: Options.Offload for a setup that offloads nothing")
 	}
 	lay := singleRank(int(s.Model.NumParams()))
 	if opts.Policy != nil {
@@ -146,6 +158,11 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch, ScratchLike: t.withScratchLike, Tensor: opts.TensorGroup}
 	t.findLastReads()
 	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
+	if opts.Offload != nil {
+		if t.off.dev, err = opts.Offload(); err != nil {
+			return nil, fmt.Errorf("train: the offload device: %w", err)
+		}
+	}
 	if err := t.allocStates(); err != nil {
 		t.Close()
 		return nil, err
@@ -164,27 +181,32 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 func (t *Trainer) allocStates() error {
 	l := t.lay
 	var err error
-	alloc := func(cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
+	alloc := func(dev cuda.Device, cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
 		if err != nil {
 			return nil
 		}
 		var b *cuda.Buffer
-		if b, err = t.dev.Alloc(cat, dt, n); err == nil {
-			err = t.dev.Fill(b, 0)
+		if b, err = dev.Alloc(cat, dt, n); err == nil {
+			err = dev.Fill(b, 0)
 		}
 		return b
 	}
-	t.params = alloc(cuda.Params, t.st.param, l.Params)
-	t.grads = alloc(cuda.Grads, t.st.grad, l.Grads)
+	t.params = alloc(t.dev, cuda.Params, t.st.param, l.Params)
+	t.grads = alloc(t.dev, cuda.Grads, t.st.grad, l.Grads)
 	if l.States > 0 {
+		sd := t.statesDevice()
 		if t.st.mixed {
-			t.master = alloc(cuda.Master, t.st.state, l.States)
+			t.master = alloc(sd, cuda.Master, t.st.state, l.States)
 		}
 		if t.opts.Optimizer.firstMoment() {
-			t.m = alloc(cuda.AdamM, t.st.state, l.States)
+			t.m = alloc(sd, cuda.AdamM, t.st.state, l.States)
 		}
 		if t.opts.Optimizer.secondMoment() {
-			t.v = alloc(cuda.AdamV, t.st.state, l.States)
+			t.v = alloc(sd, cuda.AdamV, t.st.state, l.States)
+		}
+		if t.off.dev != nil {
+			t.off.grads = alloc(sd, cuda.Grads, t.st.grad, l.States)
+			t.off.params = alloc(sd, cuda.Params, t.st.param, l.States)
 		}
 	}
 	if err != nil {
@@ -242,7 +264,7 @@ func (t *Trainer) SetParams(flat any) error {
 			}
 		}
 		if t.master != nil {
-			if err := t.dev.Upload(t.master.View(p.State, p.Hi-p.Lo), part(p.Lo, p.Hi)); err != nil {
+			if err := t.statesDevice().Upload(t.master.View(p.State, p.Hi-p.Lo), part(p.Lo, p.Hi)); err != nil {
 				return err
 			}
 		}
@@ -259,12 +281,12 @@ func (t *Trainer) Params() ([]float32, error) {
 		return nil, errors.New("train: this rank keeps a shard of the weights only")
 	}
 	n := int(t.s.Model.NumParams())
-	src := t.params.View(0, n)
+	src, dev := t.params.View(0, n), t.dev
 	if p := t.lay.Pieces; t.master != nil && len(p) == 1 && p[0].Lo == 0 && p[0].State == 0 && p[0].Hi >= n {
-		src = t.master.View(0, n)
+		src, dev = t.master.View(0, n), t.statesDevice()
 	}
 	out := make([]float32, n)
-	return out, t.dev.Download(out, src)
+	return out, dev.Download(out, src)
 }
 
 // Grads downloads the gradients of the last step, unscaled, in flat table
@@ -390,6 +412,7 @@ func (t *Trainer) beginStep(tokens, targets []int32) (shapeOnly bool, err error)
 	}
 	t.profileStep()
 	t.dev.ResetPeakStats()
+	t.off.begin()
 	// Every stage scales by the step's loss scale (it unscales its
 	// gradients by it); the last seeds the backward pass with it, a stage
 	// before the last is seeded by the next.
@@ -689,44 +712,59 @@ func (t *Trainer) updatePiece(p Piece) error {
 		}
 		return b.View(p.State+off-p.Lo, n)
 	}
+	// The piece's weights and gradients where the update runs: the
+	// device's, or under offload the host's copies (offload.go).
+	dev, params, grads, err := t.updateBuffers(p)
+	if err != nil {
+		return err
+	}
 	for _, r := range t.table {
 		a, b := max(p.Lo, int(r.Offset)), min(p.Hi, int(r.Offset+r.Count))
 		if a >= b {
 			continue
 		}
 		n := b - a
-		param, grad := t.params.View(p.Param+a-p.Lo, n), t.grads.View(p.Grad+a-p.Lo, n)
+		param, grad := params.View(a-p.Lo, n), grads.View(a-p.Lo, n)
 		master, m, v := state(t.master, a, n), state(t.m, a, n), state(t.v, a, n)
 		wd := float32(0)
 		if r.Decay {
 			wd = o.WeightDecay
 		}
-		var err error
 		switch o.Kind {
 		case model.Adam, model.AdamW:
-			err = t.dev.Adam(param, grad, master, m, v, cuda.AdamArgs{
+			err = dev.Adam(param, grad, master, m, v, cuda.AdamArgs{
 				LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: wd,
 				Decoupled: o.Kind == model.AdamW, Step: t.step, GradScale: gs})
 		case model.SGD, model.Momentum:
-			err = t.dev.SGD(param, grad, master, m, cuda.SGDArgs{
+			err = dev.SGD(param, grad, master, m, cuda.SGDArgs{
 				LR: o.LR, Momentum: o.momentum(), WeightDecay: wd, GradScale: gs})
 		}
 		if err != nil {
 			return fmt.Errorf("train: update of %s: %w", r.Name, err)
 		}
 	}
-	return nil
+	return t.updated(p, params)
 }
 
 // Close frees the model states.
 func (t *Trainer) Close() error {
 	t.release()
-	for _, b := range []*cuda.Buffer{t.params, t.grads, t.master, t.m, t.v} {
+	for _, b := range []*cuda.Buffer{t.params, t.grads} {
 		if b != nil {
 			t.dev.Free(b)
 		}
 	}
-	t.params, t.grads, t.master, t.m, t.v = nil, nil, nil, nil, nil
+	for _, b := range []*cuda.Buffer{t.master, t.m, t.v, t.off.grads, t.off.params} {
+		if b != nil {
+			t.statesDevice().Free(b)
+		}
+	}
+	t.params, t.grads, t.master, t.m, t.v, t.off.grads, t.off.params = nil, nil, nil, nil, nil, nil, nil
+	if t.off.dev != nil {
+		err := t.off.dev.Close()
+		t.off.dev = nil
+		return err
+	}
 	return nil
 }
 

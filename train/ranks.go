@@ -120,12 +120,12 @@ func (t *Trainer) ParamReadOrder(backward bool) []int { return t.readOrder[half(
 func (t *Trainer) PieceParams() ([]Piece, [][]float32, error) {
 	out := make([][]float32, len(t.lay.Pieces))
 	for i, p := range t.lay.Pieces {
-		src := t.params.View(p.Param, p.Hi-p.Lo)
+		src, dev := t.params.View(p.Param, p.Hi-p.Lo), t.dev
 		if t.master != nil {
-			src = t.master.View(p.State, p.Hi-p.Lo)
+			src, dev = t.master.View(p.State, p.Hi-p.Lo), t.statesDevice()
 		}
 		out[i] = make([]float32, p.Hi-p.Lo)
-		if err := t.dev.Download(out[i], src); err != nil {
+		if err := dev.Download(out[i], src); err != nil {
 			return nil, nil, err
 		}
 	}

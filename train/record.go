@@ -47,6 +47,22 @@ type Record struct {
 	InactiveSplitBytes int64 `json:"inactive_split_bytes"`
 	NumAllocs          int64 `json:"num_allocs"`
 	NumFrees           int64 `json:"num_frees"`
+	// Offload is the offload device's memory and the step's copies to and
+	// from it, under optimizer offload; nil otherwise.
+	Offload *OffloadRecord `json:"offload,omitempty"`
+}
+
+// OffloadRecord is a step's offload device (host memory under
+// model.OffloadOptimizer): its allocator's split by category, its peak,
+// and the bytes the step copied to it (the gradients) and from it (the
+// updated working weights).
+type OffloadRecord struct {
+	Device             string `json:"device"`
+	Memory             Memory `json:"memory"`
+	AllocatedBytes     int64  `json:"allocated_bytes"`
+	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
+	ToHostBytes        int64  `json:"to_host_bytes"`
+	ToDeviceBytes      int64  `json:"to_device_bytes"`
 }
 
 // MarshalJSON writes the record as one JSON object. JSON has no NaN or
@@ -111,6 +127,11 @@ func (r *Record) finish(t *Trainer) {
 	r.InactiveSplitBytes = s.InactiveSplitBytes.Current
 	r.NumAllocs = s.NumAllocs
 	r.NumFrees = s.NumFrees
+	if d := t.off.dev; d != nil {
+		os := d.Stats()
+		r.Offload = &OffloadRecord{Device: d.Name(), Memory: MemoryOf(os), AllocatedBytes: os.AllocatedBytes.Current, PeakAllocatedBytes: os.AllocatedBytes.Peak,
+			ToHostBytes: t.off.pcie.ToHost, ToDeviceBytes: t.off.pcie.ToDevice}
+	}
 }
 
 // mfu is model FLOPs utilization (Chowdhery et al. 2022, "PaLM", Appendix

@@ -202,19 +202,24 @@ func (f *launchFlags) open(l zero.Launch, backend zero.Backend, fields []zero.Fi
 // in this process (p nil), each on a device from newDevice.
 func (p *process) where(newDevice func() (cuda.Device, error)) bench.Where {
 	if p == nil {
-		return bench.Where{New: newDevice}
+		return bench.Where{New: newDevice, Offload: offloadHost}
 	}
-	w := bench.Where{New: newDevice, Link: p.link}
+	w := bench.Where{New: newDevice, Link: p.link, Offload: offloadHost}
 	if p.nccl {
 		w.Native = ncclGroup
 	}
 	return w
 }
 
+// offloadHost opens a rank's offload device: this machine's memory, the
+// host device (its threads running the offloaded update, as DeepSpeed's
+// CPU Adam does).
+func offloadHost() (cuda.Device, error) { return host.New(host.Options{}) }
+
 // inProcess is where the ranks of a run in one process are: NCCL's
 // group with --device cuda, the ring otherwise.
 func inProcess(backend zero.Backend, newDevice func() (cuda.Device, error)) bench.Where {
-	w := bench.Where{New: newDevice}
+	w := bench.Where{New: newDevice, Offload: offloadHost}
 	if backend == zero.NCCL {
 		w.Native = ncclGroup
 	}
@@ -259,7 +264,7 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"--positions", c.Positions.String()}, {"--attention", c.Attention.String()}, {"--rope-theta", strconv.FormatFloat(c.Theta(), 'g', -1, 64)},
 		{"the norms' ε (--hf-config)", strconv.FormatFloat(c.Eps(), 'g', -1, 64)},
 		{"--batch", strconv.Itoa(s.Batch)}, {"--seq", strconv.Itoa(s.Seq)},
-		{"--precision", s.Precision.String()}, {"--main-grads", s.MainGrads.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
+		{"--precision", s.Precision.String()}, {"--main-grads", s.MainGrads.String()}, {"--offload", s.Offload.String()}, {"--optimizer", s.Optimizer.String()}, {"--checkpoint", s.Checkpoint.String()},
 		{"--world", strconv.Itoa(s.Ranks)}, {"--tp", strconv.Itoa(s.TP)}, {"--pp", strconv.Itoa(s.PP)},
 		{"--micro-batches", strconv.Itoa(max(s.MicroBatches, 1))}, {"--schedule", s.Pipeline.String()}, {"the setting (--zero, --data-parallel, --prefetch)", set.String()},
 		{"--bucket-mb", strconv.FormatInt(set.BucketBytes, 10) + " bytes"},

@@ -40,6 +40,7 @@ type setupFlags struct {
 
 	precision  model.Precision
 	mainGrads  model.MainGrads // --main-grads
+	offload    model.Offload   // --offload
 	optimizer  model.Optimizer
 	checkpoint model.Checkpoint
 
@@ -141,6 +142,11 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	fs.Func("main-grads", "the kept gradients' type: weights (the working weights' type, 16-bit under mixed precision) or fp32 (an fp32 buffer each backward kernel's 16-bit gradient is added into: Megatron-LM's main_grad, DeepSpeed's fp32 gradients; 2 bytes a parameter more, sharded as the gradients are, and reduced in fp32) (default weights)", func(s string) error {
 		g, err := model.ParseMainGrads(s)
 		f.mainGrads = g
+		return err
+	})
+	fs.Func("offload", "none, or optimizer: ZeRO-Offload (DeepSpeed's offload_optimizer=cpu): the fp32 master weights and moments of the parameters a rank updates in host memory, beside copies of their gradients and working weights; the host runs the update, and each step copies the gradients down and the updated weights up over PCIe (fp16 or bf16 only) (default none)", func(s string) error {
+		o, err := model.ParseOffload(s)
+		f.offload = o
 		return err
 	})
 	fs.Func("optimizer", "adam, adamw, sgd or momentum (default adam)", func(s string) error {
@@ -285,7 +291,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		}
 	}
 	s := model.Setup{
-		Batch: f.batch, Precision: f.precision, MainGrads: f.mainGrads, Optimizer: f.optimizer, Checkpoint: f.checkpoint,
+		Batch: f.batch, Precision: f.precision, MainGrads: f.mainGrads, Offload: f.offload, Optimizer: f.optimizer, Checkpoint: f.checkpoint,
 		Ranks: f.ranks, ZeRO: f.zero, TP: f.tp, PP: f.pp, SequenceParallel: f.sequenceParallel,
 		Pipeline: f.schedule,
 	}

@@ -569,3 +569,37 @@ func TestGradientAccumulationMainGrads(t *testing.T) {
 	}
 	wantUsage(t, []string{"train", "--main-grads", "fp16"}, `"fp16"`, "valid: weights, fp32")
 }
+
+// train --offload optimizer on the host: the same losses as without (the
+// update runs on a host device of its own), the report's offload table
+// with the copies a step, the record's offload object; fp32 and an
+// unknown offload refused by name.
+func TestTrainOffloadOptimizer(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.jsonl")
+	text, _ := mustRun(t, "train", "--precision", "bf16", "--offload", "optimizer", "--batch", "2", "--seq", "16", "--steps", "2", "--out", out)
+	plain, _ := mustRun(t, "train", "--precision", "bf16", "--batch", "2", "--seq", "16", "--steps", "2")
+	if a, b := lossLine(t, text), lossLine(t, plain); a != b {
+		t.Errorf("offloaded losses %q, on the device %q", a, b)
+	}
+	for _, want := range []string{"offload device, host memory", "PCIe a step, to host (the gradients)", "the optimizer offloaded to host memory"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report lacks %q:\n%s", want, text)
+		}
+	}
+	var r struct {
+		Offload struct {
+			ToHost   int64 `json:"to_host_bytes"`
+			ToDevice int64 `json:"to_device_bytes"`
+		} `json:"offload"`
+	}
+	if err := json.Unmarshal([]byte(recordLines(t, out, 1, 2)[1]), &r); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := model.Preset("tiny")
+	if phi := cfg.NumParams(); r.Offload.ToHost != 2*phi || r.Offload.ToDevice != 2*phi {
+		t.Errorf("PCIe %+v, want 2·Φ = %d each way", r.Offload, 2*phi)
+	}
+	wantUsage(t, []string{"train", "--offload", "optimizer"}, "fp32", "valid: fp16 or bf16")
+	wantUsage(t, []string{"train", "--offload", "gpu"}, `"gpu"`, "valid: none, optimizer")
+}

@@ -1,0 +1,90 @@
+package train
+
+// Optimizer offload (model.OffloadOptimizer, ZeRO-Offload: Ren et al.
+// 2021, DeepSpeed's offload_optimizer=cpu): the fp32 master weights and
+// moments of the parameters a rank updates live on a second device, host
+// memory, beside the host's copies of their gradients and working
+// weights. The update copies a piece's gradients down, runs on the host,
+// and copies the updated working weights up; the copies are counted.
+
+import (
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+// offload is the trainer's offload device and its buffers of the
+// layout's States length: the gradients copied down and the working
+// weights the host's update writes. dev is nil without offload.
+type offload struct {
+	dev           cuda.Device
+	grads, params *cuda.Buffer
+	pcie          model.PCIe // this step's copies
+}
+
+// begin starts a step's books.
+func (o *offload) begin() {
+	if o.dev != nil {
+		o.dev.ResetPeakStats()
+		o.pcie = model.PCIe{}
+	}
+}
+
+// statesDevice is where master, m and v live.
+func (t *Trainer) statesDevice() cuda.Device {
+	if t.off.dev != nil {
+		return t.off.dev
+	}
+	return t.dev
+}
+
+// updateBuffers is the device piece p's update runs on and its weights and
+// gradients there: the trainer's device and views of its buffers, or under
+// offload the host with the piece's gradients copied down.
+func (t *Trainer) updateBuffers(p Piece) (cuda.Device, *cuda.Buffer, *cuda.Buffer, error) {
+	w := p.Hi - p.Lo
+	params, grads := t.params.View(p.Param, w), t.grads.View(p.Grad, w)
+	if t.off.dev == nil {
+		return t.dev, params, grads, nil
+	}
+	down := t.off.grads.View(p.State, w)
+	if err := copyAcross(down, t.off.dev, grads, t.dev); err != nil {
+		return nil, nil, nil, err
+	}
+	t.off.pcie.ToHost += grads.Bytes()
+	return t.off.dev, t.off.params.View(p.State, w), down, nil
+}
+
+// updated copies piece p's updated working weights up from the host under
+// offload (params is where updateBuffers had the update write them).
+func (t *Trainer) updated(p Piece, params *cuda.Buffer) error {
+	if t.off.dev == nil {
+		return nil
+	}
+	up := t.params.View(p.Param, p.Hi-p.Lo)
+	if err := copyAcross(up, t.dev, params, t.off.dev); err != nil {
+		return err
+	}
+	t.off.pcie.ToDevice += up.Bytes()
+	return nil
+}
+
+// copyAcross copies src on device from into dst on device to, through
+// host memory (values are exact in the staging type: fp32 holds every
+// 16-bit value); nothing moves when either device only keeps books.
+func copyAcross(dst *cuda.Buffer, to cuda.Device, src *cuda.Buffer, from cuda.Device) error {
+	if !to.Computes() || !from.Computes() {
+		return nil
+	}
+	var stage any = make([]float32, src.Len)
+	if src.DType == cuda.F64 || dst.DType == cuda.F64 {
+		stage = make([]float64, src.Len)
+	}
+	if err := from.Download(stage, src); err != nil {
+		return err
+	}
+	return to.Upload(dst, stage)
+}
+
+// OffloadDevice is the device holding the offloaded optimizer's states,
+// nil without offload.
+func (t *Trainer) OffloadDevice() cuda.Device { return t.off.dev }
