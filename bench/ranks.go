@@ -12,6 +12,7 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/train"
 	"trainmem/zero"
 )
 
@@ -257,6 +258,8 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 		// TrafficByGroup is Traffic by the rank's tensor and data groups,
 		// with more than one tensor-parallel rank.
 		TrafficByGroup map[string][]trafficDoc `json:"traffic_by_group,omitempty"`
+		// Offload is the rank's offload device under optimizer offload.
+		Offload *train.OffloadRecord `json:"offload,omitempty"`
 	}
 	doc := struct {
 		Model    modelDoc   `json:"model"`
@@ -273,7 +276,7 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 		doc.States = &statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()}
 	}
 	for _, rr := range r.Ranks {
-		d := rankDoc{Rank: rr.Rank, PeakRequested: map[cuda.Category]int64{}, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak}
+		d := rankDoc{Rank: rr.Rank, PeakRequested: map[cuda.Category]int64{}, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak, Offload: rr.Record.Offload}
 		for _, c := range rankCategories {
 			d.PeakRequested[c] = rr.Stats.CategoryRequested[c].Peak
 		}
