@@ -265,6 +265,9 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 		if off {
 			add("deepspeed: its CPU column, %s a node (%s), is the offloaded states of the node's GPUs and the model's initialization, times additional_buffer_factor %v; trainmem's host holds %s a rank (the fp32 weights, m and v of the parameters it updates and its copies of their gradients and 16-bit weights), %s for the node's %s",
 				model.Bytes(o.CPU), plural(d.GPUsPerNode, "GPU"), d.BufferFactor, model.Bytes(sim.Host), model.Bytes(sim.Host*int64(d.GPUsPerNode)), plural(d.GPUsPerNode, "rank"))
+			if d.Stage == 2 {
+				add("deepspeed: estimate_zero2 counts a node's CPU at max(4·GPUs, 16) bytes a parameter with GPUs the whole cluster's (%d here), not the node's, so its CPU figure grows with the cluster where a rank's offloaded shard shrinks", d.Nodes*d.GPUsPerNode)
+			}
 		} else {
 			add("deepspeed: its CPU column is a node's host memory (%s) for the offloaded states and the model's initialization, times additional_buffer_factor %v; nothing is offloaded in this setup, whose row says %s a node",
 				plural(d.GPUsPerNode, "GPU"), d.BufferFactor, model.Bytes(o.CPU))

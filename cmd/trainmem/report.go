@@ -11,6 +11,7 @@ import (
 
 	"trainmem/bench"
 	"trainmem/cuda"
+	"trainmem/model"
 	"trainmem/model/files"
 )
 
@@ -65,6 +66,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	c, err := tf.resolve()
 	if err != nil {
 		return err
+	}
+	if off := c.Setup().Offload; off != model.OffloadNone {
+		return usagef("--offload %s: the report's sweeps and stage tables measure one device each; offloading is run by 'trainmem simulate', 'trainmem train' and 'trainmem validate'", off)
 	}
 	if err := files.Check([]files.Path{{Flag: "--data", Name: tf.data}}, nil); err != nil {
 		return err

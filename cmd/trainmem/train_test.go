@@ -602,4 +602,5 @@ func TestTrainOffloadOptimizer(t *testing.T) {
 	}
 	wantUsage(t, []string{"train", "--offload", "optimizer"}, "fp32", "valid: fp16 or bf16")
 	wantUsage(t, []string{"train", "--offload", "gpu"}, `"gpu"`, "valid: none, optimizer")
+	wantUsage(t, []string{"report", "--precision", "bf16", "--offload", "optimizer", filepath.Join(dir, "site")}, "--offload optimizer", "'trainmem validate'")
 }
