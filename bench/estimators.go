@@ -230,6 +230,9 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 		case off && d.Stage == 2:
 			add("deepspeed: with the optimizer offloaded it counts the 16-bit weights alone, 2Φ = %s; trainmem's device holds them (params %s) and the gradients (grads %s), which its figure leaves out",
 				model.Bytes(2*phi), model.Bytes(sim.Params), model.Bytes(sim.Grads))
+		case off && x.Offload == model.OffloadParams:
+			add("deepspeed: with the weights and the optimizer offloaded it counts 4·largest_layer_params alone, %s (%s gathered with its gradient); trainmem's device holds grads %s and gathered weights %s, the weights' shard being the host's",
+				model.Bytes(o.GPU), largestName(d), model.Bytes(sim.Grads), model.Bytes(sim.Gathered))
 		case off:
 			big := 4 * d.LargestLayer
 			add("deepspeed: with the optimizer offloaded it counts 4·largest_layer_params, %s (%s gathered with its gradient), and int(2Φ/N), %s, the 16-bit weights' shard; trainmem's device holds params %s, grads %s and gathered weights %s",
@@ -301,7 +304,11 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 				model.Bytes(m.WeightsAndOptimizer), model.Comma(mp), model.Bytes(states), Percent(m.WeightsAndOptimizer, states), grads)
 		}
 		if x.Offload != model.OffloadNone {
-			add("megatron: its report keeps the optimizer's states on the GPU; trainmem's are in host memory (%s a rank), and its device's model states are the weights and gradients alone", model.Bytes(sim.Host))
+			what := "the weights and gradients"
+			if x.Offload == model.OffloadParams {
+				what = "the gradients"
+			}
+			add("megatron: its report keeps every model state on the GPU; trainmem's %s are in host memory (%s a rank), and its device's model states are %s alone", map[bool]string{true: "optimizer's states and weight shard", false: "optimizer's states"}[x.Offload == model.OffloadParams], model.Bytes(sim.Host), what)
 		}
 		if m.SequenceParallelPath {
 			add("megatron's activations, %s, are 34·s·b·h a layer over t with no attention scores, against the simulation's %s (%s)",

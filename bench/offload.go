@@ -63,6 +63,15 @@ func writeOffload(w io.Writer, s model.Setup, label string, sim, meas *train.Off
 	if s.ZeRO >= 1 && s.Ranks > 1 {
 		count = (e.RankParams + int64(s.Ranks) - 1) / int64(s.Ranks)
 	}
+	if s.Offload == model.OffloadParams {
+		fmt.Fprintf(w, "  the device keeps its gradients and the gathered units; the host the %s parameters of this rank's shard at %d bytes each (%d of weights, %d of gradients, 12 of fp32 weights, m and v), and the step copies %s of gradients down and the weight shard up at each gather, %s (twice a step: the forward pass's and the backward pass's)\n",
+			model.Comma(count), f.Total()/max(count, 1), s.Precision.Size(), s.GradSize(), model.Bytes(e.PCIe.ToHost), model.Bytes(e.PCIe.ToDevice))
+		if sim.ToDeviceBytes < e.PCIe.ToDevice {
+			fmt.Fprintf(w, "  the simulation copies %s less up: a unit whose weights the backward pass does not read (untied embeddings) is gathered once\n", model.Bytes(e.PCIe.ToDevice-sim.ToDeviceBytes))
+		}
+		fmt.Fprintf(w, "  source: %s; the weights as ZeRO-Infinity's offload_param (Rajbhandari et al. 2021, DeepSpeed's offload_param=cpu) keeps them\n", offloadSource)
+		return
+	}
 	fmt.Fprintf(w, "  the device keeps its params and grads; the host the %s parameters this rank updates at %d bytes each (%d of weights, %d of gradients, 12 of fp32 weights, m and v), and the step copies %s down and %s up\n",
 		model.Comma(count), f.Total()/max(count, 1), s.Precision.Size(), s.GradSize(), model.Bytes(e.PCIe.ToHost), model.Bytes(e.PCIe.ToDevice))
 	fmt.Fprintf(w, "  source: %s\n", offloadSource)

@@ -792,7 +792,9 @@ func TestMainGradsShardedAsTheStageSays(t *testing.T) {
 	}
 }
 
-// --offload optimizer at every ZeRO stage over 2 ranks (and on one),
+// --offload optimizer at every ZeRO stage over 2 ranks (and on one), and
+// --offload params at ZeRO-3 (the weight shard in host memory too, copied
+// up at each of the step's two gathers),
 // measured on host ranks in one process, each with its own host device
 // for the offloaded states: on the offload device every category is the
 // formula's (the fp32 master, m and v of the parameters a rank updates,
@@ -808,9 +810,13 @@ func TestOffloadOptimizer(t *testing.T) {
 	}
 	phi := cfg.NumParams()
 	open := func() (cuda.Device, error) { return host.New(host.Options{Threads: 1}) }
-	for _, tc := range []struct{ ranks, stage int }{{1, 0}, {2, 0}, {2, 1}, {2, 2}, {2, 3}} {
+	for _, tc := range []struct {
+		ranks, stage int
+		off          model.Offload
+	}{{1, 0, model.OffloadOptimizer}, {2, 0, model.OffloadOptimizer}, {2, 1, model.OffloadOptimizer}, {2, 2, model.OffloadOptimizer}, {2, 3, model.OffloadOptimizer},
+		{1, 3, model.OffloadParams}, {2, 3, model.OffloadParams}} {
 		losses := map[model.Offload]float64{}
-		for _, off := range []model.Offload{model.OffloadNone, model.OffloadOptimizer} {
+		for _, off := range []model.Offload{model.OffloadNone, tc.off} {
 			s := model.Setup{Model: cfg, Batch: 1, Seq: 32, Precision: model.BF16, Optimizer: model.AdamW, Ranks: tc.ranks, ZeRO: tc.stage, TP: 1, PP: 1, Offload: off}
 			r, err := Validate(context.Background(), &Where{New: open, Offload: open}, runOf(checked(t, s), 2, nil, zero.Setting{Stage: tc.stage}))
 			if err != nil {
@@ -830,6 +836,10 @@ func TestOffloadOptimizer(t *testing.T) {
 				count = phi / int64(tc.ranks)
 			}
 			want := map[cuda.Category]int64{cuda.Params: 2 * count, cuda.Grads: 2 * count, cuda.Master: 4 * count, cuda.AdamM: 4 * count, cuda.AdamV: 4 * count}
+			up := 2 * count // the updated weights
+			if off == model.OffloadParams {
+				up = 2 * 2 * count // the shard at each of the two gathers (tiny's every unit is read in both passes)
+			}
 			for i := range sims {
 				so, mo := sims[i].Record.Offload, meas[i].Record.Offload
 				if so == nil || mo == nil {
@@ -840,10 +850,14 @@ func TestOffloadOptimizer(t *testing.T) {
 						t.Errorf("%s, rank %d: host %v simulated %d, measured %d, want %d", name, i, c, so.Memory.PeakRequested[c], mo.Memory.PeakRequested[c], b)
 					}
 				}
-				if so.ToHostBytes != 2*count || mo.ToHostBytes != 2*count || so.ToDeviceBytes != 2*count || mo.ToDeviceBytes != 2*count {
-					t.Errorf("%s, rank %d: PCIe simulated %d/%d, measured %d/%d, want %d each way", name, i, so.ToHostBytes, so.ToDeviceBytes, mo.ToHostBytes, mo.ToDeviceBytes, 2*count)
+				if so.ToHostBytes != 2*count || mo.ToHostBytes != 2*count || so.ToDeviceBytes != up || mo.ToDeviceBytes != up {
+					t.Errorf("%s, rank %d: PCIe simulated %d/%d, measured %d/%d, want %d down and %d up", name, i, so.ToHostBytes, so.ToDeviceBytes, mo.ToHostBytes, mo.ToDeviceBytes, 2*count, up)
 				}
-				for _, c := range []cuda.Category{cuda.Master, cuda.AdamM, cuda.AdamV} {
+				onDevice := []cuda.Category{cuda.Master, cuda.AdamM, cuda.AdamV}
+				if off == model.OffloadParams {
+					onDevice = append(onDevice, cuda.Params)
+				}
+				for _, c := range onDevice {
 					if p := meas[i].Stats.CategoryRequested[c].Peak; p != 0 {
 						t.Errorf("%s, rank %d: the device holds %v, %d bytes", name, i, c, p)
 					}
@@ -853,12 +867,12 @@ func TestOffloadOptimizer(t *testing.T) {
 				}
 			}
 			e := r.Estimate
-			if e.Offloaded.Total() != 16*count || e.PCIe.ToHost != 2*count || e.PCIe.ToDevice != 2*count {
-				t.Errorf("%s: the formula's host %d bytes, PCIe %+v; want 16·%d and 2·%d each way", name, e.Offloaded.Total(), e.PCIe, count, count)
+			if e.Offloaded.Total() != 16*count || e.PCIe.ToHost != 2*count || e.PCIe.ToDevice != up {
+				t.Errorf("%s: the formula's host %d bytes, PCIe %+v; want 16·%d, 2·%d down and %d up", name, e.Offloaded.Total(), e.PCIe, count, count, up)
 			}
 		}
-		if losses[model.OffloadNone] != losses[model.OffloadOptimizer] || losses[model.OffloadNone] == 0 {
-			t.Errorf("%d ranks, ZeRO-%d: last loss %v offloaded, %v on the device", tc.ranks, tc.stage, losses[model.OffloadOptimizer], losses[model.OffloadNone])
+		if losses[model.OffloadNone] != losses[tc.off] || losses[model.OffloadNone] == 0 {
+			t.Errorf("%d ranks, ZeRO-%d: last loss %v offloading the %s, %v on the device", tc.ranks, tc.stage, losses[tc.off], tc.off, losses[model.OffloadNone])
 		}
 	}
 }

@@ -152,10 +152,11 @@ type DeepSpeedMemory struct {
 func (m DeepSpeedMemory) NoOffload() DeepSpeedOption { return m.Row(OffloadNone) }
 
 // Row is the row a setup offloading off runs: offload_optimizer=cpu under
-// OffloadOptimizer (offload_param=none), with zero_init=1 at ZeRO-3.
+// OffloadOptimizer, offload_param=cpu too under OffloadParams, with
+// zero_init=1 at ZeRO-3.
 func (m DeepSpeedMemory) Row(off Offload) DeepSpeedOption {
 	for _, o := range m.Options {
-		if o.OffloadOptimizer == (off == OffloadOptimizer) && !o.OffloadParams && (m.Stage < 3 || o.ZeroInit) {
+		if o.OffloadOptimizer == (off != OffloadNone) && o.OffloadParams == (off == OffloadParams) && (m.Stage < 3 || o.ZeroInit) {
 			return o
 		}
 	}

@@ -159,21 +159,26 @@ func ParseMainGrads(s string) (MainGrads, error) {
 	return parseEnum[MainGrads](mainGradsNames, s, "main gradients")
 }
 
-// Offload is where the optimizer's states live. OffloadOptimizer is
-// ZeRO-Offload's (Ren et al. 2021; DeepSpeed's offload_optimizer=cpu): the
-// fp32 master weights and moments of the parameters a rank updates live in
-// host memory beside a copy of their gradients and of their working
-// weights, the host runs the update, and each step copies the gradients
-// down and the updated weights up over PCIe. Mixed precision only: fp32
-// training has no master weights to keep there.
+// Offload is where the optimizer's states (and the weights) live.
+// OffloadOptimizer is ZeRO-Offload's (Ren et al. 2021; DeepSpeed's
+// offload_optimizer=cpu): the fp32 master weights and moments of the
+// parameters a rank updates live in host memory beside a copy of their
+// gradients and of their working weights, the host runs the update, and
+// each step copies the gradients down and the updated weights up over
+// PCIe. OffloadParams is ZeRO-Infinity's offload_param on top of it
+// (Rajbhandari et al. 2021; ZeRO-3 only): the rank's shard of the working
+// weights lives in host memory too, copied up at each of ZeRO-3's gathers
+// (the forward pass's and the backward pass's) and updated in place. Mixed
+// precision only: fp32 training has no master weights to keep there.
 type Offload uint8
 
 const (
 	OffloadNone Offload = iota
 	OffloadOptimizer
+	OffloadParams
 )
 
-var offloadNames = []string{"none", "optimizer"}
+var offloadNames = []string{"none", "optimizer", "params"}
 
 func (o Offload) String() string { return enumName(offloadNames, o, "Offload") }
 
@@ -182,7 +187,8 @@ func ParseOffload(s string) (Offload, error) { return parseEnum[Offload](offload
 
 // PCIe is the bytes one step copies between a device and host memory
 // under Offload: the gradients of the parameters the rank updates down
-// (in the kept gradients' type) and their updated working weights up.
+// (in the kept gradients' type) and their updated working weights up, or
+// under OffloadParams the weight shard up at each gather.
 type PCIe struct {
 	ToHost, ToDevice int64
 }
@@ -206,6 +212,12 @@ func (s Setup) offloaded(st States, stage int, phi int64) (device, host States, 
 	device = States{Params: st.Params, Grads: st.Grads}
 	host = States{Params: c.mul(count, s.Precision.Size()), Grads: c.mul(count, s.GradSize()), Master: st.Master, AdamM: st.AdamM, AdamV: st.AdamV}
 	pcie = PCIe{ToHost: host.Grads, ToDevice: host.Params}
+	if s.Offload == OffloadParams {
+		// The weight shard itself is the host's, gathered twice a step
+		// (a unit the backward pass does not read is gathered once).
+		device.Params, host.Params = 0, st.Params
+		pcie.ToDevice = c.mul(2, st.Params)
+	}
 	c.add(host.Params, host.Grads, host.Master, host.AdamM, host.AdamV)
 	return device, host, pcie, c.err()
 }
@@ -312,11 +324,14 @@ func (s Setup) RankStates(phi int64, stage int) (States, error) {
 }
 
 // DevicePerParam is PerParam on the device: without the optimizer's
-// states when s offloads them.
+// states (and the weights) when s offloads them.
 func (s Setup) DevicePerParam() States {
 	r := s.PerParam()
 	if s.Offload != OffloadNone {
 		r.Master, r.AdamM, r.AdamV = 0, 0, 0
+	}
+	if s.Offload == OffloadParams {
+		r.Params = 0
 	}
 	return r
 }
@@ -499,6 +514,8 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: unknown offload %v (valid: %s)", s.Offload, strings.Join(offloadNames, ", "))
 	case s.Offload != OffloadNone && !s.Precision.Mixed():
 		return fmt.Errorf("model: offloading the optimizer with %s: ZeRO-Offload keeps the fp32 master weights in host memory, and %s training has none (valid: fp16 or bf16 mixed precision)", s.Precision, s.Precision)
+	case s.Offload == OffloadParams && s.ZeRO != 3:
+		return fmt.Errorf("model: offloading the parameters at ZeRO stage %d: ZeRO-Infinity offloads the weight shards ZeRO-3 keeps (valid: ZeRO stage 3, or offloading the optimizer alone)", s.ZeRO)
 	}
 	if s.ParamsOnly() {
 		if s.TP != 1 || s.PP != 1 {

@@ -819,7 +819,22 @@ func TestOffloadStates(t *testing.T) {
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "valid: fp16 or bf16") {
 		t.Errorf("fp32 offload: %v", err)
 	}
-	if _, err := ParseOffload("params"); err == nil || !strings.Contains(err.Error(), "none, optimizer") {
-		t.Errorf("ParseOffload(params): %v", err)
+	if _, err := ParseOffload("disk"); err == nil || !strings.Contains(err.Error(), "none, optimizer, params") {
+		t.Errorf("ParseOffload(disk): %v", err)
+	}
+	// ZeRO-Infinity's offload_param at ZeRO-3: the device keeps its
+	// gradients' shard alone; the host adds the weight shard, gathered up
+	// twice a step.
+	s = Setup{Params: phi, Precision: BF16, Optimizer: Adam, Ranks: 64, ZeRO: 3, TP: 1, PP: 1, Offload: OffloadParams}
+	e, err = s.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.States != (States{Grads: 2 * shard}) || e.Offloaded.Total() != 16*shard || e.Offloaded.Params != 2*shard || e.PCIe != (PCIe{ToHost: 2 * shard, ToDevice: 4 * shard}) {
+		t.Errorf("offload params: device %+v, host %+v, PCIe %+v", e.States, e.Offloaded, e.PCIe)
+	}
+	s.ZeRO = 2
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "valid: ZeRO stage 3") {
+		t.Errorf("offload params at ZeRO-2: %v", err)
 	}
 }

@@ -131,6 +131,9 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 			return nil, fmt.Errorf("train: the policy's group has %d ranks and the setup %d", lay.Ranks, s.Ranks)
 		}
 	}
+	if s.Offload == model.OffloadParams && !lay.LazyParams {
+		return nil, errors.New("train: offloading the parameters needs a policy that keeps a shard of the weights and gathers them (ZeRO-3)")
+	}
 	if opts.Optimizer == (Optimizer{}) {
 		opts.Optimizer = DefaultOptimizer(s.Optimizer)
 	}
@@ -191,7 +194,7 @@ func (t *Trainer) allocStates() error {
 		}
 		return b
 	}
-	t.params = alloc(t.dev, cuda.Params, t.st.param, l.Params)
+	t.params = alloc(t.paramsDevice(), cuda.Params, t.st.param, l.Params)
 	t.grads = alloc(t.dev, cuda.Grads, t.st.grad, l.Grads)
 	if l.States > 0 {
 		sd := t.statesDevice()
@@ -206,7 +209,9 @@ func (t *Trainer) allocStates() error {
 		}
 		if t.off.dev != nil {
 			t.off.grads = alloc(sd, cuda.Grads, t.st.grad, l.States)
-			t.off.params = alloc(sd, cuda.Params, t.st.param, l.States)
+			if !t.ParamsOffloaded() {
+				t.off.params = alloc(sd, cuda.Params, t.st.param, l.States)
+			}
 		}
 	}
 	if err != nil {
@@ -259,7 +264,7 @@ func (t *Trainer) SetParams(flat any) error {
 			continue
 		}
 		if t.lay.LazyParams {
-			if err := t.dev.Upload(t.params.View(p.Param, p.Hi-p.Lo), part(p.Lo, p.Hi)); err != nil {
+			if err := t.paramsDevice().Upload(t.params.View(p.Param, p.Hi-p.Lo), part(p.Lo, p.Hi)); err != nil {
 				return err
 			}
 		}
@@ -749,10 +754,11 @@ func (t *Trainer) updatePiece(p Piece) error {
 // Close frees the model states.
 func (t *Trainer) Close() error {
 	t.release()
-	for _, b := range []*cuda.Buffer{t.params, t.grads} {
-		if b != nil {
-			t.dev.Free(b)
-		}
+	if t.params != nil {
+		t.paramsDevice().Free(t.params)
+	}
+	if t.grads != nil {
+		t.dev.Free(t.grads)
 	}
 	for _, b := range []*cuda.Buffer{t.master, t.m, t.v, t.off.grads, t.off.params} {
 		if b != nil {

@@ -14,7 +14,8 @@ import (
 
 // offload is the trainer's offload device and its buffers of the
 // layout's States length: the gradients copied down and the working
-// weights the host's update writes. dev is nil without offload.
+// weights the host's update writes (nil when the weights themselves are
+// offloaded: the params buffer is the host's). dev is nil without offload.
 type offload struct {
 	dev           cuda.Device
 	grads, params *cuda.Buffer
@@ -27,6 +28,33 @@ func (o *offload) begin() {
 		o.dev.ResetPeakStats()
 		o.pcie = model.PCIe{}
 	}
+}
+
+// ParamsOffloaded reports whether this rank's shard of the working weights
+// lives on the offload device (model.OffloadParams): a policy gathering
+// them copies it up first (FetchParams).
+func (t *Trainer) ParamsOffloaded() bool { return t.s.Offload == model.OffloadParams }
+
+// paramsDevice is where the params buffer lives.
+func (t *Trainer) paramsDevice() cuda.Device {
+	if t.ParamsOffloaded() {
+		return t.off.dev
+	}
+	return t.dev
+}
+
+// FetchParams copies n elements of the params buffer from off into dst
+// on the trainer's device, counting the copy when the weights are
+// offloaded (a gather's shard, copied up over PCIe).
+func (t *Trainer) FetchParams(dst *cuda.Buffer, off, n int) error {
+	src := t.params.View(off, n)
+	if err := copyAcross(dst, t.dev, src, t.paramsDevice()); err != nil {
+		return err
+	}
+	if t.ParamsOffloaded() {
+		t.off.pcie.ToDevice += src.Bytes()
+	}
+	return nil
 }
 
 // statesDevice is where master, m and v live.
@@ -51,13 +79,17 @@ func (t *Trainer) updateBuffers(p Piece) (cuda.Device, *cuda.Buffer, *cuda.Buffe
 		return nil, nil, nil, err
 	}
 	t.off.pcie.ToHost += grads.Bytes()
+	if t.ParamsOffloaded() {
+		return t.off.dev, params, down, nil // the host's shard, updated in place
+	}
 	return t.off.dev, t.off.params.View(p.State, w), down, nil
 }
 
 // updated copies piece p's updated working weights up from the host under
-// offload (params is where updateBuffers had the update write them).
+// optimizer offload (params is where updateBuffers had the update write
+// them); offloaded weights stay where they are.
 func (t *Trainer) updated(p Piece, params *cuda.Buffer) error {
-	if t.off.dev == nil {
+	if t.off.dev == nil || t.ParamsOffloaded() {
 		return nil
 	}
 	up := t.params.View(p.Param, p.Hi-p.Lo)

@@ -260,11 +260,25 @@ func (p *policy) gather(t *train.Trainer, u int) error {
 	b := &p.buckets[u]
 	d := p.c.Device()
 	w := t.ParamsBuffer()
+	src := w.View(b.off, b.shard)
+	if t.ParamsOffloaded() {
+		// The shard is in host memory (ZeRO-Infinity's offload_param):
+		// copied up into comm staging first.
+		stage, err := d.Alloc(cuda.Comm, w.DType, b.shard)
+		if err != nil {
+			return err
+		}
+		defer d.Free(stage)
+		if err := t.FetchParams(stage, b.off, b.shard); err != nil {
+			return err
+		}
+		src = stage
+	}
 	g, err := d.Alloc(cuda.Gathered, w.DType, p.c.Size()*b.shard)
 	if err != nil {
 		return err
 	}
-	if err := p.c.AllGather(w.View(b.off, b.shard), g); err != nil {
+	if err := p.c.AllGather(src, g); err != nil {
 		d.Free(g)
 		return err
 	}

@@ -69,9 +69,11 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 	for i := range g.Members() {
 		err := func() error {
 			o, rc := opts, c
-			if s.Ranks > 1 {
+			if s.Ranks > 1 || s.Offload == model.OffloadParams {
 				// One replica has nothing to reduce, shard or gather: its
-				// trainers are one device's, whatever the setting.
+				// trainers are one device's, whatever the setting; but
+				// offloaded weights are gathered from host memory, as
+				// ZeRO-3 gathers them (ZeRO-Infinity on one GPU).
 				var err error
 				if o.Policy, err = NewPolicy(data[i], set); err != nil {
 					return err

@@ -144,7 +144,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 		f.mainGrads = g
 		return err
 	})
-	fs.Func("offload", "none, or optimizer: ZeRO-Offload (DeepSpeed's offload_optimizer=cpu): the fp32 master weights and moments of the parameters a rank updates in host memory, beside copies of their gradients and working weights; the host runs the update, and each step copies the gradients down and the updated weights up over PCIe (fp16 or bf16 only) (default none)", func(s string) error {
+	fs.Func("offload", "none; optimizer: ZeRO-Offload (DeepSpeed's offload_optimizer=cpu): the fp32 master weights and moments of the parameters a rank updates in host memory, beside copies of their gradients and working weights; the host runs the update, and each step copies the gradients down and the updated weights up over PCIe; or params: with --zero 3, the rank's weight shard in host memory too (ZeRO-Infinity's offload_param), copied up at each gather (fp16 or bf16 only) (default none)", func(s string) error {
 		o, err := model.ParseOffload(s)
 		f.offload = o
 		return err

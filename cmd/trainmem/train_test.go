@@ -601,6 +601,7 @@ func TestTrainOffloadOptimizer(t *testing.T) {
 		t.Errorf("PCIe %+v, want 2·Φ = %d each way", r.Offload, 2*phi)
 	}
 	wantUsage(t, []string{"train", "--offload", "optimizer"}, "fp32", "valid: fp16 or bf16")
-	wantUsage(t, []string{"train", "--offload", "gpu"}, `"gpu"`, "valid: none, optimizer")
+	wantUsage(t, []string{"train", "--offload", "gpu"}, `"gpu"`, "valid: none, optimizer, params")
+	wantUsage(t, []string{"train", "--precision", "bf16", "--offload", "params", "--ranks", "2", "--zero", "2"}, "ZeRO stage 2", "valid: ZeRO stage 3")
 	wantUsage(t, []string{"report", "--precision", "bf16", "--offload", "optimizer", filepath.Join(dir, "site")}, "--offload optimizer", "'trainmem validate'")
 }
