@@ -524,3 +524,44 @@ func sameOverTCP(t *testing.T, dir string, n int, args func(out, save string) []
 	}
 	sameTrainRuns(t, dir, "in", "procs", n, 3)
 }
+
+// Offloading over processes: two ranks a process each over TCP, each with
+// its own host memory as the offload device, train as the same ranks in
+// one process (records, offload objects with their PCIe bytes, weights to
+// the bit), with the optimizer offloaded at ZeRO-2 and the weights too at
+// ZeRO-3; every process agrees on --offload first.
+func TestOffloadOverTCP(t *testing.T) {
+	for _, tc := range [][]string{{"--zero", "2", "--offload", "optimizer"}, {"--zero", "3", "--offload", "params"}} {
+		dir := t.TempDir()
+		args := func(out, save string) []string {
+			return append([]string{"train", "--preset", "tiny", "--precision", "bf16", "--batch", "2", "--seq", "16", "--steps", "2", "--threads", "1",
+				"--out", filepath.Join(dir, out), "--save", filepath.Join(dir, save)}, tc...)
+		}
+		mustRun(t, append(args("in.jsonl", "in.bin"), "--ranks", "2")...)
+		ps := startRanks(t, 2, args("procs.jsonl", "procs.bin"), nil)
+		for r, code := range waitRanks(t, ps, 2*time.Minute) {
+			if code != 0 {
+				t.Fatalf("%v: rank %d exited %d:\n%s", tc, r, code, ps[r].stderr.String())
+			}
+		}
+		sameTrainRuns(t, dir, "in", "procs", 2, 2)
+		b, err := os.ReadFile(filepath.Join(dir, "procs.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"to_device_bytes"`) {
+			t.Errorf("%v: the records carry no offload object:\n%s", tc, b)
+		}
+	}
+	ps := startRanks(t, 2, []string{"train", "--preset", "tiny", "--precision", "bf16", "--zero", "2", "--steps", "1"}, func(r int) []string {
+		if r == 1 {
+			return []string{"--offload", "optimizer"}
+		}
+		return nil
+	})
+	for r, code := range waitRanks(t, ps, time.Minute) {
+		if msg := ps[r].stderr.String(); code != 2 || !strings.Contains(msg, "--offload optimizer (rank 0: none)") {
+			t.Errorf("rank %d: exit %d, want 2 naming rank 1's --offload:\n%s", r, code, msg)
+		}
+	}
+}
