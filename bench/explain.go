@@ -95,18 +95,25 @@ func explain(r *ValidateReport) []string {
 		}
 	}
 	st := sim[RowModelStates]
-	exactly := "exactly"
+	exactly := fmt.Sprintf("exactly %d", rate.Total())
 	if st != e.States.Total() {
-		exactly = fmt.Sprintf("NOT %d·Φ but %.4f", rate.Total(), float64(st)/float64(phi))
+		exactly = fmt.Sprintf("not %d but %.4f", rate.Total(), float64(st)/float64(phi))
 	}
 	var rounded int64
 	for _, c := range []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV} {
 		rounded += r.SimulatedStats.CategoryAllocated[c].Peak - r.SimulatedStats.CategoryRequested[c].Peak
 	}
-	add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s %d bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",
-		rate.Total(), strings.Join(parts, " + "), model.Comma(phi), model.Comma(e.States.Total()), exactly, rate.Total(), model.Comma(st), model.Comma(rounded))
+	add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",
+		rate.Total(), strings.Join(parts, " + "), model.Comma(phi), model.Comma(e.States.Total()), exactly, model.Comma(st), model.Comma(rounded))
+	if g := sim[cuda.Grads.String()] - e.States.Grads; s.Offload == model.OffloadParams && g > 0 {
+		add("grads peak at the formula's plus %s: ZeRO-3's bucket of a unit's gradients in flight until its reduction, which one rank runs too when it gathers its weights from host memory; comm, %s, is each unit's weight shard copied up before its gather", model.Bytes(g), model.Bytes(sim[cuda.Comm.String()]))
+	}
 	if s.Offload != model.OffloadNone {
-		add("the optimizer offloaded: the fp32 master weights, m and v (12 bytes a parameter, %s) are in host memory with copies of the gradients and 16-bit weights: the offload device's table above", model.Bytes(e.Offloaded.Master+e.Offloaded.AdamM+e.Offloaded.AdamV))
+		what := "the optimizer offloaded: the fp32 master weights, m and v (12 bytes a parameter, %s) are in host memory with copies of the gradients and 16-bit weights: the offload device's table above"
+		if s.Offload == model.OffloadParams {
+			what = "the optimizer and the weights offloaded: the fp32 master weights, m and v (12 bytes a parameter, %s) and the 16-bit weights' shard are in host memory with a copy of the gradients: the offload device's table above"
+		}
+		add(what, model.Bytes(e.Offloaded.Master+e.Offloaded.AdamM+e.Offloaded.AdamV))
 	}
 	if n := mainGradsNote(s); n != "" {
 		add("%s: %s more than 16-bit gradients; each backward kernel writes its 16-bit gradient into a temporary, added into them", n, model.Bytes(2*phi))

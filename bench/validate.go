@@ -26,10 +26,11 @@ const (
 )
 
 // rowOrder lists the rows of a report; RowContext only appears when the
-// measured device reports it.
+// measured device reports it, gathered and comm only when one rank holds
+// them (ZeRO-3 gathering its offloaded weights from host memory).
 var rowOrder = []string{
 	cuda.Params.String(), cuda.Grads.String(), cuda.Master.String(), cuda.AdamM.String(), cuda.AdamV.String(), RowModelStates,
-	cuda.Activations.String(), cuda.Temporaries.String(), cuda.Workspace.String(),
+	cuda.Activations.String(), cuda.Temporaries.String(), cuda.Workspace.String(), cuda.Gathered.String(), cuda.Comm.String(),
 	RowRounding, RowTotalPeak, RowCache, RowReserved, RowContext,
 }
 
@@ -499,6 +500,8 @@ func (r *ValidateReport) rows() []Row {
 				v = ptr(states[name])
 			case isCat && cat == cuda.Activations:
 				v = ptr(e.ActivationBytes(f))
+			case isCat && cat == cuda.Gathered:
+				v = ptr(e.Gathered)
 			case name == RowTotalPeak:
 				v = ptr(e.Total(f))
 			}
@@ -519,6 +522,9 @@ func (r *ValidateReport) rows() []Row {
 		row.Simulated = ptr(sim[name])
 		if meas != nil {
 			row.Measured = ptr(meas[name])
+		}
+		if (name == cuda.Gathered.String() || name == cuda.Comm.String()) && sim[name] == 0 && e.Gathered == 0 {
+			continue // one rank gathers nothing
 		}
 		rows = append(rows, row)
 	}

@@ -78,7 +78,12 @@ func TestValidateTiny(t *testing.T) {
 					}
 				}
 			}
-			want := rowOrder[:len(rowOrder)-1] // no context row on the host
+			var want []string // no context row on the host; gathered and comm only when a rank gathers
+			for _, name := range rowOrder[:len(rowOrder)-1] {
+				if name != cuda.Gathered.String() && name != cuda.Comm.String() {
+					want = append(want, name)
+				}
+			}
 			if strings.Join(names, ",") != strings.Join(want, ",") {
 				t.Errorf("rows %v, want %v", names, want)
 			}
@@ -864,6 +869,14 @@ func TestOffloadOptimizer(t *testing.T) {
 				}
 				if meas[i].Stats.CategoryRequested != sims[i].Stats.CategoryRequested {
 					t.Errorf("%s, rank %d: the device measured %v, simulated %v", name, i, meas[i].Stats.CategoryRequested, sims[i].Stats.CategoryRequested)
+				}
+			}
+			if tc.ranks == 1 && off == model.OffloadParams {
+				// One rank gathers its units from host memory: the
+				// gathered row is the formula's.
+				row := r.Row(cuda.Gathered.String())
+				if row.Simulated == nil || row.Measured == nil || *row.Simulated == 0 || *row.Simulated != *row.Estimate[model.Exact] || *row.Measured != *row.Simulated {
+					t.Errorf("%s: the gathered row %+v", name, row)
 				}
 			}
 			e := r.Estimate

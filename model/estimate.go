@@ -966,7 +966,7 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 	if e.States, e.Offloaded, e.PCIe, err = s.offloaded(e.States, s.ZeRO, e.RankParams); err != nil {
 		return Estimate{}, err
 	}
-	if s.ZeRO == 3 && s.Ranks > 1 {
+	if s.ZeRO == 3 && (s.Ranks > 1 || s.Offload == OffloadParams) { // one rank gathers from host memory too
 		e.Gathered = c.mul(s.gatheredPeak(stage, &c), s.Precision.Size())
 	}
 	e.Activations = []Activations{s.zeroPaper(stage, &c), s.korthikanti(stage, &c)}
