@@ -15,8 +15,10 @@
 #      failing test is run again alone with TRAINMEM_CUDA_SYNC=1, so that
 #      the kernel that faulted names itself;
 #   2. the quick pass (tiny only, about two minutes): `trainmem validate`
-#      and `trainmem train` in fp16 and bf16, checkpoint none and full, and
-#      the table; so that a short GPU lease always ends with a table;
+#      and `trainmem train` in fp16 and bf16, checkpoint none and full, then
+#      bf16 with fp32 main gradients, the optimizer offloaded to host
+#      memory, and ZeRO-3's weights offloaded too, and the table; so that a
+#      short GPU lease always ends with a table;
 #   3. the ranks over NCCL when the machine has 2 GPUs or more (each
 #      setting, 2 ranks and every GPU, in one process and one a process,
 #      the per-rank table), saying it skipped otherwise;
@@ -156,6 +158,36 @@ run_setups() {
 	done
 }
 
+# run_policies: the executor's policies on the GPU (tiny, bf16): fp32 main
+# gradients, the optimizer offloaded to host memory, and ZeRO-3's weight
+# shard offloaded too (one rank gathering its units from host memory).
+run_policies() {
+	local base=(--device cuda --preset tiny --precision bf16 --batch 8 --seq 64)
+	local p
+	for p in maingrads offload offloadparams; do
+		local extra=()
+		case $p in
+		maingrads) extra=(--main-grads fp32) ;;
+		offload) extra=(--offload optimizer) ;;
+		offloadparams) extra=(--zero 3 --offload params) ;;
+		esac
+		local name="tiny_bf16_${p}_b8"
+		step "$name (${extra[*]})"
+		local t0=$(date +%s)
+		if ! "$BIN/trainmem" validate "${base[@]}" "${extra[@]}" --steps 3 --format json >"$OUT/validate-$name.json" 2>"$OUT/validate-$name.log"; then
+			note_fail "validate $name" "$OUT/validate-$name.log"
+			tail -5 "$OUT/validate-$name.log"
+		fi
+		if ! "$BIN/trainmem" train "${base[@]}" "${extra[@]}" --steps 6 --out "$OUT/train-$name.jsonl" >"$OUT/train-$name.log" 2>&1; then
+			note_fail "train $name" "$OUT/train-$name.log"
+			tail -5 "$OUT/train-$name.log"
+		else
+			grep -E '^(loss|speed)|PCIe' "$OUT/train-$name.log"
+		fi
+		echo "($(( $(date +%s) - t0 )) s)"
+	done
+}
+
 table() {
 	step "measured vs simulated (MiB), speed and MFU: $1"
 	"$BIN/gpureport" "$OUT" | tee "$OUT/table.txt"
@@ -209,6 +241,7 @@ ranks_nccl() {
 }
 
 run_setups tiny 64 8
+run_policies
 table "quick pass (tiny)"
 ranks_nccl
 if [ "${QUICK:-}" != 1 ]; then
