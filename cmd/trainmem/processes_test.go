@@ -98,6 +98,9 @@ func sameRanks(t *testing.T, what string, inproc, procs rankReport, n int) {
 var settings = [][]string{
 	{"--zero", "0", "--bucket-mb", "0.1"}, {"--zero", "1"}, {"--zero", "2", "--bucket-mb", "0.1"},
 	{"--zero", "3"}, {"--zero", "3", "--prefetch"}, {"--data-parallel", "ps"},
+	// The executor's policies: fp32 main gradients, reduced in fp32; the
+	// optimizer, and ZeRO-3's weights, in each rank's host memory.
+	{"--zero", "2", "--bucket-mb", "0.1", "--main-grads", "fp32"}, {"--zero", "1", "--offload", "optimizer"}, {"--zero", "3", "--offload", "params"},
 }
 
 // ranksArgs is a small validate of 4 ranks' memory and traffic.
