@@ -363,8 +363,8 @@ func fitEstimators(s model.Setup, memory int64, cl model.Cluster) ([]estimatorFi
 	// its default one.
 	cl.GPUsPerNode = 0
 	for _, stage := range []int{2, 3} {
-		t := s
-		t.ZeRO, t.Ranks = stage, 1
+		t := s.AtStage(stage)
+		t.Ranks = 1
 		d, err := t.DeepSpeed(cl)
 		if errors.Is(err, model.ErrNoDeepSpeed) {
 			none = append(none, err.Error())
@@ -397,8 +397,7 @@ func fitEstimators(s model.Setup, memory int64, cl model.Cluster) ([]estimatorFi
 		return fits, append(none, "no Megatron-LM answer: its report counts a model's shape, not a parameter count"), nil
 	}
 	for _, z := range []int{0, 1} {
-		t := s
-		t.ZeRO = z
+		t := s.AtStage(z)
 		figure := func(n int) (int64, error) {
 			t.Ranks = n
 			m, err := t.Megatron()

@@ -76,8 +76,8 @@ func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, cl 
 	lowest := map[model.Checkpoint]fitCell{}
 	for _, p := range policies {
 		for z := 0; z <= 3; z++ {
-			t := s
-			t.Checkpoint, t.ZeRO = p, z
+			t := s.AtStage(z)
+			t.Checkpoint = p
 			c := fitCell{policy: p, zero: z, simulated: -1}
 			if byRanks {
 				c.answer, c.est, err = t.MinRanks(memory, formula)
@@ -119,13 +119,18 @@ func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, cl 
 // searched once a policy).
 func simulateCells(s model.Setup, memory int64, cells []fitCell, byRanks bool, progress io.Writer) error {
 	var mu sync.Mutex
+	// One rank's stages are alike, but for the weights offloaded at
+	// ZeRO-3 (gathered from host memory even on one rank).
+	alike := func(c fitCell) bool {
+		return s.Ranks == 1 && c.zero > 0 && !byRanks && s.AtStage(c.zero).Offload == s.AtStage(0).Offload
+	}
 	err := onCores(len(cells), func(i int) error {
 		c := &cells[i]
-		if s.Ranks == 1 && c.zero > 0 && !byRanks {
+		if alike(*c) {
 			return nil
 		}
-		t := s
-		t.Checkpoint, t.ZeRO = c.policy, c.zero
+		t := s.AtStage(c.zero)
+		t.Checkpoint = c.policy
 		what := "micro-batch"
 		var err error
 		if byRanks {
@@ -142,7 +147,7 @@ func simulateCells(s model.Setup, memory int64, cells []fitCell, byRanks bool, p
 		return err
 	})
 	for i := range cells {
-		if s.Ranks == 1 && cells[i].zero > 0 && !byRanks {
+		if alike(cells[i]) {
 			cells[i].simulated = cells[i-1].simulated
 		}
 	}
@@ -212,7 +217,7 @@ func simFits(c model.Checked, memory int64) (bool, error) {
 	dev := shape.New(memory)
 	defer dev.Close()
 	var err error
-	if s := c.Setup(); zero.LayoutOf(s).Size() == 1 {
+	if s := c.Setup(); zero.LayoutOf(s).Size() == 1 && s.Offload != model.OffloadParams {
 		_, _, err = train.Simulate(dev, c, 2, nil)
 	} else {
 		_, err = zero.SimulateRank(dev, c, zero.Setting{Stage: s.ZeRO}, 0, 2)
@@ -350,6 +355,9 @@ func (r *FitReport) WriteText(w io.Writer) error {
 			noted[n] = true
 			notes = append(notes, n)
 		}
+	}
+	if s.Offload == model.OffloadParams {
+		note("ZeRO-0 to 2 offload the optimizer alone: ZeRO-Infinity's weight offload shards the weights, which ZeRO-3 alone does.")
 	}
 	for _, p := range policies {
 		r := []string{policyName(p, s)}

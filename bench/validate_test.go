@@ -587,32 +587,40 @@ func TestExplanationAtRecomputation(t *testing.T) {
 
 // fit's simulated answer is the simulation's own: at that micro-batch
 // simulate fits the card, one more and it runs out of memory, for one rank
-// and for every simulated rank of a ZeRO-3 group.
+// and for every simulated rank of a ZeRO-3 group, and with the optimizer or
+// (at ZeRO-3; below it the optimizer alone) the weights offloaded.
 func TestFitSimulatedIsSimulates(t *testing.T) {
 	const memory = 24 << 20
-	for _, ranks := range []int{1, 4} {
+	for _, tc := range []struct {
+		ranks int
+		off   model.Offload
+	}{{1, model.OffloadNone}, {4, model.OffloadNone}, {1, model.OffloadOptimizer}, {1, model.OffloadParams}, {4, model.OffloadParams}} {
+		ranks := tc.ranks
 		s := setup(t, "tiny", 1, 64, model.BF16, model.Adam, "none")
-		s.Ranks = ranks
+		s.Ranks, s.Offload = ranks, tc.off
+		if tc.off == model.OffloadParams {
+			s.ZeRO = 3
+		}
 		rep, err := Fit(checked(t, s), memory, model.Korthikanti, false, model.Cluster{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range rep.cells {
 			if c.simulated <= 0 {
-				t.Fatalf("ranks %d %s ZeRO-%d: simulated %d", ranks, c.policy, c.zero, c.simulated)
+				t.Fatalf("ranks %d, offload %s, %s ZeRO-%d: simulated %d", ranks, tc.off, c.policy, c.zero, c.simulated)
 			}
 			for _, b := range []int{c.simulated, c.simulated + 1} {
-				u := s
-				u.Batch, u.Checkpoint, u.ZeRO = b, c.policy, c.zero
+				u := s.AtStage(c.zero)
+				u.Batch, u.Checkpoint = b, c.policy
 				var err error
-				if ranks == 1 {
+				if ranks == 1 && u.Offload != model.OffloadParams {
 					_, _, err = train.Simulate(shape.New(memory), checked(t, u), 2, nil)
 				} else {
 					_, err = zero.Simulate(func() cuda.Device { return shape.New(memory) }, checked(t, u), zero.Setting{Stage: c.zero}, 2, nil)
 				}
 				var oom *cuda.OutOfMemoryError
 				if fits := err == nil; fits != (b == c.simulated) || (err != nil && !errors.As(err, &oom)) {
-					t.Errorf("ranks %d %s ZeRO-%d: fit says %d; micro-batch %d simulates with %v", ranks, c.policy, c.zero, c.simulated, b, err)
+					t.Errorf("ranks %d, offload %s, %s ZeRO-%d: fit says %d; micro-batch %d simulates with %v", ranks, u.Offload, c.policy, c.zero, c.simulated, b, err)
 				}
 			}
 		}

@@ -121,6 +121,17 @@ func (s Setup) MinRanks(memory int64, formula Formula) (int, Estimate, error) {
 	return n, e, err
 }
 
+// AtStage is s at ZeRO stage z, offloading what that stage can: the
+// weights offload at ZeRO-3 alone (OffloadParams), so below it a setup
+// that offloads them offloads the optimizer only.
+func (s Setup) AtStage(z int) Setup {
+	s.ZeRO = z
+	if s.Offload == OffloadParams && z < 3 {
+		s.Offload = OffloadOptimizer
+	}
+	return s
+}
+
 // FewestRanks is the fewest data-parallel ranks, at most MaxFitRanks, for
 // which fits holds, given that it holds for every count above one that
 // does (a figure a rank that falls as ranks are added); 0 when none does.
@@ -133,8 +144,7 @@ func FewestRanks(fits func(n int) (bool, error)) (int, error) { return search(Ma
 func (s Setup) LowestStage(memory int64, formula Formula) (int, Estimate, error) {
 	var e Estimate
 	for z := 0; z <= 3; z++ {
-		t := s
-		t.ZeRO = z
+		t := s.AtStage(z)
 		ok, ez, err := t.fits(memory, formula)
 		if err != nil {
 			return -1, Estimate{}, err

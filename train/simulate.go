@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"trainmem/cuda"
+	"trainmem/cuda/shape"
 	"trainmem/model"
 )
 
@@ -18,7 +19,12 @@ func Simulate(dev cuda.Device, c model.Checked, steps int, trace cuda.Tracer) (R
 	if steps <= 0 {
 		steps = 2
 	}
-	tr, err := New(dev, c, Options{})
+	var opts Options
+	if c.Setup().Offload != model.OffloadNone {
+		// The offloaded states' books: a shape-only device of their own.
+		opts.Offload = func() (cuda.Device, error) { return shape.New(0), nil }
+	}
+	tr, err := New(dev, c, opts)
 	if err != nil {
 		return Record{}, cuda.Stats{}, err
 	}
