@@ -604,4 +604,5 @@ func TestTrainOffloadOptimizer(t *testing.T) {
 	wantUsage(t, []string{"train", "--offload", "gpu"}, `"gpu"`, "valid: none, optimizer, params")
 	wantUsage(t, []string{"train", "--precision", "bf16", "--offload", "params", "--ranks", "2", "--zero", "2"}, "ZeRO stage 2", "valid: ZeRO stage 3")
 	wantUsage(t, []string{"report", "--precision", "bf16", "--offload", "optimizer", filepath.Join(dir, "site")}, "--offload optimizer", "'trainmem validate'")
+	wantUsage(t, []string{"validate", "--sweep", "checkpoint", "--precision", "bf16", "--offload", "optimizer"}, "--sweep checkpoint with --offload optimizer", "without --sweep")
 }

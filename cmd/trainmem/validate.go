@@ -118,6 +118,9 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	s := c.Setup()
+	if *sweep != "" && s.Offload != model.OffloadNone {
+		return usagef("--sweep checkpoint with --offload %s: a sweep measures one device a policy; offloading is run by 'trainmem validate' without --sweep, 'trainmem simulate' and 'trainmem train'", s.Offload)
+	}
 	if steps > 0 && *sweep != "" && steps < 2 && !*noMeasure {
 		return usagef("--steps %d: a sweep times the steps after the first: give at least 2", steps)
 	}
