@@ -71,7 +71,12 @@ func (x Estimators) writeText(w io.Writer, e model.Estimate) {
 		t.Add("estimators per GPU", "bytes", "GB", "GiB")
 	}
 	t.Add(row("  zero_paper: model states", sizeCells(e.States.Total()))...)
-	t.Add(row("  trainmem: model states + gathered", sizeCells(e.States.Total()+e.Gathered))...)
+	tm := row("  trainmem: model states + gathered", sizeCells(e.States.Total()+e.Gathered))
+	if d := x.DeepSpeed; d != nil && e.Offloaded.Total() > 0 {
+		// The node's ranks' offloaded states, beside DeepSpeed's CPU figure.
+		tm = append(tm, cpu(e.Offloaded.Total()*int64(d.GPUsPerNode))...)
+	}
+	t.Add(tm...)
 	if d := x.DeepSpeed; d != nil {
 		largest := ""
 		if d.Stage == 3 {

@@ -52,6 +52,19 @@ func TestEstimateEstimators(t *testing.T) {
 	if m := d.Estimators.Megatron; m.BytesPerParam != 6+12.0/64 || m.WeightsAndOptimizer == 0 {
 		t.Errorf("megatron: %+v", m)
 	}
+	// Offloading the weights and the optimizer: DeepSpeed's row of the
+	// setup is offload_param=cpu, and trainmem's node holds its 8 ranks'
+	// offloaded states, 16 bytes for each of their ceil(Φ/8) parameters:
+	// 16Φ = 24,921,779,200 bytes.
+	off, _, code := runArgs(t, "estimate", "--preset", "gpt2-xl", "--seq", "1024", "--precision", "bf16", "--ranks", "8", "--zero", "3", "--offload", "params")
+	if code != 0 {
+		t.Fatalf("--offload params: exit %d", code)
+	}
+	for _, want := range []string{"offload_param=cpu, offload_optimizer=cpu, zero_init=1 (this setup)", "24,921,779,200", "offloaded to host memory, a rank's"} {
+		if !strings.Contains(off, want) {
+			t.Errorf("--offload params: the estimate lacks %q:\n%s", want, off)
+		}
+	}
 	text, _, _ := runArgs(t, "estimate", "--params", "7.5B", "--precision", "bf16", "--ranks", "64", "--zero", "3", "--largest-layer", "200M")
 	for _, want := range []string{"deepspeed: estimate_zero3, 8 nodes × 8 GPUs, largest layer 200,000,000 parameters", "megatron: no Megatron-LM estimate"} {
 		if !strings.Contains(text, want) {
