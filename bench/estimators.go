@@ -309,11 +309,11 @@ func (x Estimators) explain(s model.Setup, sim simulatedStates) []string {
 				model.Bytes(m.WeightsAndOptimizer), model.Comma(mp), model.Bytes(states), Percent(m.WeightsAndOptimizer, states), grads)
 		}
 		if x.Offload != model.OffloadNone {
-			what := "the weights and gradients"
+			host, device := "optimizer's states", "the weights and gradients"
 			if x.Offload == model.OffloadParams {
-				what = "the gradients"
+				host, device = "optimizer's states and weight shard", "the gradients"
 			}
-			add("megatron: its report keeps every model state on the GPU; trainmem's %s are in host memory (%s a rank), and its device's model states are %s alone", map[bool]string{true: "optimizer's states and weight shard", false: "optimizer's states"}[x.Offload == model.OffloadParams], model.Bytes(sim.Host), what)
+			add("megatron: its report keeps every model state on the GPU; trainmem's %s are in host memory (%s a rank), and its device's model states are %s alone", host, model.Bytes(sim.Host), device)
 		}
 		if m.SequenceParallelPath {
 			add("megatron's activations, %s, are 34·s·b·h a layer over t with no attention scores, against the simulation's %s (%s)",

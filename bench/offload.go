@@ -59,10 +59,7 @@ func writeOffload(w io.Writer, s model.Setup, label string, sim, meas *train.Off
 	t.Add(r...)
 	fmt.Fprintln(w)
 	t.Write(w)
-	count := e.RankParams
-	if s.ZeRO >= 1 && s.Ranks > 1 {
-		count = (e.RankParams + int64(s.Ranks) - 1) / int64(s.Ranks)
-	}
+	count := f.Grads / s.GradSize() // the parameters the rank updates: the host copies their gradients
 	if s.Offload == model.OffloadParams {
 		fmt.Fprintf(w, "  the device keeps its gradients and the gathered units; the host the %s parameters of this rank's shard at %d bytes each (%d of weights, %d of gradients, 12 of fp32 weights, m and v), and the step copies %s of gradients down and the weight shard up at each gather, %s (twice a step: the forward pass's and the backward pass's)\n",
 			model.Comma(count), f.Total()/max(count, 1), s.Precision.Size(), s.GradSize(), model.Bytes(e.PCIe.ToHost), model.Bytes(e.PCIe.ToDevice))

@@ -148,9 +148,6 @@ type DeepSpeedMemory struct {
 	Options []DeepSpeedOption
 }
 
-// NoOffload is the row that offloads nothing (with zero_init=1 at ZeRO-3).
-func (m DeepSpeedMemory) NoOffload() DeepSpeedOption { return m.Row(OffloadNone) }
-
 // Row is the row a setup offloading off runs: offload_optimizer=cpu under
 // OffloadOptimizer, offload_param=cpu too under OffloadParams, with
 // zero_init=1 at ZeRO-3.

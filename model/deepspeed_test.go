@@ -148,7 +148,7 @@ func TestDeepSpeedOfASetup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Stage != c.stage || m.Nodes != 8 || m.GPUsPerNode != 8 || len(m.Options) != c.rows || m.NoOffload().GPU != c.gpu {
+		if m.Stage != c.stage || m.Nodes != 8 || m.GPUsPerNode != 8 || len(m.Options) != c.rows || m.Row(OffloadNone).GPU != c.gpu {
 			t.Errorf("zero %d: %+v, want estimator %d, 8 × 8, %d rows, %d bytes a GPU without offload", c.zero, m, c.stage, c.rows, c.gpu)
 		}
 		if m.Params != 1557611200 || (c.zero == 3 && (m.LargestLayer != 80411200 || m.LargestName != "wte")) {
@@ -158,7 +158,7 @@ func TestDeepSpeedOfASetup(t *testing.T) {
 	// The cold case: a parameter count with the largest layer by hand.
 	cold := Setup{Params: 1557611200, Precision: BF16, Optimizer: AdamW, Ranks: 64, ZeRO: 3, TP: 1, PP: 1}
 	m, err := cold.DeepSpeed(Cluster{LargestLayer: 80411200, GPUsPerNode: 4, BufferFactor: 2})
-	if err != nil || m.Nodes != 16 || m.NoOffload().GPU != 759722950 || m.Options[0].Options(3) != "offload_param=cpu, offload_optimizer=cpu, zero_init=1" {
+	if err != nil || m.Nodes != 16 || m.Row(OffloadNone).GPU != 759722950 || m.Options[0].Options(3) != "offload_param=cpu, offload_optimizer=cpu, zero_init=1" {
 		t.Errorf("cold: %+v, %v", m, err)
 	}
 	if want, _, _ := DeepSpeedZeRO3(1557611200, 80411200, 4, 16, true, true, true, 2); m.Options[0].CPU != want {

@@ -20,6 +20,10 @@ type offload struct {
 	dev           cuda.Device
 	grads, params *cuda.Buffer
 	pcie          model.PCIe // this step's copies
+	// stage32 and stage64 are copyAcross's host staging, kept from step
+	// to step (a piece's gradients, a unit's shard).
+	stage32 []float32
+	stage64 []float64
 }
 
 // begin starts a step's books.
@@ -48,7 +52,7 @@ func (t *Trainer) paramsDevice() cuda.Device {
 // offloaded (a gather's shard, copied up over PCIe).
 func (t *Trainer) FetchParams(dst *cuda.Buffer, off, n int) error {
 	src := t.params.View(off, n)
-	if err := copyAcross(dst, t.dev, src, t.paramsDevice()); err != nil {
+	if err := t.off.copyAcross(dst, t.dev, src, t.paramsDevice()); err != nil {
 		return err
 	}
 	if t.ParamsOffloaded() {
@@ -75,7 +79,7 @@ func (t *Trainer) updateBuffers(p Piece) (cuda.Device, *cuda.Buffer, *cuda.Buffe
 		return t.dev, params, grads, nil
 	}
 	down := t.off.grads.View(p.State, w)
-	if err := copyAcross(down, t.off.dev, grads, t.dev); err != nil {
+	if err := t.off.copyAcross(down, t.off.dev, grads, t.dev); err != nil {
 		return nil, nil, nil, err
 	}
 	t.off.pcie.ToHost += grads.Bytes()
@@ -93,7 +97,7 @@ func (t *Trainer) updated(p Piece, params *cuda.Buffer) error {
 		return nil
 	}
 	up := t.params.View(p.Param, p.Hi-p.Lo)
-	if err := copyAcross(up, t.dev, params, t.off.dev); err != nil {
+	if err := t.off.copyAcross(up, t.dev, params, t.off.dev); err != nil {
 		return err
 	}
 	t.off.pcie.ToDevice += up.Bytes()
@@ -103,13 +107,21 @@ func (t *Trainer) updated(p Piece, params *cuda.Buffer) error {
 // copyAcross copies src on device from into dst on device to, through
 // host memory (values are exact in the staging type: fp32 holds every
 // 16-bit value); nothing moves when either device only keeps books.
-func copyAcross(dst *cuda.Buffer, to cuda.Device, src *cuda.Buffer, from cuda.Device) error {
+func (o *offload) copyAcross(dst *cuda.Buffer, to cuda.Device, src *cuda.Buffer, from cuda.Device) error {
 	if !to.Computes() || !from.Computes() {
 		return nil
 	}
-	var stage any = make([]float32, src.Len)
+	var stage any
 	if src.DType == cuda.F64 || dst.DType == cuda.F64 {
-		stage = make([]float64, src.Len)
+		if cap(o.stage64) < src.Len {
+			o.stage64 = make([]float64, src.Len)
+		}
+		stage = o.stage64[:src.Len]
+	} else {
+		if cap(o.stage32) < src.Len {
+			o.stage32 = make([]float32, src.Len)
+		}
+		stage = o.stage32[:src.Len]
 	}
 	if err := from.Download(stage, src); err != nil {
 		return err

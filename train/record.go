@@ -128,8 +128,8 @@ func (r *Record) finish(t *Trainer) {
 	r.NumAllocs = s.NumAllocs
 	r.NumFrees = s.NumFrees
 	if d := t.off.dev; d != nil {
-		os := d.Stats()
-		r.Offload = &OffloadRecord{Device: d.Name(), Memory: MemoryOf(os), AllocatedBytes: os.AllocatedBytes.Current, PeakAllocatedBytes: os.AllocatedBytes.Peak,
+		st := d.Stats()
+		r.Offload = &OffloadRecord{Device: d.Name(), Memory: MemoryOf(st), AllocatedBytes: st.AllocatedBytes.Current, PeakAllocatedBytes: st.AllocatedBytes.Peak,
 			ToHostBytes: t.off.pcie.ToHost, ToDeviceBytes: t.off.pcie.ToDevice}
 	}
 }

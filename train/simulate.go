@@ -19,12 +19,7 @@ func Simulate(dev cuda.Device, c model.Checked, steps int, trace cuda.Tracer) (R
 	if steps <= 0 {
 		steps = 2
 	}
-	var opts Options
-	if c.Setup().Offload != model.OffloadNone {
-		// The offloaded states' books: a shape-only device of their own.
-		opts.Offload = func() (cuda.Device, error) { return shape.New(0), nil }
-	}
-	tr, err := New(dev, c, opts)
+	tr, err := New(dev, c, Options{Offload: ShapeOffload(c)})
 	if err != nil {
 		return Record{}, cuda.Stats{}, err
 	}
@@ -46,4 +41,14 @@ func Simulate(dev cuda.Device, c model.Checked, steps int, trace cuda.Tracer) (R
 		rec = looped.Last[0]
 	}
 	return rec, dev.Stats(), err
+}
+
+// ShapeOffload opens a simulated rank's offload device when c offloads
+// (Options.Offload; nil otherwise): the host memory's books, a shape-only
+// device of their own.
+func ShapeOffload(c model.Checked) func() (cuda.Device, error) {
+	if c.Setup().Offload == model.OffloadNone {
+		return nil
+	}
+	return func() (cuda.Device, error) { return shape.New(0), nil }
 }

@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"trainmem/cuda"
-	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
 )
@@ -113,7 +112,7 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 	}
 	g.TraceRanks(trace)
 	// Shape-only ranks take no tokens: nothing that grows with the batch.
-	return Run(g, c, set, train.Options{Offload: shapeOffload(c)}, nil, steps, train.NoBatch, nil, nil)
+	return Run(g, c, set, train.Options{Offload: train.ShapeOffload(c)}, nil, steps, train.NoBatch, nil, nil)
 }
 
 // simulateEvery, when a test sets it, has Simulate run every rank it
@@ -255,19 +254,9 @@ func SimulateRank(dev cuda.Device, c model.Checked, set Setting, rank, steps int
 	if err != nil {
 		return RankResult{}, err
 	}
-	res, err := Run(g, c, set, train.Options{Offload: shapeOffload(c)}, nil, steps, train.NoBatch, nil, nil)
+	res, err := Run(g, c, set, train.Options{Offload: train.ShapeOffload(c)}, nil, steps, train.NoBatch, nil, nil)
 	if err != nil {
 		return RankResult{}, err
 	}
 	return res[0], nil
-}
-
-// shapeOffload opens a shape-only offload device for a simulated rank of
-// a setup that offloads the optimizer (nil otherwise): the host memory's
-// books, kept as the device's are.
-func shapeOffload(c model.Checked) func() (cuda.Device, error) {
-	if c.Setup().Offload == model.OffloadNone {
-		return nil
-	}
-	return func() (cuda.Device, error) { return shape.New(0), nil }
 }

@@ -85,7 +85,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return writeReport(stdout, format.v, rep)
 	}
-	if fs.Lookup("gpus-per-node").Value.String() != "0" {
+	if given(fs, "gpus-per-node") {
 		return usagef("--gpus-per-node: fit answers by each estimator's figure a GPU, which no node split changes (DeepSpeed's CPU memory a node is 'trainmem estimate' and 'trainmem validate')")
 	}
 	cl, err := cf.cluster(c)
