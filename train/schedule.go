@@ -2,7 +2,6 @@ package train
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"gorgonia.org/gorgonia"
@@ -153,22 +152,16 @@ type compiler struct {
 }
 
 // order collects every node the loss and the gradients depend on, in
-// creation order, and the gradient node of each parameter.
+// creation order, and the gradient node of each parameter. A node is made
+// after its arguments, so one walk over the graph's nodes from the last
+// made to the first marks everything the roots need (no recursion, which
+// at thousands of layers ran as deep as the graph, and no sort); gorgonia
+// keeps its nodes in creation order, each under the next ID, so a second
+// walk in that order lists them as a sort by ID would.
 func (c *compiler) order() error {
 	gr := c.gr
-	seen := newNodeMap[bool](gr)
-	c.nodes = make([]*gorgonia.Node, 0, gr.NumNodes())
-	var walk func(n *gorgonia.Node)
-	walk = func(n *gorgonia.Node) {
-		if seen.at(n) {
-			return
-		}
-		seen.set(n, true)
-		for _, a := range gr.Args(n) {
-			walk(a)
-		}
-		c.nodes = append(c.nodes, n)
-	}
+	all := gr.G.AllNodes()
+	need := newNodeMap[bool](gr)
 	roots := gorgonia.Nodes{gr.Loss}
 	if gr.Loss == nil { // a pipeline stage before the last
 		roots = gorgonia.Nodes{gr.Output}
@@ -177,9 +170,25 @@ func (c *compiler) order() error {
 		roots = append(roots, gr.DInput)
 	}
 	for _, r := range append(roots, gr.Grads...) {
-		walk(r)
+		need.set(r, true)
 	}
-	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].ID() < c.nodes[j].ID() })
+	for i := len(all) - 1; i >= 0; i-- {
+		n := all[i]
+		if i > 0 && all[i-1].ID() >= n.ID() {
+			return fmt.Errorf("train: gorgonia's nodes are not in creation order (%s, ID %d, follows ID %d)", n.Name(), n.ID(), all[i-1].ID())
+		}
+		if need.at(n) {
+			for _, a := range gr.Args(n) {
+				need.set(a, true)
+			}
+		}
+	}
+	c.nodes = make([]*gorgonia.Node, 0, need.len())
+	for _, n := range all {
+		if need.at(n) {
+			c.nodes = append(c.nodes, n)
+		}
+	}
 
 	c.gradOf = newNodeMap[int](gr)
 	for i, d := range gr.Grads {
