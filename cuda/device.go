@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"trainmem/cuda/enum"
 )
 
 // DType is the storage type of a buffer's elements. Kernels compute in fp32
@@ -59,21 +60,9 @@ func (d DType) Size() int {
 	}
 }
 
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "fp32"
-	case F16:
-		return "fp16"
-	case BF16:
-		return "bf16"
-	case F64:
-		return "fp64"
-	case I32:
-		return "int32"
-	}
-	return fmt.Sprintf("DType(%d)", uint8(d))
-}
+var dtypeNames = enum.New[DType]("cuda", "DType", "dtype", "fp32", "fp16", "bf16", "fp64", "int32")
+
+func (d DType) String() string { return dtypeNames.String(d) }
 
 // Float reports whether d holds floating-point values.
 func (d DType) Float() bool { return d != I32 }
@@ -97,56 +86,27 @@ const (
 	NumCategories
 )
 
-var categoryNames = [NumCategories]string{
+var categoryNames = enum.New[Category]("cuda", "Category", "memory category",
 	"params", "grads", "master", "adam_m", "adam_v",
 	"activations", "temporaries", "workspace", "gathered", "comm",
-}
+)
 
-func (c Category) String() string {
-	if c < NumCategories {
-		return categoryNames[c]
-	}
-	return fmt.Sprintf("Category(%d)", uint8(c))
-}
+func (c Category) String() string { return categoryNames.String(c) }
 
 // ModelState reports whether c is one of the model states (params, grads,
 // master, adam_m, adam_v), which the ZeRO paper's 2Φ + 2Φ + KΦ counts.
 func (c Category) ModelState() bool { return c <= AdamV }
 
 // MarshalText is the category's name, so that maps keyed by category are
-// JSON objects keyed by name ({"params": ...}).
-func (c Category) MarshalText() ([]byte, error) {
-	if c >= NumCategories {
-		return nil, fmt.Errorf("cuda: category %d does not exist", uint8(c))
-	}
-	return []byte(categoryNames[c]), nil
-}
-
-// UnmarshalText reads a category's name.
-func (c *Category) UnmarshalText(b []byte) error {
-	v, err := ParseCategory(string(b))
-	*c = v
-	return err
-}
+// JSON objects keyed by name ({"params": ...}); UnmarshalText reads it.
+func (c Category) MarshalText() ([]byte, error)  { return categoryNames.Marshal(c) }
+func (c *Category) UnmarshalText(b []byte) error { return categoryNames.Unmarshal(c, b) }
 
 // Categories lists every category in report order.
-func Categories() []Category {
-	cs := make([]Category, NumCategories)
-	for i := range cs {
-		cs[i] = Category(i)
-	}
-	return cs
-}
+func Categories() []Category { return categoryNames.Values() }
 
 // ParseCategory is the inverse of Category.String.
-func ParseCategory(s string) (Category, error) {
-	for i, n := range categoryNames {
-		if n == s {
-			return Category(i), nil
-		}
-	}
-	return 0, fmt.Errorf("cuda: unknown memory category %q (valid: params, grads, master, adam_m, adam_v, activations, temporaries, workspace, gathered, comm)", s)
-}
+func ParseCategory(s string) (Category, error) { return categoryNames.Parse(s) }
 
 // Mark is a point on a device's timeline (a CUDA event on a GPU, a wall-clock
 // reading on the host, nothing on Shape).

@@ -1,8 +1,8 @@
 package cuda
 
 import (
-	"fmt"
 	"time"
+	"trainmem/cuda/enum"
 )
 
 // TraceAction is the kind of an allocator event, as PyTorch's memory
@@ -20,14 +20,9 @@ const (
 	numTraceActions
 )
 
-var traceActionNames = [numTraceActions]string{"alloc", "free", "segment_alloc", "segment_free", "oom", "step"}
+var traceActionNames = enum.New[TraceAction]("cuda", "TraceAction", "trace action", "alloc", "free", "segment_alloc", "segment_free", "oom", "step")
 
-func (a TraceAction) String() string {
-	if a < numTraceActions {
-		return traceActionNames[a]
-	}
-	return fmt.Sprintf("TraceAction(%d)", uint8(a))
-}
+func (a TraceAction) String() string { return traceActionNames.String(a) }
 
 // Site says what in a training step made an allocation: the phase
 // (forward, recompute, backward, optimizer), the op, the transformer block

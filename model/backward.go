@@ -39,28 +39,61 @@ func (b *builder) backward(loss, dloss *G.Node, wrt []*G.Node) ([]*G.Node, error
 		}
 	}
 
+	// Tables by place in all, not hash maps: at thousands of layers a map
+	// of the whole graph outgrows the cache and every probe misses.
+	// gorgonia gives node i of all the ID i while no node is removed; a
+	// node found elsewhere is looked up by a map made only then.
+	var elsewhere map[*G.Node]int
+	place := func(n *G.Node) (int, error) {
+		if id := n.ID(); id >= 0 && id < int64(len(all)) && all[id] == n {
+			return int(id), nil
+		}
+		if elsewhere == nil {
+			elsewhere = make(map[*G.Node]int, len(all))
+			for i, m := range all {
+				elsewhere[m] = i
+			}
+		}
+		if i, ok := elsewhere[n]; ok {
+			return i, nil
+		}
+		return -1, fmt.Errorf("model: node %s is not one of the graph's nodes", n.Name())
+	}
+
 	// depends: the nodes a wrt node reaches through differentiable
 	// arguments.
-	depends := make(map[*G.Node]bool, len(all))
+	depends := make([]bool, len(all))
 	for _, n := range wrt {
-		depends[n] = true
+		i, err := place(n)
+		if err != nil {
+			return nil, err
+		}
+		depends[i] = true
 	}
 	for i, n := range b.order {
 		diff := n.Op().(G.SDOp).DiffWRT(len(b.args[i]))
 		for j, a := range b.args[i] {
-			if diff[j] && depends[a] {
-				depends[n] = true
+			k, err := place(a)
+			if err != nil {
+				return nil, err
+			}
+			if diff[j] && depends[k] {
+				depends[inputs+i] = true
 				break
 			}
 		}
 	}
 
-	grads := make(map[*G.Node]G.Nodes, len(all))
-	grads[loss] = G.Nodes{dloss}
+	grads := make([]G.Nodes, len(all))
+	at, err := place(loss)
+	if err != nil {
+		return nil, err
+	}
+	grads[at] = G.Nodes{dloss}
 	for i := len(all) - 1; i >= 0; i-- {
 		n := all[i]
-		gs := grads[n]
-		if len(gs) == 0 || !depends[n] {
+		gs := grads[i]
+		if len(gs) == 0 || !depends[i] {
 			continue
 		}
 		d := gs[0]
@@ -69,7 +102,7 @@ func (b *builder) backward(loss, dloss *G.Node, wrt []*G.Node) ([]*G.Node, error
 			if d, err = G.ReduceAdd(gs); err != nil {
 				return nil, fmt.Errorf("model: summing the gradients of %s: %w", n.Name(), err)
 			}
-			grads[n] = G.Nodes{d}
+			grads[i] = G.Nodes{d}
 		}
 		G.SetDerivOf(d, n)
 		if i < inputs {
@@ -86,16 +119,24 @@ func (b *builder) backward(loss, dloss *G.Node, wrt []*G.Node) ([]*G.Node, error
 		}
 		for j, diff := range op.DiffWRT(len(args)) {
 			if diff {
-				grads[args[j]] = append(grads[args[j]], dargs[j])
+				k, err := place(args[j])
+				if err != nil {
+					return nil, err
+				}
+				grads[k] = append(grads[k], dargs[j])
 			}
 		}
 	}
 	out := make([]*G.Node, len(wrt))
 	for i, n := range wrt {
-		if len(grads[n]) == 0 || !depends[n] {
+		k, err := place(n)
+		if err != nil {
+			return nil, err
+		}
+		if len(grads[k]) == 0 || !depends[k] {
 			return nil, fmt.Errorf("model: %s does not affect the loss: it has no gradient", n.Name())
 		}
-		out[i] = grads[n][0]
+		out[i] = grads[k][0]
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"trainmem/cuda"
+	"trainmem/cuda/enum"
 )
 
 // Config is a GPT-2 shape.
@@ -175,20 +176,20 @@ func (c Config) Validate() error {
 	if c.KVHeads != 0 && (c.KVHeads < 0 || c.Heads%c.KVHeads != 0) {
 		return fmt.Errorf("model: kv heads %d does not divide heads %d (valid: %s, or 0 for %d)", c.KVHeads, c.Heads, divisors(c.Heads), c.Heads)
 	}
-	if int(c.Attention) >= len(attentionNames) {
-		return fmt.Errorf("model: attention %v: unknown (valid: %s)", c.Attention, strings.Join(attentionNames, ", "))
+	if err := attentionNames.Check(c.Attention); err != nil {
+		return err
 	}
 	if c.Attention == AttentionFlash && c.HeadDim() > cuda.FlashHeadDimMax {
 		return fmt.Errorf("model: flash attention with heads of %d channels (%d heads of hidden %d; valid: heads of at most %d channels)", c.HeadDim(), c.Heads, c.Hidden, cuda.FlashHeadDimMax)
 	}
-	if int(c.Norm) >= len(normNames) {
-		return fmt.Errorf("model: norm %v: unknown (valid: %s)", c.Norm, strings.Join(normNames, ", "))
+	if err := normNames.Check(c.Norm); err != nil {
+		return err
 	}
-	if int(c.MLP) >= len(mlpNames) {
-		return fmt.Errorf("model: MLP %v: unknown (valid: %s)", c.MLP, strings.Join(mlpNames, ", "))
+	if err := mlpNames.Check(c.MLP); err != nil {
+		return err
 	}
-	if int(c.Positions) >= len(positionNames) {
-		return fmt.Errorf("model: position embedding %v: unknown (valid: %s)", c.Positions, strings.Join(positionNames, ", "))
+	if err := positionNames.Check(c.Positions); err != nil {
+		return err
 	}
 	if c.Positions == PosRoPE && c.HeadDim()%2 != 0 {
 		return fmt.Errorf("model: rotary positions pair a head's channels, and %d heads of hidden %d have %d each (valid: an even head size)", c.Heads, c.Hidden, c.HeadDim())
@@ -220,32 +221,12 @@ const (
 )
 
 // normNames are the norms' names, by Norm.
-var normNames = []string{NormLayer: "layernorm", NormRMS: "rmsnorm"}
+var normNames = enum.New[Norm]("model", "Norm", "norm", "layernorm", "rmsnorm")
 
-func (n Norm) String() string { return enumName(normNames, n, "Norm") }
+func (n Norm) String() string { return normNames.String(n) }
 
 // ParseNorm reads a norm's name: layernorm or rmsnorm.
-func ParseNorm(s string) (Norm, error) { return parseEnum[Norm](normNames, s, "norm") }
-
-// enumName is the name of e in names (its value's index), or Type(e) for a
-// value past the table.
-func enumName[E ~uint8](names []string, e E, typ string) string {
-	if int(e) < len(names) {
-		return names[e]
-	}
-	return fmt.Sprintf("%s(%d)", typ, uint8(e))
-}
-
-// parseEnum reads a name of names as its index, refusing any other by
-// naming what (the kind of value) and the valid names.
-func parseEnum[E ~uint8](names []string, s, what string) (E, error) {
-	for i, name := range names {
-		if s == name {
-			return E(i), nil
-		}
-	}
-	return 0, fmt.Errorf("model: unknown %s %q (valid: %s)", what, s, strings.Join(names, ", "))
-}
+func ParseNorm(s string) (Norm, error) { return normNames.Parse(s) }
 
 // Attention is how a model's attention is computed (Config.Attention).
 type Attention uint8
@@ -256,13 +237,13 @@ const (
 )
 
 // attentionNames are the attentions' names, by Attention.
-var attentionNames = []string{AttentionNaive: "naive", AttentionFlash: "flash"}
+var attentionNames = enum.New[Attention]("model", "Attention", "attention", "naive", "flash")
 
-func (a Attention) String() string { return enumName(attentionNames, a, "Attention") }
+func (a Attention) String() string { return attentionNames.String(a) }
 
 // ParseAttention reads an attention's name: naive or flash.
 func ParseAttention(s string) (Attention, error) {
-	return parseEnum[Attention](attentionNames, s, "attention")
+	return attentionNames.Parse(s)
 }
 
 // Positions is a model's kind of position embedding (Config.Positions).
@@ -274,13 +255,13 @@ const (
 )
 
 // positionNames are the position embeddings' names, by Positions.
-var positionNames = []string{PosLearned: "learned", PosRoPE: "rope"}
+var positionNames = enum.New[Positions]("model", "Positions", "position embedding", "learned", "rope")
 
-func (p Positions) String() string { return enumName(positionNames, p, "Positions") }
+func (p Positions) String() string { return positionNames.String(p) }
 
 // ParsePositions reads a position embedding's name: learned or rope.
 func ParsePositions(s string) (Positions, error) {
-	return parseEnum[Positions](positionNames, s, "position embedding")
+	return positionNames.Parse(s)
 }
 
 // DefaultRopeTheta is the rotary base of LLaMA and LLaMA 2 (rope_theta in
@@ -324,12 +305,12 @@ const (
 )
 
 // mlpNames are the MLPs' names, by MLP.
-var mlpNames = []string{MLPGELU: "gelu", MLPSwiGLU: "swiglu"}
+var mlpNames = enum.New[MLP]("model", "MLP", "MLP", "gelu", "swiglu")
 
-func (m MLP) String() string { return enumName(mlpNames, m, "MLP") }
+func (m MLP) String() string { return mlpNames.String(m) }
 
 // ParseMLP reads an MLP's name: gelu or swiglu.
-func ParseMLP(s string) (MLP, error) { return parseEnum[MLP](mlpNames, s, "MLP") }
+func ParseMLP(s string) (MLP, error) { return mlpNames.Parse(s) }
 
 // SwiGLUMultiple is what LLaMA rounds a SwiGLU MLP's default width up to a
 // multiple of (multiple_of = 256 in Meta's llama model.py).

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"trainmem/cuda"
+	"trainmem/cuda/enum"
 )
 
 // Formula is an activation formula: one of the literature's closed forms,
@@ -50,36 +51,19 @@ const (
 	ZeROPaper   Formula = iota // Rajbhandari et al. 2020 (ZeRO), Section 3.2
 	Korthikanti                // Korthikanti et al. 2022, Section 4.1
 	Exact                      // trainmem's ops at its executor's schedule (exact.go)
-	numFormulas
 )
 
-var formulaNames = [numFormulas]string{"zero_paper", "korthikanti", "trainmem"}
+var formulaNames = enum.New[Formula]("model", "Formula", "formula", "zero_paper", "korthikanti", "trainmem")
 
-func (f Formula) String() string {
-	if f < numFormulas {
-		return formulaNames[f]
-	}
-	return fmt.Sprintf("Formula(%d)", uint8(f))
-}
+func (f Formula) String() string { return formulaNames.String(f) }
 
 // MarshalText is the formula's name, so that maps keyed by formula are
-// JSON objects keyed by name.
-func (f Formula) MarshalText() ([]byte, error) {
-	if f >= numFormulas {
-		return nil, fmt.Errorf("model: formula %d does not exist", uint8(f))
-	}
-	return []byte(formulaNames[f]), nil
-}
-
-// UnmarshalText reads a formula's name.
-func (f *Formula) UnmarshalText(b []byte) error {
-	v, err := ParseFormula(string(b))
-	*f = v
-	return err
-}
+// JSON objects keyed by name; UnmarshalText reads it.
+func (f Formula) MarshalText() ([]byte, error)  { return formulaNames.Marshal(f) }
+func (f *Formula) UnmarshalText(b []byte) error { return formulaNames.Unmarshal(f, b) }
 
 // Formulas lists the activation formulas in report order.
-func Formulas() []Formula { return []Formula{ZeROPaper, Korthikanti, Exact} }
+func Formulas() []Formula { return formulaNames.Values() }
 
 // Source is the citation of the formula.
 func (f Formula) Source() string {
@@ -95,14 +79,7 @@ func (f Formula) Source() string {
 }
 
 // ParseFormula reads a formula's name.
-func ParseFormula(s string) (Formula, error) {
-	for _, f := range Formulas() {
-		if s == f.String() {
-			return f, nil
-		}
-	}
-	return 0, fmt.Errorf("model: unknown formula %q (valid: %s)", s, strings.Join(formulaNames[:], ", "))
-}
+func ParseFormula(s string) (Formula, error) { return formulaNames.Parse(s) }
 
 // Precision is the training precision. FP16 and BF16 mean mixed precision:
 // 16-bit weights, gradients and activations, fp32 master weights and
@@ -115,13 +92,13 @@ const (
 	BF16
 )
 
-var precisionNames = []string{"fp32", "fp16", "bf16"}
+var precisionNames = enum.New[Precision]("model", "Precision", "precision", "fp32", "fp16", "bf16")
 
-func (p Precision) String() string { return enumName(precisionNames, p, "Precision") }
+func (p Precision) String() string { return precisionNames.String(p) }
 
 // ParsePrecision is the inverse of Precision.String.
 func ParsePrecision(s string) (Precision, error) {
-	return parseEnum[Precision](precisionNames, s, "precision")
+	return precisionNames.Parse(s)
 }
 
 // Mixed reports whether p keeps fp32 master weights beside 16-bit ones.
@@ -150,13 +127,13 @@ const (
 	GradsFP32
 )
 
-var mainGradsNames = []string{"weights", "fp32"}
+var mainGradsNames = enum.New[MainGrads]("model", "MainGrads", "main gradients", "weights", "fp32")
 
-func (g MainGrads) String() string { return enumName(mainGradsNames, g, "MainGrads") }
+func (g MainGrads) String() string { return mainGradsNames.String(g) }
 
 // ParseMainGrads is the inverse of MainGrads.String.
 func ParseMainGrads(s string) (MainGrads, error) {
-	return parseEnum[MainGrads](mainGradsNames, s, "main gradients")
+	return mainGradsNames.Parse(s)
 }
 
 // Offload is where the optimizer's states (and the weights) live.
@@ -178,12 +155,12 @@ const (
 	OffloadParams
 )
 
-var offloadNames = []string{"none", "optimizer", "params"}
+var offloadNames = enum.New[Offload]("model", "Offload", "offload", "none", "optimizer", "params")
 
-func (o Offload) String() string { return enumName(offloadNames, o, "Offload") }
+func (o Offload) String() string { return offloadNames.String(o) }
 
 // ParseOffload is the inverse of Offload.String.
-func ParseOffload(s string) (Offload, error) { return parseEnum[Offload](offloadNames, s, "offload") }
+func ParseOffload(s string) (Offload, error) { return offloadNames.Parse(s) }
 
 // PCIe is the bytes one step copies between a device and host memory
 // under Offload: the gradients of the parameters the rank updates down
@@ -241,13 +218,13 @@ const (
 	Momentum                  // SGD with momentum: one buffer, reported as adam_m
 )
 
-var optimizerNames = []string{"adam", "adamw", "sgd", "momentum"}
+var optimizerNames = enum.New[Optimizer]("model", "Optimizer", "optimizer", "adam", "adamw", "sgd", "momentum")
 
-func (o Optimizer) String() string { return enumName(optimizerNames, o, "Optimizer") }
+func (o Optimizer) String() string { return optimizerNames.String(o) }
 
 // ParseOptimizer is the inverse of Optimizer.String.
 func ParseOptimizer(s string) (Optimizer, error) {
-	return parseEnum[Optimizer](optimizerNames, s, "optimizer")
+	return optimizerNames.Parse(s)
 }
 
 // States is bytes per model-state category. As a rate (PerParam) it is
@@ -502,16 +479,13 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: pipeline stages %d: must be a positive integer", s.PP)
 	case s.MicroBatches < 0 || s.MicroBatches > MaxBatch:
 		return fmt.Errorf("model: micro-batches %d: out of range (valid: 1 to %d)", s.MicroBatches, MaxBatch)
-	case int(s.Pipeline) >= len(pipelineScheduleNames):
-		return fmt.Errorf("model: unknown pipeline schedule %v (valid: 1f1b, gpipe)", s.Pipeline)
-	case int(s.Precision) >= len(precisionNames):
-		return fmt.Errorf("model: unknown precision %v (valid: %s)", s.Precision, strings.Join(precisionNames, ", "))
-	case int(s.Optimizer) >= len(optimizerNames):
-		return fmt.Errorf("model: unknown optimizer %v (valid: %s)", s.Optimizer, strings.Join(optimizerNames, ", "))
-	case int(s.MainGrads) >= len(mainGradsNames):
-		return fmt.Errorf("model: unknown main gradients %v (valid: %s)", s.MainGrads, strings.Join(mainGradsNames, ", "))
-	case int(s.Offload) >= len(offloadNames):
-		return fmt.Errorf("model: unknown offload %v (valid: %s)", s.Offload, strings.Join(offloadNames, ", "))
+	}
+	for _, err := range []error{pipelineScheduleNames.Check(s.Pipeline), precisionNames.Check(s.Precision), optimizerNames.Check(s.Optimizer), mainGradsNames.Check(s.MainGrads), offloadNames.Check(s.Offload)} {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
 	case s.Offload != OffloadNone && !s.Precision.Mixed():
 		return fmt.Errorf("model: offloading the optimizer with %s: ZeRO-Offload keeps the fp32 master weights in host memory, and %s training has none (valid: fp16 or bf16 mixed precision)", s.Precision, s.Precision)
 	case s.Offload == OffloadParams && s.ZeRO != 3:
@@ -916,8 +890,8 @@ func (c Checked) EstimateBy(formula Formula) (Estimate, error) {
 }
 
 func (s Setup) estimateBy(formula Formula) (Estimate, error) {
-	if formula >= numFormulas {
-		return Estimate{}, fmt.Errorf("model: unknown formula %v (valid: %s)", formula, strings.Join(formulaNames[:], ", "))
+	if err := formulaNames.Check(formula); err != nil {
+		return Estimate{}, err
 	}
 	if s.ParamsOnly() {
 		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params}

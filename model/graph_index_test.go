@@ -2,8 +2,10 @@ package model
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -134,4 +136,52 @@ func TestBuildRetriesMerges(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "32-bit hashes collided") || !strings.Contains(err.Error(), "8 tries") {
 		t.Errorf("a merge in every try: %v", err)
 	}
+}
+
+// BenchmarkBuildLinearity builds the narrow model's graph at 256 and 2048
+// layers and, interleaved in the same loop, a chain of as many nodes made by
+// gorgonia alone (G.Add after G.Add in a seeded graph: no trainmem op, no
+// backward pass), each from a collected heap. The ratios set the build's
+// growth beside the floor its dependency has on this machine: gorgonia's
+// node making keeps a map entry or three a node, and at 2048 layers those
+// maps and the nodes outgrow the last-level cache, so even its chain costs
+// more a node (a linear count of work a node at both sizes).
+func BenchmarkBuildLinearity(b *testing.B) {
+	layers := []int{256, 2048}
+	nodes := make([]int, len(layers))
+	build, chain := make([]time.Duration, len(layers)), make([]time.Duration, len(layers))
+	cfg := func(L int) Config {
+		return Config{Name: "narrow", Layers: L, Hidden: 64, Heads: 4, Vocab: 256, Context: 64}
+	}
+	for i, L := range layers {
+		gr, err := Build(cfg(L), 1, 64, tensor.Float32)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes[i] = gr.NumNodes()
+	}
+	for b.Loop() {
+		for i, L := range layers {
+			runtime.GC()
+			start := time.Now()
+			if _, err := Build(cfg(L), 1, 64, tensor.Float32); err != nil {
+				b.Fatal(err)
+			}
+			build[i] += time.Since(start)
+
+			runtime.GC()
+			start = time.Now()
+			g := G.NewGraph()
+			newGraphIndex(g).ahead(nodes[i])
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 4), G.WithName("x"))
+			w := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 4), G.WithName("w"))
+			for range nodes[i] - 2 {
+				x = G.Must(G.Add(x, w))
+			}
+			chain[i] += time.Since(start)
+		}
+	}
+	b.ReportMetric(float64(build[1])/float64(build[0]), "build-2048/256")
+	b.ReportMetric(float64(chain[1])/float64(chain[0]), "gorgonia-2048/256")
+	b.ReportMetric(float64(nodes[1]), "nodes@L=2048")
 }

@@ -21,6 +21,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"trainmem/cuda/enum"
 )
 
 // PipelineStage is one stage of a pipeline-parallel split: Size stages,
@@ -218,15 +219,13 @@ const (
 	GPipe
 )
 
-var pipelineScheduleNames = [...]string{OneFOneB: "1f1b", GPipe: "gpipe"}
+var pipelineScheduleNames = enum.New[PipelineSchedule]("model", "PipelineSchedule", "pipeline schedule", "1f1b", "gpipe")
 
-func (p PipelineSchedule) String() string {
-	return enumName(pipelineScheduleNames[:], p, "PipelineSchedule")
-}
+func (p PipelineSchedule) String() string { return pipelineScheduleNames.String(p) }
 
 // ParsePipelineSchedule reads a schedule's name (1f1b, gpipe).
 func ParsePipelineSchedule(s string) (PipelineSchedule, error) {
-	return parseEnum[PipelineSchedule](pipelineScheduleNames[:], s, "pipeline schedule")
+	return pipelineScheduleNames.Parse(s)
 }
 
 // PipelineAction is one step of a stage's schedule: the forward or the

@@ -30,6 +30,7 @@ import (
 	"fmt"
 
 	"trainmem/cuda"
+	"trainmem/cuda/enum"
 )
 
 // TensorRank is one rank of a tensor-parallel split: Size ranks, this one
@@ -217,14 +218,9 @@ const (
 	RowParallel
 )
 
-var parallelNames = [...]string{NotParallel: "whole", ColumnParallel: "column", RowParallel: "row"}
+var parallelNames = enum.New[Parallel]("model", "Parallel", "parallel split", "whole", "column", "row")
 
-func (p Parallel) String() string {
-	if int(p) < len(parallelNames) {
-		return parallelNames[p]
-	}
-	return fmt.Sprintf("Parallel(%d)", uint8(p))
-}
+func (p Parallel) String() string { return parallelNames.String(p) }
 
 // gathered runs f on the rows of every rank of the tensor group, gathered
 // from this rank's part (in workspace the executor lends, of part's dtype).

@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"trainmem/cuda"
+	"trainmem/cuda/enum"
 	"trainmem/model"
 )
 
@@ -21,9 +22,9 @@ const (
 	numPhases
 )
 
-func (p Phase) String() string {
-	return [...]string{"forward", "recompute", "backward", "update"}[p]
-}
+var phaseNames = enum.New[Phase]("train", "Phase", "phase", "forward", "recompute", "backward", "update")
+
+func (p Phase) String() string { return phaseNames.String(p) }
 
 // Slot is one value instance of the schedule: a node's output from one
 // execution. A node recomputed under checkpointing has two slots, one per

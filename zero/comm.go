@@ -23,9 +23,8 @@
 package zero
 
 import (
-	"fmt"
-
 	"trainmem/cuda"
+	"trainmem/cuda/enum"
 )
 
 // Op is a collective's reduction, as NCCL's ncclRedOp_t: Sum, Min or Max.
@@ -38,14 +37,9 @@ const (
 	numOps
 )
 
-var opNames = [numOps]string{"sum", "min", "max"}
+var opNames = enum.New[Op]("zero", "Op", "reduction", "sum", "min", "max")
 
-func (o Op) String() string {
-	if o < numOps {
-		return opNames[o]
-	}
-	return fmt.Sprintf("Op(%d)", uint8(o))
-}
+func (o Op) String() string { return opNames.String(o) }
 
 // Collective names a kind of collective, for the traffic counters.
 type Collective uint8
@@ -60,14 +54,9 @@ const (
 	NumCollectives
 )
 
-var collectiveNames = [NumCollectives]string{"broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather", "send_recv"}
+var collectiveNames = enum.New[Collective]("zero", "Collective", "collective", "broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather", "send_recv")
 
-func (c Collective) String() string {
-	if c < NumCollectives {
-		return collectiveNames[c]
-	}
-	return fmt.Sprintf("Collective(%d)", uint8(c))
-}
+func (c Collective) String() string { return collectiveNames.String(c) }
 
 // Traffic is what one rank sent and received in one kind of collective:
 // the calls it made and the bytes that crossed its links, as the ring

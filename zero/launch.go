@@ -9,7 +9,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
-	"strings"
+	"trainmem/cuda/enum"
 )
 
 // Launch is how this process was started: its rank among World
@@ -124,24 +124,18 @@ const (
 	numBackends
 )
 
-var backendNames = [numBackends]string{"inproc", "tcp", "mpi", "nccl"}
+var backendNames = enum.New[Backend]("zero", "Backend", "engine", "inproc", "tcp", "mpi", "nccl")
 
-func (b Backend) String() string {
-	if b < numBackends {
-		return backendNames[b]
-	}
-	return fmt.Sprintf("Backend(%d)", uint8(b))
-}
+func (b Backend) String() string { return backendNames.String(b) }
 
 // MarshalText is the backend's name, in JSON.
-func (b Backend) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+func (b Backend) MarshalText() ([]byte, error) { return backendNames.Marshal(b) }
 
-// ParseBackend reads a backend's name, the one parser of --backend.
+// ParseBackend reads a backend's name, the one parser of --backend (its
+// message leads with the name, as --backend's flag error quotes it).
 func ParseBackend(s string) (Backend, error) {
-	for b, n := range backendNames {
-		if s == n {
-			return Backend(b), nil
-		}
+	if b, ok := backendNames.Lookup(s); ok {
+		return b, nil
 	}
 	return 0, fmt.Errorf("%q: unknown engine (valid: %s)", s, BackendList())
 }
@@ -159,4 +153,4 @@ func DefaultBackend(l Launch) Backend {
 }
 
 // BackendList names every backend, for messages.
-func BackendList() string { return strings.Join(backendNames[:], ", ") }
+func BackendList() string { return backendNames.List() }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"trainmem/cuda/enum"
 	"trainmem/model"
 )
 
@@ -34,14 +35,9 @@ const (
 	NumAxes
 )
 
-var axisNames = [NumAxes]string{"tensor", "data", "pipeline"}
+var axisNames = enum.New[Axis]("zero", "Axis", "axis", "tensor", "data", "pipeline")
 
-func (a Axis) String() string {
-	if a < NumAxes {
-		return axisNames[a]
-	}
-	return fmt.Sprintf("Axis(%d)", uint8(a))
-}
+func (a Axis) String() string { return axisNames.String(a) }
 
 // Coord is a rank's place in a layout: its tensor rank, data rank and
 // pipeline stage, indexed by Axis.
