@@ -22,7 +22,8 @@
 // (Checks), so a wrong shape fails on the shape device exactly as it would
 // on a GPU. Panics are reserved for broken invariants.
 //
-// This package imports no other package of trainmem (TestLeaf).
+// This package imports no other package of trainmem but its leaf
+// cuda/enum (cmd/trainmem's TestLayers).
 package cuda
 
 import (

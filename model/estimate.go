@@ -560,18 +560,28 @@ func (c Checked) Setup() Setup { return c.s }
 // model the rank's part of c's (Config.TensorRank), the rest as c's. With
 // one tensor-parallel rank it is c.
 func (c Checked) TensorRank(r int) (Checked, error) {
+	return c.part("no model to split over tensor-parallel ranks", func(s Setup) (Config, error) {
+		m, err := s.Model.TensorRank(s.TP, r)
+		m.Tensor.Sequence = s.SequenceParallel && s.TP > 1
+		return m, err
+	})
+}
+
+// part is the checked setup of one rank's part of the model, split by
+// split (TensorRank, StageRank); a setup of a parameter count alone has
+// none, and says what it lacks (what).
+func (c Checked) part(what string, split func(Setup) (Config, error)) (Checked, error) {
 	if err := c.Err(); err != nil {
 		return Checked{}, err
 	}
 	s := c.s
 	if s.ParamsOnly() {
-		return Checked{}, errors.New("model: a setup of a parameter count only has no model to split over tensor-parallel ranks")
+		return Checked{}, errors.New("model: a setup of a parameter count only has " + what)
 	}
-	m, err := s.Model.TensorRank(s.TP, r)
+	m, err := split(s)
 	if err != nil {
 		return Checked{}, err
 	}
-	m.Tensor.Sequence = s.SequenceParallel && s.TP > 1
 	s.Model = m
 	return s.Check()
 }

@@ -152,21 +152,32 @@ func (e *mergeError) Error() string {
 	return "gorgonia merged two different nodes whose 32-bit hashes collided (" + e.what + ")"
 }
 
+// CheckGraph refuses what no graph of cfg is built for: an invalid
+// config, a batch or sequence length that is not positive, a sequence past
+// the context, a dtype other than float32 and float64. Build and the
+// reference (model/reference) both ask it.
+func CheckGraph(cfg Config, B, T int, dt tensor.Dtype) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if B <= 0 || T <= 0 {
+		return fmt.Errorf("model: batch %d and sequence length %d must be positive", B, T)
+	}
+	if T > cfg.Context {
+		return fmt.Errorf("model: sequence length %d exceeds %s's context of %d positions (valid: 1..%d)", T, cfg.Name, cfg.Context, cfg.Context)
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return fmt.Errorf("model: graph dtype %v is not supported (valid: float32, float64)", dt)
+	}
+	return nil
+}
+
 // build is one try of Build, its ops' tags salted by salt, gorgonia's node
 // cache seeded when seed is set (graph_index.go) for want nodes in all
 // (-1: not known; the backward pass is then seeded by a bound).
 func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int) (*Graph, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := CheckGraph(cfg, B, T, dt); err != nil {
 		return nil, err
-	}
-	if B <= 0 || T <= 0 {
-		return nil, fmt.Errorf("model: batch %d and sequence length %d must be positive", B, T)
-	}
-	if T > cfg.Context {
-		return nil, fmt.Errorf("model: sequence length %d exceeds %s's context of %d positions (valid: 1..%d)", T, cfg.Name, cfg.Context, cfg.Context)
-	}
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("model: graph dtype %v is not supported (valid: float32, float64)", dt)
 	}
 	if err := (Setup{Model: cfg, Batch: B, Seq: T}).checkSizes(); err != nil {
 		return nil, err

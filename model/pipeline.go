@@ -19,7 +19,6 @@ package model
 // the whole model by name.
 
 import (
-	"errors"
 	"fmt"
 	"trainmem/cuda/enum"
 )
@@ -278,19 +277,7 @@ func InFlight(acts []PipelineAction) int {
 // the stage's part of c's (Config.PipelineStage), the rest as c's. With
 // one stage it is c.
 func (c Checked) StageRank(r int) (Checked, error) {
-	if err := c.Err(); err != nil {
-		return Checked{}, err
-	}
-	s := c.s
-	if s.ParamsOnly() {
-		return Checked{}, errors.New("model: a setup of a parameter count only has no blocks to split into pipeline stages")
-	}
-	m, err := s.Model.PipelineStage(s.PP, r)
-	if err != nil {
-		return Checked{}, err
-	}
-	s.Model = m
-	return s.Check()
+	return c.part("no blocks to split into pipeline stages", func(s Setup) (Config, error) { return s.Model.PipelineStage(s.PP, r) })
 }
 
 // Bubble is each stage's idle share of a step under the schedule, for

@@ -46,11 +46,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
 	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1, batchHelp: "micro-batch per rank, `b`: with it, fit finds the fewest ranks for it (default: fit searches the largest micro-batch)"})
 	memory := int64(-1)
-	fs.Func("memory", "memory a rank has, e.g. 80GiB, 24GB, 1.5e10 (required)", func(s string) error {
-		n, err := parseMemory(s)
-		memory = n
-		return err
-	})
+	parsedVar(fs, &memory, "memory", "memory a rank has, e.g. 80GiB, 24GB, 1.5e10 (required)", parseMemory)
 	var formula model.Formula
 	formulaVar(fs, &formula, "to fit by")
 	gpus := 0

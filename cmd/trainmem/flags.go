@@ -71,16 +71,23 @@ func uint64Var(fs *flag.FlagSet, p *uint64, name string, value uint64, usage str
 	fs.Var(uint64Value{p}, name, usage)
 }
 
+// parsedVar defines a flag read by parse (model.ParsePrecision, ...): a
+// name parse refuses is the flag's error, its message naming the valid
+// values.
+func parsedVar[T any](fs *flag.FlagSet, p *T, name, usage string, parse func(string) (T, error)) {
+	fs.Func(name, usage, func(s string) error {
+		v, err := parse(s)
+		*p = v
+		return err
+	})
+}
+
 // formulaVar defines --formula, the activation formula: zero_paper or
 // korthikanti (the default); purpose says what the subcommand uses it for
 // ("to fit by").
 func formulaVar(fs *flag.FlagSet, p *model.Formula, purpose string) {
 	*p = model.Korthikanti
-	fs.Func("formula", "activation formula "+purpose+": zero_paper, korthikanti or trainmem (the implementation-exact count, equal to the simulation) (default korthikanti)", func(s string) error {
-		f, err := model.ParseFormula(s)
-		*p = f
-		return err
-	})
+	parsedVar(fs, p, "formula", "activation formula "+purpose+": zero_paper, korthikanti or trainmem (the implementation-exact count, equal to the simulation) (default korthikanti)", model.ParseFormula)
 }
 
 // formatFlag is --format: text (for people, the default) or another of the

@@ -53,8 +53,17 @@ func addLaunchFlags(fs *flag.FlagSet) *launchFlags {
 func (f *launchFlags) given(name string) bool { return given(f.fs, name) }
 
 // launch resolves the launcher's environment and the flags, for ranks on
-// device (host or cuda).
-func (f *launchFlags) launch(device string) (zero.Launch, zero.Backend, error) {
+// tf's device (host or cuda); a process of a launch takes its local rank's
+// GPU.
+func (f *launchFlags) launch(tf *trainFlags) (zero.Launch, zero.Backend, error) {
+	l, b, err := f.resolve(tf.device)
+	if err == nil && l.Processes() {
+		tf.gpu = l.LocalRank
+	}
+	return l, b, err
+}
+
+func (f *launchFlags) resolve(device string) (zero.Launch, zero.Backend, error) {
 	l, err := zero.DetectLaunch(f.getenv)
 	if err != nil {
 		return zero.Launch{}, 0, usageError{err}
@@ -296,13 +305,6 @@ func (f *launchFlags) ranksFrom(l zero.Launch, sf *setupFlags) error {
 	}
 	sf.ranks = dp
 	return nil
-}
-
-// gpuOf makes the process's GPU its local rank's.
-func gpuOf(l zero.Launch, tf *trainFlags) {
-	if l.Processes() {
-		tf.gpu = l.LocalRank
-	}
 }
 
 // hostBLAS is the library the host device multiplies with ("" off the

@@ -3,33 +3,55 @@ package main
 import (
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestReachesTrainThroughBench keeps the layers as docs/architecture.md
-// draws them: the command line reaches package train (and zero's run
-// loop under it) only through bench, so that what the command line runs is
-// what bench reports. Tests may reach further in.
-func TestReachesTrainThroughBench(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Go files here (%v)", err)
+// TestLayers keeps the packages' dependencies one way, as
+// docs/architecture.md draws them; tests may reach further in.
+//   - The command line reaches package train (and zero's run loop under
+//     it) only through bench, so that what the command line runs is what
+//     bench reports.
+//   - The device contract (cuda) is a leaf, so that every device, the
+//     model and the trainer can depend on it and it on none of them: it
+//     imports no package of trainmem but its own leaf cuda/enum, which
+//     imports none.
+func TestLayers(t *testing.T) {
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+	module := strings.Fields(strings.SplitN(string(mod), "\n", 2)[0])[1]
+	for _, rule := range []struct {
+		dir     string
+		allowed func(path string) bool // of the module's packages
+		why     string
+	}{
+		{".", func(p string) bool { return p != module+"/train" }, "the command line reaches it through bench"},
+		{"../../cuda", func(p string) bool { return p == module+"/cuda/enum" }, "the device contract imports no package of " + module + " but cuda/enum"},
+		{"../../cuda/enum", func(string) bool { return false }, "the device contract imports cuda/enum, so it imports no package of " + module},
+	} {
+		files, err := filepath.Glob(filepath.Join(rule.dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in %s (%v)", rule.dir, err)
 		}
-		ast, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, im := range ast.Imports {
-			if p, _ := strconv.Unquote(im.Path.Value); p == "trainmem/train" {
-				t.Errorf("%s imports %s: the command line reaches it through bench", f, p)
+		fset := token.NewFileSet()
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			ast, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, im := range ast.Imports {
+				p, _ := strconv.Unquote(im.Path.Value)
+				if (p == module || strings.HasPrefix(p, module+"/")) && !rule.allowed(p) {
+					t.Errorf("%s imports %s: %s", f, p, rule.why)
+				}
 			}
 		}
 	}

@@ -99,29 +99,13 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	intVar(fs, &f.vocab, "vocab", 50257, "vocabulary, `V`, for a custom shape")
 	intVar(fs, &f.context, "context", 1024, "learned positions, `ctx` (the longest sequence), for a custom shape")
 	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
-	fs.Func("norm", "the blocks' and the head's norm: layernorm (GPT-2's, a gain and a bias) or rmsnorm (LLaMA's, a gain alone) (default: the preset's, layernorm for a custom shape)", func(s string) error {
-		n, err := model.ParseNorm(s)
-		f.norm = n
-		return err
-	})
+	parsedVar(fs, &f.norm, "norm", "the blocks' and the head's norm: layernorm (GPT-2's, a gain and a bias) or rmsnorm (LLaMA's, a gain alone) (default: the preset's, layernorm for a custom shape)", model.ParseNorm)
 	fs.BoolVar(&f.bias, "bias", true, "biases in the linear layers, as GPT-2 has; --bias=false or --no-bias leaves them out, as LLaMA does (default: the preset's)")
 	fs.BoolVar(&f.noBias, "no-bias", false, "no biases in the linear layers (--bias=false; a layer norm keeps its own)")
-	fs.Func("mlp", "the blocks' MLP: gelu (GPT-2's fc, GELU, proj) or swiglu (LLaMA's gate and up projections, silu(gate)·up, down) (default: the preset's, gelu for a custom shape)", func(s string) error {
-		m, err := model.ParseMLP(s)
-		f.mlp = m
-		return err
-	})
+	parsedVar(fs, &f.mlp, "mlp", "the blocks' MLP: gelu (GPT-2's fc, GELU, proj) or swiglu (LLaMA's gate and up projections, silu(gate)·up, down) (default: the preset's, gelu for a custom shape)", model.ParseMLP)
 	intVar(fs, &f.ffn, "ffn", 0, "the MLP's inner width, `F` (default: 4h for gelu; for swiglu LLaMA's 2/3·4h rounded up to a multiple of 256)")
-	fs.Func("positions", "learned (GPT-2's table of --context rows, added to the token embedding) or rope (LLaMA's rotary embedding of the queries and keys, no table) (default: the preset's, learned for a custom shape)", func(s string) error {
-		p, err := model.ParsePositions(s)
-		f.positions = p
-		return err
-	})
-	fs.Func("attention", "how the attention is computed: naive (the probabilities kept for backward, a·s² values a layer) or flash (FlashAttention, Dao et al. 2022: the fp32 row log-sum-exp kept, the probabilities recomputed in backward) (default: naive)", func(s string) error {
-		a, err := model.ParseAttention(s)
-		f.attention = a
-		return err
-	})
+	parsedVar(fs, &f.positions, "positions", "learned (GPT-2's table of --context rows, added to the token embedding) or rope (LLaMA's rotary embedding of the queries and keys, no table) (default: the preset's, learned for a custom shape)", model.ParsePositions)
+	parsedVar(fs, &f.attention, "attention", "how the attention is computed: naive (the probabilities kept for backward, a·s² values a layer) or flash (FlashAttention, Dao et al. 2022: the fp32 row log-sum-exp kept, the probabilities recomputed in backward) (default: naive)", model.ParseAttention)
 	fs.Float64Var(&f.ropeTheta, "rope-theta", 0, "the rotary base θ with --positions rope (default 10000, LLaMA 2's; LLaMA 3 uses 500000)")
 	if o.batchHelp != "" {
 		intVar(fs, &f.batch, "batch", 0, o.batchHelp)
@@ -134,31 +118,11 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	} else {
 		intVar(fs, &f.seq, "seq", 0, "sequence length, `s` (default: the model's context)")
 	}
-	fs.Func("precision", "fp32, or fp16 / bf16 for mixed precision (16-bit weights, gradients and activations, fp32 master weights and moments) (default fp32)", func(s string) error {
-		p, err := model.ParsePrecision(s)
-		f.precision = p
-		return err
-	})
-	fs.Func("main-grads", "the kept gradients' type: weights (the working weights' type, 16-bit under mixed precision) or fp32 (an fp32 buffer each backward kernel's 16-bit gradient is added into: Megatron-LM's main_grad, DeepSpeed's fp32 gradients; 2 bytes a parameter more, sharded as the gradients are, and reduced in fp32) (default weights)", func(s string) error {
-		g, err := model.ParseMainGrads(s)
-		f.mainGrads = g
-		return err
-	})
-	fs.Func("offload", "none; optimizer: ZeRO-Offload (DeepSpeed's offload_optimizer=cpu): the fp32 master weights and moments of the parameters a rank updates in host memory, beside copies of their gradients and working weights; the host runs the update, and each step copies the gradients down and the updated weights up over PCIe; or params: with --zero 3, the rank's weight shard in host memory too (ZeRO-Infinity's offload_param), copied up at each gather (fp16 or bf16 only) (default none)", func(s string) error {
-		o, err := model.ParseOffload(s)
-		f.offload = o
-		return err
-	})
-	fs.Func("optimizer", "adam, adamw, sgd or momentum (default adam)", func(s string) error {
-		o, err := model.ParseOptimizer(s)
-		f.optimizer = o
-		return err
-	})
-	fs.Func("checkpoint", "gradient checkpointing: "+model.CheckpointPolicies+" (default none)", func(s string) error {
-		c, err := model.ParseCheckpoint(s)
-		f.checkpoint = c
-		return err
-	})
+	parsedVar(fs, &f.precision, "precision", "fp32, or fp16 / bf16 for mixed precision (16-bit weights, gradients and activations, fp32 master weights and moments) (default fp32)", model.ParsePrecision)
+	parsedVar(fs, &f.mainGrads, "main-grads", "the kept gradients' type: weights (the working weights' type, 16-bit under mixed precision) or fp32 (an fp32 buffer each backward kernel's 16-bit gradient is added into: Megatron-LM's main_grad, DeepSpeed's fp32 gradients; 2 bytes a parameter more, sharded as the gradients are, and reduced in fp32) (default weights)", model.ParseMainGrads)
+	parsedVar(fs, &f.offload, "offload", "none; optimizer: ZeRO-Offload (DeepSpeed's offload_optimizer=cpu): the fp32 master weights and moments of the parameters a rank updates in host memory, beside copies of their gradients and working weights; the host runs the update, and each step copies the gradients down and the updated weights up over PCIe; or params: with --zero 3, the rank's weight shard in host memory too (ZeRO-Infinity's offload_param), copied up at each gather (fp16 or bf16 only) (default none)", model.ParseOffload)
+	parsedVar(fs, &f.optimizer, "optimizer", "adam, adamw, sgd or momentum (default adam)", model.ParseOptimizer)
+	parsedVar(fs, &f.checkpoint, "checkpoint", "gradient checkpointing: "+model.CheckpointPolicies+" (default none)", model.ParseCheckpoint)
 	if o.ranks {
 		intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N`, each with a device of its own (simulated; measured in one process for validate, at most 8)")
 		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded), 2 (gradients sharded too, reduce-scattered in buckets), 3 (weights sharded too, gathered unit by unit)")
@@ -184,11 +148,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t`, of each data-parallel rank, each with a device of its own: Megatron-LM's split (each block's heads and MLP channels, the vocabulary of the token embedding, the head and the cross entropy); must divide the heads")
 			intVar(fs, &f.pp, "pp", 1, "pipeline stages, `P`, of each data-parallel rank, each with a device of its own: the blocks split into runs (L/P each, the first L mod P one more), the embedding on the first stage, the head and the loss on the last; activations and their gradients sent between neighbours")
 			intVar(fs, &f.micro, "micro-batches", 1, "micro-batches, `M`, of --batch a step: a pipeline's (its stages run them in --schedule's order), or gradient accumulation on one stage (each micro-batch's gradients added to the step's)")
-			fs.Func("schedule", "the pipeline schedule: 1f1b (Narayanan et al. 2021, as Megatron-LM runs it: stage r keeps at most P-r micro-batches) or gpipe (every forward pass, then every backward pass: M kept) (default 1f1b)", func(v string) error {
-				sc, err := model.ParsePipelineSchedule(v)
-				f.schedule = sc
-				return err
-			})
+			parsedVar(fs, &f.schedule, "schedule", "the pipeline schedule: 1f1b (Narayanan et al. 2021, as Megatron-LM runs it: stage r keeps at most P-r micro-batches) or gpipe (every forward pass, then every backward pass: M kept) (default 1f1b)", model.ParsePipelineSchedule)
 		}
 		return f
 	}

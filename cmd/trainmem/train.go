@@ -186,11 +186,10 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
 		return err
 	}
-	launch, backend, err := lf.launch(tf.device)
+	launch, backend, err := lf.launch(tf)
 	if err != nil {
 		return err
 	}
-	gpuOf(launch, tf)
 	if err := lf.ranksFrom(launch, tf.setup); err != nil {
 		return err
 	}

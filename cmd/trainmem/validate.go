@@ -77,11 +77,10 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
 		return err
 	}
-	launch, backend, err := lf.launch(tf.device)
+	launch, backend, err := lf.launch(tf)
 	if err != nil {
 		return err
 	}
-	gpuOf(launch, tf)
 	if launch.Processes() {
 		switch {
 		case *sweep != "":

@@ -38,17 +38,8 @@ type Model struct {
 // New builds the reference graph of cfg for batches of B sequences
 // of T tokens (T ≤ cfg.Context), in dt (tensor.Float32 or tensor.Float64).
 func New(cfg model.Config, B, T int, dt tensor.Dtype) (r *Model, err error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if B <= 0 || T <= 0 {
-		return nil, fmt.Errorf("reference: batch %d and sequence length %d must be positive", B, T)
-	}
-	if T > cfg.Context {
-		return nil, fmt.Errorf("reference: sequence length %d exceeds %s's context of %d positions (valid: 1..%d)", T, cfg.Name, cfg.Context, cfg.Context)
-	}
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("reference: dtype %v is not supported (valid: float32, float64)", dt)
+	if err := model.CheckGraph(cfg, B, T, dt); err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
 	}
 	// gorgonia reports some errors by panicking (NewTapeMachine, shape
 	// mismatches deep inside ops): return them as errors.
