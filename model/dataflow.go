@@ -13,7 +13,6 @@ package model
 import (
 	"fmt"
 	"sync"
-	"trainmem/cuda"
 
 	"gorgonia.org/tensor"
 )
@@ -118,7 +117,8 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	tp := cfg.Tensor.size()
 	Cp, NHp := C/tp, NH/tp // the rank's channels and heads
 	KVp := cfg.KV() / tp   // the rank's key and value heads
-	W := cuda.QKVWidth(Cp, NHp, KVp)
+	heads := AttentionShape{B: B, T: T, C: Cp, NH: NHp, KV: KVp}
+	W := heads.QKVWidth()
 	column, row := NotParallel, NotParallel
 	if tp > 1 {
 		column, row = ColumnParallel, RowParallel
@@ -180,17 +180,17 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 		// dies, the rotated q, k and v are what the attention keeps.
 		linear(b, "attn.qkv", "", "ln1", C, W, bias, "attn.qkv.w", column)
 		theta := float32(cfg.Theta())
-		b.add("attn.rope", "qkv", func() op { return &RoPEOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp, Theta: theta} }, "attn.qkv")
+		b.add("attn.rope", "qkv", func() op { return &RoPEOp{AttentionShape: heads, Theta: theta} }, "attn.qkv")
 		qkv = "attn.rope"
 	} else {
 		linear(b, "attn.qkv", "qkv", "ln1", C, W, bias, "attn.qkv.w", column)
 	}
 	if cfg.Attention == AttentionFlash {
-		b.add("attn.lse", "attention_lse", func() op { return &FlashAttentionStatsOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv)
-		b.add("attn.out", "attention_out", func() op { return &FlashAttentionOutOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv, "attn.lse")
+		b.add("attn.lse", "attention_lse", func() op { return &FlashAttentionStatsOp{AttentionShape: heads} }, qkv)
+		b.add("attn.out", "attention_out", func() op { return &FlashAttentionOutOp{AttentionShape: heads} }, qkv, "attn.lse")
 	} else {
-		b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv)
-		b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{B: B, T: T, C: Cp, NH: NHp, KV: KVp} }, qkv, "attn.probs")
+		b.add("attn.probs", "attention_probs", func() op { return &AttentionProbsOp{AttentionShape: heads} }, qkv)
+		b.add("attn.out", "attention_out", func() op { return &AttentionOutOp{AttentionShape: heads} }, qkv, "attn.probs")
 	}
 	linear(b, "attn.proj", "", "attn.out", Cp, C, bias, "attn.proj.w", row)
 	b.add("res1", "residual1", func() op { return &AddOp{N: Ns, C: C} }, "x", "attn.proj")

@@ -20,17 +20,14 @@ func mustPreset(t testing.TB, name string) Config {
 	return c
 }
 
-// isBackwardOp lists trainmem's backward ops, written out independently of
-// IsTrainmemOp.
-func isBackwardOp(op G.Op) bool {
-	switch op.(type) {
-	case *EmbeddingBackwardTokensOp, *EmbeddingBackwardPositionsOp, *LayerNormBackwardXOp, *LayerNormBackwardWOp,
-		*RMSNormBackwardXOp, *RMSNormBackwardWOp, *SwiGLUBackwardOp,
-		*SumRowsOp, *LinearBackwardXOp, *LinearBackwardWOp, *AttentionBackwardOp, *GELUBackwardOp, *CrossEntropyBackwardOp,
-		*CrossEntropyPartBackwardOp:
-		return true
-	}
-	return false
+// isBackwardOp reports whether o is one of trainmem's backward ops: an op
+// of trainmem's that is not differentiable (every forward op is a G.SDOp,
+// the statistics through noGradient). TestIsBackwardOp holds it to
+// opCases, where each backward op is written with no DiffWRT.
+func isBackwardOp(o G.Op) bool {
+	_, ours := o.(op)
+	_, forward := o.(G.SDOp)
+	return ours && !forward
 }
 
 // TestBackwardGraphOps walks every node that is neither an input nor a

@@ -10,6 +10,27 @@ import (
 	"trainmem/cuda"
 )
 
+// AttentionShape is what every attention op (and the rotary one) is made
+// for: B sequences of T rows, the queries' C channels in NH heads of
+// hd = C/NH, and KV key and value heads of hd each, shared by NH/KV query
+// heads (grouped-query attention; cuda.AttentionKernels).
+type AttentionShape struct {
+	B, T, C, NH int
+	KV          int
+}
+
+// QKVWidth is the width of the rows of qkv, [q | k | v] (cuda.QKVWidth).
+func (a AttentionShape) QKVWidth() int { return cuda.QKVWidth(a.C, a.NH, a.KV) }
+
+// qkv is an op's qkv argument (B·T, W).
+func (a AttentionShape) qkv(name string) param { return arg(name, a.B*a.T, a.QKVWidth()) }
+
+// name is an op's String: its kind and every field of the shape, then the
+// op's own (extra, "" for none).
+func (a AttentionShape) name(kind, extra string) string {
+	return fmt.Sprintf("%s{B=%d,T=%d,C=%d,NH=%d,KV=%d%s}", kind, a.B, a.T, a.C, a.NH, a.KV, extra)
+}
+
 // AttentionProbsOp computes causal attention probabilities from qkv (B·T, W),
 // laid out [q | k | v]: q C wide, NH query heads of hd = C/NH channels, k
 // and v KV heads of hd each, shared by NH/KV query heads (grouped-query
@@ -22,23 +43,22 @@ import (
 // non-differentiable and AttnGrad differentiates through P itself).
 type AttentionProbsOp struct {
 	opBase
-	noGradient  // AttentionBackward differentiates through the probabilities
-	B, T, C, NH int
-	KV          int // key and value heads (cuda.AttentionKernels)
+	noGradient // AttentionBackward differentiates through the probabilities
+	AttentionShape
 }
 
 // signature: qkv (B*T, W) → (B, NH, T, T).
 func (op *AttentionProbsOp) signature() signature {
 	return signature{
 		check: func() error { return checkHeads(op, op.C, op.NH, op.KV) },
-		args:  []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV))},
+		args:  []param{op.qkv("qkv")},
 		out:   result(op.B, op.NH, op.T, op.T),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionProbsOp) String() string {
-	return fmt.Sprintf("AttentionProbs{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
+	return op.name("AttentionProbs", "")
 }
 
 // Run is Kernels.AttentionProbs.
@@ -59,22 +79,21 @@ func (op *AttentionProbsOp) DroppedBySelective() bool { return true }
 // q and k via P). Differentiable in qkv only.
 type AttentionOutOp struct {
 	opBase
-	B, T, C, NH int
-	KV          int // key and value heads (cuda.AttentionKernels)
+	AttentionShape
 }
 
 // signature: qkv (B*T, W), P (B, NH, T, T) → (B*T, C).
 func (op *AttentionOutOp) signature() signature {
 	return signature{
 		check: func() error { return checkHeads(op, op.C, op.NH, op.KV) },
-		args:  []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)), arg("P", op.B, op.NH, op.T, op.T)},
+		args:  []param{op.qkv("qkv"), arg("P", op.B, op.NH, op.T, op.T)},
 		out:   result(op.B*op.T, op.C),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionOutOp) String() string {
-	return fmt.Sprintf("AttentionOut{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
+	return op.name("AttentionOut", "")
 }
 
 // Run is Kernels.AttentionOut.
@@ -90,7 +109,7 @@ func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) 
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dqkv, err := applyOp(op.sub("qkv", &AttentionBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH, KV: op.KV}), dy, in[0], in[1])
+	dqkv, err := applyOp(op.sub("qkv", &AttentionBackwardOp{AttentionShape: op.AttentionShape}), dy, in[0], in[1])
 	if err != nil {
 		return nil, err
 	}
@@ -103,22 +122,21 @@ func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) 
 // cuda.AttentionScratchLen(T, C, NH, KV) fp32 elements of workspace.
 type AttentionBackwardOp struct {
 	opBase
-	B, T, C, NH int
-	KV          int // key and value heads (cuda.AttentionKernels)
+	AttentionShape
 }
 
 // signature: dy (B*T, C), qkv (B*T, W), P (B, NH, T, T) → (B*T, W).
 func (op *AttentionBackwardOp) signature() signature {
 	return signature{
 		check: func() error { return checkHeads(op, op.C, op.NH, op.KV) },
-		args:  []param{arg("dy", op.B*op.T, op.C), arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)), arg("P", op.B, op.NH, op.T, op.T)},
-		out:   result(op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)),
+		args:  []param{arg("dy", op.B*op.T, op.C), op.qkv("qkv"), arg("P", op.B, op.NH, op.T, op.T)},
+		out:   result(op.B*op.T, op.QKVWidth()),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *AttentionBackwardOp) String() string {
-	return fmt.Sprintf("AttentionBackward{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
+	return op.name("AttentionBackward", "")
 }
 
 // Run is Kernels.AttentionBackward, its score gradients in workspace lent

@@ -19,22 +19,21 @@ import (
 type FlashAttentionStatsOp struct {
 	opBase
 	noGradient
-	B, T, C, NH int
-	KV          int // key and value heads (cuda.AttentionKernels)
+	AttentionShape
 }
 
 // signature: qkv (B·T, W) → (B, NH, T).
 func (op *FlashAttentionStatsOp) signature() signature {
 	return signature{
 		check: func() error { return checkFlash(op, op.C, op.NH, op.KV) },
-		args:  []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV))},
+		args:  []param{op.qkv("qkv")},
 		out:   result(op.B, op.NH, op.T),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *FlashAttentionStatsOp) String() string {
-	return fmt.Sprintf("FlashAttentionStats{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
+	return op.name("FlashAttentionStats", "")
 }
 
 // Run is Kernels.FlashAttentionStats.
@@ -54,22 +53,21 @@ func (op *FlashAttentionStatsOp) Statistic() bool { return true }
 // Differentiable in qkv only.
 type FlashAttentionOutOp struct {
 	opBase
-	B, T, C, NH int
-	KV          int
+	AttentionShape
 }
 
 // signature: qkv (B·T, W), lse (B, NH, T) → (B·T, C).
 func (op *FlashAttentionOutOp) signature() signature {
 	return signature{
 		check: func() error { return checkFlash(op, op.C, op.NH, op.KV) },
-		args:  []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)), arg("lse", op.B, op.NH, op.T)},
+		args:  []param{op.qkv("qkv"), arg("lse", op.B, op.NH, op.T)},
 		out:   result(op.B*op.T, op.C),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *FlashAttentionOutOp) String() string {
-	return fmt.Sprintf("FlashAttentionOut{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
+	return op.name("FlashAttentionOut", "")
 }
 
 // Run is Kernels.FlashAttentionOut.
@@ -86,7 +84,7 @@ func (op *FlashAttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, er
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dqkv, err := applyOp(op.sub("qkv", &FlashAttentionBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH, KV: op.KV}), dy, in[0], out, in[1])
+	dqkv, err := applyOp(op.sub("qkv", &FlashAttentionBackwardOp{AttentionShape: op.AttentionShape}), dy, in[0], out, in[1])
 	if err != nil {
 		return nil, err
 	}
@@ -99,23 +97,21 @@ func (op *FlashAttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, er
 // cuda.FlashScratchLen(B, T, NH) fp32 elements of workspace (D).
 type FlashAttentionBackwardOp struct {
 	opBase
-	B, T, C, NH int
-	KV          int
+	AttentionShape
 }
 
 // signature: dy (B·T, C), qkv (B·T, W), y (B·T, C), lse (B, NH, T) → (B·T, W).
 func (op *FlashAttentionBackwardOp) signature() signature {
-	W := cuda.QKVWidth(op.C, op.NH, op.KV)
 	return signature{
 		check: func() error { return checkFlash(op, op.C, op.NH, op.KV) },
-		args:  []param{arg("dy", op.B*op.T, op.C), arg("qkv", op.B*op.T, W), arg("y", op.B*op.T, op.C), arg("lse", op.B, op.NH, op.T)},
-		out:   result(op.B*op.T, W),
+		args:  []param{arg("dy", op.B*op.T, op.C), op.qkv("qkv"), arg("y", op.B*op.T, op.C), arg("lse", op.B, op.NH, op.T)},
+		out:   result(op.B*op.T, op.QKVWidth()),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *FlashAttentionBackwardOp) String() string {
-	return fmt.Sprintf("FlashAttentionBackward{B=%d,T=%d,C=%d,NH=%d,KV=%d}", op.B, op.T, op.C, op.NH, op.KV)
+	return op.name("FlashAttentionBackward", "")
 }
 
 // Run is Kernels.FlashAttentionBackward, D in workspace lent for the call.

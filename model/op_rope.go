@@ -20,22 +20,21 @@ import (
 // inverse rotation of dy). Differentiable in qkv.
 type RoPEOp struct {
 	opBase
-	B, T, C, NH int
-	KV          int // key heads (cuda.AttentionKernels), rotated after the NH query heads
-	Theta       float32
+	AttentionShape         // its KV key heads rotated after the NH query heads
+	Theta          float32 // the rotary base θ
 }
 
 // signature: qkv (B·T, W) → (B·T, W).
 func (op *RoPEOp) signature() signature {
 	return signature{
-		args: []param{arg("qkv", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV))},
-		out:  result(op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)),
+		args: []param{op.qkv("qkv")},
+		out:  result(op.B*op.T, op.QKVWidth()),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *RoPEOp) String() string {
-	return fmt.Sprintf("RoPE{B=%d,T=%d,C=%d,NH=%d,KV=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.KV, op.Theta)
+	return op.name("RoPE", fmt.Sprintf(",Theta=%g", op.Theta))
 }
 
 // DiffWRT: qkv.
@@ -46,7 +45,7 @@ func (op *RoPEOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
-	dx, err := applyOp(op.sub("qkv", &RoPEBackwardOp{B: op.B, T: op.T, C: op.C, NH: op.NH, KV: op.KV, Theta: op.Theta}), dy)
+	dx, err := applyOp(op.sub("qkv", &RoPEBackwardOp{AttentionShape: op.AttentionShape, Theta: op.Theta}), dy)
 	if err != nil {
 		return nil, err
 	}
@@ -62,22 +61,21 @@ func (op *RoPEOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 // the rotation by the opposite angles. Lowered to Kernels.RoPEBackward.
 type RoPEBackwardOp struct {
 	opBase
-	B, T, C, NH int
-	KV          int // key heads (cuda.AttentionKernels), rotated after the NH query heads
-	Theta       float32
+	AttentionShape         // its KV key heads rotated after the NH query heads
+	Theta          float32 // the rotary base θ
 }
 
 // signature: dy (B·T, W) → (B·T, W).
 func (op *RoPEBackwardOp) signature() signature {
 	return signature{
-		args: []param{arg("dy", op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV))},
-		out:  result(op.B*op.T, cuda.QKVWidth(op.C, op.NH, op.KV)),
+		args: []param{op.qkv("dy")},
+		out:  result(op.B*op.T, op.QKVWidth()),
 	}
 }
 
 // String names the op and every field; WriteHash hashes it.
 func (op *RoPEBackwardOp) String() string {
-	return fmt.Sprintf("RoPEBackward{B=%d,T=%d,C=%d,NH=%d,KV=%d,Theta=%g}", op.B, op.T, op.C, op.NH, op.KV, op.Theta)
+	return op.name("RoPEBackward", fmt.Sprintf(",Theta=%g", op.Theta))
 }
 
 // Run is Kernels.RoPEBackward.

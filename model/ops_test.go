@@ -31,9 +31,13 @@ type opCase struct {
 }
 
 // opCases covers every trainmem op with distinct sizes (B=2, T=3, C=8,
-// NH=2, V=11, ctx=5, N=6), so that a swapped dimension shows.
+// NH=2, V=11, ctx=5, N=6), so that a swapped dimension shows; the flash and
+// rotary ops have one key and value head (grouped-query), so that qkv's
+// width W = C + 2·hd differs from 3·C.
 func opCases() []opCase {
 	const B, T, C, NH, V, Ctx, N = 2, 3, 8, 2, 11, 5, 6
+	gqa := AttentionShape{B: B, T: T, C: C, NH: NH, KV: 1}
+	W := gqa.QKVWidth()
 	return []opCase{
 		{bind(&EmbeddingOp{B: B, T: T, C: C, V: V, Ctx: Ctx}, ""), []in{ids32(N), f(V, C), f(Ctx, C)}, shp(N, C), []bool{false, true, true}},
 		{bind(&LayerNormStatsOp{N: N, C: C, Eps: 1e-5}, ""), []in{f(N, C)}, shp(N, 2), []bool{false}},
@@ -42,8 +46,11 @@ func opCases() []opCase {
 		{bind(&RMSNormOp{N: N, C: C}, ""), []in{f(N, C), f(N, 1), f(C)}, shp(N, C), []bool{true, false, true}},
 		{bind(&LinearOp{N: N, In: C, Out: 3 * C, Bias: true}, ""), []in{f(N, C), f(3*C, C), f(3 * C)}, shp(N, 3*C), []bool{true, true, true}},
 		{bind(&LinearOp{N: N, In: C, Out: V}, ""), []in{f(N, C), f(V, C)}, shp(N, V), []bool{true, true}},
-		{bind(&AttentionProbsOp{B: B, T: T, C: C, NH: NH, KV: NH}, ""), []in{f(N, 3*C)}, shp(B, NH, T, T), []bool{false}},
-		{bind(&AttentionOutOp{B: B, T: T, C: C, NH: NH, KV: NH}, ""), []in{f(N, 3*C), f(B, NH, T, T)}, shp(N, C), []bool{true, false}},
+		{bind(&AttentionProbsOp{AttentionShape: AttentionShape{B: B, T: T, C: C, NH: NH, KV: NH}}, ""), []in{f(N, 3*C)}, shp(B, NH, T, T), []bool{false}},
+		{bind(&AttentionOutOp{AttentionShape: AttentionShape{B: B, T: T, C: C, NH: NH, KV: NH}}, ""), []in{f(N, 3*C), f(B, NH, T, T)}, shp(N, C), []bool{true, false}},
+		{bind(&FlashAttentionStatsOp{AttentionShape: gqa}, ""), []in{f(N, W)}, shp(B, NH, T), []bool{false}},
+		{bind(&FlashAttentionOutOp{AttentionShape: gqa}, ""), []in{f(N, W), f(B, NH, T)}, shp(N, C), []bool{true, false}},
+		{bind(&RoPEOp{AttentionShape: gqa, Theta: 10000}, ""), []in{f(N, W)}, shp(N, W), []bool{true}},
 		{bind(&GELUOp{N: N, C: 4 * C}, ""), []in{f(N, 4*C)}, shp(N, 4*C), []bool{true}},
 		{bind(&SwiGLUOp{N: N, F: 3 * C}, ""), []in{f(N, 6*C)}, shp(N, 3*C), []bool{true}},
 		{bind(&AddOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), []bool{true, true}},
@@ -60,11 +67,42 @@ func opCases() []opCase {
 		{bind(&SumRowsOp{N: N, C: 3 * C}, ""), []in{f(N, 3*C)}, shp(3 * C), nil},
 		{bind(&LinearBackwardXOp{N: N, In: C, Out: 4 * C}, ""), []in{f(N, 4*C), f(4*C, C)}, shp(N, C), nil},
 		{bind(&LinearBackwardWOp{N: N, In: C, Out: 4 * C}, ""), []in{f(N, 4*C), f(N, C)}, shp(4*C, C), nil},
-		{bind(&AttentionBackwardOp{B: B, T: T, C: C, NH: NH, KV: NH}, ""), []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
+		{bind(&AttentionBackwardOp{AttentionShape: AttentionShape{B: B, T: T, C: C, NH: NH, KV: NH}}, ""), []in{f(N, C), f(N, 3*C), f(B, NH, T, T)}, shp(N, 3*C), nil},
+		{bind(&FlashAttentionBackwardOp{AttentionShape: gqa}, ""), []in{f(N, C), f(N, W), f(N, C), f(B, NH, T)}, shp(N, W), nil},
+		{bind(&RoPEBackwardOp{AttentionShape: gqa, Theta: 10000}, ""), []in{f(N, W)}, shp(N, W), nil},
 		{bind(&GELUBackwardOp{N: N, C: C}, ""), []in{f(N, C), f(N, C)}, shp(N, C), nil},
 		{bind(&SwiGLUBackwardOp{N: N, F: C}, ""), []in{f(N, C), f(N, 2*C)}, shp(N, 2*C), nil},
 		{bind(&CrossEntropyBackwardOp{N: N, V: V}, ""), []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
 		{bind(&CrossEntropyPartBackwardOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{scalarIn(), f(N, 4), ids32(N), f(3, N)}, shp(N, 4), nil},
+	}
+}
+
+// TestIsBackwardOp: the backward ops are those opCases writes with no
+// DiffWRT, and every kind of op of trainmem's that the graphs of GPT-2's
+// and LLaMA's blocks, naive and flash attention, hold is among opCases.
+func TestIsBackwardOp(t *testing.T) {
+	cased := map[string]bool{}
+	for _, tc := range opCases() {
+		cased[fmt.Sprintf("%T", tc.op)] = true
+		if got := isBackwardOp(tc.op); got != (tc.diff == nil) {
+			t.Errorf("%v: isBackwardOp = %t, want %t", tc.op, got, tc.diff == nil)
+		}
+	}
+	for _, preset := range []string{"tiny", "tiny-llama"} {
+		for _, att := range []Attention{AttentionNaive, AttentionFlash} {
+			cfg := mustPreset(t, preset)
+			cfg.Attention = att
+			gr, err := Build(cfg, 2, 8, tensor.Float32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range gr.G.AllNodes() {
+				if _, ours := n.Op().(op); ours && !cased[fmt.Sprintf("%T", n.Op())] {
+					t.Errorf("%s, %v attention: op %T (node %s) is not among opCases", preset, att, n.Op(), n.Name())
+					cased[fmt.Sprintf("%T", n.Op())] = true
+				}
+			}
+		}
 	}
 }
 
@@ -188,15 +226,30 @@ func TestOpsHashCoversEveryField(t *testing.T) {
 		seen[h0] = tc.op
 		v := reflect.ValueOf(tc.op).Elem()
 		fields := 0
-		for i := range v.NumField() {
-			fv, sf := v.Field(i), v.Type().Field(i)
-			if !sf.IsExported() || sf.Anonymous {
-				continue
+		// Every exported field, those of an exported embedded struct
+		// (AttentionShape) included, by its index path.
+		var paths [][]int
+		var walk func(t reflect.Type, at []int)
+		walk = func(t reflect.Type, at []int) {
+			for i := range t.NumField() {
+				sf := t.Field(i)
+				path := append(append([]int(nil), at...), i)
+				switch {
+				case !sf.IsExported():
+				case sf.Anonymous && sf.Type.Kind() == reflect.Struct:
+					walk(sf.Type, path)
+				case !sf.Anonymous:
+					paths = append(paths, path)
+				}
 			}
+		}
+		walk(v.Type(), nil)
+		for _, path := range paths {
+			fv, sf := v.FieldByIndex(path), v.Type().FieldByIndex(path)
 			fields++
 			clone := reflect.New(v.Type())
 			clone.Elem().Set(v)
-			cf := clone.Elem().Field(i)
+			cf := clone.Elem().FieldByIndex(path)
 			switch fv.Kind() {
 			case reflect.Int:
 				cf.SetInt(fv.Int() + 1)

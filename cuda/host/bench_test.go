@@ -135,9 +135,10 @@ func BenchmarkKernels(b *testing.B) {
 		param, grad, master, m, v := buf(dt, nAdam), buf(dt, nAdam), buf(cuda.F32, nAdam), buf(cuda.F32, nAdam), buf(cuda.F32, nAdam)
 		adam := cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true, Step: 1, GradScale: 1}
 		bufs := func(bs ...*cuda.Buffer) []*cuda.Buffer { return bs }
-		probs, out, back := model.AttentionProbsOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.AttentionOutOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.AttentionBackwardOp{B: B, T: T, C: C, NH: NH, KV: NH}
+		sh := model.AttentionShape{B: B, T: T, C: C, NH: NH, KV: NH}
+		probs, out, back := model.AttentionProbsOp{AttentionShape: sh}, model.AttentionOutOp{AttentionShape: sh}, model.AttentionBackwardOp{AttentionShape: sh}
 		lse, fscratch := buf(cuda.F32, B*NH*T), buf(cuda.F32, cuda.FlashScratchLen(B, T, NH))
-		fstats, fout, fback := model.FlashAttentionStatsOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.FlashAttentionOutOp{B: B, T: T, C: C, NH: NH, KV: NH}, model.FlashAttentionBackwardOp{B: B, T: T, C: C, NH: NH, KV: NH}
+		fstats, fout, fback := model.FlashAttentionStatsOp{AttentionShape: sh}, model.FlashAttentionOutOp{AttentionShape: sh}, model.FlashAttentionBackwardOp{AttentionShape: sh}
 		// moved: the buffers each call reads and writes, as train
 		// --profile counts them (inputs read, the output written; an
 		// output updated in place twice; none for the embeddings, which
