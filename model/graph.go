@@ -202,6 +202,7 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	if seed {
 		index = newGraphIndex(g)
 	}
+	index.presize(want) // and its maps made at the size they will reach, when known
 	index.ahead(4 + len(table) + len(flow.embed) + L*len(flow.block) + len(flow.head))
 
 	// The inputs first (the reverse pass finds the forward ops after

@@ -140,8 +140,8 @@ func TestBuildRetriesMerges(t *testing.T) {
 
 // BenchmarkBuildLinearity builds the narrow model's graph at 256 and 2048
 // layers and, interleaved in the same loop, a chain of as many nodes made by
-// gorgonia alone (G.Add after G.Add in a seeded graph: no trainmem op, no
-// backward pass), each from a collected heap. The ratios set the build's
+// gorgonia alone (G.Add after G.Add in a graph seeded and presized as Build
+// does: no trainmem op, no backward pass), each from a collected heap. The ratios set the build's
 // growth beside the floor its dependency has on this machine: gorgonia's
 // node making keeps a map entry or three a node, and at 2048 layers those
 // maps and the nodes outgrow the last-level cache, so even its chain costs
@@ -172,7 +172,9 @@ func BenchmarkBuildLinearity(b *testing.B) {
 			runtime.GC()
 			start = time.Now()
 			g := G.NewGraph()
-			newGraphIndex(g).ahead(nodes[i])
+			index := newGraphIndex(g)
+			index.presize(nodes[i])
+			index.ahead(nodes[i])
 			x := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 4), G.WithName("x"))
 			w := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 4), G.WithName("w"))
 			for range nodes[i] - 2 {
