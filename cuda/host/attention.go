@@ -30,11 +30,9 @@ import (
 
 // AttentionProbs: p (B, NH, T, T) = causal softmax(q·kᵀ/sqrt(C/NH)).
 func (h *Device) AttentionProbs(p, qkv *cuda.Buffer, B, T, C, NH, KV int) error {
-	if err := h.begin("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH, KV), p, qkv); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(p, qkv), attentionProbsKernel[float64], attentionProbsKernel[float32])(h, p, qkv, B, T, C, NH, KV)
-	return nil
+	return h.launch("AttentionProbs", cuda.Check.AttentionProbs(p, qkv, B, T, C, NH, KV), func() {
+		instance(cuda.AllF64(p, qkv), attentionProbsKernel[float64], attentionProbsKernel[float32])(h, p, qkv, B, T, C, NH, KV)
+	}, p, qkv)
 }
 
 // batchScratch returns a per-batch-element buffer for v's elements: nil
@@ -87,11 +85,9 @@ func causalSoftmax[F float](row []F, t int, e *[expChunk]float64) {
 
 // AttentionOut: y (B·T, C), head h's channels = p[b, h]·v[b, h].
 func (h *Device) AttentionOut(y, qkv, p *cuda.Buffer, B, T, C, NH, KV int) error {
-	if err := h.begin("AttentionOut", cuda.Check.AttentionOut(y, qkv, p, B, T, C, NH, KV), y, qkv, p); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, qkv, p), attentionOutKernel[float64], attentionOutKernel[float32])(h, y, qkv, p, B, T, C, NH, KV)
-	return nil
+	return h.launch("AttentionOut", cuda.Check.AttentionOut(y, qkv, p, B, T, C, NH, KV), func() {
+		instance(cuda.AllF64(y, qkv, p), attentionOutKernel[float64], attentionOutKernel[float32])(h, y, qkv, p, B, T, C, NH, KV)
+	}, y, qkv, p)
 }
 
 func attentionOutKernel[F float](h *Device, y, qkv, p *cuda.Buffer, B, T, C, NH, KV int) {

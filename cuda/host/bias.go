@@ -28,11 +28,9 @@ func columnSums[F float](h *Device, dst *cuda.Buffer, N, C int, term func(i, c0,
 
 // SumRows: dst[c] = Σ_i src[i, c], in row order in float64.
 func (h *Device) SumRows(dst, src *cuda.Buffer, N, C int) error {
-	if err := h.begin("SumRows", cuda.Check.SumRows(dst, src, N, C), dst, src); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dst, src), sumRowsKernel[float64], sumRowsKernel[float32])(h, dst, src, N, C)
-	return nil
+	return h.launch("SumRows", cuda.Check.SumRows(dst, src, N, C), func() {
+		instance(cuda.AllF64(dst, src), sumRowsKernel[float64], sumRowsKernel[float32])(h, dst, src, N, C)
+	}, dst, src)
 }
 
 func sumRowsKernel[F float](h *Device, dst, src *cuda.Buffer, N, C int) {
@@ -51,11 +49,7 @@ func sumRowsKernel[F float](h *Device, dst, src *cuda.Buffer, N, C int) {
 
 // AddBias: y[i, c] += b[c] in place.
 func (h *Device) AddBias(y, b *cuda.Buffer, N, C int) error {
-	if err := h.begin("AddBias", cuda.Check.AddBias(y, b, N, C), y, b); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, b), addBiasKernel[float64], addBiasKernel[float32])(h, y, b, N, C)
-	return nil
+	return h.launch("AddBias", cuda.Check.AddBias(y, b, N, C), func() { instance(cuda.AllF64(y, b), addBiasKernel[float64], addBiasKernel[float32])(h, y, b, N, C) }, y, b)
 }
 
 func addBiasKernel[F float](h *Device, y, b *cuda.Buffer, N, C int) {

@@ -199,11 +199,9 @@ func eachLogitsRow[F float](h *Device, dlogits, logits *cuda.Buffer, N, V int, f
 
 // CrossEntropyPartMax: stats[i] = the largest logit of row i.
 func (h *Device) CrossEntropyPartMax(stats, logits *cuda.Buffer, N, V int) error {
-	if err := h.begin("CrossEntropyPartMax", cuda.Check.CrossEntropyPartMax(stats, logits, N, V), stats, logits); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(stats, logits), crossEntropyPartMaxKernel[float64], crossEntropyPartMaxKernel[float32])(h, stats, logits, N, V)
-	return nil
+	return h.launch("CrossEntropyPartMax", cuda.Check.CrossEntropyPartMax(stats, logits, N, V), func() {
+		instance(cuda.AllF64(stats, logits), crossEntropyPartMaxKernel[float64], crossEntropyPartMaxKernel[float32])(h, stats, logits, N, V)
+	}, stats, logits)
 }
 
 func crossEntropyPartMaxKernel[F float](h *Device, stats, logits *cuda.Buffer, N, V int) {

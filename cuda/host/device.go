@@ -154,6 +154,17 @@ func (h *Device) begin(kernel string, err error, bufs ...*cuda.Buffer) error {
 	return nil
 }
 
+// launch is the course of a kernel family's method of one kernel, as on
+// the GPU (gpu.Device.launch): the call's checks (check, cuda.Check's),
+// the device's own (begin), then the kernel run.
+func (h *Device) launch(kernel string, check error, run func(), bufs ...*cuda.Buffer) error {
+	if err := h.begin(kernel, check, bufs...); err != nil {
+		return err
+	}
+	run()
+	return nil
+}
+
 // instance picks the instance of a generic kernel that a call computes in:
 // k64, the float64 one, when all64 (every float operand is F64, as
 // cuda.AllF64 tells), else k32, the float32 one.

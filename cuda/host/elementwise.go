@@ -94,11 +94,7 @@ func (h *Device) Cast(dst, src *cuda.Buffer) error {
 
 // Add computes y = a + b elementwise; y may alias a or b.
 func (h *Device) Add(y, a, b *cuda.Buffer) error {
-	if err := h.begin("Add", cuda.Check.Add(y, a, b), y, a, b); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, a, b), addKernel[float64], addKernel[float32])(h, y, a, b)
-	return nil
+	return h.launch("Add", cuda.Check.Add(y, a, b), func() { instance(cuda.AllF64(y, a, b), addKernel[float64], addKernel[float32])(h, y, a, b) }, y, a, b)
 }
 
 func addKernel[F float](h *Device, y, a, b *cuda.Buffer) {

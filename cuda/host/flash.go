@@ -64,11 +64,9 @@ func flashScores[F float](h *Device, l flashLayout, tile, a, b []F, n, m int) {
 // tile of query rows' scores at a time, each row's maximum taken out
 // before the sum in float64 (Dao et al. 2022, Algorithm 1's m and ℓ).
 func (h *Device) FlashAttentionStats(lse, qkv *cuda.Buffer, B, T, C, NH, KV int) error {
-	if err := h.begin("FlashAttentionStats", cuda.Check.FlashAttentionStats(lse, qkv, B, T, C, NH, KV), lse, qkv); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(lse, qkv), flashStatsKernel[float64], flashStatsKernel[float32])(h, lse, qkv, B, T, C, NH, KV)
-	return nil
+	return h.launch("FlashAttentionStats", cuda.Check.FlashAttentionStats(lse, qkv, B, T, C, NH, KV), func() {
+		instance(cuda.AllF64(lse, qkv), flashStatsKernel[float64], flashStatsKernel[float32])(h, lse, qkv, B, T, C, NH, KV)
+	}, lse, qkv)
 }
 
 func flashStatsKernel[F float](h *Device, lse, qkv *cuda.Buffer, B, T, C, NH, KV int) {
@@ -127,11 +125,9 @@ func flashProbs[F float](tile []F, ls []F, i0, n, m int) {
 // FlashAttentionOut: y's query head h = P·V, P = exp(q·kᵀ·scale − lse) a
 // tile of query rows at a time, each tile's product one BLAS call.
 func (h *Device) FlashAttentionOut(y, qkv, lse *cuda.Buffer, B, T, C, NH, KV int) error {
-	if err := h.begin("FlashAttentionOut", cuda.Check.FlashAttentionOut(y, qkv, lse, B, T, C, NH, KV), y, qkv, lse); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, qkv, lse), flashOutKernel[float64], flashOutKernel[float32])(h, y, qkv, lse, B, T, C, NH, KV)
-	return nil
+	return h.launch("FlashAttentionOut", cuda.Check.FlashAttentionOut(y, qkv, lse, B, T, C, NH, KV), func() {
+		instance(cuda.AllF64(y, qkv, lse), flashOutKernel[float64], flashOutKernel[float32])(h, y, qkv, lse, B, T, C, NH, KV)
+	}, y, qkv, lse)
 }
 
 func flashOutKernel[F float](h *Device, y, qkv, lse *cuda.Buffer, B, T, C, NH, KV int) {

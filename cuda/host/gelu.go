@@ -30,11 +30,7 @@ func geluExp[F float](e []float64, xs []F) {
 // GELU: y = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) elementwise,
 // evaluated in float64 as x·σ(2u) (the same function) and rounded once.
 func (h *Device) GELU(y, x *cuda.Buffer) error {
-	if err := h.begin("GELU", cuda.Check.GELU(y, x), y, x); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, x), geluKernel[float64], geluKernel[float32])(h, y, x)
-	return nil
+	return h.launch("GELU", cuda.Check.GELU(y, x), func() { instance(cuda.AllF64(y, x), geluKernel[float64], geluKernel[float32])(h, y, x) }, y, x)
 }
 
 func geluKernel[F float](h *Device, y, x *cuda.Buffer) {
@@ -69,11 +65,9 @@ func geluLoop[F float](out, xs []F) {
 // GELU'(x) = 0.5·(1 + tanh u) + 0.5·x·(1 - tanh² u)·u'(x) = s + 2x·s·(1-s)·u'(x),
 // u'(x) = sqrt(2/π)·(1 + 3·0.044715·x²).
 func (h *Device) GELUBackward(dx, dy, x *cuda.Buffer) error {
-	if err := h.begin("GELUBackward", cuda.Check.GELUBackward(dx, dy, x), dx, dy, x); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dx, dy, x), geluBackwardKernel[float64], geluBackwardKernel[float32])(h, dx, dy, x)
-	return nil
+	return h.launch("GELUBackward", cuda.Check.GELUBackward(dx, dy, x), func() {
+		instance(cuda.AllF64(dx, dy, x), geluBackwardKernel[float64], geluBackwardKernel[float32])(h, dx, dy, x)
+	}, dx, dy, x)
 }
 
 func geluBackwardKernel[F float](h *Device, dx, dy, x *cuda.Buffer) {

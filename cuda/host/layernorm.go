@@ -11,11 +11,9 @@ import (
 // LayerNormStats writes per row the mean and 1/sqrt(var+eps), var the
 // biased variance, both from two passes in float64.
 func (h *Device) LayerNormStats(stats, x *cuda.Buffer, N, C int, eps float32) error {
-	if err := h.begin("LayerNormStats", cuda.Check.LayerNormStats(stats, x, N, C, eps), stats, x); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(stats, x), layerNormStatsKernel[float64], layerNormStatsKernel[float32])(h, stats, x, N, C, eps)
-	return nil
+	return h.launch("LayerNormStats", cuda.Check.LayerNormStats(stats, x, N, C, eps), func() {
+		instance(cuda.AllF64(stats, x), layerNormStatsKernel[float64], layerNormStatsKernel[float32])(h, stats, x, N, C, eps)
+	}, stats, x)
 }
 
 func layerNormStatsKernel[F float](h *Device, stats, x *cuda.Buffer, N, C int, eps float32) {
@@ -64,11 +62,9 @@ func squaredDevLanes[F float](x []F, mean float64, sums *[4]float64) {
 
 // LayerNorm: y = (x - mean)·rstd·w + b.
 func (h *Device) LayerNorm(y, x, stats, w, b *cuda.Buffer, N, C int) error {
-	if err := h.begin("LayerNorm", cuda.Check.LayerNorm(y, x, stats, w, b, N, C), y, x, stats, w, b); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, x, stats, w, b), layerNormKernel[float64], layerNormKernel[float32])(h, y, x, stats, w, b, N, C)
-	return nil
+	return h.launch("LayerNorm", cuda.Check.LayerNorm(y, x, stats, w, b, N, C), func() {
+		instance(cuda.AllF64(y, x, stats, w, b), layerNormKernel[float64], layerNormKernel[float32])(h, y, x, stats, w, b, N, C)
+	}, y, x, stats, w, b)
 }
 
 func layerNormKernel[F float](h *Device, y, x, stats, w, b *cuda.Buffer, N, C int) {
@@ -103,11 +99,9 @@ func layerNormKernel[F float](h *Device, y, x, stats, w, b *cuda.Buffer, N, C in
 // LayerNormBackwardX: dx = rstd·(g - mean_c(g) - xhat·mean_c(g·xhat)),
 // g = dy·w, xhat = (x - mean)·rstd; the means in float64.
 func (h *Device) LayerNormBackwardX(dx, dy, x, stats, w *cuda.Buffer, N, C int) error {
-	if err := h.begin("LayerNormBackwardX", cuda.Check.LayerNormBackwardX(dx, dy, x, stats, w, N, C), dx, dy, x, stats, w); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dx, dy, x, stats, w), layerNormBackwardXKernel[float64], layerNormBackwardXKernel[float32])(h, dx, dy, x, stats, w, N, C)
-	return nil
+	return h.launch("LayerNormBackwardX", cuda.Check.LayerNormBackwardX(dx, dy, x, stats, w, N, C), func() {
+		instance(cuda.AllF64(dx, dy, x, stats, w), layerNormBackwardXKernel[float64], layerNormBackwardXKernel[float32])(h, dx, dy, x, stats, w, N, C)
+	}, dx, dy, x, stats, w)
 }
 
 func layerNormBackwardXKernel[F float](h *Device, dx, dy, x, stats, w *cuda.Buffer, N, C int) {
@@ -163,11 +157,9 @@ func layerNormBackwardSums[F float](ds, ws, xs []F, mean, rstd F, sg, sgx *[4]fl
 // LayerNormBackwardW: dw[c] = Σ_i dy[i, c]·xhat[i, c], summed in row order
 // in float64.
 func (h *Device) LayerNormBackwardW(dw, dy, x, stats *cuda.Buffer, N, C int) error {
-	if err := h.begin("LayerNormBackwardW", cuda.Check.LayerNormBackwardW(dw, dy, x, stats, N, C), dw, dy, x, stats); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dw, dy, x, stats), layerNormBackwardWKernel[float64], layerNormBackwardWKernel[float32])(h, dw, dy, x, stats, N, C)
-	return nil
+	return h.launch("LayerNormBackwardW", cuda.Check.LayerNormBackwardW(dw, dy, x, stats, N, C), func() {
+		instance(cuda.AllF64(dw, dy, x, stats), layerNormBackwardWKernel[float64], layerNormBackwardWKernel[float32])(h, dw, dy, x, stats, N, C)
+	}, dw, dy, x, stats)
 }
 
 func layerNormBackwardWKernel[F float](h *Device, dw, dy, x, stats *cuda.Buffer, N, C int) {

@@ -17,11 +17,9 @@ import (
 // p is master when given (then param = p rounded to param's DType), else
 // param itself.
 func (h *Device) Adam(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) error {
-	if err := h.begin("Adam", cuda.Check.Adam(param, grad, master, m, v, a), param, grad, master, m, v); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(param, grad, master, m, v), adamKernel[float64], adamKernel[float32])(h, param, grad, master, m, v, a)
-	return nil
+	return h.launch("Adam", cuda.Check.Adam(param, grad, master, m, v, a), func() {
+		instance(cuda.AllF64(param, grad, master, m, v), adamKernel[float64], adamKernel[float32])(h, param, grad, master, m, v, a)
+	}, param, grad, master, m, v)
 }
 
 func adamKernel[F float](h *Device, param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) {

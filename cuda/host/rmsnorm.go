@@ -13,11 +13,9 @@ import (
 // RMSNormStats writes per row 1/sqrt(mean(x²)+eps), the sum of squares in
 // float64.
 func (h *Device) RMSNormStats(stats, x *cuda.Buffer, N, C int, eps float32) error {
-	if err := h.begin("RMSNormStats", cuda.Check.RMSNormStats(stats, x, N, C, eps), stats, x); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(stats, x), rmsNormStatsKernel[float64], rmsNormStatsKernel[float32])(h, stats, x, N, C, eps)
-	return nil
+	return h.launch("RMSNormStats", cuda.Check.RMSNormStats(stats, x, N, C, eps), func() {
+		instance(cuda.AllF64(stats, x), rmsNormStatsKernel[float64], rmsNormStatsKernel[float32])(h, stats, x, N, C, eps)
+	}, stats, x)
 }
 
 func rmsNormStatsKernel[F float](h *Device, stats, x *cuda.Buffer, N, C int, eps float32) {
@@ -38,11 +36,9 @@ func rmsNormStatsKernel[F float](h *Device, stats, x *cuda.Buffer, N, C int, eps
 
 // RMSNorm: y = x·rstd·w.
 func (h *Device) RMSNorm(y, x, stats, w *cuda.Buffer, N, C int) error {
-	if err := h.begin("RMSNorm", cuda.Check.RMSNorm(y, x, stats, w, N, C), y, x, stats, w); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, x, stats, w), rmsNormKernel[float64], rmsNormKernel[float32])(h, y, x, stats, w, N, C)
-	return nil
+	return h.launch("RMSNorm", cuda.Check.RMSNorm(y, x, stats, w, N, C), func() {
+		instance(cuda.AllF64(y, x, stats, w), rmsNormKernel[float64], rmsNormKernel[float32])(h, y, x, stats, w, N, C)
+	}, y, x, stats, w)
 }
 
 func rmsNormKernel[F float](h *Device, y, x, stats, w *cuda.Buffer, N, C int) {
@@ -68,11 +64,9 @@ func rmsNormKernel[F float](h *Device, y, x, stats, w *cuda.Buffer, N, C int) {
 // RMSNormBackwardX: dx = rstd·(g - xhat·mean_c(g·xhat)), g = dy·w,
 // xhat = x·rstd; the mean in float64.
 func (h *Device) RMSNormBackwardX(dx, dy, x, stats, w *cuda.Buffer, N, C int) error {
-	if err := h.begin("RMSNormBackwardX", cuda.Check.RMSNormBackwardX(dx, dy, x, stats, w, N, C), dx, dy, x, stats, w); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dx, dy, x, stats, w), rmsNormBackwardXKernel[float64], rmsNormBackwardXKernel[float32])(h, dx, dy, x, stats, w, N, C)
-	return nil
+	return h.launch("RMSNormBackwardX", cuda.Check.RMSNormBackwardX(dx, dy, x, stats, w, N, C), func() {
+		instance(cuda.AllF64(dx, dy, x, stats, w), rmsNormBackwardXKernel[float64], rmsNormBackwardXKernel[float32])(h, dx, dy, x, stats, w, N, C)
+	}, dx, dy, x, stats, w)
 }
 
 func rmsNormBackwardXKernel[F float](h *Device, dx, dy, x, stats, w *cuda.Buffer, N, C int) {
@@ -105,11 +99,9 @@ func rmsNormBackwardXKernel[F float](h *Device, dx, dy, x, stats, w *cuda.Buffer
 // RMSNormBackwardW: dw[c] = Σ_i dy[i, c]·xhat[i, c], summed in row order
 // in float64 (the column sums of the bias and layer-norm gradients).
 func (h *Device) RMSNormBackwardW(dw, dy, x, stats *cuda.Buffer, N, C int) error {
-	if err := h.begin("RMSNormBackwardW", cuda.Check.RMSNormBackwardW(dw, dy, x, stats, N, C), dw, dy, x, stats); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dw, dy, x, stats), rmsNormBackwardWKernel[float64], rmsNormBackwardWKernel[float32])(h, dw, dy, x, stats, N, C)
-	return nil
+	return h.launch("RMSNormBackwardW", cuda.Check.RMSNormBackwardW(dw, dy, x, stats, N, C), func() {
+		instance(cuda.AllF64(dw, dy, x, stats), rmsNormBackwardWKernel[float64], rmsNormBackwardWKernel[float32])(h, dw, dy, x, stats, N, C)
+	}, dw, dy, x, stats)
 }
 
 func rmsNormBackwardWKernel[F float](h *Device, dw, dy, x, stats *cuda.Buffer, N, C int) {

@@ -12,20 +12,16 @@ import (
 // t·theta^(-2i/hs), v copied; the angles, their cosines and sines in
 // float64, once a row.
 func (h *Device) RoPE(y, x *cuda.Buffer, B, T, C, NH, KV int, theta float32) error {
-	if err := h.begin("RoPE", cuda.Check.RoPE(y, x, B, T, C, NH, KV, theta), y, x); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, x), ropeKernel[float64], ropeKernel[float32])(h, y, x, B, T, C, NH, KV, theta, 1)
-	return nil
+	return h.launch("RoPE", cuda.Check.RoPE(y, x, B, T, C, NH, KV, theta), func() {
+		instance(cuda.AllF64(y, x), ropeKernel[float64], ropeKernel[float32])(h, y, x, B, T, C, NH, KV, theta, 1)
+	}, y, x)
 }
 
 // RoPEBackward: the rotation by the opposite angles, v's gradient copied.
 func (h *Device) RoPEBackward(dx, dy *cuda.Buffer, B, T, C, NH, KV int, theta float32) error {
-	if err := h.begin("RoPEBackward", cuda.Check.RoPEBackward(dx, dy, B, T, C, NH, KV, theta), dx, dy); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dx, dy), ropeKernel[float64], ropeKernel[float32])(h, dx, dy, B, T, C, NH, KV, theta, -1)
-	return nil
+	return h.launch("RoPEBackward", cuda.Check.RoPEBackward(dx, dy, B, T, C, NH, KV, theta), func() {
+		instance(cuda.AllF64(dx, dy), ropeKernel[float64], ropeKernel[float32])(h, dx, dy, B, T, C, NH, KV, theta, -1)
+	}, dx, dy)
 }
 
 // ropeKernel rotates by sign·angle (1 forward, -1 for the gradient).

@@ -19,11 +19,7 @@ func swigluSigmoid[F float](e []float64, g []F) {
 // SwiGLU: y[i, j] = silu(g)·u, g = x[i, j], u = x[i, F+j], evaluated in
 // float64 and rounded once.
 func (h *Device) SwiGLU(y, x *cuda.Buffer, N, F int) error {
-	if err := h.begin("SwiGLU", cuda.Check.SwiGLU(y, x, N, F), y, x); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(y, x), swigluKernel[float64], swigluKernel[float32])(h, y, x, N, F)
-	return nil
+	return h.launch("SwiGLU", cuda.Check.SwiGLU(y, x, N, F), func() { instance(cuda.AllF64(y, x), swigluKernel[float64], swigluKernel[float32])(h, y, x, N, F) }, y, x)
 }
 
 func swigluKernel[T float](h *Device, y, x *cuda.Buffer, N, F int) {
@@ -53,11 +49,9 @@ func swigluKernel[T float](h *Device, y, x *cuda.Buffer, N, F int) {
 // gate's gradient is dy·u·s·(1 + g·(1 - s)) and the projection's
 // dy·g·s, in float64.
 func (h *Device) SwiGLUBackward(dx, dy, x *cuda.Buffer, N, F int) error {
-	if err := h.begin("SwiGLUBackward", cuda.Check.SwiGLUBackward(dx, dy, x, N, F), dx, dy, x); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dx, dy, x), swigluBackwardKernel[float64], swigluBackwardKernel[float32])(h, dx, dy, x, N, F)
-	return nil
+	return h.launch("SwiGLUBackward", cuda.Check.SwiGLUBackward(dx, dy, x, N, F), func() {
+		instance(cuda.AllF64(dx, dy, x), swigluBackwardKernel[float64], swigluBackwardKernel[float32])(h, dx, dy, x, N, F)
+	}, dx, dy, x)
 }
 
 func swigluBackwardKernel[T float](h *Device, dx, dy, x *cuda.Buffer, N, F int) {
