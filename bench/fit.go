@@ -232,15 +232,7 @@ func simFits(c model.Checked, memory int64) (bool, error) {
 // simulatedMaxBatch is the largest micro-batch whose simulation fits a card
 // of memory bytes (0: none), searched from the formula's answer hint.
 func simulatedMaxBatch(s model.Setup, memory int64, hint int) (int, error) {
-	fits := func(b int) (bool, error) {
-		t := s
-		t.Batch = b
-		c, err := t.Check()
-		if err != nil {
-			return false, nil // past what can be counted: it does not fit
-		}
-		return simFits(c, memory)
-	}
+	fits := simulatedFits(s, memory, func(t *model.Setup, b int) { t.Batch = b })
 	if ok, err := fits(1); !ok || err != nil {
 		return 0, err
 	}
@@ -254,20 +246,26 @@ func simulatedMaxBatch(s model.Setup, memory int64, hint int) (int, error) {
 // rank's memory only shrinks as ranks are added (its shards and staging
 // do).
 func simulatedMinRanks(s model.Setup, memory int64, hint int) (int, error) {
-	fits := func(n int) (bool, error) {
+	fits := simulatedFits(s, memory, func(t *model.Setup, n int) { t.Ranks = n })
+	if ok, err := fits(1); ok || err != nil {
+		return 1, err
+	}
+	_, first, err := edge(1, hint, model.MaxFitRanks, false, fits)
+	return first, err
+}
+
+// simulatedFits is whether s, with set's value n, simulates within memory
+// bytes: a setup past what can be counted does not fit.
+func simulatedFits(s model.Setup, memory int64, set func(*model.Setup, int)) func(int) (bool, error) {
+	return func(n int) (bool, error) {
 		t := s
-		t.Ranks = n
+		set(&t, n)
 		c, err := t.Check()
 		if err != nil {
 			return false, nil
 		}
 		return simFits(c, memory)
 	}
-	if ok, err := fits(1); ok || err != nil {
-		return 1, err
-	}
-	_, first, err := edge(1, hint, model.MaxFitRanks, false, fits)
-	return first, err
 }
 
 // edge finds where fits changes from its answer at lo (side) going up, to

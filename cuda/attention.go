@@ -80,10 +80,7 @@ func (Checks) AttentionOut(y, qkv, p *Buffer, B, T, C, NH, KV int) error {
 func (Checks) AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH, KV int) error {
 	c := check("AttentionBackward")
 	c.heads(B, T, C, NH, KV)
-	W := QKVWidth(C, NH, KV)
-	c.floats("dqkv", dqkv, B*T*W, "B·T·W")
-	c.floats("dy", dy, B*T*C, "B·T·C")
-	c.floats("qkv", qkv, B*T*W, "B·T·W")
+	c.qkvGrad(dqkv, dy, qkv, B, T, C, NH, KV)
 	c.floats("p", p, B*NH*T*T, "B·NH·T·T")
 	c.f32or64("scratch", scratch)
 	if KV < NH {
@@ -94,4 +91,13 @@ func (Checks) AttentionBackward(dqkv, dy, qkv, p, scratch *Buffer, B, T, C, NH, 
 	c.disjointFrom("dqkv", dqkv, "dy", dy, "qkv", qkv, "p", p, "scratch", scratch)
 	c.disjointFrom("scratch", scratch, "dy", dy, "qkv", qkv, "p", p)
 	return c.err
+}
+
+// qkvGrad checks what every attention backward takes and makes: qkv's
+// gradient dqkv and qkv (B·T·W), and the output's gradient dy (B·T·C).
+func (c *checker) qkvGrad(dqkv, dy, qkv *Buffer, B, T, C, NH, KV int) {
+	W := QKVWidth(C, NH, KV)
+	c.floats("dqkv", dqkv, B*T*W, "B·T·W")
+	c.floats("dy", dy, B*T*C, "B·T·C")
+	c.floats("qkv", qkv, B*T*W, "B·T·W")
 }

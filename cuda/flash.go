@@ -87,10 +87,7 @@ func (Checks) FlashAttentionOut(y, qkv, lse *Buffer, B, T, C, NH, KV int) error 
 func (Checks) FlashAttentionBackward(dqkv, dy, qkv, y, lse, scratch *Buffer, B, T, C, NH, KV int) error {
 	c := check("FlashAttentionBackward")
 	c.flash(B, T, C, NH, KV)
-	W := QKVWidth(C, NH, KV)
-	c.floats("dqkv", dqkv, B*T*W, "B·T·W")
-	c.floats("dy", dy, B*T*C, "B·T·C")
-	c.floats("qkv", qkv, B*T*W, "B·T·W")
+	c.qkvGrad(dqkv, dy, qkv, B, T, C, NH, KV)
 	c.floats("y", y, B*T*C, "B·T·C")
 	c.lse(lse, B, T, NH)
 	c.f32or64("scratch", scratch)

@@ -448,11 +448,7 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 	for i := lo; i < hi; i++ {
 		in := &t.sched.Instrs[i]
 		if in.Phase != phase {
-			now, err := t.dev.Mark()
-			if err != nil {
-				return err
-			}
-			d, err := t.dev.Elapsed(mark, now)
+			now, d, err := t.lap(mark)
 			if err != nil {
 				return err
 			}
@@ -772,6 +768,17 @@ func (t *Trainer) Close() error {
 		return err
 	}
 	return nil
+}
+
+// lap marks now and is the device time from mark to it, as the device
+// times its queue (no wait for the work to finish: since waits).
+func (t *Trainer) lap(mark cuda.Mark) (cuda.Mark, time.Duration, error) {
+	now, err := t.dev.Mark()
+	if err != nil {
+		return nil, 0, err
+	}
+	d, err := t.dev.Elapsed(mark, now)
+	return now, d, err
 }
 
 // since is the device time from mark to now, once the queued work is done.

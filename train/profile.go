@@ -121,11 +121,7 @@ func (t *Trainer) profiled(op, phase string, flops float64, bytes int64, f func(
 	if err := f(); err != nil {
 		return err
 	}
-	m1, err := t.dev.Mark()
-	if err != nil {
-		return err
-	}
-	d, err := t.dev.Elapsed(m0, m1)
+	_, d, err := t.lap(m0)
 	if err != nil {
 		return err
 	}

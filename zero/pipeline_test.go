@@ -108,23 +108,13 @@ func TestLayoutTrainsAsOneRank(t *testing.T) {
 			tc.opt = model.AdamW
 		}
 		name := fmt.Sprintf("tp=%d/dp=%d/pp=%d/m=%d/%s/%s/%s/%s/%s", tc.tp, tc.dp, tc.pp, tc.m, tc.sched, tc.set, tc.opt, tc.prec, model.Checkpoint{Kind: tc.pol})
-		if tc.float64 {
-			name += "/float64"
-		}
-		if tc.untied {
-			name += "/untied"
-		}
-		if tc.sp {
-			name += "/sequence-parallel"
-		}
-		if tc.llama {
-			name += "/llama-blocks"
-		}
-		if tc.flash {
-			name += "/flash"
-		}
-		if tc.fp32Grads {
-			name += "/fp32-main-grads"
+		for _, f := range []struct {
+			on  bool
+			tag string
+		}{{tc.float64, "float64"}, {tc.untied, "untied"}, {tc.sp, "sequence-parallel"}, {tc.llama, "llama-blocks"}, {tc.flash, "flash"}, {tc.fp32Grads, "fp32-main-grads"}} {
+			if f.on {
+				name += "/" + f.tag
+			}
 		}
 		t.Run(name, func(t *testing.T) {
 			c := cfg

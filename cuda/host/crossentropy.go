@@ -8,19 +8,27 @@ import (
 	"trainmem/cuda/host/avx2"
 )
 
+// launchTargets is launch for a kernel that reads class ids: the targets
+// are checked to be in [0, vocab) (cuda.CheckIDs) once the device has
+// checked that they are host memory.
+func (h *Device) launchTargets(kernel string, check error, targets *cuda.Buffer, vocab int, run func(), bufs ...*cuda.Buffer) error {
+	if err := h.begin(kernel, check, bufs...); err != nil {
+		return err
+	}
+	if err := cuda.CheckIDs(kernel, "target", Int32s(targets), 0, vocab); err != nil {
+		return err
+	}
+	run()
+	return nil
+}
+
 // CrossEntropy: loss = mean over rows of -log softmax(logits[i])[targets[i]].
 // Each row is max-subtracted, its exponentials summed in float64; the
 // per-row losses go to scratch and are summed in row order.
 func (h *Device) CrossEntropy(loss, logits, targets, scratch *cuda.Buffer, N, V int) error {
-	err := cuda.Check.CrossEntropy(loss, logits, targets, scratch, N, V)
-	if err := h.begin("CrossEntropy", err, loss, logits, targets, scratch); err != nil {
-		return err
-	}
-	if err := cuda.CheckIDs("CrossEntropy", "target", Int32s(targets), 0, V); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(loss, logits), crossEntropyKernel[float64], crossEntropyKernel[float32])(h, loss, logits, targets, scratch, N, V)
-	return nil
+	return h.launchTargets("CrossEntropy", cuda.Check.CrossEntropy(loss, logits, targets, scratch, N, V), targets, V, func() {
+		instance(cuda.AllF64(loss, logits), crossEntropyKernel[float64], crossEntropyKernel[float32])(h, loss, logits, targets, scratch, N, V)
+	}, loss, logits, targets, scratch)
 }
 
 // rowMax is the largest value of a row, for the softmax's shift. Eight
@@ -132,15 +140,9 @@ func crossEntropyKernel[F float](h *Device, loss, logits, targets, scratch *cuda
 // CrossEntropyBackward: dlogits = (softmax(logits) - onehot(targets))·dloss/N.
 // dlogits may be logits itself.
 func (h *Device) CrossEntropyBackward(dlogits, dloss, logits, targets *cuda.Buffer, N, V int) error {
-	err := cuda.Check.CrossEntropyBackward(dlogits, dloss, logits, targets, N, V)
-	if err := h.begin("CrossEntropyBackward", err, dlogits, dloss, logits, targets); err != nil {
-		return err
-	}
-	if err := cuda.CheckIDs("CrossEntropyBackward", "target", Int32s(targets), 0, V); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dlogits, dloss, logits), crossEntropyBackwardKernel[float64], crossEntropyBackwardKernel[float32])(h, dlogits, dloss, logits, targets, N, V)
-	return nil
+	return h.launchTargets("CrossEntropyBackward", cuda.Check.CrossEntropyBackward(dlogits, dloss, logits, targets, N, V), targets, V, func() {
+		instance(cuda.AllF64(dlogits, dloss, logits), crossEntropyBackwardKernel[float64], crossEntropyBackwardKernel[float32])(h, dlogits, dloss, logits, targets, N, V)
+	}, dlogits, dloss, logits, targets)
 }
 
 func crossEntropyBackwardKernel[F float](h *Device, dlogits, dloss, logits, targets *cuda.Buffer, N, V int) {
@@ -221,15 +223,9 @@ func crossEntropyPartMaxKernel[F float](h *Device, stats, logits *cuda.Buffer, N
 // float64 as CrossEntropy sums, and stats[2N+i] the target's logit where
 // the part holds the target, else 0.
 func (h *Device) CrossEntropyPartSums(stats, logits, targets *cuda.Buffer, N, V int, part cuda.VocabPart) error {
-	err := cuda.Check.CrossEntropyPartSums(stats, logits, targets, N, V, part)
-	if err := h.begin("CrossEntropyPartSums", err, stats, logits, targets); err != nil {
-		return err
-	}
-	if err := cuda.CheckIDs("CrossEntropyPartSums", "target", Int32s(targets), 0, part.Vocab(V)); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(stats, logits), crossEntropyPartSumsKernel[float64], crossEntropyPartSumsKernel[float32])(h, stats, logits, targets, N, V, part)
-	return nil
+	return h.launchTargets("CrossEntropyPartSums", cuda.Check.CrossEntropyPartSums(stats, logits, targets, N, V, part), targets, part.Vocab(V), func() {
+		instance(cuda.AllF64(stats, logits), crossEntropyPartSumsKernel[float64], crossEntropyPartSumsKernel[float32])(h, stats, logits, targets, N, V, part)
+	}, stats, logits, targets)
 }
 
 func crossEntropyPartSumsKernel[F float](h *Device, stats, logits, targets *cuda.Buffer, N, V int, part cuda.VocabPart) {
@@ -277,15 +273,9 @@ func (h *Device) CrossEntropyPartLoss(loss, stats *cuda.Buffer, N int) error {
 // onehot)·dloss/N, each element computed in float64 and rounded once.
 // dlogits may be logits itself.
 func (h *Device) CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats *cuda.Buffer, N, V int, part cuda.VocabPart) error {
-	err := cuda.Check.CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats, N, V, part)
-	if err := h.begin("CrossEntropyPartBackward", err, dlogits, dloss, logits, targets, stats); err != nil {
-		return err
-	}
-	if err := cuda.CheckIDs("CrossEntropyPartBackward", "target", Int32s(targets), 0, part.Vocab(V)); err != nil {
-		return err
-	}
-	instance(cuda.AllF64(dlogits, dloss, logits), crossEntropyPartBackwardKernel[float64], crossEntropyPartBackwardKernel[float32])(h, dlogits, dloss, logits, targets, stats, N, V, part)
-	return nil
+	return h.launchTargets("CrossEntropyPartBackward", cuda.Check.CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats, N, V, part), targets, part.Vocab(V), func() {
+		instance(cuda.AllF64(dlogits, dloss, logits), crossEntropyPartBackwardKernel[float64], crossEntropyPartBackwardKernel[float32])(h, dlogits, dloss, logits, targets, stats, N, V, part)
+	}, dlogits, dloss, logits, targets, stats)
 }
 
 func crossEntropyPartBackwardKernel[F float](h *Device, dlogits, dloss, logits, targets, stats *cuda.Buffer, N, V int, part cuda.VocabPart) {
