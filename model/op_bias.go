@@ -28,16 +28,10 @@ func (op *SumRowsOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *SumRowsOp) String() string {
-	if op.Reduce {
-		return fmt.Sprintf("SumRows{N=%d,C=%d,Reduce}", op.N, op.C)
-	}
-	return fmt.Sprintf("SumRows{N=%d,C=%d}", op.N, op.C)
+	return fmt.Sprintf("SumRows{N=%d,C=%d%s}", op.N, op.C, reduceTag(op.Reduce))
 }
 
 // Run is Kernels.SumRows, with Reduce summed over the tensor group.
 func (op *SumRowsOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	if err := x.K.SumRows(out, a[0], op.N, op.C); err != nil || !op.Reduce {
-		return err
-	}
-	return x.allReduce(op, out)
+	return x.reduced(op.Reduce, op, out, x.K.SumRows(out, a[0], op.N, op.C))
 }

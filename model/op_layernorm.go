@@ -70,10 +70,7 @@ func (op *LayerNormOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LayerNormOp) String() string {
-	if op.Reduce {
-		return fmt.Sprintf("LayerNorm{N=%d,C=%d,Reduce}", op.N, op.C)
-	}
-	return fmt.Sprintf("LayerNorm{N=%d,C=%d}", op.N, op.C)
+	return fmt.Sprintf("LayerNorm{N=%d,C=%d%s}", op.N, op.C, reduceTag(op.Reduce))
 }
 
 // DiffWRT: x, w and b; not stats.
@@ -152,17 +149,11 @@ func (op *LayerNormBackwardWOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *LayerNormBackwardWOp) String() string {
-	if op.Reduce {
-		return fmt.Sprintf("LayerNormBackwardW{N=%d,C=%d,Reduce}", op.N, op.C)
-	}
-	return fmt.Sprintf("LayerNormBackwardW{N=%d,C=%d}", op.N, op.C)
+	return fmt.Sprintf("LayerNormBackwardW{N=%d,C=%d%s}", op.N, op.C, reduceTag(op.Reduce))
 }
 
 // Run is Kernels.LayerNormBackwardW, with Reduce summed over the tensor
 // group.
 func (op *LayerNormBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	if err := x.K.LayerNormBackwardW(out, a[0], a[1], a[2], op.N, op.C); err != nil || !op.Reduce {
-		return err
-	}
-	return x.allReduce(op, out)
+	return x.reduced(op.Reduce, op, out, x.K.LayerNormBackwardW(out, a[0], a[1], a[2], op.N, op.C))
 }

@@ -72,10 +72,7 @@ func (op *RMSNormOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *RMSNormOp) String() string {
-	if op.Reduce {
-		return fmt.Sprintf("RMSNorm{N=%d,C=%d,Reduce}", op.N, op.C)
-	}
-	return fmt.Sprintf("RMSNorm{N=%d,C=%d}", op.N, op.C)
+	return fmt.Sprintf("RMSNorm{N=%d,C=%d%s}", op.N, op.C, reduceTag(op.Reduce))
 }
 
 // DiffWRT: x and w; not stats.
@@ -149,17 +146,11 @@ func (op *RMSNormBackwardWOp) signature() signature {
 
 // String names the op and every field; WriteHash hashes it.
 func (op *RMSNormBackwardWOp) String() string {
-	if op.Reduce {
-		return fmt.Sprintf("RMSNormBackwardW{N=%d,C=%d,Reduce}", op.N, op.C)
-	}
-	return fmt.Sprintf("RMSNormBackwardW{N=%d,C=%d}", op.N, op.C)
+	return fmt.Sprintf("RMSNormBackwardW{N=%d,C=%d%s}", op.N, op.C, reduceTag(op.Reduce))
 }
 
 // Run is Kernels.RMSNormBackwardW, with Reduce summed over the tensor
 // group.
 func (op *RMSNormBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
-	if err := x.K.RMSNormBackwardW(out, a[0], a[1], a[2], op.N, op.C); err != nil || !op.Reduce {
-		return err
-	}
-	return x.allReduce(op, out)
+	return x.reduced(op.Reduce, op, out, x.K.RMSNormBackwardW(out, a[0], a[1], a[2], op.N, op.C))
 }

@@ -259,6 +259,24 @@ func (x Exec) allReduce(what fmt.Stringer, b *cuda.Buffer) error {
 	return x.Tensor.AllReduceSum(b)
 }
 
+// reduced is a kernel's result err, then, for an op whose output is a
+// rank's part (reduce), out summed over the tensor group.
+func (x Exec) reduced(reduce bool, what fmt.Stringer, out *cuda.Buffer, err error) error {
+	if err != nil || !reduce {
+		return err
+	}
+	return x.allReduce(what, out)
+}
+
+// reduceTag is an op's String's last field when its output is summed
+// over the tensor group (Reduce): ",Reduce", else "".
+func reduceTag(reduce bool) string {
+	if reduce {
+		return ",Reduce"
+	}
+	return ""
+}
+
 // hasTensor refuses a tensor-parallel op (what) on an executor without a
 // tensor group.
 func (x Exec) hasTensor(what fmt.Stringer) error {
