@@ -40,16 +40,9 @@ func (d *Device) CrossEntropy(loss, logits, targets, scratch *cuda.Buffer, N, V 
 // CrossEntropyBackward: dlogits = (softmax - onehot)·dloss/N; dlogits may
 // be logits.
 func (d *Device) CrossEntropyBackward(dlogits, dloss, logits, targets *cuda.Buffer, N, V int) error {
-	err := cuda.Check.CrossEntropyBackward(dlogits, dloss, logits, targets, N, V)
-	if err := d.begin("CrossEntropyBackward", err, dlogits, dloss, logits, targets); err != nil {
-		return err
-	}
-	defer d.leave()
-	checked, err := d.checkIDsOnHost("CrossEntropyBackward", "target", targets, 0, V)
-	if err != nil {
-		return err
-	}
-	return d.runChecked(crossEntropyBackwardCall(dlogits, dloss, logits, targets, N, V, uintptr(d.status)), checked)
+	return d.launchTargets("CrossEntropyBackward", cuda.Check.CrossEntropyBackward(dlogits, dloss, logits, targets, N, V), targets, V, func() *kcall {
+		return crossEntropyBackwardCall(dlogits, dloss, logits, targets, N, V, uintptr(d.status))
+	}, dlogits, dloss, logits, targets)
 }
 
 func crossEntropyRowsCall(losses, logits, targets *cuda.Buffer, N, V int, f64 bool, status uintptr) *kcall {
@@ -79,16 +72,9 @@ func (d *Device) CrossEntropyPartMax(stats, logits *cuda.Buffer, N, V int) error
 // CrossEntropyPartSums: a block per row, its exponentials' sum (fp64) and
 // its target's logit where the part holds it.
 func (d *Device) CrossEntropyPartSums(stats, logits, targets *cuda.Buffer, N, V int, part cuda.VocabPart) error {
-	err := cuda.Check.CrossEntropyPartSums(stats, logits, targets, N, V, part)
-	if err := d.begin("CrossEntropyPartSums", err, stats, logits, targets); err != nil {
-		return err
-	}
-	defer d.leave()
-	checked, err := d.checkIDsOnHost("CrossEntropyPartSums", "target", targets, 0, part.Vocab(V))
-	if err != nil {
-		return err
-	}
-	return d.runChecked(crossEntropyPartSumsCall(stats, logits, targets, N, V, part, uintptr(d.status)), checked)
+	return d.launchTargets("CrossEntropyPartSums", cuda.Check.CrossEntropyPartSums(stats, logits, targets, N, V, part), targets, part.Vocab(V), func() *kcall {
+		return crossEntropyPartSumsCall(stats, logits, targets, N, V, part, uintptr(d.status))
+	}, stats, logits, targets)
 }
 
 // CrossEntropyPartLoss: one block, the rows' mean loss from their
@@ -104,16 +90,9 @@ func (d *Device) CrossEntropyPartLoss(loss, stats *cuda.Buffer, N int) error {
 // CrossEntropyPartBackward: dlogits = (softmax - onehot)·dloss/N from the
 // rows' statistics, an element a thread; dlogits may be logits.
 func (d *Device) CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats *cuda.Buffer, N, V int, part cuda.VocabPart) error {
-	err := cuda.Check.CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats, N, V, part)
-	if err := d.begin("CrossEntropyPartBackward", err, dlogits, dloss, logits, targets, stats); err != nil {
-		return err
-	}
-	defer d.leave()
-	checked, err := d.checkIDsOnHost("CrossEntropyPartBackward", "target", targets, 0, part.Vocab(V))
-	if err != nil {
-		return err
-	}
-	return d.runChecked(crossEntropyPartBackwardCall(dlogits, dloss, logits, targets, stats, N, V, part, uintptr(d.status)), checked)
+	return d.launchTargets("CrossEntropyPartBackward", cuda.Check.CrossEntropyPartBackward(dlogits, dloss, logits, targets, stats, N, V, part), targets, part.Vocab(V), func() *kcall {
+		return crossEntropyPartBackwardCall(dlogits, dloss, logits, targets, stats, N, V, part, uintptr(d.status))
+	}, dlogits, dloss, logits, targets, stats)
 }
 
 func crossEntropyPartMaxCall(stats, logits *cuda.Buffer, N, V int) *kcall {

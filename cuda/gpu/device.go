@@ -435,8 +435,6 @@ func (d *Device) begin(kernel string, err error, bufs ...*cuda.Buffer) error {
 	return d.enter(kernel)
 }
 
-// run launches one kernel call after checking its arguments against the
-// kernel's signature and its geometry against the card's and the kernel's
 // launch is the course of a kernel family's method of one kernel: the
 // call's checks (check, cuda.Check's), the device entered, then the call
 // (built only once the arguments are checked) run.
@@ -448,6 +446,23 @@ func (d *Device) launch(kernel string, check error, call func() *kcall, bufs ...
 	return d.run(call())
 }
 
+// launchTargets is launch for a kernel that reads class ids, as the
+// host's: the targets are checked to be in [0, vocab) from their host copy
+// (checkIDsOnHost), and the kernel records any it meets out of range.
+func (d *Device) launchTargets(kernel string, check error, targets *cuda.Buffer, vocab int, call func() *kcall, bufs ...*cuda.Buffer) error {
+	if err := d.begin(kernel, check, bufs...); err != nil {
+		return err
+	}
+	defer d.leave()
+	checked, err := d.checkIDsOnHost(kernel, "target", targets, 0, vocab)
+	if err != nil {
+		return err
+	}
+	return d.runChecked(call(), checked)
+}
+
+// run launches one kernel call after checking its arguments against the
+// kernel's signature and its geometry against the card's and the kernel's
 // limits.
 func (d *Device) run(c *kcall) error {
 	if err := c.verify(); err != nil {
