@@ -643,60 +643,62 @@ func (d *Device) checkIDsOnHost(kernel, what string, ids *cuda.Buffer, T, V int)
 // Upload converts src into dst's type on the host (cuda/host/mem.go's Encode: the host's rounding)
 // and copies it on the device's stream.
 func (d *Device) Upload(dst *cuda.Buffer, src any) error {
-	if err := d.begin("Upload", cuda.CheckHostValues("Upload", "src", src, dst), dst); err != nil {
-		return err
-	}
-	defer d.leave()
-	if dst.Len == 0 {
-		return nil
-	}
-	stage := cuda.NewBuffer(dst.DType, dst.Len, 0, 0, stageBytes(dst.Bytes()), nil)
-	switch s := src.(type) {
-	case []int32:
-		copy(host.Int32s(stage), s)
-		d.dropShadows(dst.Addr(), dst.Addr()+uintptr(dst.Bytes()))
-		d.ints = append(d.ints, intShadow{addr: dst.Addr(), vals: append([]int32(nil), s...)})
-	case []float32:
-		host.Encode(stage, 0, s)
-	case []float64:
-		host.Encode(stage, 0, s)
-	}
-	// From pageable memory the driver returns once it has staged the
-	// bytes, but that is its behaviour, not its contract: the staging
-	// memory is kept until the stream is next known drained (syncCheck).
-	err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst.Addr()), unsafe.Pointer(&stage.Host()[0]), dst.Bytes(), d.stream)
-	if err == nil {
-		d.staged = append(d.staged, stage.Host())
-	}
-	return cuErr(fmt.Sprintf("cuMemcpyHtoDAsync(%s)", dst), err)
+	return d.hostCopy("Upload", cuda.CheckHostValues("Upload", "src", src, dst), dst, func(stage *cuda.Buffer) error {
+		switch s := src.(type) {
+		case []int32:
+			copy(host.Int32s(stage), s)
+			d.dropShadows(dst.Addr(), dst.Addr()+uintptr(dst.Bytes()))
+			d.ints = append(d.ints, intShadow{addr: dst.Addr(), vals: append([]int32(nil), s...)})
+		case []float32:
+			host.Encode(stage, 0, s)
+		case []float64:
+			host.Encode(stage, 0, s)
+		}
+		// From pageable memory the driver returns once it has staged the
+		// bytes, but that is its behaviour, not its contract: the staging
+		// memory is kept until the stream is next known drained (syncCheck).
+		err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst.Addr()), unsafe.Pointer(&stage.Host()[0]), dst.Bytes(), d.stream)
+		if err == nil {
+			d.staged = append(d.staged, stage.Host())
+		}
+		return cuErr(fmt.Sprintf("cuMemcpyHtoDAsync(%s)", dst), err)
+	})
 }
 
 // Download copies src to the host after the work queued before it, and
 // converts it (cuda/host/mem.go's Decode: the host's rounding).
 func (d *Device) Download(dst any, src *cuda.Buffer) error {
-	if err := d.begin("Download", cuda.CheckHostValues("Download", "dst", dst, src), src); err != nil {
+	return d.hostCopy("Download", cuda.CheckHostValues("Download", "dst", dst, src), src, func(stage *cuda.Buffer) error {
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&stage.Host()[0]), cu.DevicePtr(src.Addr()), src.Bytes(), d.stream); err != nil {
+			return cuErr(fmt.Sprintf("cuMemcpyDtoHAsync(%s)", src), err)
+		}
+		if err := d.syncCheck(""); err != nil {
+			return err
+		}
+		switch v := dst.(type) {
+		case []int32:
+			copy(v, host.Int32s(stage))
+		case []float32:
+			host.Decode(stage, 0, v)
+		case []float64:
+			host.Decode(stage, 0, v)
+		}
+		return nil
+	})
+}
+
+// hostCopy is the course of a copy between host values and b (Upload,
+// Download): the checks (check), the device entered, nothing to do for an
+// empty buffer, else move given host staging of b's type and size.
+func (d *Device) hostCopy(what string, check error, b *cuda.Buffer, move func(stage *cuda.Buffer) error) error {
+	if err := d.begin(what, check, b); err != nil {
 		return err
 	}
 	defer d.leave()
-	if src.Len == 0 {
+	if b.Len == 0 {
 		return nil
 	}
-	stage := cuda.NewBuffer(src.DType, src.Len, 0, 0, stageBytes(src.Bytes()), nil)
-	if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&stage.Host()[0]), cu.DevicePtr(src.Addr()), src.Bytes(), d.stream); err != nil {
-		return cuErr(fmt.Sprintf("cuMemcpyDtoHAsync(%s)", src), err)
-	}
-	if err := d.syncCheck(""); err != nil {
-		return err
-	}
-	switch v := dst.(type) {
-	case []int32:
-		copy(v, host.Int32s(stage))
-	case []float32:
-		host.Decode(stage, 0, v)
-	case []float64:
-		host.Decode(stage, 0, v)
-	}
-	return nil
+	return move(cuda.NewBuffer(b.DType, b.Len, 0, 0, stageBytes(b.Bytes()), nil))
 }
 
 // stageBytes is host staging memory for n bytes, 8-byte aligned for the
