@@ -183,16 +183,19 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 	// send_forward_recv_backward, send_backward_recv_forward,
 	// recv_backward, send_backward; a half to a stage that does not exist
 	// is not made.
-	recvForward := func(k int) error {
-		if first {
-			return nil
+	recv := func(none bool, slot, peer int) func(int) error { // recv_forward, recv_backward
+		return func(k int) error {
+			if none {
+				return nil
+			}
+			buf, err := recvBuf(k, slot)
+			if err != nil {
+				return err
+			}
+			return exchange(nil, -1, buf, peer)
 		}
-		x, err := recvBuf(k, t.sched.Input)
-		if err != nil {
-			return err
-		}
-		return exchange(nil, -1, x, r-1)
 	}
+	recvForward, recvBackward := recv(first, t.sched.Input, r-1), recv(last, t.sched.DLoss, r+1)
 	sendForwardRecvBackward := func(k, j int) error { // j < 0: no receive
 		if last {
 			return nil
@@ -226,36 +229,21 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 		}
 		return err
 	}
-	recvBackward := func(j int) error {
-		if last {
-			return nil
-		}
-		dy, err := recvBuf(j, t.sched.DLoss)
-		if err != nil {
-			return err
-		}
-		return exchange(nil, -1, dy, r+1)
-	}
 	// A pass alone: recv_forward, forward, send_forward; recv_backward,
 	// backward, send_backward.
-	oneForward := func(k int) error {
-		if err := recvForward(k); err != nil {
-			return err
+	alone := func(recv, pass func(int) error, send func(k, other int) error) func(int) error {
+		return func(k int) error {
+			if err := recv(k); err != nil {
+				return err
+			}
+			if err := pass(k); err != nil {
+				return err
+			}
+			return send(k, -1)
 		}
-		if err := forward(k); err != nil {
-			return err
-		}
-		return sendForwardRecvBackward(k, -1)
 	}
-	oneBackward := func(j int) error {
-		if err := recvBackward(j); err != nil {
-			return err
-		}
-		if err := backward(j); err != nil {
-			return err
-		}
-		return sendBackwardRecvForward(j, -1)
-	}
+	oneForward := alone(recvForward, forward, sendForwardRecvBackward)
+	oneBackward := alone(recvBackward, backward, sendBackwardRecvForward)
 	run := func() error {
 		if s.Pipeline == model.GPipe || P == 1 {
 			for _, a := range acts {
