@@ -186,6 +186,15 @@ func (c *checker) elementwise(namesAndBuffers ...any) {
 	}
 }
 
+// checkElementwise is the whole check of an elementwise kernel: float
+// buffers (names and buffers in turn, the output first) of the output's
+// length.
+func checkElementwise(kernel string, namesAndBuffers ...any) error {
+	c := check(kernel)
+	c.elementwise(namesAndBuffers...)
+	return c.err
+}
+
 func (c *checker) sameLen(name string, b *Buffer, refName string, ref *Buffer) {
 	if c.err == nil && b != nil && ref != nil && b.Len != ref.Len {
 		c.fail("%s has %d elements, want %s's %d", name, b.Len, refName, ref.Len)

@@ -36,11 +36,7 @@ func (Checks) Cast(dst, src *Buffer) error {
 	return c.err
 }
 
-func (Checks) Add(y, a, b *Buffer) error {
-	c := check("Add")
-	c.elementwise("y", y, "a", a, "b", b)
-	return c.err
-}
+func (Checks) Add(y, a, b *Buffer) error { return checkElementwise("Add", "y", y, "a", a, "b", b) }
 
 func (Checks) NonFinite(x *Buffer) (bool, error) {
 	c := check("NonFinite")

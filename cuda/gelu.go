@@ -12,14 +12,8 @@ type GELUKernels interface {
 	GELUBackward(dx, dy, x *Buffer) error
 }
 
-func (Checks) GELU(y, x *Buffer) error {
-	c := check("GELU")
-	c.elementwise("y", y, "x", x)
-	return c.err
-}
+func (Checks) GELU(y, x *Buffer) error { return checkElementwise("GELU", "y", y, "x", x) }
 
 func (Checks) GELUBackward(dx, dy, x *Buffer) error {
-	c := check("GELUBackward")
-	c.elementwise("dx", dx, "dy", dy, "x", x)
-	return c.err
+	return checkElementwise("GELUBackward", "dx", dx, "dy", dy, "x", x)
 }

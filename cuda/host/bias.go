@@ -57,20 +57,16 @@ func addBiasKernel[F float](h *Device, y, b *cuda.Buffer, N, C int) {
 	bb := getScratch[F](C)
 	defer putScratch(bb)
 	bs := mkvec[F](b).get(0, C, bb)
-	h.parallel(N, rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](C)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			row := vy.get(i*C, i*C+C, tmp)
-			c := 0
-			if r, ok := f32(row); ok {
-				b32, _ := f32(bs)
-				c = avx2.Add(r, r, b32)
-			}
-			for ; c < len(row); c++ {
-				row[c] += bs[c]
-			}
-			vy.put(i*C, row)
+	rows(h, N, rowGrain(C), C, func(i int, tmp []F) {
+		row := vy.get(i*C, i*C+C, tmp)
+		c := 0
+		if r, ok := f32(row); ok {
+			b32, _ := f32(bs)
+			c = avx2.Add(r, r, b32)
 		}
+		for ; c < len(row); c++ {
+			row[c] += bs[c]
+		}
+		vy.put(i*C, row)
 	})
 }

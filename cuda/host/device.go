@@ -244,6 +244,19 @@ func (h *Device) parallel(n, grain int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
+// rows runs row(i, tmp) for every row i of n on the host's threads
+// (parallel, grain rows at least a chunk), each chunk lending its rows tmp,
+// width elements of scratch, in row order.
+func rows[F float](h *Device, n, grain, width int, row func(i int, tmp []F)) {
+	h.parallel(n, grain, func(lo, hi int) {
+		tmp := getScratch[F](width)
+		defer putScratch(tmp)
+		for i := lo; i < hi; i++ {
+			row(i, tmp)
+		}
+	})
+}
+
 // memory is the host's SegmentSource: anonymous private mappings
 // (mmap_unix.go), zero-filled by the kernel and committed page by page as
 // they are touched.

@@ -18,20 +18,16 @@ func (h *Device) LayerNormStats(stats, x *cuda.Buffer, N, C int, eps float32) er
 
 func layerNormStatsKernel[F float](h *Device, stats, x *cuda.Buffer, N, C int, eps float32) {
 	vs, vx := mkvec[F](stats), mkvec[F](x)
-	h.parallel(N, rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](C + 2)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			xs := vx.get(i*C, i*C+C, tmp[:C])
-			var sum, ss [4]float64
-			sumLanes(xs, &sum)
-			mean := sum4(&sum) / float64(C)
-			squaredDevLanes(xs, mean, &ss)
-			st := vs.out(2*i, 2*i+2, tmp[C:])
-			st[0] = F(mean)
-			st[1] = F(1 / math.Sqrt(sum4(&ss)/float64(C)+float64(eps)))
-			vs.put(2*i, st)
-		}
+	rows(h, N, rowGrain(C), C+2, func(i int, tmp []F) {
+		xs := vx.get(i*C, i*C+C, tmp[:C])
+		var sum, ss [4]float64
+		sumLanes(xs, &sum)
+		mean := sum4(&sum) / float64(C)
+		squaredDevLanes(xs, mean, &ss)
+		st := vs.out(2*i, 2*i+2, tmp[C:])
+		st[0] = F(mean)
+		st[1] = F(1 / math.Sqrt(sum4(&ss)/float64(C)+float64(eps)))
+		vs.put(2*i, st)
 	})
 }
 
@@ -73,26 +69,22 @@ func layerNormKernel[F float](h *Device, y, x, stats, w, b *cuda.Buffer, N, C in
 	defer putScratch(wb)
 	ws := mkvec[F](w).get(0, C, wb[:C])
 	bs := mkvec[F](b).get(0, C, wb[C:])
-	h.parallel(N, rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](2*C + 2)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			st := vs.get(2*i, 2*i+2, tmp[2*C:])
-			mean, rstd := st[0], st[1]
-			xs := vx.get(i*C, i*C+C, tmp[:C])
-			o := vy.out(i*C, i*C+C, tmp[C:2*C])
-			c := 0
-			if o32, ok := f32(o); ok {
-				x32, _ := f32(xs)
-				w32, _ := f32(ws)
-				b32, _ := f32(bs)
-				c = avx2.LayerNormRow(o32, x32, w32, b32, float32(mean), float32(rstd))
-			}
-			for ; c < len(o); c++ {
-				o[c] = (xs[c]-mean)*rstd*ws[c] + bs[c]
-			}
-			vy.put(i*C, o)
+	rows(h, N, rowGrain(C), 2*C+2, func(i int, tmp []F) {
+		st := vs.get(2*i, 2*i+2, tmp[2*C:])
+		mean, rstd := st[0], st[1]
+		xs := vx.get(i*C, i*C+C, tmp[:C])
+		o := vy.out(i*C, i*C+C, tmp[C:2*C])
+		c := 0
+		if o32, ok := f32(o); ok {
+			x32, _ := f32(xs)
+			w32, _ := f32(ws)
+			b32, _ := f32(bs)
+			c = avx2.LayerNormRow(o32, x32, w32, b32, float32(mean), float32(rstd))
 		}
+		for ; c < len(o); c++ {
+			o[c] = (xs[c]-mean)*rstd*ws[c] + bs[c]
+		}
+		vy.put(i*C, o)
 	})
 }
 
@@ -109,31 +101,27 @@ func layerNormBackwardXKernel[F float](h *Device, dx, dy, x, stats, w *cuda.Buff
 	wb := getScratch[F](C)
 	defer putScratch(wb)
 	ws := mkvec[F](w).get(0, C, wb)
-	h.parallel(N, rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](3*C + 2)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			st := vs.get(2*i, 2*i+2, tmp[3*C:])
-			mean, rstd := st[0], st[1]
-			xs := vx.get(i*C, i*C+C, tmp[:C])
-			ds := vdy.get(i*C, i*C+C, tmp[C:2*C])
-			var sg, sgx [4]float64
-			layerNormBackwardSums(ds, ws, xs, mean, rstd, &sg, &sgx)
-			mg, mgx := F(sum4(&sg)/float64(C)), F(sum4(&sgx)/float64(C))
-			o := vdx.out(i*C, i*C+C, tmp[2*C:3*C])
-			c := 0
-			if o32, ok := f32(o); ok {
-				d32, _ := f32(ds)
-				w32, _ := f32(ws)
-				x32, _ := f32(xs)
-				c = avx2.LayerNormBackwardRow(o32, d32, w32, x32, float32(mean), float32(rstd), float32(mg), float32(mgx))
-			}
-			for ; c < len(o); c++ {
-				xhat := (xs[c] - mean) * rstd
-				o[c] = rstd * (ds[c]*ws[c] - mg - xhat*mgx)
-			}
-			vdx.put(i*C, o)
+	rows(h, N, rowGrain(C), 3*C+2, func(i int, tmp []F) {
+		st := vs.get(2*i, 2*i+2, tmp[3*C:])
+		mean, rstd := st[0], st[1]
+		xs := vx.get(i*C, i*C+C, tmp[:C])
+		ds := vdy.get(i*C, i*C+C, tmp[C:2*C])
+		var sg, sgx [4]float64
+		layerNormBackwardSums(ds, ws, xs, mean, rstd, &sg, &sgx)
+		mg, mgx := F(sum4(&sg)/float64(C)), F(sum4(&sgx)/float64(C))
+		o := vdx.out(i*C, i*C+C, tmp[2*C:3*C])
+		c := 0
+		if o32, ok := f32(o); ok {
+			d32, _ := f32(ds)
+			w32, _ := f32(ws)
+			x32, _ := f32(xs)
+			c = avx2.LayerNormBackwardRow(o32, d32, w32, x32, float32(mean), float32(rstd), float32(mg), float32(mgx))
 		}
+		for ; c < len(o); c++ {
+			xhat := (xs[c] - mean) * rstd
+			o[c] = rstd * (ds[c]*ws[c] - mg - xhat*mgx)
+		}
+		vdx.put(i*C, o)
 	})
 }
 

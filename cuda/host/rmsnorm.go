@@ -20,17 +20,13 @@ func (h *Device) RMSNormStats(stats, x *cuda.Buffer, N, C int, eps float32) erro
 
 func rmsNormStatsKernel[F float](h *Device, stats, x *cuda.Buffer, N, C int, eps float32) {
 	vs, vx := mkvec[F](stats), mkvec[F](x)
-	h.parallel(N, rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](C + 1)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			xs := vx.get(i*C, i*C+C, tmp[:C])
-			var ss [4]float64
-			squaredDevLanes(xs, 0, &ss) // Σ x², the layer norm's squared deviations from 0
-			st := vs.out(i, i+1, tmp[C:])
-			st[0] = F(1 / math.Sqrt(sum4(&ss)/float64(C)+float64(eps)))
-			vs.put(i, st)
-		}
+	rows(h, N, rowGrain(C), C+1, func(i int, tmp []F) {
+		xs := vx.get(i*C, i*C+C, tmp[:C])
+		var ss [4]float64
+		squaredDevLanes(xs, 0, &ss) // Σ x², the layer norm's squared deviations from 0
+		st := vs.out(i, i+1, tmp[C:])
+		st[0] = F(1 / math.Sqrt(sum4(&ss)/float64(C)+float64(eps)))
+		vs.put(i, st)
 	})
 }
 
@@ -46,18 +42,14 @@ func rmsNormKernel[F float](h *Device, y, x, stats, w *cuda.Buffer, N, C int) {
 	wb := getScratch[F](C)
 	defer putScratch(wb)
 	ws := mkvec[F](w).get(0, C, wb)
-	h.parallel(N, rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](2*C + 1)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			rstd := vs.get(i, i+1, tmp[2*C:])[0]
-			xs := vx.get(i*C, i*C+C, tmp[:C])
-			o := vy.out(i*C, i*C+C, tmp[C:2*C])
-			for c := range o {
-				o[c] = xs[c] * rstd * ws[c]
-			}
-			vy.put(i*C, o)
+	rows(h, N, rowGrain(C), 2*C+1, func(i int, tmp []F) {
+		rstd := vs.get(i, i+1, tmp[2*C:])[0]
+		xs := vx.get(i*C, i*C+C, tmp[:C])
+		o := vy.out(i*C, i*C+C, tmp[C:2*C])
+		for c := range o {
+			o[c] = xs[c] * rstd * ws[c]
 		}
+		vy.put(i*C, o)
 	})
 }
 
@@ -74,25 +66,21 @@ func rmsNormBackwardXKernel[F float](h *Device, dx, dy, x, stats, w *cuda.Buffer
 	wb := getScratch[F](C)
 	defer putScratch(wb)
 	ws := mkvec[F](w).get(0, C, wb)
-	h.parallel(N, rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](3*C + 1)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			rstd := vs.get(i, i+1, tmp[3*C:])[0]
-			xs := vx.get(i*C, i*C+C, tmp[:C])
-			ds := vdy.get(i*C, i*C+C, tmp[C:2*C])
-			var sgx [4]float64
-			for c := range ds {
-				sgx[c%4] += float64(ds[c] * ws[c] * (xs[c] * rstd))
-			}
-			mgx := F(sum4(&sgx) / float64(C))
-			o := vdx.out(i*C, i*C+C, tmp[2*C:3*C])
-			for c := range o {
-				xhat := xs[c] * rstd
-				o[c] = rstd * (ds[c]*ws[c] - xhat*mgx)
-			}
-			vdx.put(i*C, o)
+	rows(h, N, rowGrain(C), 3*C+1, func(i int, tmp []F) {
+		rstd := vs.get(i, i+1, tmp[3*C:])[0]
+		xs := vx.get(i*C, i*C+C, tmp[:C])
+		ds := vdy.get(i*C, i*C+C, tmp[C:2*C])
+		var sgx [4]float64
+		for c := range ds {
+			sgx[c%4] += float64(ds[c] * ws[c] * (xs[c] * rstd))
 		}
+		mgx := F(sum4(&sgx) / float64(C))
+		o := vdx.out(i*C, i*C+C, tmp[2*C:3*C])
+		for c := range o {
+			xhat := xs[c] * rstd
+			o[c] = rstd * (ds[c]*ws[c] - xhat*mgx)
+		}
+		vdx.put(i*C, o)
 	})
 }
 
