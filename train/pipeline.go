@@ -231,15 +231,15 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 	}
 	// A pass alone: recv_forward, forward, send_forward; recv_backward,
 	// backward, send_backward.
-	alone := func(recv, pass func(int) error, send func(k, other int) error) func(int) error {
+	alone := func(in, pass func(int) error, out func(k, other int) error) func(int) error {
 		return func(k int) error {
-			if err := recv(k); err != nil {
+			if err := in(k); err != nil {
 				return err
 			}
 			if err := pass(k); err != nil {
 				return err
 			}
-			return send(k, -1)
+			return out(k, -1)
 		}
 	}
 	oneForward := alone(recvForward, forward, sendForwardRecvBackward)

@@ -63,6 +63,8 @@ func (f *launchFlags) launch(tf *trainFlags) (zero.Launch, zero.Backend, error) 
 	return l, b, err
 }
 
+// resolve is launch's work: the launcher's environment and the flags
+// checked against each other, and the backend for ranks on device.
 func (f *launchFlags) resolve(device string) (zero.Launch, zero.Backend, error) {
 	l, err := zero.DetectLaunch(f.getenv)
 	if err != nil {

@@ -31,7 +31,7 @@ func New[E ~uint8](pkg, typ, what string, names ...string) Names[E] {
 
 // String is e's name, or Type(e) for a value past the table.
 func (n Names[E]) String(e E) string {
-	if int(e) < len(n.names) {
+	if n.Valid(e) {
 		return n.names[e]
 	}
 	return fmt.Sprintf("%s(%d)", n.typ, uint8(e))
@@ -83,7 +83,7 @@ func (n Names[E]) Values() []E {
 // Marshal is e's name as text (encoding.TextMarshaler); a value past the
 // table is an error, not a key no reader could parse.
 func (n Names[E]) Marshal(e E) ([]byte, error) {
-	if int(e) >= len(n.names) {
+	if !n.Valid(e) {
 		return nil, fmt.Errorf("%s: %s %d does not exist", n.pkg, n.what, uint8(e))
 	}
 	return []byte(n.names[e]), nil
