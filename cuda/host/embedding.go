@@ -23,24 +23,20 @@ func (h *Device) Embedding(out, tokens, wte, wpe *cuda.Buffer, B, T, C int, part
 func embeddingKernel[F float](h *Device, out, tokens, wte, wpe *cuda.Buffer, T, C int, part cuda.VocabPart) {
 	ids := Int32s(tokens)
 	vo, ve, vp := mkvec[F](out), mkvec[F](wte), mkvec[F](wpe)
-	rows := wte.Len / C
-	h.parallel(len(ids), rowGrain(C), func(lo, hi int) {
-		tmp := getScratch[F](3 * C)
-		defer putScratch(tmp)
-		for i := lo; i < hi; i++ {
-			tok, t := int(ids[i])-part.Lo, i%T
-			o := vo.out(i*C, i*C+C, tmp[2*C:])
-			clear(o)
-			if tok >= 0 && tok < rows {
-				copy(o, ve.get(tok*C, tok*C+C, tmp[:C]))
-			}
-			if !part.NoPositions {
-				for c, p := range vp.get(t*C, t*C+C, tmp[C:2*C]) {
-					o[c] += p
-				}
-			}
-			vo.put(i*C, o)
+	vocab := wte.Len / C // the table's rows: a vocabulary part's
+	rows(h, len(ids), rowGrain(C), 3*C, func(i int, tmp []F) {
+		tok, t := int(ids[i])-part.Lo, i%T
+		o := vo.out(i*C, i*C+C, tmp[2*C:])
+		clear(o)
+		if tok >= 0 && tok < vocab {
+			copy(o, ve.get(tok*C, tok*C+C, tmp[:C]))
 		}
+		if !part.NoPositions {
+			for c, p := range vp.get(t*C, t*C+C, tmp[C:2*C]) {
+				o[c] += p
+			}
+		}
+		vo.put(i*C, o)
 	})
 }
 
