@@ -177,7 +177,7 @@ $(EMU)/selftest: cuda/gpu/emu/selftest.cpp cuda/gpu/emu/fakecublas.cpp $(EMU)/fa
 # The CUDA path executed without a GPU: the conformance suite and the
 # device tests (NCCL's on two emulated GPUs) on the emulated GPU under two schedules of a block's threads
 # (forward and reverse: a missing barrier shows as a difference), broken
-# copies of kernels.cu that must fail it (scripts/emu-mutants.sh), and
+# copies of the kernel families (kernels/*.cuh) that must fail it (scripts/emu-mutants.sh), and
 # train and validate --device cuda against the host (TestCUDAMatchesHost).
 test-cuda-emu: test-cuda-build emu $(EMU)/selftest
 	@for s in forward reverse; do echo "== emulator self-test, schedule $$s"; \

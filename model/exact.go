@@ -20,7 +20,7 @@ import "fmt"
 //
 //	ln1_stats, ln2_stats   2·N·4 each    mean and 1/std of each row (fp32)
 //	ln1, ln2               N·h·e each    layer-norm outputs (the linear layers' inputs)
-//	qkv                    3·N·h·e       attention input projections (AttnGrad reads q, k, v)
+//	qkv                    3·N·h·e       attention input projections (its backward op reads q, k, v)
 //	attention_probs        a·b·s²·e      causal softmax, one tensor (no dropout)
 //	attention_out          N·h·e         the projection's input
 //	residual1              N·h·e         the residual stream between the two halves

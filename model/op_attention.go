@@ -38,9 +38,10 @@ func (a AttentionShape) name(kind, extra string) string {
 // q·kᵀ/sqrt(hd) over keys 0..t for query t (row t has T-1-t trailing exact
 // zeros). Lowered to Kernels.AttentionProbs.
 //
-// Its output is a node of its own so that AttnOut and its backward op read it
-// instead of recomputing it; the op is not differentiable (AttnOut marks P
-// non-differentiable and AttnGrad differentiates through P itself).
+// Its output is a node of its own so that AttentionOut and its backward op
+// read it instead of recomputing it; the op is not differentiable
+// (AttentionOut marks P non-differentiable and AttentionBackward
+// differentiates through P itself).
 type AttentionProbsOp struct {
 	opBase
 	noGradient // AttentionBackward differentiates through the probabilities
@@ -74,7 +75,7 @@ func (op *AttentionProbsOp) DroppedBySelective() bool { return true }
 // b·T+t are Σ_s P[b, h, t, s]·v[b·T+s, head h/(NH/KV)], for qkv (B·T, W) and P
 // (B, NH, T, T) from AttentionProbsOp. Lowered to Kernels.AttentionOut.
 //
-// Kept for backward: qkv (N·W elements) and P (B·NH·T·T), which AttnGrad
+// Kept for backward: qkv (N·W elements) and P (B·NH·T·T), which AttentionBackward
 // reads to produce the whole gradient of qkv (through v directly and through
 // q and k via P). Differentiable in qkv only.
 type AttentionOutOp struct {
@@ -104,7 +105,7 @@ func (op *AttentionOutOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error 
 // DiffWRT: qkv only.
 func (op *AttentionOutOp) DiffWRT(n int) []bool { return []bool{true, false} }
 
-// SymDiff returns AttnGrad(dy, qkv, P) for qkv and nil for P.
+// SymDiff returns AttentionBackward(dy, qkv, P) for qkv and nil for P.
 func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
@@ -116,9 +117,9 @@ func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) 
 	return G.Nodes{dqkv, nil}, nil
 }
 
-// AttentionBackwardOp is qkv's gradient (B·T, W) of AttnOut, from dy (B·T, C),
-// qkv (B·T, W) and P (B, NH, T, T): through v directly and through q and k
-// via the softmax. Lowered to Kernels.AttentionBackward, which also takes
+// AttentionBackwardOp is qkv's gradient (B·T, W) of AttentionOut, from
+// dy (B·T, C), qkv (B·T, W) and P (B, NH, T, T): through v directly and
+// through q and k via the softmax. Lowered to Kernels.AttentionBackward, which also takes
 // cuda.AttentionScratchLen(T, C, NH, KV) fp32 elements of workspace.
 type AttentionBackwardOp struct {
 	opBase

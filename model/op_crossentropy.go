@@ -36,7 +36,7 @@ func (op *CrossEntropyOp) String() string { return fmt.Sprintf("CrossEntropy{N=%
 // DiffWRT: the logits, not the targets.
 func (op *CrossEntropyOp) DiffWRT(n int) []bool { return []bool{true, false} }
 
-// SymDiff returns CrossEntropyGrad(dloss, logits, targets) for the logits.
+// SymDiff returns CrossEntropyBackward(dloss, logits, targets) for the logits.
 func (op *CrossEntropyOp) SymDiff(in G.Nodes, out, dloss *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err

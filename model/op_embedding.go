@@ -88,8 +88,8 @@ func (op *EmbeddingOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 // DiffWRT: wte and wpe, not the token ids.
 func (op *EmbeddingOp) DiffWRT(n int) []bool { return []bool{false, true, true}[:op.Arity()] }
 
-// SymDiff returns EmbeddingGradTokens(dy, tokens) for wte and
-// EmbeddingGradPositions(dy) for wpe.
+// SymDiff returns EmbeddingBackwardTokens(dy, tokens) for wte and
+// EmbeddingBackwardPositions(dy) for wpe.
 func (op *EmbeddingOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func (op *GELUOp) String() string { return fmt.Sprintf("GELU{N=%d,C=%d}", op.N, 
 // DiffWRT: x.
 func (op *GELUOp) DiffWRT(n int) []bool { return []bool{true} }
 
-// SymDiff returns GELUGrad(dy, x).
+// SymDiff returns GELUBackward(dy, x).
 func (op *GELUOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err

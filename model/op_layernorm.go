@@ -76,8 +76,8 @@ func (op *LayerNormOp) String() string {
 // DiffWRT: x, w and b; not stats.
 func (op *LayerNormOp) DiffWRT(n int) []bool { return []bool{true, false, true, true} }
 
-// SymDiff returns LayerNormGradX(dy, x, stats, w), nil,
-// LayerNormGradW(dy, x, stats) and SumRows(dy).
+// SymDiff returns LayerNormBackwardX(dy, x, stats, w), nil,
+// LayerNormBackwardW(dy, x, stats) and SumRows(dy).
 func (op *LayerNormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err

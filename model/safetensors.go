@@ -86,7 +86,7 @@ var gpt2BlockTensors = []struct{ ours, theirs string }{
 	{"mlp.fc.w", "mlp.c_fc.weight"}, {"mlp.fc.b", "mlp.c_fc.bias"}, {"mlp.proj.w", "mlp.c_proj.weight"}, {"mlp.proj.b", "mlp.c_proj.bias"},
 }
 
-// hfBuffers are tensors a file may hold that are no parameter (GPT-2's
+// hfBuffer says whether name is a tensor a file may hold that are no parameter (GPT-2's
 // causal masks, LLaMA's rotary frequencies in older files).
 func hfBuffer(name string) bool {
 	return strings.HasSuffix(name, ".attn.bias") && !strings.Contains(name, "c_attn") ||

@@ -45,7 +45,6 @@ func lower(op gorgonia.Op) (kernel, error) {
 	return kernel{}, fmt.Errorf("train: %T %v is not an op trainmem's executor can run", op, op)
 }
 
-// withScratch lends a kernel workspace from the allocator for one call.
 // withScratchLike lends workspace of n elements of like's dtype.
 func (t *Trainer) withScratchLike(like *cuda.Buffer, n int, f func(*cuda.Buffer) error) error {
 	s, err := t.dev.Alloc(cuda.Workspace, like.DType, n)
@@ -56,6 +55,7 @@ func (t *Trainer) withScratchLike(like *cuda.Buffer, n int, f func(*cuda.Buffer)
 	return f(s)
 }
 
+// withScratch lends a kernel workspace from the allocator for one call.
 func (t *Trainer) withScratch(n int, f func(*cuda.Buffer) error) error {
 	s, err := t.dev.Alloc(cuda.Workspace, t.st.state, n)
 	if err != nil {

@@ -51,7 +51,7 @@ type Instr struct {
 	Out   int   // slot written
 	Args  []int // slots read, in the op's argument order
 	Free  []int // slots freed once this instruction is done
-	Layer int   // the forward layer of the node (model.Graph.Layer), -2 for backward nodes
+	Layer int   // the forward layer of the node (model.Graph.LayerOf), -2 for backward nodes
 
 	run kernel
 }

@@ -36,7 +36,7 @@ func gemmGenericCall(n cuda.MatMul, skip int) *kcall {
 }
 
 // Triangular operands of gemm_generic: products with A's known zeros are
-// skipped (kernels.cu).
+// skipped (kernels/matmul.cuh).
 const (
 	skipNone  = 0
 	skipLower = 1 // A[m, k] = 0 for k > m

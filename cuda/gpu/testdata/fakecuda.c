@@ -1,4 +1,4 @@
-// A stand-in libcuda.so.1 for testing the driver shim (cuda_shim.c) on a
+// A stand-in libcuda.so.1 for testing the driver shim (cuda/gpu/shim.c) on a
 // machine without an NVIDIA driver: .ci/run builds it with
 //
 //	gcc -shared -fPIC -o DIR/libcuda.so.1 cuda/gpu/testdata/fakecuda.c
