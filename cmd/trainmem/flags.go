@@ -47,6 +47,30 @@ func intVar(fs *flag.FlagSet, p *int, name string, value int, usage string) {
 	fs.Var(intValue{p}, name, usage)
 }
 
+// unsetBool is a boolean flag whose default is someone else's (a preset's
+// choice): unset, it has no value of its own, so its help names that default
+// in the usage, not flag's "(default true)".
+type unsetBool struct{ v, set bool }
+
+func (b *unsetBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *unsetBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("not a boolean (valid: true, false)")
+	}
+	b.v, b.set = v, true
+	return nil
+}
+
+// IsBoolFlag lets --bias stand alone for --bias=true.
+func (b *unsetBool) IsBoolFlag() bool { return true }
+
 // uint64Value is a non-negative integer flag (a seed).
 type uint64Value struct{ p *uint64 }
 

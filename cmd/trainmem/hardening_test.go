@@ -47,6 +47,55 @@ func wantUsage(t *testing.T, args []string, want ...string) {
 	}
 }
 
+// Without a model, a subcommand names the ways to give one that it takes:
+// --params only where a bare parameter count is accepted (train and validate
+// have a default preset).
+func TestNoModelNamesItsWays(t *testing.T) {
+	for _, tc := range []struct {
+		cmd    string
+		params bool
+	}{{"estimate", true}, {"fit", true}, {"simulate", false}} {
+		args := []string{tc.cmd}
+		if tc.cmd == "fit" {
+			args = append(args, "--memory", "80GiB")
+		}
+		wantUsage(t, args, "no model", "--preset", "(--layers, --hidden, --heads)")
+		_, errOut, _ := runArgs(t, args...)
+		if got := strings.Contains(lastLine(errOut), "--params"); got != tc.params {
+			t.Errorf("%s: %q names --params: %v, want %v", tc.cmd, lastLine(errOut), got, tc.params)
+		}
+	}
+}
+
+// --bias defaults to the preset's choice: its help says so and no flag
+// default of its own, and given alone it means true.
+func TestBiasDefaultIsThePresets(t *testing.T) {
+	out, errOut, _ := runArgs(t, "estimate", "-h")
+	help := out + errOut
+	i := strings.Index(help, "  -bias\n")
+	if i < 0 {
+		t.Fatalf("estimate -h has no -bias:\n%s", help)
+	}
+	entry, _, _ := strings.Cut(help[i+len("  -bias\n"):], "\n  -")
+	if !strings.Contains(entry, "the preset's") || strings.Contains(entry, "(default true)") {
+		t.Errorf("-bias help %q: want the preset's default named, no (default true)", entry)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "llama2-7b"}, "6,738,415,616 parameters"},
+		{[]string{"--preset", "llama2-7b", "--bias"}, "6,739,775,488 parameters"},
+		{[]string{"--preset", "gpt2"}, "124,439,808 parameters"},
+		{[]string{"--preset", "gpt2", "--bias=false"}, "no linear biases"},
+	} {
+		out, _, code := runArgs(t, append([]string{"estimate"}, tc.args...)...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("estimate %v: exit %d, %q lacks %q", tc.args, code, strings.SplitN(out, "\n", 2)[0], tc.want)
+		}
+	}
+}
+
 // A shape whose sizes pass int64 (or a tensor's limit) is refused by every
 // subcommand with the flag values that cause it, never answered with
 // wrapped-around numbers (the simulate reported a 100 TiB peak; fit

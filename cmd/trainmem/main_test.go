@@ -184,7 +184,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"estimate", "--preset", "tiny", "--seq", "65"}, []string{"65", "valid"}},
 		{[]string{"estimate", "--preset", "tiny", "--format", "xml"}, []string{`"xml"`, "text, json, csv"}},
 		{[]string{"estimate", "--preset", "tiny", "--formula", "chen"}, []string{`"chen"`, "zero_paper, korthikanti"}},
-		{[]string{"estimate"}, []string{"no model", "--preset"}},
+		{[]string{"estimate"}, []string{"no model", "--preset", "or --params"}},
 		{[]string{"estimate", "--hidden", "64"}, []string{"missing: --layers, --heads"}},
 		{[]string{"estimate", "--params", "7.5"}, []string{`"7.5"`, "whole number"}},
 		{[]string{"estimate", "--params", "7.5e9", "--preset", "gpt2"}, []string{"--params"}},

@@ -29,7 +29,8 @@ type setupFlags struct {
 	attention                             model.Attention
 	untied                                bool
 	norm                                  model.Norm
-	bias, noBias                          bool
+	bias                                  unsetBool
+	noBias                                bool
 	mlp                                   model.MLP
 	ffn                                   int
 	positions                             model.Positions
@@ -100,7 +101,7 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 	intVar(fs, &f.context, "context", 1024, "learned positions, `ctx` (the longest sequence), for a custom shape")
 	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
 	parsedVar(fs, &f.norm, "norm", "the blocks' and the head's norm: layernorm (GPT-2's, a gain and a bias) or rmsnorm (LLaMA's, a gain alone) (default: the preset's, layernorm for a custom shape)", model.ParseNorm)
-	fs.BoolVar(&f.bias, "bias", true, "biases in the linear layers, as GPT-2 has; --bias=false or --no-bias leaves them out, as LLaMA does (default: the preset's)")
+	fs.Var(&f.bias, "bias", "biases in the linear layers, as GPT-2 has; --bias=false or --no-bias leaves them out, as LLaMA does (default: the preset's, biases for a custom shape)")
 	fs.BoolVar(&f.noBias, "no-bias", false, "no biases in the linear layers (--bias=false; a layer norm keeps its own)")
 	parsedVar(fs, &f.mlp, "mlp", "the blocks' MLP: gelu (GPT-2's fc, GELU, proj) or swiglu (LLaMA's gate and up projections, silu(gate)·up, down) (default: the preset's, gelu for a custom shape)", model.ParseMLP)
 	intVar(fs, &f.ffn, "ffn", 0, "the MLP's inner width, `F` (default: 4h for gelu; for swiglu LLaMA's 2/3·4h rounded up to a multiple of 256)")
@@ -263,9 +264,9 @@ func (f *setupFlags) setup() (model.Checked, error) {
 	shape := f.set("layers") || f.set("hidden") || f.set("heads") || f.set("kv-heads") || f.set("vocab") || f.set("context") || f.set("untied") ||
 		f.set("norm") || f.set("bias") || f.set("no-bias") || f.set("mlp") || f.set("ffn") || f.set("positions") || f.set("rope-theta")
 	if f.set("bias") && f.set("no-bias") {
-		return model.Checked{}, usagef("--bias=%t and --no-bias=%t: give one of them", f.bias, f.noBias)
+		return model.Checked{}, usagef("--bias=%t and --no-bias=%t: give one of them", f.bias.v, f.noBias)
 	}
-	noBias := f.noBias || !f.bias // what the flags ask, where they are set
+	noBias := f.noBias || f.bias.set && !f.bias.v // what the flags ask, where they are set
 
 	if f.hfConfig != "" {
 		switch {
@@ -344,7 +345,11 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		s.Model = model.Config{Name: "custom", Layers: f.layers, Hidden: f.hidden, Heads: f.heads, KVHeads: f.kvHeads, Vocab: f.vocab, Context: f.context, Untied: f.untied,
 			Norm: f.norm, NoBias: noBias, MLP: f.mlp, FFN: f.ffn, Positions: f.positions, RopeTheta: f.ropeTheta}
 	default:
-		return model.Checked{}, usagef("no model: give --preset (valid: %s), a shape (--layers, --hidden, --heads) or --params", strings.Join(model.PresetNames(), ", "))
+		ways := "a shape (--layers, --hidden, --heads)"
+		if f.fs.Lookup("params") != nil {
+			ways += " or --params"
+		}
+		return model.Checked{}, usagef("no model: give --preset (valid: %s) or %s", strings.Join(model.PresetNames(), ", "), ways)
 	}
 	if f.set("attention") {
 		s.Model.Attention = f.attention // how the model is computed, not its shape: the name stays
