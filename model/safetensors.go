@@ -250,6 +250,47 @@ type safetensorsIndex struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
+// shards are the names of the files the index's weight map names, sorted,
+// each once; a name that is not a file beside the index is an error.
+func (idx safetensorsIndex) shards() ([]string, error) {
+	var names []string
+	seen := map[string]bool{}
+	for tensor, file := range idx.WeightMap {
+		if file == "" || file != filepath.Base(file) || file == "." || file == ".." {
+			return nil, fmt.Errorf("tensor %s is in %q (valid: the name of a file beside the index)", tensor, file)
+		}
+		if !seen[file] {
+			seen[file] = true
+			names = append(names, file)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// LoadFiles are the files a load of path reads, for the checks that no
+// output replaces an input: path, and the shards beside it when path is a
+// sharded model's index. An index that cannot be read gives path alone:
+// the load itself names its fault.
+func LoadFiles(path string) []string {
+	out := []string{path}
+	if path == "" {
+		return nil
+	}
+	idx, sharded, err := readSafetensorsIndex(path)
+	if err != nil || !sharded {
+		return out
+	}
+	names, err := idx.shards()
+	if err != nil {
+		return out
+	}
+	for _, n := range names {
+		out = append(out, filepath.Join(filepath.Dir(path), n))
+	}
+	return out
+}
+
 // readSafetensorsIndex reads the file at path as a sharded model's index:
 // ok is false (and err nil) for a file that is no JSON object with a
 // weight_map.
@@ -322,18 +363,10 @@ func openSafetensors(path string) (safetensorsSource, error) {
 	bad := func(format string, args ...any) error {
 		return files.BadInput(path, fmt.Errorf("model: safetensors index %s: %s", path, fmt.Sprintf(format, args...)))
 	}
-	var names []string
-	seen := map[string]bool{}
-	for tensor, file := range idx.WeightMap {
-		if file == "" || file != filepath.Base(file) || file == "." || file == ".." {
-			return safetensorsSource{}, bad("tensor %s is in %q (valid: the name of a file beside the index)", tensor, file)
-		}
-		if !seen[file] {
-			seen[file] = true
-			names = append(names, file)
-		}
+	names, err := idx.shards()
+	if err != nil {
+		return safetensorsSource{}, bad("%v", err)
 	}
-	sort.Strings(names)
 	src := safetensorsSource{shardOf: map[string]int{}, infos: map[string]*st.TensorInfo{}}
 	for i, file := range names {
 		p := filepath.Join(filepath.Dir(path), file)

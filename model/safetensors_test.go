@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -221,6 +222,15 @@ func TestSafetensorsLlama(t *testing.T) {
 		if got[i] != params[i] {
 			t.Fatalf("sharded: parameter %d is %v, want %v", i, got[i], params[i])
 		}
+	}
+	// A load of the index reads its shards too: the output checks keep them.
+	beside := filepath.Dir(idx)
+	wantFiles := []string{idx, filepath.Join(beside, "model-00001-of-00002.safetensors"), filepath.Join(beside, "model-00002-of-00002.safetensors")}
+	if got := LoadFiles(idx); !slices.Equal(got, wantFiles) {
+		t.Errorf("LoadFiles(index) = %v, want %v", got, wantFiles)
+	}
+	if got := LoadFiles(wantFiles[1]); !slices.Equal(got, wantFiles[1:2]) {
+		t.Errorf("LoadFiles(a shard) = %v, want the shard alone", got)
 	}
 	moved := map[string]string{}
 	for k, v := range weightMap {

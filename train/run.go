@@ -46,8 +46,11 @@ type RunOptions struct {
 // Paths are the run's files, for files.Check: its inputs, and every file
 // it or its caller writes.
 func (o RunOptions) Paths() (inputs, outputs []files.Path) {
-	return []files.Path{{Flag: "--data", Name: o.Data}, {Flag: "--load", Name: o.Load}, {Flag: "--hf-config", Name: o.Config}},
-		append([]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}, o.Written...)
+	inputs = []files.Path{{Flag: "--data", Name: o.Data}, {Flag: "--hf-config", Name: o.Config}}
+	for _, f := range model.LoadFiles(o.Load) { // a sharded model's index and its shards
+		inputs = append(inputs, files.Path{Flag: "--load", Name: f})
+	}
+	return inputs, append([]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}, o.Written...)
 }
 
 // Check is what a run checks before any work: every path (files.Check),

@@ -257,6 +257,37 @@ func TestOutputPaths(t *testing.T) {
 	}
 }
 
+// simulate's traces and timeline never replace its --hf-config: a path
+// that names the config (rank 1's trace name included) is refused before
+// the simulation, and the config is as it was.
+func TestSimulateKeepsItsConfig(t *testing.T) {
+	dir := t.TempDir()
+	const cfg = `{"model_type":"gpt2","n_embd":64,"n_layer":2,"n_head":4,"vocab_size":256,"n_positions":64,"layer_norm_epsilon":1e-5}`
+	for _, tc := range []struct {
+		file string
+		args []string
+	}{
+		{"c.json", []string{"--memory-trace", "c"}},
+		{"c.svg", []string{"--plot-timeline", "c.svg"}},
+		{"c.rank1.json", []string{"--ranks", "2", "--memory-trace", "c"}},
+	} {
+		path := filepath.Join(dir, tc.file)
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"simulate", "--hf-config", path}, tc.args...)
+		for i, a := range args {
+			if a == "c" || a == "c.svg" {
+				args[i] = filepath.Join(dir, a)
+			}
+		}
+		wantUsage(t, args, "the same file as --hf-config")
+		if b, _ := os.ReadFile(path); string(b) != cfg {
+			t.Errorf("%v replaced the config with %q", args, b[:min(len(b), 40)])
+		}
+	}
+}
+
 // A failed plot never costs the sweep's report: the report is written
 // first and the plot's error comes after it.
 func TestSweepReportBeforePlot(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
 	"trainmem/cuda/shape"
+	"trainmem/model/files"
 	"trainmem/zero"
 )
 
@@ -89,15 +90,16 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if format.v == "summary" && (*sweep != "" || lay.Size() > 1) {
 		return usagef("--format summary is one device's memory summary: give it without --sweep, --ranks and --tp")
 	}
+	inputs := []files.Path{{Flag: "--hf-config", Name: sf.hfConfig}} // the traces never replace it
 	switch {
 	case trace.given() && *sweep != "":
 		return usagef("--memory-trace and --plot-timeline record one setting's step: give them without --sweep")
 	case lay.Size() > 1:
-		if err := trace.check(lay.SimulatedRanks(), nil, nil); err != nil {
+		if err := trace.check(lay.SimulatedRanks(), inputs, nil); err != nil {
 			return err
 		}
 	default:
-		if err := trace.check(nil, nil, nil); err != nil {
+		if err := trace.check(nil, inputs, nil); err != nil {
 			return err
 		}
 	}

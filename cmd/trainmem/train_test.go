@@ -483,6 +483,38 @@ func TestTrainFromSafetensors(t *testing.T) {
 		t.Errorf("from the safetensors file the losses are %q, from the llm.c file %q", lossLine(t, b), lossLine(t, a))
 	}
 	wantUsage(t, []string{"train", "--load", safe, "--steps", "1"}, "--load", "safetensors", "--hf-config")
+	// Loaded through a sharded model's index, the shard is an input too: no
+	// output replaces it.
+	raw, err := os.ReadFile(safe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := safetensors.Deserialize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weightMap := map[string]string{}
+	for _, n := range st.Names() {
+		weightMap[n] = filepath.Base(safe)
+	}
+	idx := filepath.Join(dir, "model.safetensors.index.json")
+	doc, err := json.Marshal(map[string]any{"weight_map": weightMap})
+	if err == nil {
+		err = os.WriteFile(idx, doc, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := mustRun(t, "train", "--load", idx, "--hf-config", hf, "--steps", "2", "--batch", "2", "--seq", "16")
+	if lossLine(t, c) != lossLine(t, a) {
+		t.Errorf("through the index the losses are %q, want %q", lossLine(t, c), lossLine(t, a))
+	}
+	for _, out := range []string{"--save", "--out"} {
+		wantUsage(t, []string{"train", "--load", idx, "--hf-config", hf, "--steps", "1", out, safe}, out+" "+safe, "the same file as --load")
+	}
+	if after, _ := os.ReadFile(safe); !bytes.Equal(after, raw) {
+		t.Error("an output replaced the shard")
+	}
 }
 
 // writeGPT2Safetensors writes tiny's params under Hugging Face's GPT-2
