@@ -75,9 +75,9 @@ func (op *AttentionProbsOp) DroppedBySelective() bool { return true }
 // b·T+t are Σ_s P[b, h, t, s]·v[b·T+s, head h/(NH/KV)], for qkv (B·T, W) and P
 // (B, NH, T, T) from AttentionProbsOp. Lowered to Kernels.AttentionOut.
 //
-// Kept for backward: qkv (N·W elements) and P (B·NH·T·T), which AttentionBackward
-// reads to produce the whole gradient of qkv (through v directly and through
-// q and k via P). Differentiable in qkv only.
+// Kept for backward: qkv (N·W elements) and P (B·NH·T·T), which
+// AttentionBackward reads to produce the whole gradient of qkv (through v
+// directly and through q and k via P). Differentiable in qkv only.
 type AttentionOutOp struct {
 	opBase
 	AttentionShape
@@ -119,8 +119,9 @@ func (op *AttentionOutOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) 
 
 // AttentionBackwardOp is qkv's gradient (B·T, W) of AttentionOut, from
 // dy (B·T, C), qkv (B·T, W) and P (B, NH, T, T): through v directly and
-// through q and k via the softmax. Lowered to Kernels.AttentionBackward, which also takes
-// cuda.AttentionScratchLen(T, C, NH, KV) fp32 elements of workspace.
+// through q and k via the softmax. Lowered to Kernels.AttentionBackward,
+// which also takes cuda.AttentionScratchLen(T, C, NH, KV) fp32 elements of
+// workspace.
 type AttentionBackwardOp struct {
 	opBase
 	AttentionShape

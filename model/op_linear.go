@@ -110,8 +110,8 @@ func (op *LinearOp) DiffWRT(n int) []bool {
 	return d
 }
 
-// SymDiff returns LinearBackwardX(dy, W), LinearBackwardW(dy, x) and, with a bias,
-// SumRows(dy) (summed over the tensor group where dy is a rank's rows).
+// SymDiff returns LinearBackwardX(dy, W), LinearBackwardW(dy, x) and, with a
+// bias, SumRows(dy) (summed over the tensor group where dy is a rank's rows).
 func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err

@@ -12,8 +12,9 @@ import (
 
 // BenchmarkReferenceStep times one forward and backward pass of the
 // reference on gorgonia's TapeMachine, in fp32, parameters bound once: the
-// baseline of the executor's speed (BenchmarkVsTapeMachine, train/bench_test.go, sets a host
-// training step beside it). Run the gpt2 case with -bench ReferenceStep/gpt2 (about 1.5 GB).
+// baseline of the executor's speed (BenchmarkVsTapeMachine, in
+// train/bench_test.go, sets a host training step beside it). Run the gpt2
+// case with -bench ReferenceStep/gpt2 (about 1.5 GB).
 func BenchmarkReferenceStep(b *testing.B) {
 	for _, bc := range []struct {
 		preset string

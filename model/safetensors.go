@@ -86,8 +86,9 @@ var gpt2BlockTensors = []struct{ ours, theirs string }{
 	{"mlp.fc.w", "mlp.c_fc.weight"}, {"mlp.fc.b", "mlp.c_fc.bias"}, {"mlp.proj.w", "mlp.c_proj.weight"}, {"mlp.proj.b", "mlp.c_proj.bias"},
 }
 
-// hfBuffer says whether name is a tensor a file may hold that are no parameter (GPT-2's
-// causal masks, LLaMA's rotary frequencies in older files).
+// hfBuffer says whether name is a tensor a file may hold that is no
+// parameter (GPT-2's causal masks, LLaMA's rotary frequencies in older
+// files).
 func hfBuffer(name string) bool {
 	return strings.HasSuffix(name, ".attn.bias") && !strings.Contains(name, "c_attn") ||
 		strings.HasSuffix(name, ".attn.masked_bias") || strings.HasSuffix(name, "rotary_emb.inv_freq")
@@ -273,10 +274,10 @@ func (idx safetensorsIndex) shards() ([]string, error) {
 // sharded model's index. An index that cannot be read gives path alone:
 // the load itself names its fault.
 func LoadFiles(path string) []string {
-	out := []string{path}
 	if path == "" {
 		return nil
 	}
+	out := []string{path}
 	idx, sharded, err := readSafetensorsIndex(path)
 	if err != nil || !sharded {
 		return out

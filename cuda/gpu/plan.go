@@ -84,8 +84,8 @@ func (l launch) check(kernel string, lim launchLimits) error {
 	return nil
 }
 
-// Block sizes of the kernel families (the family files cuda/gpu/kernels/<family>.cuh
-// assume them where they say so).
+// Block sizes of the kernel families (the family files
+// cuda/gpu/kernels/<family>.cuh assume them where they say so).
 const (
 	elemBlock  = 256     // elementwise kernels, grid-stride loops
 	rowBlock   = 256     // a block per row (layer norm, cross-entropy)
@@ -147,8 +147,8 @@ type blasCall struct {
 	alpha, beta               float32
 }
 
-// columnMajor maps a checked, normalized MatMul (what cuda.MatMul.Checked returns) to
-// its cuBLAS call.
+// columnMajor maps a checked, normalized MatMul (what cuda.MatMul.Checked
+// returns) to its cuBLAS call.
 func columnMajor(n cuda.MatMul) blasCall {
 	return blasCall{
 		transA: n.TransB, transB: n.TransA,
