@@ -392,6 +392,9 @@ func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 		}
 		counters(ts)
 	}
+	// The trace ends a tick after its last event: the last op's slice,
+	// opened by that event (its frees, when it allocated nothing), lasts.
+	ts += 1e-3
 	slice(1, ts)
 	slice(2, ts)
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Ph == "M" && evs[j].Ph != "M" })

@@ -16,9 +16,11 @@ type EmbeddingKernels interface {
 	// at least T rows, or is nil with part.NoPositions (a model without
 	// learned positions); out is (B·T, C).
 	Embedding(out, tokens, wte, wpe *Buffer, B, T, C int, part VocabPart) error
-	// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i] - part.Lo, :]
-	// += dout[i, :] for the tokens the table's rows hold.
-	EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int, part VocabPart) error
+	// EmbeddingBackwardTokens: dwte = 0 (unless accumulate: dwte keeps
+	// what it holds, an earlier term of the gradient), then
+	// dwte[tokens[i] - part.Lo, :] += dout[i, :] for the tokens the
+	// table's rows hold, each row's sum rounded once.
+	EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int, part VocabPart, accumulate bool) error
 	// EmbeddingBackwardPositions: dwpe[t, :] = Σ_b dout[b·T+t, :] for t < T;
 	// rows t ≥ T of dwpe are zero.
 	EmbeddingBackwardPositions(dwpe, dout *Buffer, B, T, C int) error
@@ -72,7 +74,7 @@ func (Checks) Embedding(out, tokens, wte, wpe *Buffer, B, T, C int, part VocabPa
 	return c.err
 }
 
-func (Checks) EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int, part VocabPart) error {
+func (Checks) EmbeddingBackwardTokens(dwte, dout, tokens *Buffer, B, T, C int, part VocabPart, accumulate bool) error {
 	c := check("EmbeddingBackwardTokens")
 	c.positive("B", B, "T", T, "C", C)
 	c.floatRows("dwte", dwte, C, 1, "V")

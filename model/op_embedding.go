@@ -134,16 +134,21 @@ func (op *EmbeddingBackwardTokensOp) String() string {
 	return fmt.Sprintf("EmbeddingBackwardTokens{B=%d,T=%d,C=%d,V=%d}", op.B, op.T, op.C, op.V)
 }
 
-// Run is Kernels.EmbeddingBackwardTokens.
+// Run is Kernels.EmbeddingBackwardTokens, adding into out with
+// Exec.Accumulate.
 func (op *EmbeddingBackwardTokensOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	run := func(dy *cuda.Buffer) error {
-		return x.K.EmbeddingBackwardTokens(out, dy, a[1], op.B, op.T, op.C, cuda.VocabPart{Lo: op.Lo, V: op.Vocab})
+		return x.K.EmbeddingBackwardTokens(out, dy, a[1], op.B, op.T, op.C, cuda.VocabPart{Lo: op.Lo, V: op.Vocab}, x.Accumulate)
 	}
 	if seq := seqOf(op.Seq); seq > 1 {
 		return x.gathered(op, a[0], seq, run)
 	}
 	return run(a[0])
 }
+
+// Accumulates: Run adds into out with Exec.Accumulate (the embedding's term
+// of a tied wte's gradient, Accumulator).
+func (op *EmbeddingBackwardTokensOp) Accumulates() bool { return true }
 
 // EmbeddingBackwardPositionsOp is wpe's gradient (Ctx, C) from dy (B·T, C): row
 // t < T is Σ_b dy[b·T+t, :], rows t ≥ T are zero. Lowered to

@@ -224,10 +224,14 @@ func (op *LinearBackwardWOp) String() string {
 }
 
 // Run is dW = dyᵀ·x (Kernels.MatMul), the rank's rows gathered first with
-// sequence parallelism.
+// sequence parallelism; dW += dyᵀ·x (Beta 1) with Exec.Accumulate.
 func (op *LinearBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
+	beta := float32(0)
+	if x.Accumulate {
+		beta = 1
+	}
 	mm := func(dy, in *cuda.Buffer) error {
-		return x.K.MatMul(cuda.MatMul{TransA: true, M: op.Out, N: op.In, K: op.N, A: dy, B: in, C: out, Alpha: 1})
+		return x.K.MatMul(cuda.MatMul{TransA: true, M: op.Out, N: op.In, K: op.N, A: dy, B: in, C: out, Alpha: 1, Beta: beta})
 	}
 	switch seq := seqOf(op.Seq); {
 	case seq > 1 && op.Parallel == ColumnParallel:
@@ -237,6 +241,10 @@ func (op *LinearBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) err
 	}
 	return mm(a[0], a[1])
 }
+
+// Accumulates: Run adds dyᵀ·x into out with Exec.Accumulate (the tied
+// head's term of wte's gradient, Accumulator).
+func (op *LinearBackwardWOp) Accumulates() bool { return true }
 
 // FLOPs of y = x·Wᵀ: 2·N·In·Out.
 func (op *LinearOp) FLOPs() float64 { return 2 * float64(op.N) * float64(op.In) * float64(op.Out) }

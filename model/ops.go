@@ -69,6 +69,23 @@ type Exec struct {
 	// gathered rows).
 	ScratchLike func(like *cuda.Buffer, n int, run func(*cuda.Buffer) error) error
 	Tensor      TensorGroup
+	// Accumulate asks an op that says so (Accumulator) to add its result
+	// into out instead of writing it: out is a parameter's gradient that
+	// an earlier term of it (the tied head's, before the embedding's)
+	// already holds. The executor sets it only for an Accumulator.
+	Accumulate bool
+}
+
+// Accumulator is an op whose Run adds its result into out when
+// Exec.Accumulate is set, in its kernel (a product's Beta = 1, a scatter
+// that leaves the rows it does not touch): a parameter used more than once
+// has its gradient terms summed in place in its gradient buffer, as
+// PyTorch's AccumulateGrad and llm.c add each partial gradient as it is
+// made, so no term outlives its kernel. The executor adds the result of an
+// op that is no Accumulator from a temporary that lives for that one add.
+type Accumulator interface {
+	Runner
+	Accumulates() bool
 }
 
 // Runner is an op that runs itself on a device: out is the buffer of its

@@ -493,7 +493,7 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 				return err
 			}
 		}
-		if out := &t.sched.Slots[in.Out]; t.opts.Policy != nil && out.Persistent && out.Cat == cuda.Grads && !t.micro.holdGrads {
+		if out := &t.sched.Slots[in.Out]; t.opts.Policy != nil && out.Persistent && out.Cat == cuda.Grads && !t.micro.holdGrads && !in.Partial {
 			if err := t.opts.Policy.GradReady(t, out.Param); err != nil {
 				return fmt.Errorf("train: the gradient of %s: %w", t.table[out.Param].Name, err)
 			}
@@ -563,6 +563,9 @@ func (t *Trainer) exec(in *Instr) error {
 	t.args = args
 	if sl := &t.sched.Slots[in.Out]; (t.micro.accumulate || t.st.separateGrads()) && sl.Persistent && sl.Cat == cuda.Grads {
 		return t.accumulated(in, sl, args)
+	}
+	if in.Accumulate {
+		return in.run.add(t, t.slots[in.Out], args)
 	}
 	return in.run.run(t, t.slots[in.Out], args)
 }

@@ -30,6 +30,32 @@ func (k kernel) run(t *Trainer, out *cuda.Buffer, a []*cuda.Buffer) error {
 	return errors.New("train: an instruction that was never lowered")
 }
 
+// add runs the op's kernels adding their result into out (a later term of
+// a parameter's gradient, Instr.Accumulate): in the kernel where the op is
+// a model.Accumulator, else from a temporary that lives for the one add.
+func (k kernel) add(t *Trainer, out *cuda.Buffer, a []*cuda.Buffer) error {
+	if acc, ok := k.op.(model.Accumulator); ok && acc.Accumulates() {
+		x := t.kernels
+		x.Accumulate = true
+		return acc.Run(x, out, a)
+	}
+	return k.into(t, out.DType, out.Len, a, func(tmp *cuda.Buffer) error { return t.dev.Add(out, out, tmp) })
+}
+
+// into runs the op's kernels into a temporary of n elements of dt, hands it
+// to then (which adds or casts it into where it belongs) and frees it.
+func (k kernel) into(t *Trainer, dt cuda.DType, n int, a []*cuda.Buffer, then func(tmp *cuda.Buffer) error) error {
+	tmp, err := t.dev.Alloc(cuda.Temporaries, dt, n)
+	if err != nil {
+		return err
+	}
+	defer t.dev.Free(tmp)
+	if err := k.run(t, tmp, a); err != nil {
+		return err
+	}
+	return then(tmp)
+}
+
 // lower maps an op to its kernels, once, when the schedule is compiled; an
 // op the executor cannot run is an error then, not in the middle of a step.
 // trainmem's ops run themselves (model.Runner, in the file of each op

@@ -314,18 +314,12 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 // or, on the step's first micro-batch, cast into it.
 func (t *Trainer) accumulated(in *Instr, sl *Slot, args []*cuda.Buffer) error {
 	g := t.slots[in.Out]
-	tmp, err := t.dev.Alloc(cuda.Temporaries, sl.DType, g.Len)
-	if err != nil {
-		return err
-	}
-	defer t.dev.Free(tmp)
-	if err := in.run.run(t, tmp, args); err != nil {
-		return err
-	}
-	if !t.micro.accumulate {
-		return t.dev.Cast(g, tmp)
-	}
-	return t.dev.Add(g, g, tmp)
+	return in.run.into(t, sl.DType, g.Len, args, func(tmp *cuda.Buffer) error {
+		if !t.micro.accumulate && !in.Accumulate {
+			return t.dev.Cast(g, tmp)
+		}
+		return t.dev.Add(g, g, tmp)
+	})
 }
 
 // tieEmbedding sums the token embedding's gradient of the first and the

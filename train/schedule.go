@@ -52,6 +52,12 @@ type Instr struct {
 	Args  []int // slots read, in the op's argument order
 	Free  []int // slots freed once this instruction is done
 	Layer int   // the forward layer of the node (model.Graph.LayerOf), -2 for backward nodes
+	// Accumulate: the instruction adds its result into its output, a
+	// parameter's gradient that an earlier term already wrote (a weight
+	// used twice: the tied embedding's head and lookup). Partial: a later
+	// instruction adds the gradient's next term, so it is not complete yet
+	// (no policy hears of it).
+	Accumulate, Partial bool
 
 	run kernel
 }
@@ -92,6 +98,11 @@ type Schedule struct {
 //     the order PyTorch's autograd would take.
 //   - phases: which nodes belong to the backward pass (everything that
 //     depends on the loss seed) and who consumes each node.
+//   - terms: a parameter's gradient that gorgonia sums from several
+//     terms (a "+" of partial gradients: the tied embedding's) is summed
+//     in place instead, each term written into the gradient's buffer as it
+//     is made, the later ones added (Instr.Accumulate), and the "+" never
+//     runs: no term outlives the instruction that makes it.
 //   - bind: the persistent slots (parameters, gradients) and the step's
 //     inputs.
 //   - segments: the checkpoint policy assigns forward nodes to segments; a
@@ -110,8 +121,8 @@ type Schedule struct {
 //   - liveness: every value is freed right after its last use.
 func compile(gr *model.Graph, st storage, pol model.Checkpoint) (*Schedule, error) {
 	c := &compiler{gr: gr, st: st, pol: pol, s: &Schedule{Graph: gr, Loss: -1, Input: -1, Output: -1, DInput: -1}}
-	for _, pass := range []func() error{c.order, c.phases, c.bind, c.segments, c.lower, c.forward, c.backward} {
-		if err := pass(); err != nil {
+	for _, p := range c.passes() {
+		if err := p.run(); err != nil {
 			return nil, err
 		}
 	}
@@ -144,12 +155,28 @@ type compiler struct {
 	isBackward *nodeMap[bool]             // phases: the backward pass's nodes
 	consumers  *nodeMap[[]*gorgonia.Node] // phases: the nodes reading each node
 
+	termOf  *nodeMap[int]  // terms: the parameter-table row of each gradient term summed in place
+	summed  *nodeMap[bool] // terms: the "+" nodes those terms replace, never run
+	written []bool         // backward: the rows whose gradient a term has written
+
 	live *nodeMap[int] // bind, then forward and backward: each node's live slot
 
 	seg     *nodeMap[int]  // segments: each forward node's checkpoint segment (-1: kept)
 	dropped *nodeMap[bool] // segments: the values freed after the forward pass
 
 	kernels *nodeMap[kernel] // lower: each op's kernels
+}
+
+// pass is one of compile's passes, by name.
+type pass struct {
+	name string
+	run  func() error
+}
+
+// passes are compile's passes in order.
+func (c *compiler) passes() []pass {
+	return []pass{{"order", c.order}, {"phases", c.phases}, {"terms", c.terms}, {"bind", c.bind},
+		{"segments", c.segments}, {"lower", c.lower}, {"forward", c.forward}, {"backward", c.backward}}
 }
 
 // order collects every node the loss and the gradients depend on, in
@@ -233,6 +260,52 @@ func (c *compiler) phases() error {
 			if c.isBackward.at(a) {
 				c.isBackward.set(n, true)
 			}
+		}
+	}
+	return nil
+}
+
+// terms finds the parameter gradients summed from several terms by
+// gorgonia's "+" (ReduceAdd's chain, which sums a weight's partial
+// gradients: the tied head's and the embedding's for wte) and sums them in
+// place: each term, a trainmem op read by nothing but the chain, writes
+// into the gradient's buffer. A chain whose terms are anything else is
+// left to run as it is.
+func (c *compiler) terms() error {
+	c.termOf = newNodeMap[int](c.gr)
+	c.summed = newNodeMap[bool](c.gr)
+	for row, d := range c.gr.Grads {
+		if !model.IsGradAccumulation(d.Op()) {
+			continue
+		}
+		var terms, sums []*gorgonia.Node
+		ok := true
+		var walk func(n *gorgonia.Node)
+		walk = func(n *gorgonia.Node) {
+			sums = append(sums, n)
+			for _, a := range c.gr.Args(n) {
+				switch {
+				case len(c.consumers.at(a)) != 1:
+					ok = false
+				case model.IsGradAccumulation(a.Op()):
+					walk(a)
+				default:
+					if _, run := a.Op().(model.Runner); !run {
+						ok = false
+					}
+					terms = append(terms, a)
+				}
+			}
+		}
+		walk(d)
+		if !ok {
+			continue
+		}
+		for _, n := range terms {
+			c.termOf.set(n, row)
+		}
+		for _, n := range sums {
+			c.summed.set(n, true)
 		}
 	}
 	return nil
@@ -361,7 +434,16 @@ func (c *compiler) emit(ph Phase, n *gorgonia.Node, cat cuda.Category) error {
 		}
 		in.Args = append(in.Args, sl)
 	}
-	if i, isGrad := c.gradOf.get(n); isGrad {
+	if row, isTerm := c.termOf.get(n); isTerm {
+		// A term of a gradient summed in place: the first made writes
+		// the gradient, each later one adds to it.
+		in.Out = c.s.GradSlots[row]
+		if c.written == nil {
+			c.written = make([]bool, len(c.s.GradSlots))
+		}
+		in.Accumulate = c.written[row]
+		c.written[row] = true
+	} else if i, isGrad := c.gradOf.get(n); isGrad {
 		in.Out = c.s.GradSlots[i]
 	} else {
 		dt := c.st.param
@@ -419,7 +501,7 @@ func (c *compiler) forward() error {
 func (c *compiler) backward() error {
 	recomputed := map[int]bool{}
 	for _, n := range c.nodes {
-		if !c.isBackward.at(n) || n.Op() == nil {
+		if !c.isBackward.at(n) || n.Op() == nil || c.summed.at(n) {
 			continue
 		}
 		for _, a := range c.gr.Args(n) {
@@ -440,6 +522,16 @@ func (c *compiler) backward() error {
 		}
 		if err := c.emit(Backward, n, cuda.Temporaries); err != nil {
 			return err
+		}
+	}
+	// Every term but a gradient's last leaves it incomplete.
+	last := make(map[int]int, len(c.s.GradSlots))
+	for i, in := range c.s.Instrs {
+		if _, isTerm := c.termOf.get(in.Node); isTerm {
+			if j, seen := last[in.Out]; seen {
+				c.s.Instrs[j].Partial = true
+			}
+			last[in.Out] = i
 		}
 	}
 	return nil

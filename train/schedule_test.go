@@ -1,11 +1,13 @@
 package train
 
 import (
+	"strings"
 	"testing"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"trainmem/cuda"
 	"trainmem/model"
 )
 
@@ -132,10 +134,7 @@ func newCompiler(t *testing.T, cfg model.Config, pol model.Checkpoint, last stri
 		t.Fatal(err)
 	}
 	c := &compiler{gr: gr, st: storageOf(model.FP32, model.GradsLikeWeights, false), pol: pol, s: &Schedule{Graph: gr}}
-	for _, p := range []struct {
-		name string
-		run  func() error
-	}{{"order", c.order}, {"phases", c.phases}, {"bind", c.bind}, {"segments", c.segments}, {"lower", c.lower}, {"forward", c.forward}, {"backward", c.backward}} {
+	for _, p := range c.passes() {
 		if err := p.run(); err != nil {
 			t.Fatalf("pass %s: %v", p.name, err)
 		}
@@ -265,14 +264,51 @@ func TestCompilerPasses(t *testing.T) {
 				t.Errorf("dropped %s recomputed %d times, want once", n.Name(), recomputed[n])
 			}
 		}
+		// Every backward op runs once but the "+" that would sum the
+		// tied wte's two gradient terms: they are summed in place.
 		want := 0
 		for _, n := range c.nodes {
-			if c.isBackward.at(n) && n.Op() != nil {
+			if c.isBackward.at(n) && n.Op() != nil && !(n == c.gr.Grads[0] && model.IsGradAccumulation(n.Op())) {
 				want++
 			}
 		}
 		if backward != want {
 			t.Errorf("%d backward instructions, want %d", backward, want)
+		}
+	})
+
+	// A weight used twice (GPT-2's tied wte: the head's product, the
+	// embedding's lookup) has its gradient terms summed in place in its
+	// gradient buffer, the first written, the second added, and no
+	// instruction writes a temporary of its size; an untied model has no
+	// such terms.
+	t.Run("terms", func(t *testing.T) {
+		for _, untied := range []bool{false, true} {
+			m := cfg
+			m.Untied = untied
+			c := newCompiler(t, m, model.Checkpoint{}, "backward")
+			var writes []Instr
+			for _, in := range c.s.Instrs {
+				sl := c.s.Slots[in.Out]
+				if sl.Persistent && sl.Cat == cuda.Grads && sl.Param == 0 {
+					writes = append(writes, in)
+				}
+				if !sl.Persistent && strings.HasPrefix(sl.Node.Name(), "d(wte)") {
+					t.Errorf("untied %t: %s writes wte's gradient term %s in a temporary", untied, in.Node.Name(), sl.Node.Name())
+				}
+				if (in.Accumulate || in.Partial) && !(sl.Persistent && sl.Cat == cuda.Grads && sl.Param == 0) {
+					t.Errorf("untied %t: %s, which writes no term of wte's gradient, accumulates %t, partial %t", untied, in.Node.Name(), in.Accumulate, in.Partial)
+				}
+			}
+			switch {
+			case untied && len(writes) != 1:
+				t.Errorf("untied: wte's gradient written by %d instructions, want 1", len(writes))
+			case !untied && len(writes) != 2:
+				t.Errorf("tied: wte's gradient written by %d instructions, want 2 (the head's term, then the embedding's)", len(writes))
+			case !untied && (!writes[0].Partial || writes[1].Partial || writes[0].Accumulate || !writes[1].Accumulate):
+				t.Errorf("tied: the terms are partial %t, %t and accumulate %t, %t; want true, false and false, true",
+					writes[0].Partial, writes[1].Partial, writes[0].Accumulate, writes[1].Accumulate)
+			}
 		}
 	})
 }

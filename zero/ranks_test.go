@@ -142,8 +142,15 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 					mean += r.Loss / float64(tc.N)
 				}
 				lossTol := 1e-5 // fp32 reductions in another order
-				if tc.prec != model.FP32 {
+				switch tc.prec {
+				case model.FP16:
 					lossTol = 1e-4 // and 16-bit weights a few units apart
+				case model.BF16:
+					// bf16 keeps 8 bits where fp16 keeps 11: its weights a
+					// few units apart move the loss more (1.1e-4 at step 3
+					// here, measured, as the ranks' and one rank's wte
+					// gradients round their terms in another order).
+					lossTol = 2e-4
 				}
 				if math.Abs(mean-want.Loss) > lossTol*math.Abs(want.Loss) {
 					t.Errorf("step %d: the ranks' mean loss %.7f, one rank's %.7f", step+1, mean, want.Loss)

@@ -26,11 +26,11 @@ func invalidEmbedding(f *fixture) []badCall {
 		{"Embedding short wpe", d.Embedding(y, tokens, wte, f.f32((T-1)*C), B, T, C, cuda.VocabPart{}), []string{"Embedding", "wpe", "at least T = 3"}},
 		{"Embedding ragged wte", d.Embedding(y, tokens, f.f32(V*C+1), wpe, B, T, C, cuda.VocabPart{}), []string{"Embedding", "wte", "rows of C = 8"}},
 		{"Embedding zero B", d.Embedding(y, tokens, wte, wpe, 0, T, C, cuda.VocabPart{}), []string{"Embedding", "B is 0"}},
-		{"EmbeddingBackwardTokens int dwte", d.EmbeddingBackwardTokens(f.alloc(cuda.I32, V*C), y, tokens, B, T, C, cuda.VocabPart{}), []string{"EmbeddingBackwardTokens", "dwte is int32"}},
+		{"EmbeddingBackwardTokens int dwte", d.EmbeddingBackwardTokens(f.alloc(cuda.I32, V*C), y, tokens, B, T, C, cuda.VocabPart{}, false), []string{"EmbeddingBackwardTokens", "dwte is int32"}},
 		{"EmbeddingBackwardPositions short dout", d.EmbeddingBackwardPositions(wpe, f.f32(3), B, T, C), []string{"EmbeddingBackwardPositions", "dout has 3 elements, want B·T·C = 48"}},
 		{"Embedding part past the vocabulary", d.Embedding(y, tokens, wte, wpe, B, T, C, cuda.VocabPart{Lo: 10, V: 20}), []string{"Embedding", "11 rows at 10", "V = 20"}},
 		{"Embedding part without its vocabulary", d.Embedding(y, tokens, wte, wpe, B, T, C, cuda.VocabPart{Lo: 4}), []string{"Embedding", "at 4", "needs its vocabulary V"}},
-		{"EmbeddingBackwardTokens negative part", d.EmbeddingBackwardTokens(wte, y, tokens, B, T, C, cuda.VocabPart{Lo: -1, V: 20}), []string{"EmbeddingBackwardTokens", "at -1", "negative"}},
+		{"EmbeddingBackwardTokens negative part", d.EmbeddingBackwardTokens(wte, y, tokens, B, T, C, cuda.VocabPart{Lo: -1, V: 20}, false), []string{"EmbeddingBackwardTokens", "at -1", "negative"}},
 	}
 	if f.computes {
 		cases = append(cases,
@@ -38,11 +38,11 @@ func invalidEmbedding(f *fixture) []badCall {
 				[]string{"Embedding", "token id 11", "position 4 (b=1, t=1)", "V = 11"}},
 			badCall{"Embedding negative token", d.Embedding(y, idsOf(f.env, []int32{-1, 1, 2, 3, 4, 5}), wte, wpe, B, T, C, cuda.VocabPart{}),
 				[]string{"Embedding", "token id -1", "position 0"}},
-			badCall{"EmbeddingBackwardTokens token out of range", d.EmbeddingBackwardTokens(wte, y, idsOf(f.env, []int32{0, 1, 2, 30, 4, 5}), B, T, C, cuda.VocabPart{}),
+			badCall{"EmbeddingBackwardTokens token out of range", d.EmbeddingBackwardTokens(wte, y, idsOf(f.env, []int32{0, 1, 2, 30, 4, 5}), B, T, C, cuda.VocabPart{}, true),
 				[]string{"EmbeddingBackwardTokens", "token id 30", "V = 11"}},
 			badCall{"Embedding part's token out of the vocabulary", d.Embedding(y, idsOf(f.env, []int32{0, 1, 2, 3, 25, 5}), wte, wpe, B, T, C, cuda.VocabPart{Lo: 11, V: 22}),
 				[]string{"Embedding", "token id 25", "V = 22"}},
-			badCall{"EmbeddingBackwardTokens part's token out of the vocabulary", d.EmbeddingBackwardTokens(wte, y, idsOf(f.env, []int32{0, 1, 2, 3, 4, 22}), B, T, C, cuda.VocabPart{Lo: 11, V: 22}),
+			badCall{"EmbeddingBackwardTokens part's token out of the vocabulary", d.EmbeddingBackwardTokens(wte, y, idsOf(f.env, []int32{0, 1, 2, 3, 4, 22}), B, T, C, cuda.VocabPart{Lo: 11, V: 22}, false),
 				[]string{"EmbeddingBackwardTokens", "token id 22", "V = 22"}},
 		)
 	}
@@ -59,8 +59,9 @@ func validEmbedding(f *fixture, dt cuda.DType) []goodCall {
 	return []goodCall{
 		{"Embedding", func() error { return d.Embedding(x, tokens, wte, wpe, B, T, C, cuda.VocabPart{}) }},
 		{"Embedding part", func() error { return d.Embedding(x, tokens, wte, wpe, B, T, C, part) }},
-		{"EmbeddingBackwardTokens", func() error { return d.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C, cuda.VocabPart{}) }},
-		{"EmbeddingBackwardTokens part", func() error { return d.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C, part) }},
+		{"EmbeddingBackwardTokens", func() error { return d.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C, cuda.VocabPart{}, false) }},
+		{"EmbeddingBackwardTokens part", func() error { return d.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C, part, false) }},
+		{"EmbeddingBackwardTokens accumulating", func() error { return d.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C, part, true) }},
 		{"EmbeddingBackwardPositions", func() error { return d.EmbeddingBackwardPositions(wpe, dy, B, T, C) }},
 	}
 }
@@ -79,8 +80,23 @@ func testEmbedding(t *testing.T, nd NewDevice) {
 
 		dout, douts := e.buf(dt, e.randn(B*T*C))
 		dwte := e.out(dt, V*C)
-		e.must(e.d.EmbeddingBackwardTokens(dwte, dout, tb, B, T, C, cuda.VocabPart{}))
+		e.must(e.d.EmbeddingBackwardTokens(dwte, dout, tb, B, T, C, cuda.VocabPart{}, false))
 		compare(e.t, "EmbeddingBackwardTokens", e.get(dwte), refEmbeddingBackwardTokens(douts, tokens, V, C), tolFor(dt))
+
+		// Accumulating (a tied table's second gradient term): every row
+		// keeps what it held, the rows of the tokens get their sums added
+		// (tokens below V/2 only, so that some rows are untouched).
+		half := make([]int32, len(tokens))
+		for i, tok := range tokens {
+			half[i] = tok % int32(V/2)
+		}
+		prior, priors := e.buf(dt, e.randn(V*C)) // priors as stored, rounded to dt
+		e.must(e.d.EmbeddingBackwardTokens(prior, dout, e.ids(half), B, T, C, cuda.VocabPart{}, true))
+		want := refEmbeddingBackwardTokens(douts, half, V, C)
+		for i := range want {
+			want[i] += priors[i]
+		}
+		compare(e.t, "EmbeddingBackwardTokens accumulating", e.get(prior), want, tolFor(dt))
 
 		dwpe := e.out(dt, P*C)
 		e.must(e.d.EmbeddingBackwardPositions(dwpe, dout, B, T, C))
@@ -117,7 +133,7 @@ func testEmbedding(t *testing.T, nd NewDevice) {
 				sum[k] += got[k]
 			}
 			pd := e.out(dt, rows*C)
-			e.must(e.d.EmbeddingBackwardTokens(pd, dout, tb, B, T, C, part))
+			e.must(e.d.EmbeddingBackwardTokens(pd, dout, tb, B, T, C, part, false))
 			compare(e.t, "EmbeddingBackwardTokens part", e.get(pd), wantBack[lo*C:(lo+rows)*C], tolFor(dt))
 		}
 		compare(e.t, "Embedding parts summed", sum, whole, tolFor(dt))

@@ -126,7 +126,7 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 		geluCall(y, x), geluBackwardCall(y, x, x),
 		swigluCall(y, qkv, N, C), swigluBackwardCall(qkv, y, qkv, N, C),
 		ropeCall("rope", qkv, qkv, B, T, C, NH, NH/2, 1e4), ropeCall("rope_backward", qkv, qkv, B, T, C, NH, NH/2, 1e4),
-		embeddingCall(y, tokens, wte, wpe, B, T, C, cuda.VocabPart{Lo: 1, V: V + 1, NoPositions: true}, 64), embeddingBackwardTokensCall(wte, y, tokens, B, T, C, cuda.VocabPart{}, 64),
+		embeddingCall(y, tokens, wte, wpe, B, T, C, cuda.VocabPart{Lo: 1, V: V + 1, NoPositions: true}, 64), embeddingBackwardTokensCall(wte, y, tokens, B, T, C, cuda.VocabPart{}, true, 64),
 		embeddingCall(y, tokens, wte, nil, B, T, C, cuda.VocabPart{NoPositions: true}, 64), // rotary positions: no wpe
 		embeddingBackwardPositionsCall(wpe, y, B, T, C),
 		layerNormStatsCall(stats, x, N, C, 1e-5), layerNormCall(y, x, stats, w, b, N, C),

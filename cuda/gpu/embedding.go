@@ -10,7 +10,7 @@ import "trainmem/cuda"
 func init() {
 	kernelFamily(map[string]string{
 		"embedding":                    "pippipiiiiiiiip",
-		"embedding_backward_tokens":    "pipipiiiiip",
+		"embedding_backward_tokens":    "pipipiiiiiip",
 		"embedding_backward_positions": "pipiiii",
 	})
 }
@@ -41,11 +41,12 @@ func (d *Device) runChecked(c *kcall, checkedOnHost bool) error {
 	return d.syncCheck(c.name)
 }
 
-// EmbeddingBackwardTokens: dwte = 0, then the row of each token the table
-// holds the sum of its positions' rows, in position order, in fp64 (one
-// warp per token, no atomics).
-func (d *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int, part cuda.VocabPart) error {
-	err := cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C, part)
+// EmbeddingBackwardTokens: dwte = 0 (unless accumulate), then the row of
+// each token the table holds the sum of its positions' rows (from the
+// row's value when accumulating), in position order, in fp64 (one warp per
+// token, no atomics).
+func (d *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int, part cuda.VocabPart, accumulate bool) error {
+	err := cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C, part, accumulate)
 	if err := d.begin("EmbeddingBackwardTokens", err, dwte, dout, tokens); err != nil {
 		return err
 	}
@@ -54,10 +55,12 @@ func (d *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, 
 	if err != nil {
 		return err
 	}
-	if err := d.memsetZero(dwte, 0, dwte.Len); err != nil {
-		return err
+	if !accumulate {
+		if err := d.memsetZero(dwte, 0, dwte.Len); err != nil {
+			return err
+		}
 	}
-	return d.runChecked(embeddingBackwardTokensCall(dwte, dout, tokens, B, T, C, part, uintptr(d.status)), checked)
+	return d.runChecked(embeddingBackwardTokensCall(dwte, dout, tokens, B, T, C, part, accumulate, uintptr(d.status)), checked)
 }
 
 // EmbeddingBackwardPositions: dwpe[t, :] = Σ_b dout[b·T+t, :]; rows t ≥ T zero.
@@ -88,11 +91,15 @@ func embeddingCall(out, tokens, wte, wpe *cuda.Buffer, B, T, C int, part cuda.Vo
 		int(int64(part.Vocab(rows))).int(int64(part.Lo)).int(int64(rows)).int(positions(part)).ptr(status)
 }
 
-func embeddingBackwardTokensCall(dwte, dout, tokens *cuda.Buffer, B, T, C int, part cuda.VocabPart, status uintptr) *kcall {
+func embeddingBackwardTokensCall(dwte, dout, tokens *cuda.Buffer, B, T, C int, part cuda.VocabPart, accumulate bool, status uintptr) *kcall {
 	N, rows := int64(B)*int64(T), dwte.Len/C
+	acc := int64(0)
+	if accumulate {
+		acc = 1
+	}
 	return newCall("embedding_backward_tokens", cuda.AllF64(dwte, dout), perWarp(N)).
 		buf(dwte).buf(dout).ids(tokens).int(N).int(int64(C)).
-		int(int64(part.Vocab(rows))).int(int64(part.Lo)).int(int64(rows)).ptr(status)
+		int(int64(part.Vocab(rows))).int(int64(part.Lo)).int(int64(rows)).int(acc).ptr(status)
 }
 
 func embeddingBackwardPositionsCall(dwpe, dout *cuda.Buffer, B, T, C int) *kcall {

@@ -154,7 +154,7 @@ func BenchmarkKernels(b *testing.B) {
 			flops float64
 		}{
 			{"Embedding", func() error { return h.Embedding(x, tokens, wte, wpe, B, T, C, cuda.VocabPart{}) }, nil, 0},
-			{"EmbeddingBackwardTokens", func() error { return h.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C, cuda.VocabPart{}) }, nil, 0},
+			{"EmbeddingBackwardTokens", func() error { return h.EmbeddingBackwardTokens(wte, dy, tokens, B, T, C, cuda.VocabPart{}, false) }, nil, 0},
 			{"LayerNormStats", func() error { return h.LayerNormStats(stats, x, N, C, 1e-5) }, bufs(stats, x), 0},
 			{"LayerNorm", func() error { return h.LayerNorm(y, x, stats, w, bias, N, C) }, bufs(y, x, stats, w, bias), 0},
 			{"LayerNormBackwardX", func() error { return h.LayerNormBackwardX(dx, dy, x, stats, w, N, C) }, bufs(dx, dy, x, stats, w), 0},

@@ -40,11 +40,12 @@ func embeddingKernel[F float](h *Device, out, tokens, wte, wpe *cuda.Buffer, T, 
 	})
 }
 
-// EmbeddingBackwardTokens: dwte = 0, then dwte[tokens[i] - part.Lo, :] +=
-// dout[i, :] for the tokens the table holds, each row summed in position
-// order (in float64) and rounded once.
-func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int, part cuda.VocabPart) error {
-	err := cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C, part)
+// EmbeddingBackwardTokens: dwte = 0 (unless accumulate), then
+// dwte[tokens[i] - part.Lo, :] += dout[i, :] for the tokens the table
+// holds, each row summed in position order (in float64, from the row's
+// value when accumulating) and rounded once.
+func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, C int, part cuda.VocabPart, accumulate bool) error {
+	err := cuda.Check.EmbeddingBackwardTokens(dwte, dout, tokens, B, T, C, part, accumulate)
 	if err := h.begin("EmbeddingBackwardTokens", err, dwte, dout, tokens); err != nil {
 		return err
 	}
@@ -53,7 +54,9 @@ func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, 
 	if err := cuda.CheckIDs("EmbeddingBackwardTokens", "token id", all, T, part.Vocab(rows)); err != nil {
 		return err
 	}
-	h.clear(dwte)
+	if !accumulate {
+		h.clear(dwte)
+	}
 	// Each position's row of the table (outside it for a token the table
 	// does not hold), and the positions the table holds grouped by row,
 	// ascending in each group.
@@ -73,11 +76,11 @@ func (h *Device) EmbeddingBackwardTokens(dwte, dout, tokens *cuda.Buffer, B, T, 
 		}
 	}
 	starts = append(starts, len(order))
-	instance(cuda.AllF64(dwte, dout), embeddingBackwardTokensKernel[float64], embeddingBackwardTokensKernel[float32])(h, dwte, dout, ids, order, starts, C)
+	instance(cuda.AllF64(dwte, dout), embeddingBackwardTokensKernel[float64], embeddingBackwardTokensKernel[float32])(h, dwte, dout, ids, order, starts, C, accumulate)
 	return nil
 }
 
-func embeddingBackwardTokensKernel[F float](h *Device, dwte, dout *cuda.Buffer, ids, order []int32, starts []int, C int) {
+func embeddingBackwardTokensKernel[F float](h *Device, dwte, dout *cuda.Buffer, ids, order []int32, starts []int, C int, accumulate bool) {
 	vw, vd := mkvec[F](dwte), mkvec[F](dout)
 	groups := len(starts) - 1
 	h.parallel(groups, max(1, rowGrain(C)/4), func(lo, hi int) {
@@ -86,14 +89,19 @@ func embeddingBackwardTokensKernel[F float](h *Device, dwte, dout *cuda.Buffer, 
 		defer putScratch(tmp)
 		defer putScratch(acc)
 		for g := lo; g < hi; g++ {
+			tok := int(ids[order[starts[g]]])
 			clear(acc)
+			if accumulate {
+				for c, v := range vw.get(tok*C, tok*C+C, tmp[:C]) {
+					acc[c] = float64(v)
+				}
+			}
 			for _, i := range order[starts[g]:starts[g+1]] {
 				d := vd.get(int(i)*C, int(i)*C+C, tmp[:C])
 				for c, v := range d {
 					acc[c] += float64(v)
 				}
 			}
-			tok := int(ids[order[starts[g]]])
 			vw.putSums(tok*C, acc, tmp[C:])
 		}
 	})

@@ -203,7 +203,7 @@ func kernelRun(t *testing.T, opts Options, dt cuda.DType) [][]uint64 {
 	must(h.AttentionBackward(dqkv, dx, qkv, p, ascratch, B, T, C, NH, NH))
 	must(h.LayerNormBackwardX(dx, dx, x, stats, w, N, C))
 	must(h.LayerNormBackwardW(dw, y, x, stats, N, C))
-	must(h.EmbeddingBackwardTokens(dwte, dx, tokens, B, T, C, cuda.VocabPart{}))
+	must(h.EmbeddingBackwardTokens(dwte, dx, tokens, B, T, C, cuda.VocabPart{}, false))
 	must(h.Adam(wte, dwte, master, m, v, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Step: 1, GradScale: 1}))
 	var out [][]uint64
 	for _, b := range []*cuda.Buffer{x, stats, y, qkv, p, att, g, logits, loss, dlogits, dx, dqkv, dw, dwte, wte, master, m, v} {

@@ -23,7 +23,8 @@ __device__ void embedding(void *out, i64 odt, const int *tokens, const void *wte
 	}
 }
 
-// embedding_backward_tokens: dwte (zeroed before) row tok = Σ dout rows of the
+// embedding_backward_tokens: dwte (zeroed before, or with acc 1 holding an
+// earlier term of the gradient) row tok = its value + Σ dout rows of the
 // positions holding tok, in position order, in fp64, rounded once. One warp
 // per position; only the first position of each token (no earlier position
 // holds it) sums, so every row has one writer and no atomics are needed.
@@ -34,7 +35,7 @@ __device__ void embedding(void *out, i64 odt, const int *tokens, const void *wte
 // outside them has no row here.
 template <typename T>
 __device__ void embedding_backward_tokens(void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C,
-                                     i64 V, i64 lo, i64 rows, int *status) {
+                                     i64 V, i64 lo, i64 rows, i64 acc0, int *status) {
 	int lane = threadIdx.x & 31;
 	i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
 	for (i64 i = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); i < N; i += warps) {
@@ -54,7 +55,10 @@ __device__ void embedding_backward_tokens(void *dwte, i64 wdt, const void *dout,
 		for (i64 c0 = 0; c0 < C; c0 += 32 * EBT_CPL) {
 			double acc[EBT_CPL];
 #pragma unroll
-			for (int q = 0; q < EBT_CPL; q++) acc[q] = 0;
+			for (int q = 0; q < EBT_CPL; q++) {
+				i64 c = c0 + lane + 32 * q;
+				acc[q] = (acc0 && c < C) ? (double)ld<T>(dwte, wdt, ((i64)tok - lo) * C + c) : 0;
+			}
 			for (i64 j0 = i; j0 < N; j0 += 32) {
 				i64 j = j0 + lane;
 				unsigned m = __ballot_sync(0xffffffffu, j < N && tokens[j] == tok);
@@ -95,7 +99,7 @@ ENTRY2(embedding,
        (out, odt, tokens, wte, edt, wpe, pdt, N, Tn, C, V, lo, rows, pos, status))
 ENTRY2(embedding_backward_tokens,
        (void *dwte, i64 wdt, const void *dout, i64 ddt, const int *tokens, i64 N, i64 C, i64 V, i64 lo, i64 rows,
-        int *status),
-       (dwte, wdt, dout, ddt, tokens, N, C, V, lo, rows, status))
+        i64 acc, int *status),
+       (dwte, wdt, dout, ddt, tokens, N, C, V, lo, rows, acc, status))
 ENTRY2(embedding_backward_positions, (void *dwpe, i64 wdt, const void *dout, i64 ddt, i64 B, i64 Tn, i64 C),
        (dwpe, wdt, dout, ddt, B, Tn, C))
