@@ -64,6 +64,18 @@ func TestKeptTensors(t *testing.T) {
 		if w := 16*nh + a*3*1000*1000*e + 16*N; block != w {
 			t.Errorf("%v: a block keeps %d bytes, exact.go's sum is %d", x.p, block, w)
 		}
+		// Korthikanti et al.'s list without its dropout tensors keeps the
+		// same 16 s·b·h values and one score tensor a layer: a block of
+		// trainmem's is that layer and its two layer norms' statistics
+		// (16·N bytes), which no formula counts. With dropout the paper's
+		// layer holds 3·a·s²·b + 2·s·b·h bytes more (e = 2).
+		nd, err := KorthikantiLayerNoDropout(1000, 3, h, a, e, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if block-16*N != nd.Total() {
+			t.Errorf("%v: a block keeps %d bytes less its statistics, Korthikanti's layer without dropout %d", x.p, block-16*N, nd.Total())
+		}
 	}
 }
 

@@ -684,14 +684,18 @@ func (a Activations) ByKind() (k [NumTensorKinds]KindTotal, other int64) {
 	return k, other
 }
 
-// NoDropout is the total without its dropout masks: the variant of a
-// formula for training without dropout, as LLaMA-family models and
-// trainmem's own train (Korthikanti et al.'s count less its 1-byte masks,
-// 2·sbh a layer and a·s²·b with naive attention, and the embedding's
-// sbh). Equal to Total for a formula that counts no masks.
+// NoDropout is the formula's total for training without dropout, as
+// LLaMA-family models and trainmem's own GPT-2 train: Korthikanti et
+// al.'s list of tensors with every dropout tensor taken out (its 1-byte
+// masks, and the softmax's dropout output, so that the product with v
+// reads the softmax output itself: one a·s²·b tensor where the paper
+// keeps two), counted by the same formula (korthikantiLayerTerms with
+// dropout false). Equal to Total for a formula that counts no dropout.
 func (a Activations) NoDropout() int64 {
-	k, _ := a.ByKind()
-	return a.Total - k[Masks].Bytes
+	if a.noDropout == nil {
+		return a.Total
+	}
+	return *a.noDropout
 }
 
 // termOf is a term made of parts, its bytes their sum.
@@ -743,6 +747,9 @@ type Activations struct {
 	// follow the schedule (the implementation-exact one); the zero Moment
 	// otherwise.
 	At Moment
+	// noDropout is the total of the formula's no-dropout variant, for a
+	// formula that counts dropout (NoDropout).
+	noDropout *int64
 }
 
 // MomentKind is the kind of moment in a training step at which an
@@ -1104,7 +1111,9 @@ func (s Setup) stageLayers(stage int) int {
 // split as Korthikanti et al. 2022, Section 4.1: attention 11·sbh and
 // Scores 5·a·s²·b (together the paper's attention block), MLP 19·sbh, the
 // two layer norms 4·sbh; 34·sbh + 5·a·s²·b in all, with 16-bit values and
-// 1-byte dropout masks.
+// 1-byte dropout masks. Without dropout (KorthikantiLayerNoDropout) the
+// same list less its dropout tensors: attention 10·sbh, Scores 2·a·s²·b,
+// MLP 18·sbh, layer norms 4·sbh, 32·sbh + 2·a·s²·b in all.
 type LayerActivations struct {
 	Attention  int64 // the qkv input, q, k, v, the projection input, the dropout mask
 	Scores     int64 // softmax output, its dropout mask and output: the a·s²·b terms
@@ -1126,22 +1135,30 @@ func (l LayerActivations) Total() int64 { return l.Attention + l.Scores + l.MLP 
 // split t ways: sbh·(10 + 24/t + 5as/(ht)) (Table 2); sequence parallelism
 // splits the 10·sbh too: sbh·(34 + 5as/h)/t (Table 2). t must divide a and h.
 func KorthikantiLayer(s, b, h, a, e, t int64, sequenceParallel bool) (LayerActivations, error) {
+	return korthikantiLayer(s, b, h, a, e, t, sequenceParallel, true)
+}
+
+// KorthikantiLayerNoDropout is KorthikantiLayer for training without
+// dropout: the paper's list of tensors less the dropout masks and the
+// softmax's dropout output, sbh·(8 + 24/t) + 2·a·s²·b/t bytes with 16-bit
+// values (sbh·32/t + 2·a·s²·b/t with sequence parallelism).
+func KorthikantiLayerNoDropout(s, b, h, a, e, t int64, sequenceParallel bool) (LayerActivations, error) {
+	return korthikantiLayer(s, b, h, a, e, t, sequenceParallel, false)
+}
+
+func korthikantiLayer(s, b, h, a, e, t int64, sp, dropout bool) (LayerActivations, error) {
 	if s < 1 || b < 1 || h < 1 || a < 1 || e < 1 || t < 1 || a%t != 0 || h%t != 0 {
 		return LayerActivations{}, fmt.Errorf("model: Korthikanti layer s=%d b=%d h=%d a=%d e=%d t=%d: sizes must be positive and t must divide a and h", s, b, h, a, e, t)
 	}
 	var c calc
-	l := korthikantiLayer(s, b, h, a, e, t, sequenceParallel, &c)
-	return l, c.err()
-}
-
-func korthikantiLayer(s, b, h, a, e, t int64, sp bool, c *calc) LayerActivations {
-	l := korthikantiLayerTerms(s, b, h, a, e, t, sp, c)
-	return LayerActivations{Attention: l.attention.Bytes, Scores: l.scores.Bytes, MLP: l.mlp.Bytes, LayerNorms: l.layerNorms.Bytes}
+	l := korthikantiLayerTerms(s, b, h, a, e, t, sp, dropout, &c)
+	return LayerActivations{Attention: l.attention.Bytes, Scores: l.scores.Bytes, MLP: l.mlp.Bytes, LayerNorms: l.layerNorms.Bytes}, c.err()
 }
 
 // korthikantiTerms is one layer's LayerActivations as terms split by kind:
 // values counted in s·b·h units of the unsplit layer (16), the two score
-// tensors and the three dropout masks.
+// tensors and the three dropout masks (one score tensor and no masks
+// without dropout).
 type korthikantiTerms struct {
 	attention, scores, mlp, layerNorms Term
 	flash                              bool // the scores are never stored
@@ -1158,7 +1175,12 @@ func (l korthikantiTerms) all() []Term {
 	return []Term{l.attention, l.scores, l.mlp, l.layerNorms}
 }
 
-func korthikantiLayerTerms(s, b, h, a, e, t int64, sp bool, c *calc) korthikantiTerms {
+// korthikantiLayerTerms is the paper's list of a layer's stored tensors
+// (Section 4.1), each with its width and where tensor and sequence
+// parallelism split it; with dropout false the dropout tensors are left
+// out: the three 1-byte masks, and the softmax's dropout output, since
+// the product with v then reads the softmax output itself.
+func korthikantiLayerTerms(s, b, h, a, e, t int64, sp, dropout bool, c *calc) korthikantiTerms {
 	sbhT := c.mul(s, b, h/t)      // sbh/t, exact: t divides h
 	scores := c.mul(a/t, s, s, b) // a·s²·b/t, exact: t divides a
 	whole := c.mul(s, b, h)       // a replicated [s, b, h] tensor
@@ -1166,16 +1188,26 @@ func korthikantiLayerTerms(s, b, h, a, e, t int64, sp bool, c *calc) korthikanti
 		whole = sbhT // sequence parallel: split along s
 	}
 	values := func(n int64, bytes int64) Part { return Part{Kind: LayerValues, Count: n, Layers: 1, Bytes: bytes} }
-	mask := func(bytes int64) Part { return Part{Kind: Masks, Count: 1, Layers: 1, Bytes: bytes} }
+	masks := func(bytes int64) []Part {
+		if !dropout {
+			return nil
+		}
+		return []Part{{Kind: Masks, Count: 1, Layers: 1, Bytes: bytes}}
+	}
+	// The softmax output, and with dropout its dropout output.
+	probs := int64(1)
+	if dropout {
+		probs = 2
+	}
 	return korthikantiTerms{
-		// qkv input (e) + dropout mask (1), whole; q, k, v and the
-		// projection input (4e), split.
-		attention: termOf(c, "attention", values(5, c.add(c.mul(e, whole), c.mul(4*e, sbhT))), mask(whole)),
-		// softmax output and dropout output (2e) + dropout mask (1).
-		scores: termOf(c, "attention_scores", Part{Kind: Scores, Count: 2, Layers: 1, Bytes: c.mul(2*e, scores)}, mask(scores)),
-		// fc input (e) + dropout mask (1), whole; GELU input and projection
-		// input, each 4h wide (8e), split.
-		mlp: termOf(c, "mlp", values(9, c.add(c.mul(e, whole), c.mul(8*e, sbhT))), mask(whole)),
+		// qkv input (e) + dropout mask after the projection (1), whole;
+		// q, k, v and the projection input (4e), split.
+		attention: termOf(c, "attention", append([]Part{values(5, c.add(c.mul(e, whole), c.mul(4*e, sbhT)))}, masks(whole)...)...),
+		// softmax output (e), dropout output (e) + dropout mask (1).
+		scores: termOf(c, "attention_scores", append([]Part{{Kind: Scores, Count: probs, Layers: 1, Bytes: c.mul(probs*e, scores)}}, masks(scores)...)...),
+		// fc input (e) + dropout mask after the MLP (1), whole; GELU
+		// input and projection input, each 4h wide (8e), split.
+		mlp: termOf(c, "mlp", append([]Part{values(9, c.add(c.mul(e, whole), c.mul(8*e, sbhT)))}, masks(whole)...)...),
 		// two layer-norm inputs.
 		layerNorms: termOf(c, "layer_norms", values(2, c.mul(2*e, whole))),
 	}
@@ -1235,11 +1267,20 @@ func (s Setup) zeroPaper(stage int, c *calc) Activations {
 // layer: the paper's 2sbh) plus one layer recomputed at a time; every:K and
 // sqrt keep one input every K layers plus a K-layer segment.
 func (s Setup) korthikanti(stage int, c *calc) Activations {
+	act := s.korthikantiWith(stage, true, c)
+	nd := s.korthikantiWith(stage, false, c).Total
+	act.noDropout = &nd
+	return act
+}
+
+// korthikantiWith is korthikanti with or without the dropout tensors
+// (korthikantiLayerTerms; the embedding's dropout mask too).
+func (s Setup) korthikantiWith(stage int, dropout bool, c *calc) Activations {
 	m := s.Model
 	sz, bz, hz, az := int64(s.Seq), int64(s.Batch), int64(m.Hidden), int64(m.Heads)
 	e, t := s.Precision.Size(), int64(s.TP)
 	sp := s.SequenceParallel && t > 1
-	layer := korthikantiLayerTerms(sz, bz, hz, az, e, t, sp, c)
+	layer := korthikantiLayerTerms(sz, bz, hz, az, e, t, sp, dropout, c)
 	layer.flash = m.Attention == AttentionFlash
 	whole := c.mul(sz, bz, hz) // a [s, b, h] tensor on one rank, in elements
 	if sp {
@@ -1275,7 +1316,7 @@ func (s Setup) korthikanti(stage int, c *calc) Activations {
 			one.times(c, k, "recompute_segment"),
 		}
 	}
-	if stage == 0 {
+	if stage == 0 && dropout {
 		act.Terms = append(act.Terms, single("embedding_dropout", Masks, whole).times(c, f, "embedding_dropout"))
 	}
 	if stage == s.PP-1 {

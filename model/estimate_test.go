@@ -241,6 +241,22 @@ func TestKorthikantiTable2(t *testing.T) {
 		if want := 34 * sbh / x.t; sp.Total()-sp.Scores != want {
 			t.Errorf("%s: sequence parallel + selective %d, want 34sbh/t = %d", name, sp.Total()-sp.Scores, want)
 		}
+		// Without dropout, the paper's list less its dropout tensors (the
+		// masks and the softmax's dropout output), written out by hand:
+		// sbh(8 + 24/t) + 2as²b/t; with sequence parallelism sbh·32/t +
+		// 2as²b/t; sbh·32 + 2as²b with no parallelism.
+		nd, _ := KorthikantiLayerNoDropout(x.s, x.b, x.h, x.a, 2, 1, false)
+		if want := 32*sbh + 2*as2b; nd.Total() != want || nd.Scores != 2*as2b {
+			t.Errorf("%s: no dropout %d (scores %d), want 32sbh + 2as²b = %d (scores 2as²b)", name, nd.Total(), nd.Scores, want)
+		}
+		ndTP, _ := KorthikantiLayerNoDropout(x.s, x.b, x.h, x.a, 2, x.t, false)
+		if want := 8*sbh + 24*sbh/x.t + 2*as2b/x.t; ndTP.Total() != want {
+			t.Errorf("%s: no dropout, tensor parallel %d, want sbh(8+24/t) + 2as²b/t = %d", name, ndTP.Total(), want)
+		}
+		ndSP, _ := KorthikantiLayerNoDropout(x.s, x.b, x.h, x.a, 2, x.t, true)
+		if want := 32*sbh/x.t + 2*as2b/x.t; ndSP.Total() != want {
+			t.Errorf("%s: no dropout, sequence parallel %d, want sbh·32/t + 2as²b/t = %d", name, ndSP.Total(), want)
+		}
 		// The e-byte generalisation: values 16sbh + 2as²b of e bytes, masks
 		// 2sbh + as²b bytes; fp32 gives 66sbh + 9as²b.
 		f32, _ := KorthikantiLayer(x.s, x.b, x.h, x.a, 4, 1, false)
@@ -758,19 +774,21 @@ func TestChecked(t *testing.T) {
 
 // Korthikanti et al.'s count and its variants for gpt2-xl at b 32, s 1000,
 // fp16: the paper's sbh·(34 + 5as/h) a layer; with flash attention (no
-// a·s²·b terms) sbh·34; without dropout its 1-byte masks go, 2sbh + as²b
-// a layer (2sbh with flash) and the embedding's sbh: sbh·(32 + 4as/h).
+// a·s²·b terms) sbh·34; without dropout its dropout tensors go: the 1-byte
+// masks (2sbh + as²b a layer, 2sbh with flash, and the embedding's sbh)
+// and the softmax's 2-byte dropout output (2as²b a layer): sbh·(32 + 2as/h)
+// a layer, sbh·32 with flash.
 func TestKorthikantiVariants(t *testing.T) {
 	c := preset(t, "gpt2-xl")
 	L, s, b, h, a := int64(48), int64(1000), int64(32), int64(1600), int64(25)
 	sbh, as2b := s*b*h, a*s*s*b
 	outside := sbh + 2*sbh*2 + 4*s*b*int64(c.Vocab) // embedding dropout, lnf and projection inputs, fp32 logits
 	for _, tc := range []struct {
-		attn            Attention
-		total, noDrop   int64
-		perLayer, masks int64
+		attn           Attention
+		total, noDrop  int64
+		perLayer, drop int64
 	}{
-		{AttentionNaive, 282247296000, 238880896000, 34*sbh + 5*as2b, 2*sbh + as2b},
+		{AttentionNaive, 282247296000, 162080896000, 34*sbh + 5*as2b, 2*sbh + 3*as2b},
 		{AttentionFlash, 90247296000, 85280896000, 34 * sbh, 2 * sbh},
 	} {
 		m := c
@@ -783,7 +801,7 @@ func TestKorthikantiVariants(t *testing.T) {
 		if want := L*tc.perLayer + outside; k.Total != tc.total || want != tc.total {
 			t.Errorf("%s: korthikanti %d, want %d (the paper's expression: %d)", tc.attn, k.Total, tc.total, want)
 		}
-		if want := tc.total - L*tc.masks - sbh; k.NoDropout() != tc.noDrop || want != tc.noDrop {
+		if want := tc.total - L*tc.drop - sbh; k.NoDropout() != tc.noDrop || want != tc.noDrop {
 			t.Errorf("%s: korthikanti without dropout %d, want %d (%d)", tc.attn, k.NoDropout(), tc.noDrop, want)
 		}
 	}

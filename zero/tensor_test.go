@@ -194,6 +194,26 @@ func TestKorthikantiTable2(t *testing.T) {
 				t.Errorf("%s: a layer keeps %d bytes (layers %d to %d), Table 2 %d, with the stated differences %d (%+d)", tc.name, got, L-1, L, tc.table, want, got-want)
 			}
 		}
+		// Without recomputation a layer is Korthikanti et al.'s list less
+		// its dropout tensors (KorthikantiLayerNoDropout) and the layer
+		// norms' fp32 statistics, which no formula counts.
+		if tc.ck == "none" {
+			t2, sp := tc.tp, tc.tp < 0
+			if sp {
+				t2 = -tc.tp
+			}
+			nd, err := model.KorthikantiLayerNoDropout(s, b, h, a, 2, int64(t2), sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stats := int64(16 * s * b)
+			if sp {
+				stats /= int64(t2)
+			}
+			if got := peaks[2] - peaks[1]; got != nd.Total()+stats {
+				t.Errorf("%s: a layer keeps %d bytes, Korthikanti's without dropout %d and the statistics %d", tc.name, got, nd.Total(), stats)
+			}
+		}
 		t.Logf("%s: Table 2 %s a layer, this GPT-2 %s (%+.1f%%)", tc.name, model.GiB(tc.table), model.GiB(peaks[2]-peaks[1]), 100*float64(peaks[2]-peaks[1]-tc.table)/float64(tc.table))
 	}
 }
