@@ -17,6 +17,7 @@ import (
 	"trainmem/bench/pickle"
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
+	"trainmem/model"
 	"trainmem/model/files"
 )
 
@@ -26,9 +27,15 @@ import (
 // afresh). When tracing stops (EndTrace) it takes the allocator's
 // segments, the state the events end in.
 type MemoryTrace struct {
-	mu       sync.Mutex
-	Device   string
-	Step     int // the recorded step, from 1
+	mu     sync.Mutex
+	Device string
+	// Rank is the rank whose device the trace records (its Chrome trace's
+	// process id, so that merged ranks' traces do not collide).
+	Rank int
+	Step int // the recorded step, from 1
+	// Began is the wall-clock time the recorded step began (the snapshot's
+	// time_us count from it, in Unix microseconds, as PyTorch's do).
+	Began    time.Time
 	Events   []cuda.TraceEvent
 	Segments []alloc.SegmentInfo // at the end of the recorded events
 	oom      bool                // the events end at an oom (Segments are the allocator's then)
@@ -43,7 +50,7 @@ func (m *MemoryTrace) Event(e cuda.TraceEvent) {
 	case m.oom:
 		return // what filled the device is kept as it was at the failed request
 	case e.Action == cuda.TraceStep:
-		m.Events, m.Step = m.Events[:0], e.Step
+		m.Events, m.Step, m.Began = m.Events[:0], e.Step, time.Now()
 		return
 	case e.Action == cuda.TraceOOM:
 		m.oom = true
@@ -100,7 +107,23 @@ func (m *MemoryTrace) Write(base string) error {
 // whose name holds "_start" or "PyEval_", or whose file holds "ceval.c" and
 // the like: trainmem's names hold none.)
 func frames(s cuda.Site, c cuda.Category) pickle.List {
-	inner := pickle.D("filename", "trainer", "line", int64(0), "name", "allocated before the traced step")
+	return siteFrames(s, c.String(), "allocated before the traced step")
+}
+
+// segmentFrames are a segment's frames: what it was first carved for
+// (its request's site, as frames gives a block's) and the pool.
+func segmentFrames(s cuda.Site, c cuda.Category, small bool) pickle.List {
+	pool := "large"
+	if small {
+		pool = "small"
+	}
+	return siteFrames(s, fmt.Sprintf("segment (%s pool) first carved for %s", pool, c), "reserved before the traced step")
+}
+
+// siteFrames are a site's frames, innermost first, with outer as the last
+// frame's name; before names a site outside the traced step.
+func siteFrames(s cuda.Site, outer, before string) pickle.List {
+	inner := pickle.D("filename", "trainer", "line", int64(0), "name", before)
 	if s.Phase != "" {
 		where := s.Op + " / " + s.Phase
 		if s.Block >= 0 {
@@ -108,7 +131,12 @@ func frames(s cuda.Site, c cuda.Category) pickle.List {
 		}
 		inner = pickle.D("filename", where, "line", int64(max(s.Block, 0)), "name", s.Value)
 	}
-	return pickle.List{inner, pickle.D("filename", "trainmem", "line", int64(0), "name", c.String())}
+	return pickle.List{inner, pickle.D("filename", "trainmem", "line", int64(0), "name", outer)}
+}
+
+// markerFrames is the one frame of a snapshot marker of the trace.
+func markerFrames(what string) pickle.List {
+	return pickle.List{pickle.D("filename", "trainmem", "line", int64(0), "name", what)}
 }
 
 // WriteSnapshot writes the dictionary torch.cuda.memory._snapshot()
@@ -161,53 +189,85 @@ func (m *MemoryTrace) WriteSnapshot(w io.Writer) error {
 			"device", int64(0), "address", int64(s.Base), "total_size", s.Size,
 			"allocated_size", allocated, "active_size", allocated, "requested_size", requested,
 			"stream", int64(0), "segment_type", kind, "segment_pool_id", pickle.Tuple{int64(0), int64(0)},
-			"is_expandable", false, "frames", pickle.List{}, "blocks", blocks))
+			"is_expandable", false, "frames", segmentFrames(s.Site, s.Cat, s.Small), "blocks", blocks))
 	}
 	var trace pickle.List
-	entry := func(action string, e cuda.TraceEvent, size int64, cat string) pickle.Dict {
+	// time_us is the wall clock in Unix microseconds, as PyTorch's
+	// allocator writes it (the viewer shows it as a date): the step's
+	// beginning, then the events' times from it (the modelled clock's, for
+	// a simulation).
+	var t0 time.Duration
+	if len(m.Events) > 0 {
+		t0 = m.Events[0].Time
+	}
+	began := m.Began
+	if began.IsZero() {
+		began = time.Now()
+	}
+	clock := func(t time.Duration) int64 { return began.UnixMicro() + (t - t0).Microseconds() }
+	entry := func(action string, e cuda.TraceEvent, size int64) pickle.Dict {
+		fr := frames(e.Site, e.Category)
+		if e.Action == cuda.TraceSegmentAlloc || e.Action == cuda.TraceSegmentFree {
+			fr = segmentFrames(e.Site, e.Category, e.Size == alloc.SmallBuffer) // the small pool's segments alone are this size
+		}
 		d := pickle.D("action", action, "addr", int64(e.Addr), "size", size, "stream", int64(0),
-			"time_us", e.Time.Microseconds(), "frames", frames(e.Site, e.Category), "category", cat)
+			"time_us", clock(e.Time), "frames", fr, "category", e.Category.String())
 		if e.Action == cuda.TraceOOM {
 			d = append(d, pickle.Item{Key: "device_free", Value: e.DeviceFree})
 		}
 		return d
 	}
-	// A segment holds blocks of every category: "unknown", the viewer's
-	// own name for none.
-	before := m.before()
-	for _, e := range before {
+	// The viewer colours by a category's place in the order the trace
+	// first names them (MemoryViz.js's annotate_snapshot), with Tableau
+	// 10: the trace opens with a marker a category, in cuda.Categories
+	// order, so that a category has the same colour in every file and in
+	// trainmem's own plots, each saying what the category held when the
+	// step began. "unknown" comes last: the viewer before PyTorch 2.6
+	// throws when a trace has categories and none is "unknown" (it pushes
+	// it onto a misspelt list), and trainmem gives every block a category.
+	held, _ := m.start()
+	marker := func(cat, what string) pickle.Dict {
+		return pickle.D("action", "snapshot", "addr", int64(0), "size", int64(0), "stream", int64(0),
+			"time_us", clock(t0), "frames", markerFrames(what), "category", cat)
+	}
+	for _, c := range cuda.Categories() {
+		trace = append(trace, marker(c.String(), fmt.Sprintf("%s holds %s when the traced step begins", c, model.Bytes(held[c]))))
+	}
+	trace = append(trace, marker("unknown", "unknown: no block of trainmem's (every block has a category)"))
+	for _, e := range m.before() {
 		switch e.Action {
 		case cuda.TraceSegmentAlloc:
-			trace = append(trace, entry("segment_alloc", e, e.Size, "unknown"))
+			trace = append(trace, entry("segment_alloc", e, e.Size))
 		case cuda.TraceAlloc:
-			trace = append(trace, entry("alloc", e, e.Requested, e.Category.String()))
+			trace = append(trace, entry("alloc", e, e.Requested))
 		}
 	}
 	for _, e := range m.Events {
-		cat := e.Category.String()
 		switch e.Action {
 		case cuda.TraceAlloc:
-			trace = append(trace, entry("alloc", e, e.Requested, cat))
+			trace = append(trace, entry("alloc", e, e.Requested))
 		case cuda.TraceFree:
-			trace = append(trace, entry("free_requested", e, e.Requested, cat), entry("free_completed", e, e.Requested, cat))
+			trace = append(trace, entry("free_requested", e, e.Requested), entry("free_completed", e, e.Requested))
 		case cuda.TraceSegmentAlloc, cuda.TraceSegmentFree:
-			trace = append(trace, entry(e.Action.String(), e, e.Size, "unknown"))
+			trace = append(trace, entry(e.Action.String(), e, e.Size))
 		case cuda.TraceOOM:
 			// PyTorch's oom entry carries the rounded request (its
 			// params.size()) and the device's free bytes.
-			trace = append(trace, entry("oom", e, e.Size, cat))
+			trace = append(trace, entry("oom", e, e.Size))
 		}
 	}
-	// The browser viewer (MemoryViz.js, before PyTorch 2.6) throws when the
-	// trace has categories and none is "unknown" (it pushes "unknown" onto a
-	// misspelt list): the snapshot event that ends the trace, which it
-	// skips, carries that category.
-	var last cuda.TraceEvent
+	// The snapshot that ends the trace, as PyTorch's do: the viewer's
+	// Allocator State History opens on it.
+	last := t0
+	end := fmt.Sprintf("end of step %d: the allocator's segments as listed here", m.Step)
 	if n := len(m.Events); n > 0 {
-		last = m.Events[n-1]
+		last = m.Events[n-1].Time
+		if m.Events[n-1].Action == cuda.TraceOOM {
+			end = fmt.Sprintf("step %d at its out-of-memory request: the allocator's segments as they were then", m.Step)
+		}
 	}
 	trace = append(trace, pickle.D("action", "snapshot", "addr", int64(0), "size", int64(0), "stream", int64(0),
-		"time_us", last.Time.Microseconds(), "frames", pickle.List{}, "category", "unknown"))
+		"time_us", clock(last), "frames", markerFrames(end)))
 	return pickle.Write(w, pickle.D(
 		"segments", segs,
 		"device_traces", pickle.List{trace},
@@ -267,14 +327,14 @@ func (m *MemoryTrace) before() []cuda.TraceEvent {
 			segs[e.Addr] = true
 		case cuda.TraceSegmentFree:
 			if !segs[e.Addr] {
-				out = append(out, cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Time: t0, Addr: e.Addr, Size: e.Size})
+				out = append(out, cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Time: t0, Addr: e.Addr, Size: e.Size, Category: e.Category})
 			}
 			delete(segs, e.Addr)
 		}
 	}
 	for _, s := range m.Segments {
 		if !segs[s.Base] {
-			out = append(out, cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Time: t0, Addr: s.Base, Size: s.Size})
+			out = append(out, cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Time: t0, Addr: s.Base, Size: s.Size, Category: s.Cat, Site: s.Site})
 		}
 		for _, b := range s.Blocks {
 			if b.Allocated && !blocks[b.Addr] {
@@ -330,7 +390,8 @@ func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 		Args map[string]any `json:"args,omitempty"`
 	}
 	evs := []event{
-		{Name: "process_name", Ph: "M", Args: map[string]any{"name": "trainmem: " + m.Device}},
+		{Name: "process_name", Ph: "M", Args: map[string]any{"name": fmt.Sprintf("trainmem rank %d: %s", m.Rank, m.Device)}},
+		{Name: "process_sort_index", Ph: "M", Args: map[string]any{"sort_index": m.Rank}},
 		{Name: "thread_name", Ph: "M", Tid: 1, Args: map[string]any{"name": "phases"}},
 		{Name: "thread_name", Ph: "M", Tid: 2, Args: map[string]any{"name": "ops"}},
 	}
@@ -397,6 +458,9 @@ func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 	ts += 1e-3
 	slice(1, ts)
 	slice(2, ts)
+	for i := range evs {
+		evs[i].Pid = m.Rank
+	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Ph == "M" && evs[j].Ph != "M" })
 	enc := json.NewEncoder(w)
 	return enc.Encode(map[string]any{"traceEvents": evs, "displayTimeUnit": "ms",
@@ -418,7 +482,7 @@ type RankTraces map[int]*MemoryTrace
 func (rt RankTraces) Tracer(rank int) cuda.Tracer {
 	t, ok := rt[rank]
 	if !ok {
-		t = &MemoryTrace{}
+		t = &MemoryTrace{Rank: rank}
 		rt[rank] = t
 	}
 	return t

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -320,6 +321,7 @@ func TestMemoryTraceReplays(t *testing.T) {
 		ckpt    string
 	}{{"simulated", false, model.FP32, "none"}, {"measured", true, model.FP32, "none"}, {"simulated fp16 full", false, model.FP16, "full"}} {
 		s := setup(t, "tiny", 2, 32, c.prec, model.AdamW, c.ckpt)
+		began := time.Now()
 		tr := &MemoryTrace{}
 		o := runOf(checked(t, s), 2, tr, zero.Setting{})
 		var where *Where
@@ -367,6 +369,9 @@ func TestMemoryTraceReplays(t *testing.T) {
 		// events, each naming its op: the first of them is the forward's.
 		var first string
 		for _, e := range doc.trace {
+			if a := str(e, "action"); a == "snapshot" || strings.HasPrefix(a, "segment") {
+				continue // markers, and segments named by what they were first carved for
+			}
 			fr, _ := e.Get("frames")
 			if l := *fr.(*types.List); len(l) > 0 {
 				if f, _ := l[0].(*types.Dict).Get("filename"); f != "trainer" {
@@ -378,6 +383,7 @@ func TestMemoryTraceReplays(t *testing.T) {
 		if !strings.Contains(first, "/ forward") {
 			t.Errorf("%s: the step's first event's frame is %q, want its op / forward", c.name, first)
 		}
+		checkViewerFidelity(t, c.name, doc, began)
 
 		ct := decodeChrome(t, tr)
 		var best map[string]int64
@@ -419,6 +425,73 @@ func TestMemoryTraceReplays(t *testing.T) {
 		}
 	}
 }
+
+// checkViewerFidelity holds a snapshot to what MemoryViz.js makes of it
+// (torch/utils/viz/MemoryViz.js and process_alloc_data.js): the viewer's
+// category order (the order entries first name them, annotate_snapshot)
+// is cuda.Categories then "unknown", in every file, so that a category
+// has one colour everywhere and trainmem's plots' (categoryColors);
+// every segment entry carries the category it was first carved for and
+// frames that say so, never a default's; every entry has frames (the
+// Allocator State History opens on the last, the snapshot marker, and an
+// empty list reads "This block has no frames"); time_us is the wall
+// clock in Unix microseconds (the viewer's hover shows it as a date), not
+// before the run began and never decreasing.
+func checkViewerFidelity(t *testing.T, name string, doc snapshotDoc, began time.Time) {
+	t.Helper()
+	var order []string
+	seen := map[string]bool{}
+	var last int64
+	for i, e := range doc.trace {
+		if c := str(e, "category"); c != "" && !seen[c] {
+			seen[c] = true
+			order = append(order, c)
+		}
+		fr, _ := e.Get("frames")
+		if len(*fr.(*types.List)) == 0 {
+			t.Errorf("%s: entry %d (%s) has no frames", name, i, str(e, "action"))
+		}
+		a := str(e, "action")
+		if strings.HasPrefix(a, "segment") {
+			l := *fr.(*types.List)
+			outer, _ := l[len(l)-1].(*types.Dict).Get("name")
+			if want := "first carved for " + str(e, "category"); !strings.Contains(outer.(string), want) {
+				t.Errorf("%s: %s entry %d says %q, want %q", name, a, i, outer, want)
+			}
+		}
+		us := num(t, e, "time_us")
+		if us < began.UnixMicro() || us < last {
+			t.Errorf("%s: entry %d at time_us %d, after %d and the run's start %d", name, i, us, last, began.UnixMicro())
+		}
+		last = us
+	}
+	want := append(categoryNames(), "unknown")
+	if strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("%s: the viewer's categories are %v, want %v", name, order, want)
+	}
+	if a := str(doc.trace[len(doc.trace)-1], "action"); a != "snapshot" {
+		t.Errorf("%s: the trace ends with %s, want the snapshot marker", name, a)
+	}
+	for i, c := range cuda.Categories() {
+		if categoryColors[i] != tableau10[i] {
+			t.Errorf("%s: trainmem's plots colour %s %v, the viewer %v", name, c, categoryColors[i], tableau10[i])
+		}
+	}
+}
+
+// tableau10 is d3's schemeTableau10, the palette MemoryViz.js draws with
+// (d3-scale-chromatic's src/categorical/Tableau10.js:
+// "4e79a7f28e2ce1575976b7b259a14fedc949af7aa1ff9da79c755fbab0ab").
+var tableau10 = func() []color.Color {
+	const hex = "4e79a7f28e2ce1575976b7b259a14fedc949af7aa1ff9da79c755fbab0ab"
+	var out []color.Color
+	for i := 0; i < len(hex); i += 6 {
+		var r, g, b uint8
+		fmt.Sscanf(hex[i:i+6], "%02x%02x%02x", &r, &g, &b)
+		out = append(out, color.RGBA{r, g, b, 0xff})
+	}
+	return out
+}()
 
 // A simulation that runs out of memory keeps its trace up to the failed
 // request: the oom event last, naming the request and its site, and the

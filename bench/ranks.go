@@ -29,6 +29,9 @@ func writeSimulatedRanks(w io.Writer, n int, rs []zero.RankResult) {
 	fmt.Fprintf(w, "ranks simulated: %s; every other rank's buffers have rank 2's sizes, and the ends of the chains and the ring's uneven blocks, which these ranks cover, are what makes a rank's traffic its own\n", strings.Join(names, ", "))
 }
 
+// rankPeaks says what the per-rank table's columns hold.
+const rankPeaks = "each rank's peak per category in requested bytes (the tensors' sizes), its peak requested (the total the memory viewer's timeline peaks at), peak allocated (the allocator's 512-byte blocks) and peak reserved (its segments)"
+
 // rankCategories are the columns of the per-rank table.
 var rankCategories = []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV,
 	cuda.Activations, cuda.Temporaries, cuda.Workspace, cuda.Gathered, cuda.Comm}
@@ -42,7 +45,7 @@ func (r *SimulateReport) writeRanks(w io.Writer) error {
 	writeTensorSplit(w, s)
 	writePipelineSplit(w, s)
 	writeSimulatedRanks(w, lay.Size(), r.Ranks)
-	fmt.Fprintf(w, "simulated %d steps in %v; the last step, each rank's peak per category (requested bytes):\n\n", r.Steps, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "simulated %d steps in %v; the last step, %s:\n\n", r.Steps, r.Elapsed.Round(time.Millisecond), rankPeaks)
 	if err := writeRankTables(w, r.Setup, r.Setting, r.Ranks, r.States, false); err != nil {
 		return err
 	}
@@ -159,17 +162,17 @@ func writeRankTables(w io.Writer, s model.Setup, set zero.Setting, ranks []zero.
 	for _, c := range rankCategories {
 		head = append(head, c.String())
 	}
-	t.Add(append(head, "peak allocated", "peak reserved")...)
+	t.Add(append(head, "peak requested", "peak allocated", "peak reserved")...)
 	for _, g := range alikeRanks(ranks, func(x, y zero.RankResult) bool { return x.Stats == y.Stats }) {
 		st := ranks[g.first].Stats
 		row := []string{g.name}
 		for _, c := range rankCategories {
 			row = append(row, model.GiB(st.CategoryRequested[c].Peak))
 		}
-		t.Add(append(row, model.GiB(st.AllocatedBytes.Peak), model.GiB(st.ReservedBytes.Peak))...)
+		t.Add(append(row, model.GiB(st.RequestedBytes.Peak), model.GiB(st.AllocatedBytes.Peak), model.GiB(st.ReservedBytes.Peak))...)
 	}
 	if st := states; st != nil {
-		t.Add("ZeRO paper", model.GiB(st.Params), model.GiB(st.Grads), model.GiB(st.Master), model.GiB(st.AdamM), model.GiB(st.AdamV), "-", "-", "-", "-", "-", "-", "-")
+		t.Add("ZeRO paper", model.GiB(st.Params), model.GiB(st.Grads), model.GiB(st.Master), model.GiB(st.AdamM), model.GiB(st.AdamV), "-", "-", "-", "-", "-", "-", "-", "-")
 	}
 	if err := t.Write(w); err != nil {
 		return err
@@ -252,6 +255,7 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 	type rankDoc struct {
 		Rank               int                     `json:"rank"`
 		PeakRequested      map[cuda.Category]int64 `json:"peak_requested"`
+		PeakRequestedBytes int64                   `json:"peak_requested_bytes"`
 		PeakAllocatedBytes int64                   `json:"peak_allocated_bytes"`
 		PeakReservedBytes  int64                   `json:"peak_reserved_bytes"`
 		Traffic            []trafficDoc            `json:"traffic"`
@@ -276,7 +280,7 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 		doc.States = &statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()}
 	}
 	for _, rr := range r.Ranks {
-		d := rankDoc{Rank: rr.Rank, PeakRequested: map[cuda.Category]int64{}, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak, Offload: rr.Record.Offload}
+		d := rankDoc{Rank: rr.Rank, PeakRequested: map[cuda.Category]int64{}, PeakRequestedBytes: rr.Stats.RequestedBytes.Peak, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak, Offload: rr.Record.Offload}
 		for _, c := range rankCategories {
 			d.PeakRequested[c] = rr.Stats.CategoryRequested[c].Peak
 		}

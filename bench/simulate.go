@@ -184,7 +184,7 @@ func (r *SimulateReport) WriteJSON(w io.Writer) error {
 	s, rec := r.Setup, r.Record
 	return writeJSON(w, simulateDoc{
 		Model: modelDocOf(s), Setup: setupDocOf(s), Capacity: r.Capacity, Steps: r.Steps,
-		Memory: rec.Memory, AllocatedBytes: rec.AllocatedBytes, PeakAllocatedBytes: rec.PeakAllocatedBytes,
+		Memory: rec.Memory, AllocatedBytes: rec.AllocatedBytes, PeakRequestedBytes: rec.PeakRequestedBytes, PeakAllocatedBytes: rec.PeakAllocatedBytes,
 		ReservedBytes: rec.ReservedBytes, PeakReservedBytes: rec.PeakReservedBytes,
 		InactiveSplitBytes: rec.InactiveSplitBytes, NumAllocs: rec.NumAllocs, NumFrees: rec.NumFrees,
 		Seconds: r.Elapsed.Seconds(), Predicted: predictedOf(r), Offload: rec.Offload,
@@ -222,6 +222,7 @@ type simulateDoc struct {
 	Steps              int          `json:"steps"`
 	Memory             train.Memory `json:"memory"`
 	AllocatedBytes     int64        `json:"allocated_bytes"`
+	PeakRequestedBytes int64        `json:"peak_requested_bytes"`
 	PeakAllocatedBytes int64        `json:"peak_allocated_bytes"`
 	ReservedBytes      int64        `json:"reserved_bytes"`
 	PeakReservedBytes  int64        `json:"peak_reserved_bytes"`

@@ -78,7 +78,7 @@ func (r *TrainReport) writeRanks(w io.Writer) error {
 		// table (the error follows).
 		return nil
 	}
-	fmt.Fprintln(w, "each rank's peak per category in the last step (requested bytes):")
+	fmt.Fprintf(w, "the last step, %s:\n", rankPeaks)
 	var states *model.States
 	if !r.Setting.PS {
 		if st, err := r.Setup.RankStates(rankParams(r.Setup), r.Setting.Stage); err == nil {

@@ -30,7 +30,7 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 	writeTensorSplit(w, s)
 	writePipelineSplit(w, s)
 	writeSimulatedRanks(w, lay.Size(), v.SimulatedRanks)
-	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category (requested bytes)\n\n", v.Setting, ranksText(s), v.Steps)
+	fmt.Fprintf(w, "setting %s over %s; the last of %d steps, each rank's peak per category in requested bytes (the tensors' sizes), and its total peak requested (the memory viewer's timeline peak) and allocated (the allocator's 512-byte blocks)\n\n", v.Setting, ranksText(s), v.Steps)
 	st := v.Estimate.States
 	paper := map[cuda.Category]int64{cuda.Params: st.Params, cuda.Grads: st.Grads, cuda.Master: st.Master, cuda.AdamM: st.AdamM, cuda.AdamV: st.AdamV,
 		cuda.Activations: v.Estimate.ActivationBytes(model.ZeROPaper)}
@@ -62,11 +62,19 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 			}
 			t.Add(row...)
 		}
-		peak := []string{"  total peak (allocated)", "-", "", model.GiB(sim.Stats.AllocatedBytes.Peak), "-", ""}
-		if meas != nil {
-			peak[4], peak[5] = model.GiB(meas.Stats.AllocatedBytes.Peak), Percent(meas.Stats.AllocatedBytes.Peak, sim.Stats.AllocatedBytes.Peak)
+		// The totals: requested (the viewer's timeline peak), then
+		// allocated (the allocator's 512-byte blocks).
+		for _, tot := range []struct {
+			name string
+			of   func(cuda.Stats) int64
+		}{{"total peak (requested)", func(st cuda.Stats) int64 { return st.RequestedBytes.Peak }},
+			{"total peak (allocated)", func(st cuda.Stats) int64 { return st.AllocatedBytes.Peak }}} {
+			row := []string{"  " + tot.name, "-", "", model.GiB(tot.of(sim.Stats)), "-", ""}
+			if meas != nil {
+				row[4], row[5] = model.GiB(tot.of(meas.Stats)), Percent(tot.of(meas.Stats), tot.of(sim.Stats))
+			}
+			t.Add(row...)
 		}
-		t.Add(peak...)
 		if meas != nil && meas.Engine != "" {
 			t.Add("  context and libraries ("+meas.Engine+")", "-", "", "-", model.GiB(meas.EngineBytes), "")
 		}

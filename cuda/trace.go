@@ -42,8 +42,8 @@ type TraceEvent struct {
 	Addr      uintptr       // the block's or segment's address (0 for oom)
 	Size      int64         // the block's size (rounded), the segment's, or an oom's rounded request
 	Requested int64         // the bytes asked for (alloc, free, oom)
-	Category  Category      // the block's (alloc, free, oom)
-	Site      Site          // what made the allocation (alloc, oom), or freed it (free)
+	Category  Category      // the block's (alloc, free, oom), or what the segment was first carved for (segment_alloc, segment_free)
+	Site      Site          // what made the allocation (alloc, oom, segment_alloc), or freed it (free, segment_free)
 	// DeviceFree is the device's free memory at an oom.
 	DeviceFree int64
 	// Step is the step's number (TraceStep).

@@ -156,6 +156,25 @@ func (t *traceFlag) writeRanks(w io.Writer, rt bench.RankTraces, format string, 
 		ranks := rt.Ranks()
 		first, _ := bench.TraceFiles(bench.RankBase(t.base, ranks[0]))
 		msgs = append(msgs, fmt.Sprintf("memory traces of %d ranks written to %s and the like (one .pickle and one .json a rank: pytorch.org/memory_viz, ui.perfetto.dev)", len(ranks), first))
+		// Each rank's viewer peak, ranks of one peak folded into a line.
+		var peaks []string
+		for i := 0; i < len(ranks); {
+			req, all := rt[ranks[i]].ViewerPeak()
+			j := i + 1
+			for j < len(ranks) {
+				if r2, a2 := rt[ranks[j]].ViewerPeak(); r2 != req || a2 != all {
+					break
+				}
+				j++
+			}
+			who := fmt.Sprintf("rank %d", ranks[i])
+			if j-i > 1 {
+				who = fmt.Sprintf("ranks %d-%d", ranks[i], ranks[j-1])
+			}
+			peaks = append(peaks, fmt.Sprintf("%s at %s (%s in the allocator's 512-byte blocks)", who, model.Bytes(req), model.Bytes(all)))
+			i = j
+		}
+		msgs = append(msgs, "the viewer's Active Memory Timeline peaks at the tensors' requested bytes, as PyTorch records them: "+strings.Join(peaks, ", "))
 	}
 	return t.report(w, msgs, format, runErr)
 }

@@ -117,10 +117,44 @@ func TestMemoryTraceRanks(t *testing.T) {
 		if !strings.Contains(out, "memory traces of "+fmt.Sprint(c.ranks)+" ranks written to "+base+".rank0.pickle") {
 			t.Errorf("%s: %s", c.args[0], out)
 		}
+		// The ranks' table gives the requested total the viewer peaks at
+		// beside the allocator's blocks, each column saying which.
+		if !strings.Contains(out, "total peak (requested)") && !strings.Contains(out, "peak requested  ") {
+			t.Errorf("%s: the ranks' table has no requested total:\n%s", c.args[0], out)
+		}
+		if !strings.Contains(out, "the viewer's Active Memory Timeline peaks at") || !strings.Contains(out, "rank 0") && !strings.Contains(out, "ranks 0-") {
+			t.Errorf("%s: no viewer peak for rank 0: %s", c.args[0], out)
+		}
+		pids := map[float64]string{}
 		for r := range c.ranks {
 			for _, ext := range []string{".pickle", ".json"} {
 				if _, err := os.Stat(fmt.Sprintf("%s.rank%d%s", base, r, ext)); err != nil {
 					t.Error(err)
+				}
+			}
+			// Each rank's Chrome trace is its own process: merged, the
+			// ranks' tracks do not collide.
+			var ct struct {
+				TraceEvents []struct {
+					Name string         `json:"name"`
+					Pid  float64        `json:"pid"`
+					Args map[string]any `json:"args"`
+				} `json:"traceEvents"`
+			}
+			b, err := os.ReadFile(fmt.Sprintf("%s.rank%d.json", base, r))
+			if err != nil || json.Unmarshal(b, &ct) != nil || len(ct.TraceEvents) == 0 {
+				t.Fatalf("%s: rank %d's Chrome trace: %v", c.args[0], r, err)
+			}
+			for _, e := range ct.TraceEvents {
+				if e.Pid != float64(r) {
+					t.Fatalf("%s: rank %d's Chrome event %s has pid %v", c.args[0], r, e.Name, e.Pid)
+				}
+				if e.Name == "process_name" {
+					name, _ := e.Args["name"].(string)
+					if other, dup := pids[e.Pid]; dup || !strings.Contains(name, fmt.Sprintf("rank %d", r)) {
+						t.Errorf("%s: rank %d's process is %q (pid taken by %q)", c.args[0], r, name, other)
+					}
+					pids[e.Pid] = name
 				}
 			}
 		}

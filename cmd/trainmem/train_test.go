@@ -138,10 +138,30 @@ func TestSimulate(t *testing.T) {
 		Memory struct {
 			Peak map[string]int64 `json:"peak"`
 		} `json:"memory"`
-		Peak int64 `json:"peak_allocated_bytes"`
+		Peak      int64 `json:"peak_allocated_bytes"`
+		Requested int64 `json:"peak_requested_bytes"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatal(err)
+	}
+	// The requested peak, which train's records carry: below the allocated
+	// one, and for tiny equal to a measured step's to the byte.
+	if doc.Requested <= 0 || doc.Requested > doc.Peak {
+		t.Errorf("peak requested %d beside peak allocated %d", doc.Requested, doc.Peak)
+	}
+	sim, _ := mustRun(t, "simulate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--format", "json")
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	mustRun(t, "train", "--batch", "2", "--seq", "16", "--steps", "2", "--out", out)
+	var simDoc, last struct {
+		Requested int64 `json:"peak_requested_bytes"`
+	}
+	recs, err := os.ReadFile(out)
+	lines := strings.Split(strings.TrimSpace(string(recs)), "\n")
+	if err != nil || json.Unmarshal([]byte(sim), &simDoc) != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil {
+		t.Fatalf("%v: %s", err, sim)
+	}
+	if simDoc.Requested != last.Requested || last.Requested == 0 {
+		t.Errorf("simulate's peak_requested_bytes %d, train's last record %d", simDoc.Requested, last.Requested)
 	}
 	// 2Φ of fp16 weights in one allocation, rounded to 512 bytes.
 	if got, want := doc.Memory.Peak["params"], (2*int64(1557611200)+511)/512*512; got != want {

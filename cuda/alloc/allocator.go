@@ -119,6 +119,10 @@ type segment struct {
 	Segment
 	seq  uint64 // the order in which segments were taken: ties in best fit go to older ones
 	pool *blockPool
+	// cat and site are the request the segment was first carved for (its
+	// category colours it in a memory viewer's segment timeline).
+	cat  cuda.Category
+	site cuda.Site
 	head *Block // the block at Base
 }
 
@@ -305,11 +309,11 @@ func (a *Allocator) Alloc(cat cuda.Category, n int64) (*Block, error) {
 	b := pool.bestFit(size)
 	if b == nil {
 		var err error
-		b, err = a.newSegment(pool, size, false)
+		b, err = a.newSegment(pool, size, cat, false)
 		if errors.Is(err, cuda.ErrNoMemory) {
 			// As PyTorch: give every cached unsplit segment back and retry.
 			if err = a.releaseCached(); err == nil {
-				b, err = a.newSegment(pool, size, true)
+				b, err = a.newSegment(pool, size, cat, true)
 			}
 			if errors.Is(err, cuda.ErrNoMemory) {
 				a.stats.NumOOMs++
@@ -332,9 +336,9 @@ func (a *Allocator) Alloc(cat cuda.Category, n int64) (*Block, error) {
 	return b, nil
 }
 
-// newSegment takes a segment for a block of size bytes and returns it as
-// one free block, not yet in the pool.
-func (a *Allocator) newSegment(pool *blockPool, size int64, retry bool) (*Block, error) {
+// newSegment takes a segment for a block of size bytes, a request of
+// category cat, and returns it as one free block, not yet in the pool.
+func (a *Allocator) newSegment(pool *blockPool, size int64, cat cuda.Category, retry bool) (*Block, error) {
 	if retry {
 		a.stats.NumAllocRetries++
 	}
@@ -343,13 +347,13 @@ func (a *Allocator) newSegment(pool *blockPool, size int64, retry bool) (*Block,
 		return nil, err
 	}
 	a.nseg++
-	seg := &segment{Segment: s, seq: a.nseg, pool: pool}
+	seg := &segment{Segment: s, seq: a.nseg, pool: pool, cat: cat, site: a.site}
 	a.segs[s.Base] = seg
 	a.both(pool, func(st *cuda.PoolStats) {
 		st.Segment.Add(1)
 		st.ReservedBytes.Add(s.Size)
 	})
-	a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Addr: s.Base, Size: s.Size, Site: a.site})
+	a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentAlloc, Addr: s.Base, Size: s.Size, Category: cat, Site: a.site})
 	seg.head = &Block{addr: s.Base, size: s.Size, seg: seg, pool: pool}
 	return seg.head, nil
 }
@@ -516,7 +520,7 @@ func (a *Allocator) releaseCached() error {
 				ps.Segment.Sub(1)
 				ps.ReservedBytes.Sub(b.size)
 			})
-			a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentFree, Addr: b.seg.Base, Size: b.size, Site: a.site})
+			a.trace(cuda.TraceEvent{Action: cuda.TraceSegmentFree, Addr: b.seg.Base, Size: b.size, Category: b.seg.cat, Site: a.site})
 		}
 		p.free = keep
 		if firstErr != nil {
@@ -609,10 +613,13 @@ type BlockInfo struct {
 // SegmentInfo describes one segment and its blocks, in address order, as
 // torch.cuda.memory_snapshot() does.
 type SegmentInfo struct {
-	Base   uintptr
-	Size   int64
-	Seq    uint64 // the segment's age: 1 for the first one the allocator took
-	Small  bool   // from the small pool
+	Base  uintptr
+	Size  int64
+	Seq   uint64 // the segment's age: 1 for the first one the allocator took
+	Small bool   // from the small pool
+	// Cat and Site are the request the segment was first carved for.
+	Cat    cuda.Category
+	Site   cuda.Site
 	Blocks []BlockInfo
 }
 
@@ -626,7 +633,7 @@ func (a *Allocator) Snapshot() []SegmentInfo {
 func (a *Allocator) snapshot() []SegmentInfo {
 	out := make([]SegmentInfo, 0, len(a.segs))
 	for _, s := range a.segs {
-		si := SegmentInfo{Base: s.Base, Size: s.Size, Seq: s.seq, Small: s.pool.small}
+		si := SegmentInfo{Base: s.Base, Size: s.Size, Seq: s.seq, Small: s.pool.small, Cat: s.cat, Site: s.site}
 		for b := s.head; b != nil; b = b.next {
 			si.Blocks = append(si.Blocks, BlockInfo{Addr: b.addr, Size: b.size, Requested: b.requested,
 				Allocated: b.allocated, Cat: b.cat, Site: b.site})
