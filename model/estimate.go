@@ -33,11 +33,12 @@ package model
 
 import (
 	"errors"
-
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
+
 	"trainmem/cuda"
 	"trainmem/cuda/enum"
 )
@@ -477,8 +478,16 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: tensor-parallel ranks %d: must be a positive integer", s.TP)
 	case s.PP < 1:
 		return fmt.Errorf("model: pipeline stages %d: must be a positive integer", s.PP)
-	case s.MicroBatches < 0 || s.MicroBatches > MaxBatch:
-		return fmt.Errorf("model: micro-batches %d: out of range (valid: 1 to %d)", s.MicroBatches, MaxBatch)
+	case s.MicroBatches < 0 || s.MicroBatches > MaxMicroBatches:
+		return fmt.Errorf("model: micro-batches %d: out of range (valid: 1 to %s)", s.MicroBatches, Comma(MaxMicroBatches))
+	}
+	// The world, ranks·tp·pp, counted without wrapping: each axis alone
+	// in range can still make more ranks than an int holds.
+	var wc calc
+	if world := wc.mul(int64(s.Ranks), int64(s.TP), int64(s.PP)); wc.err() != nil || world > MaxRanks {
+		w := new(big.Int).Mul(big.NewInt(int64(s.Ranks)), big.NewInt(int64(s.TP)))
+		return &SizeError{What: "the world of ranks", Expr: "ranks·tp·pp", Factors: []Factor{{"ranks", int64(s.Ranks)}, {"tp", int64(s.TP)}, {"pp", int64(s.PP)}},
+			Size: w.Mul(w, big.NewInt(int64(s.PP))), Unit: "ranks", Limit: MaxRanks}
 	}
 	for _, err := range []error{pipelineScheduleNames.Check(s.Pipeline), precisionNames.Check(s.Precision), optimizerNames.Check(s.Optimizer), mainGradsNames.Check(s.MainGrads), offloadNames.Check(s.Offload)} {
 		if err != nil {
@@ -603,12 +612,24 @@ func gcd(a, b int) int {
 	return a
 }
 
+// divisors lists n's smallest divisors, at most 12 of them, in order: a
+// divisor d below √n pairs with n/d above it, so the search stops at √n.
 func divisors(n int) string {
-	var ds []string
-	for d := 1; d <= n && len(ds) < 12; d++ {
+	var low, high []int
+	for d := 1; d <= n/d && len(low) < 12; d++ {
 		if n%d == 0 {
-			ds = append(ds, strconv.Itoa(d))
+			low = append(low, d)
+			if d != n/d {
+				high = append(high, n/d)
+			}
 		}
+	}
+	for i := len(high) - 1; i >= 0; i-- {
+		low = append(low, high[i])
+	}
+	var ds []string
+	for _, d := range low[:min(len(low), 12)] {
+		ds = append(ds, strconv.Itoa(d))
 	}
 	return strings.Join(ds, ", ")
 }

@@ -13,9 +13,11 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strings"
 
 	"trainmem/model/files"
@@ -87,15 +89,17 @@ func ReadHFConfig(path string) (Config, error) {
 	return c, nil
 }
 
-// ParseHFConfig reads the bytes of a config.json (ReadHFConfig).
+// ParseHFConfig reads the bytes of a config.json (ReadHFConfig): one JSON
+// object and nothing after it, its keys spelt as transformers writes them
+// (Go's decoder alone would take "N_EMBD" for n_embd), each field's value
+// of the field's type, an error naming the field, its value and what is
+// valid.
 func ParseHFConfig(data []byte) (Config, error) {
-	var h hfConfig
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&h); err != nil {
-		return Config{}, fmt.Errorf("model: not a JSON config: %v", err)
+	h, err := decodeHFConfig(data)
+	if err != nil {
+		return Config{}, err
 	}
 	var c Config
-	var err error
 	switch h.ModelType {
 	case "gpt2":
 		c, err = h.gpt2()
@@ -117,6 +121,60 @@ func ParseHFConfig(data []byte) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// decodeHFConfig decodes a config.json's one object into hfConfig.
+func decodeHFConfig(data []byte) (hfConfig, error) {
+	var h hfConfig
+	var keys map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&keys); err != nil {
+		return h, fmt.Errorf("model: not a JSON config (valid: one JSON object of transformers' fields): %v", jsonWords(err))
+	}
+	if keys == nil {
+		return h, errors.New("model: the config is null (valid: one JSON object of transformers' fields)")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return h, fmt.Errorf("model: more after the config's object, at byte %d (valid: one JSON object and nothing after it)", dec.InputOffset())
+	}
+	fields := map[string]string{} // each field's key, by its lower case
+	t := reflect.TypeOf(h)
+	for i := range t.NumField() {
+		k := t.Field(i).Tag.Get("json")
+		fields[strings.ToLower(k)] = k
+	}
+	for k := range keys {
+		if f, ok := fields[strings.ToLower(k)]; ok && f != k {
+			return h, fmt.Errorf("model: key %q: config keys are case-sensitive (valid: %s)", k, f)
+		}
+	}
+	if err := json.Unmarshal(data, &h); err != nil {
+		return h, fmt.Errorf("model: %v", jsonWords(err))
+	}
+	return h, nil
+}
+
+// jsonWords says a JSON decoding error in the config's words: the field,
+// the value it holds and what the field takes, not Go's types.
+func jsonWords(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		want := map[reflect.Kind]string{reflect.Int: "a whole number", reflect.Float64: "a number", reflect.Bool: "true or false",
+			reflect.String: "a string", reflect.Map: "an object"}[te.Type.Kind()]
+		if want == "" {
+			want = "another kind of value"
+		}
+		field := te.Field
+		if field == "" {
+			return fmt.Sprintf("a JSON %s at byte %d where the config holds an object (valid: one JSON object of transformers' fields)", te.Value, te.Offset)
+		}
+		return fmt.Sprintf("%s: a JSON %s (valid: %s)", field, te.Value, want)
+	case errors.As(err, &se):
+		return fmt.Sprintf("%v at byte %d", se, se.Offset)
+	}
+	return err.Error()
 }
 
 // need reads required integer fields, naming the first one missing.
@@ -185,6 +243,16 @@ func (h hfConfig) llama() (Config, error) {
 	if err := need("hidden_size", h.Hidden, "intermediate_size", h.Intermediate, "num_hidden_layers", h.Layers,
 		"num_attention_heads", h.Heads, "vocab_size", h.VocabSize, "max_position_embeddings", h.MaxPositions); err != nil {
 		return Config{}, err
+	}
+	// The counts a divisor rule reads are in range first: a huge head count
+	// would make the rule's list of divisors the work of minutes.
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"hidden_size", h.Hidden}, {"num_attention_heads", h.Heads}, {"num_key_value_heads", h.KVHeads}} {
+		if f.v != nil && *f.v > MaxHidden {
+			return Config{}, refuse(f.name, *f.v, fmt.Sprintf("out of range (valid: 1 to %s)", Comma(MaxHidden)))
+		}
 	}
 	c := Config{Layers: *h.Layers, Hidden: *h.Hidden, Heads: *h.Heads, Vocab: *h.VocabSize, Context: *h.MaxPositions,
 		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: *h.Intermediate, Positions: PosRoPE, Untied: true}

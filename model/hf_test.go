@@ -176,6 +176,17 @@ func TestHFConfigFields(t *testing.T) {
 		want       []string
 	}{
 		{"not JSON", `{"model_type": `, []string{"not a JSON config"}},
+		// The findings of trying it: trailing bytes, a second object and
+		// upper-case keys were accepted; Go's types stood in the errors;
+		// a huge head count listed its divisors for minutes.
+		{"trailing bytes", hfGPT2 + "x", []string{"more after the config's object", "valid: one JSON object and nothing after it"}},
+		{"second object", hfGPT2 + `{"n_layer": 2}`, []string{"more after the config's object"}},
+		{"upper-case key", edit(hfGPT2, `"n_embd"`, `"N_EMBD"`), []string{`key "N_EMBD"`, "case-sensitive", "valid: n_embd"}},
+		{"fractional width", edit(hfGPT2, `"n_embd": 768`, `"n_embd": 768.5`), []string{"n_embd: a JSON number 768.5", "valid: a whole number"}},
+		{"string layers", edit(hfGPT2, `"n_layer": 12`, `"n_layer": "12"`), []string{"n_layer: a JSON string", "valid: a whole number"}},
+		{"array", `[1, 2]`, []string{"not a JSON config", "valid: one JSON object"}},
+		{"huge heads", edit(hfLlama2, `"num_attention_heads": 32`, `"num_attention_heads": 2305843009213693951`), []string{"num_attention_heads 2305843009213693951", "out of range (valid: 1 to 1,048,576)"}},
+		{"prime heads", edit(edit(hfLlama2, `"num_attention_heads": 32`, `"num_attention_heads": 1048573`), `"num_key_value_heads": 32`, `"num_key_value_heads": 2`), []string{"num_key_value_heads 2", "valid: a divisor of num_attention_heads, 1, 1048573"}},
 		{"no model_type", `{"n_layer": 2}`, []string{"no model_type", "valid: gpt2, llama, mistral, qwen2"}},
 		{"bert", `{"model_type": "bert"}`, []string{`model_type "bert"`, "valid: gpt2, llama"}},
 		{"no layers", edit(hfGPT2, `"n_layer": 12,`, ``), []string{"no n_layer"}},

@@ -25,6 +25,11 @@ const (
 	MaxContext = 1 << 24
 	MaxBatch   = 1 << 24
 	MaxRanks   = 1 << 30
+	// MaxMicroBatches bounds a step's micro-batches: every pipeline
+	// schedule lists a stage's 2·M actions (16,777,216 of them ran the
+	// process out of memory), and 65,536 is far past any bubble worth
+	// studying.
+	MaxMicroBatches = 1 << 16
 )
 
 // MaxTensorElements bounds every tensor of the training graph: 2^59

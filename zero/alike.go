@@ -61,9 +61,9 @@ func (g *Group) standFor(i int, alike []int) error {
 // splitAlike gives sub, member k of a split's group made from parent p,
 // the ranks p stands for at their places in their own groups (pos: a rank
 // of p's group → its index in its group of the split).
-func splitAlike(p, sub *Comm, pos map[int]int) {
+func splitAlike(p, sub *Comm, pos func(int) int) {
 	for _, a := range p.alike {
-		sub.alike = append(sub.alike, &alikeRank{rank: a.rank, idx: pos[a.idx]})
+		sub.alike = append(sub.alike, &alikeRank{rank: a.rank, idx: pos(a.idx)})
 	}
 }
 

@@ -6,6 +6,7 @@ package zero
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"trainmem/cuda/enum"
 	"trainmem/model"
@@ -121,6 +122,24 @@ func (l Layout) Group(a Axis, rank int) []int {
 		g[i] = l.Rank(c)
 	}
 	return g
+}
+
+// GroupsOf is the groups of axis a that hold one of ranks, in the order of
+// their first ranks: a simulation's few member ranks need their own
+// groups, not the whole world's (a million ranks over tp 12 and pp 12
+// listed 150 million).
+func (l Layout) GroupsOf(a Axis, ranks []int) [][]int {
+	seen := make(map[int]bool, len(ranks))
+	var gs [][]int
+	for _, r := range ranks {
+		g := l.Group(a, r)
+		if !seen[g[0]] {
+			seen[g[0]] = true
+			gs = append(gs, g)
+		}
+	}
+	sort.Slice(gs, func(i, j int) bool { return gs[i][0] < gs[j][0] })
+	return gs
 }
 
 // Groups is every group of axis a, in the order of their first ranks.

@@ -127,7 +127,7 @@ func axisComms(g *Group, lay Layout) (axes [NumAxes][]*Comm, err error) {
 			continue
 		}
 		out := make([]*Comm, g.Members())
-		subs, err := g.Split(lay.Groups(a))
+		subs, err := g.split(lay.GroupsOf(a, g.ranks), func(r int) int { return lay.Coord(r)[a] })
 		if err != nil {
 			return axes, err
 		}

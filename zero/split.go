@@ -24,14 +24,20 @@ import (
 // ranks translated (subLink), so TCP and MPI groups split alike. A native
 // engine's groups are refused: their sub-groups are the library's
 // (ncclCommSplit), not made here.
-func (g *Group) Split(groups [][]int) ([]*Group, error) {
+func (g *Group) Split(groups [][]int) ([]*Group, error) { return g.split(groups, nil) }
+
+// split is Split; placeOf, when not nil, gives any rank of g its index in
+// its group of the split, so that groups holding none of g's members (and
+// so no rank g needs but the ranks its members stand for) may be left out:
+// a simulation's few members of a million ranks split by their own groups.
+func (g *Group) split(groups [][]int, placeOf func(rank int) int) ([]*Group, error) {
 	lt, overLink := g.tr.(*linked)
 	member := make(map[int]int, len(g.ranks)) // g's rank → member index
 	for i, r := range g.ranks {
 		member[r] = i
 	}
-	taken := make(map[int]int, g.size) // rank → the group holding it
-	pos := make(map[int]int, g.size)   // rank → its index in the group holding it
+	taken := map[int]int{} // rank → the group holding it
+	pos := map[int]int{}   // rank → its index in the group holding it
 	subs := make([]*Group, 0, len(groups))
 	for j, ranks := range groups {
 		if len(ranks) == 0 {
@@ -90,7 +96,12 @@ func (g *Group) Split(groups [][]int) ([]*Group, error) {
 		}
 		g.subs = append(g.subs, sub)
 		for k, p := range sub.parents {
-			splitAlike(p, sub.comms[k], pos)
+			splitAlike(p, sub.comms[k], func(r int) int {
+				if placeOf != nil {
+					return placeOf(r)
+				}
+				return pos[r]
+			})
 		}
 	}
 	return subs, nil

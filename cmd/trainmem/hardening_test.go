@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -381,7 +382,10 @@ func TestNumberFlags(t *testing.T) {
 	for _, v := range []string{"Inf", "NaN", "-1", "0", "+Inf"} {
 		wantUsage(t, []string{"train", "--lr", v}, "--lr", "positive finite number")
 	}
-	wantUsage(t, []string{"train", "--threads", "100000"}, "--threads 100000", "1 to 1024")
+	wantUsage(t, []string{"train", "--threads", "100000"}, "--threads 100000", fmt.Sprintf("1 to %d, the CPUs this process may use", runtime.GOMAXPROCS(0)))
+	// One past the CPUs: no speed, and OpenBLAS's buffers (a 6 GiB
+	// address-space limit ran out at 33 threads and hung at 40).
+	wantUsage(t, []string{"train", "--threads", fmt.Sprint(runtime.GOMAXPROCS(0) + 1)}, "32 MiB buffer")
 	wantUsage(t, []string{"train", "--threads", "-1"}, "--threads -1")
 }
 
@@ -526,4 +530,10 @@ func TestRanksFlagsRefused(t *testing.T) {
 		wantUsage(t, append(append([]string(nil), base...), tc.args...), tc.want...)
 	}
 	wantUsage(t, []string{"train", "--ranks", "9"}, "--ranks 9", "at most 8")
+	// Found by trying it: 16,777,216 micro-batches ran the process out of
+	// memory listing the schedule; a product of ranks past int64 exited 1
+	// "over 0 ranks".
+	wantUsage(t, []string{"simulate", "--preset", "tiny", "--micro-batches", "16777216"}, "--micro-batches 16777216", "valid: 1 to 65536")
+	wantUsage(t, []string{"simulate", "--layers", "16384", "--hidden", "1048576", "--heads", "1048576", "--vocab", "1048576",
+		"--ranks", "1073741824", "--tp", "1048576", "--pp", "16384"}, "ranks·tp·pp", "1.845e+19 ranks", "the limit is 1,073,741,824")
 }

@@ -242,7 +242,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		{"zero", f.zero, 0, 3, true},
 		{"tp", f.tp, 1, model.MaxHidden, true},
 		{"pp", f.pp, 1, model.MaxLayers, true},
-		{"micro-batches", f.micro, 1, model.MaxBatch, true},
+		{"micro-batches", f.micro, 1, model.MaxMicroBatches, true},
 	} {
 		if r.check && (r.v < r.lo || r.v > r.hi) {
 			if r.flag == "zero" {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 
 	"trainmem/bench"
 	"trainmem/cuda"
@@ -40,9 +41,18 @@ given); --save writes one. --out writes one JSON record per step.
 
 example: trainmem train --preset tiny --steps 200 --out run.jsonl`
 
-// maxThreads bounds --threads: beyond the cores of any machine trainmem
-// runs on, and small enough that a typo is caught.
-const maxThreads = 1024
+// maxThreads bounds --threads: the CPUs this process may use
+// (runtime.GOMAXPROCS, which follows the affinity mask and the cgroup's
+// CPU quota). A thread past them adds no speed and costs memory: OpenBLAS
+// gives each of its threads a 32 MiB buffer and a stack of its own, so
+// 33 threads under a 6 GiB address-space limit ran out of it and 40 hung
+// inside OpenBLAS, deaf to SIGTERM.
+func maxThreads() int { return runtime.GOMAXPROCS(0) }
+
+// threadsUsage is --threads's help.
+func threadsUsage() string {
+	return fmt.Sprintf("host `threads`: 1 to %d (the CPUs this process may use), or 0 for every core (default 0: every core)", maxThreads())
+}
 
 // trainFlags are the flags of a measured run, shared with the subcommands
 // that run one (validate).
@@ -80,7 +90,7 @@ func addTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&f.save, "save", "", "write the trained weights to this llm.c checkpoint file (atomically)")
 	fs.StringVar(&f.load, "load", "", "start from this llm.c GPT-2 checkpoint")
 	fs.StringVar(&f.device, "device", "host", "where to run: host (the CPU); cuda needs a CUDA build")
-	intVar(fs, &f.threads, "threads", 0, fmt.Sprintf("host `threads`: 1 to %d, or 0 for every core (default 0: every core)", maxThreads))
+	intVar(fs, &f.threads, "threads", 0, threadsUsage())
 	return f
 }
 
@@ -138,8 +148,8 @@ func (f *trainFlags) resolve() (model.Checked, error) {
 	if !(f.lr > 0) || math.IsInf(f.lr, 0) {
 		return c, usagef("--lr %g: must be a positive finite number (e.g. 1e-3)", f.lr)
 	}
-	if f.threads < 0 || f.threads > maxThreads {
-		return c, usagef("--threads %d: out of range (valid: 0 for every core, or 1 to %d)", f.threads, maxThreads)
+	if n := maxThreads(); f.threads < 0 || f.threads > n {
+		return c, usagef("--threads %d: out of range (valid: 0 for every core, or 1 to %d, the CPUs this process may use; each OpenBLAS thread holds a 32 MiB buffer and its own stack, and threads past the cores add no speed)", f.threads, n)
 	}
 	if f.device == "host" {
 		if err := host.CheckEnv(); err != nil {

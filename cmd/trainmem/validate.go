@@ -55,7 +55,7 @@ func addMeasureFlags(fs *flag.FlagSet, tf *trainFlags) (noMeasure *bool) {
 	uint64Var(fs, &tf.seed, "seed", 1, "`seed` of the initialisation and the batch order")
 	fs.StringVar(&tf.data, "data", "", "tokens of the measured run: a text file or an llm.c token file (.bin) (default: the built-in corpus)")
 	fs.StringVar(&tf.device, "device", "host", "where to measure: host (the CPU); cuda needs a CUDA build")
-	intVar(fs, &tf.threads, "threads", 0, fmt.Sprintf("host `threads`, 1 to %d (default: every core)", maxThreads))
+	intVar(fs, &tf.threads, "threads", 0, threadsUsage())
 	return fs.Bool("no-measure", false, "estimate and simulate only (for sizes that do not fit the device)")
 }
 
