@@ -28,7 +28,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -229,8 +228,8 @@ func PeakOverride() (gflops float64, ok bool, err error) {
 		return 0, false, nil
 	}
 	v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if perr != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, false, fmt.Errorf("%s=%q: not a positive number of GFLOP/s (valid: a positive number, e.g. 989000 for an H100's bf16 peak, or unset)", PeakEnv, s)
+	if perr != nil || !(v*1e9 >= MinPeakFLOPS && v*1e9 <= MaxPeakFLOPS) {
+		return 0, false, fmt.Errorf("%s=%q: not a peak in GFLOP/s (valid: %g to %g, e.g. 989000 for an H100's bf16 peak, or unset)", PeakEnv, s, MinPeakFLOPS/1e9, MaxPeakFLOPS/1e9)
 	}
 	return v, true, nil
 }

@@ -58,14 +58,30 @@ func (r Roofline) Time(dt DType, flops float64, bytes int64) time.Duration {
 	return time.Duration(max(ns, 1))
 }
 
-// Check refuses a roofline without both limits, naming what is missing.
+// The range of a peak and a bandwidth a roofline may have: from a slow
+// CPU's 1 GFLOP/s and 0.1 GB/s to an exaFLOP/s and a petabyte a second,
+// far past any card. Outside it a step's time overflows (a peak of
+// 1e-308 TFLOP/s made a step of -9.22e15 µs and an MFU of +Inf).
+const (
+	MinPeakFLOPS = 1e9
+	MaxPeakFLOPS = 1e18
+	MinBandwidth = 1e8
+	MaxBandwidth = 1e15
+)
+
+// Check refuses a roofline without both limits or with one out of range,
+// naming what is wrong.
 func (r Roofline) Check() error {
 	for _, l := range []struct {
-		name string
-		v    float64
-	}{{"16-bit peak", r.HalfFLOPS}, {"fp32 peak", r.FP32FLOPS}, {"bandwidth", r.Bandwidth}} {
-		if !(l.v > 0) || math.IsInf(l.v, 0) {
-			return fmt.Errorf("cuda: roofline %s: %s %g: want a positive finite number", r.Name, l.name, l.v)
+		name     string
+		v        float64
+		lo, hi   float64
+		unit     string
+		unitSize float64
+	}{{"16-bit peak", r.HalfFLOPS, MinPeakFLOPS, MaxPeakFLOPS, "TFLOP/s", 1e12}, {"fp32 peak", r.FP32FLOPS, MinPeakFLOPS, MaxPeakFLOPS, "TFLOP/s", 1e12},
+		{"bandwidth", r.Bandwidth, MinBandwidth, MaxBandwidth, "GB/s", 1e9}} {
+		if !(l.v >= l.lo && l.v <= l.hi) {
+			return fmt.Errorf("cuda: roofline %s: %s %g %s: out of range (valid: %g to %g %s)", r.Name, l.name, l.v/l.unitSize, l.unit, l.lo/l.unitSize, l.hi/l.unitSize, l.unit)
 		}
 	}
 	return nil

@@ -264,6 +264,13 @@ func ReadCheckpoint(r io.Reader, size int64, cfg Config) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	if i := nonFinite(params); i >= 0 {
+		for _, p := range cfg.Params() {
+			if int64(i) >= p.Offset && int64(i) < p.Offset+p.Count {
+				return nil, fmt.Errorf("model: checkpoint parameter %s: element %d is %v (valid: finite weights)", p.Name, int64(i)-p.Offset, params[i])
+			}
+		}
+	}
 	return params, nil
 }
 

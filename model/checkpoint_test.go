@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,17 @@ func llmcFile(cfg Config, params []float32, hdr [8]int32, pad float32) []byte {
 	put(get("lnf.w"))
 	put(get("lnf.b"))
 	return b.Bytes()
+}
+
+// withValue is params with element i of the row name set to v.
+func withValue(cfg Config, params []float32, name string, i int64, v float32) []float32 {
+	p, ok := cfg.ParamByName(name)
+	if !ok {
+		panic("no row " + name)
+	}
+	out := slices.Clone(params)
+	out[p.Offset+i] = v
+	return out
 }
 
 func header(cfg Config, version, vp int32) [8]int32 {
@@ -186,6 +198,10 @@ func TestCheckpointErrors(t *testing.T) {
 		{"rmsnorm", good, rms, []string{"rmsnorm norms", "cannot hold"}},
 		{"no bias", good, noBias, []string{"has no linear biases, which", "cannot hold"}},
 		{"swiglu", good, swiglu, []string{"has a swiglu MLP of 256, which", "cannot hold"}},
+		// A NaN or infinite weight was accepted and blamed on --lr at the
+		// first step: refused at load, by its tensor and place.
+		{"NaN weight", llmcFile(cfg, withValue(cfg, params, "h1.attn.proj.w", 7, float32(math.NaN())), header(cfg, 3, 384), 0), cfg, []string{"parameter h1.attn.proj.w: element 7 is NaN", "valid: finite weights"}},
+		{"infinite weight", llmcFile(cfg, withValue(cfg, params, "wte", 0, float32(math.Inf(-1))), header(cfg, 3, 384), 0), cfg, []string{"parameter wte: element 0 is -Inf"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadCheckpoint(bytes.NewReader(tc.file), int64(len(tc.file)), tc.cfg)

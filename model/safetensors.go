@@ -479,32 +479,51 @@ func loadSafetensors(path string, cfg Config) ([]float32, error) {
 }
 
 // decodeFloats reads a tensor's elements (little-endian, its dtype) as
-// fp32: exact from F16 and BF16, rounded once from F64.
+// fp32: exact from F16 and BF16, rounded once from F64. A weight that is
+// not finite, or an F64 one beyond fp32's range, is refused by its place
+// (it would be blamed on the learning rate at the first step).
 func decodeFloats(tv st.TensorView) ([]float32, error) {
 	b := tv.Data()
+	var v []float32
 	switch tv.DType() {
 	case st.F32:
-		v := make([]float32, len(b)/4)
+		v = make([]float32, len(b)/4)
 		for i := range v {
 			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
-		return v, nil
 	case st.F64:
-		v := make([]float32, len(b)/8)
+		v = make([]float32, len(b)/8)
 		for i := range v {
-			v[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
+			x := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+			if r := float32(x); math.IsInf(float64(r), 0) && !math.IsInf(x, 0) {
+				return nil, fmt.Errorf("element %d is %g, beyond fp32's ±%g (valid: finite fp32 weights)", i, x, math.MaxFloat32)
+			}
+			v[i] = float32(x)
 		}
-		return v, nil
 	case st.F16, st.BF16:
 		conv := cuda.F16ToF32
 		if tv.DType() == st.BF16 {
 			conv = cuda.BF16ToF32
 		}
-		v := make([]float32, len(b)/2)
+		v = make([]float32, len(b)/2)
 		for i := range v {
 			v[i] = conv(binary.LittleEndian.Uint16(b[2*i:]))
 		}
-		return v, nil
+	default:
+		return nil, fmt.Errorf("dtype %v (valid: F32, F16, BF16, F64)", tv.DType())
 	}
-	return nil, fmt.Errorf("dtype %v (valid: F32, F16, BF16, F64)", tv.DType())
+	if i := nonFinite(v); i >= 0 {
+		return nil, fmt.Errorf("element %d is %v (valid: finite weights)", i, v[i])
+	}
+	return v, nil
+}
+
+// nonFinite is the place of the first NaN or infinity in v, or -1.
+func nonFinite(v []float32) int {
+	for i, x := range v {
+		if x != x || x > math.MaxFloat32 || x < -math.MaxFloat32 {
+			return i
+		}
+	}
+	return -1
 }

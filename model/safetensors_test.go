@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -187,6 +188,30 @@ func TestSafetensorsLlama(t *testing.T) {
 	got, err := LoadCheckpoint(write("model.safetensors", views), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A weight that is not finite (a NaN in F32; an F64 1e300, Inf as
+	// fp32) is refused at load by its tensor and place.
+	orig := views["model.norm.weight"]
+	nan := slices.Clone(row("lnf.w"))
+	nan[3] = float32(math.NaN())
+	put("model.norm.weight", nan, 16)
+	bad := maps.Clone(views)
+	views["model.norm.weight"] = orig
+	if _, err := LoadCheckpoint(write("nan.safetensors", bad), cfg); err == nil || !strings.Contains(err.Error(), "tensor model.norm.weight: element 3 is NaN") {
+		t.Errorf("a NaN weight: %v", err)
+	}
+	var f64 bytes.Buffer
+	vals := make([]float64, 16)
+	vals[5] = 1e300
+	binary.Write(&f64, binary.LittleEndian, vals)
+	big, err := st.NewTensorView(st.F64, []uint64{16}, f64.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad = maps.Clone(views)
+	bad["model.norm.weight"] = big
+	if _, err := LoadCheckpoint(write("f64.safetensors", bad), cfg); err == nil || !strings.Contains(err.Error(), "element 5 is 1e+300, beyond fp32's") {
+		t.Errorf("an F64 weight beyond fp32: %v", err)
 	}
 	for i := range params {
 		if got[i] != params[i] {

@@ -155,5 +155,9 @@ func mfu(t *Trainer, stepMs float64) float64 {
 			t.stepFLOPs = e.Recompute.Step
 		}
 	}
-	return t.stepFLOPs / (stepMs / 1000) / peak
+	if m := t.stepFLOPs / (stepMs / 1000) / peak; !math.IsNaN(m) && !math.IsInf(m, 0) {
+		return m
+	}
+	return 0 // no ratio to report: a record is JSON, which has no Inf
+
 }

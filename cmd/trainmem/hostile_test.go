@@ -5,6 +5,8 @@ package main
 // checks what it does now.
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -87,7 +89,9 @@ func TestBadInputIsExit2(t *testing.T) {
 	if _, errOut, code := runArgs(t, "simulate", "--preset", "tiny", "--memory", "1EiB"); code != 0 { // the unit its limit names
 		t.Errorf("simulate --memory 1EiB: exit %d (%s)", code, lastLine(errOut))
 	}
-	for _, env := range []string{"TRAINMEM_BLAS=fortran", "TRAINMEM_PEAK_GFLOPS=fast", "TRAINMEM_PEAK_GFLOPS=-5"} {
+	// 5e-324 GFLOP/s made the MFU +Inf, which JSON cannot hold: train failed
+	// at step 1.
+	for _, env := range []string{"TRAINMEM_BLAS=fortran", "TRAINMEM_PEAK_GFLOPS=fast", "TRAINMEM_PEAK_GFLOPS=-5", "TRAINMEM_PEAK_GFLOPS=5e-324"} {
 		k, v, _ := strings.Cut(env, "=")
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(k, v)
@@ -276,5 +280,40 @@ func TestSweepStopsOnSignal(t *testing.T) {
 	code := exitOf(t, cmd)
 	if code != 130 || time.Since(start) > 6*time.Second {
 		t.Errorf("exit %d %v after SIGINT:\n%s", code, time.Since(start), stderr.String())
+	}
+}
+
+// fullWriter fails every write as a full disk does after n bytes.
+type fullWriter struct{ n int }
+
+func (f *fullWriter) Write(p []byte) (int, error) {
+	if len(p) <= f.n {
+		f.n -= len(p)
+		return len(p), nil
+	}
+	k := f.n
+	f.n = 0
+	return k, syscall.ENOSPC
+}
+
+// Output that was not written is not reported as written: `estimate >
+// /dev/full` and `fit > /dev/full` exited 0. Every subcommand's answer on a
+// full stdout (at once, or after its first 100 bytes) fails with exit 1
+// and the write's error.
+func TestOutputNotWritten(t *testing.T) {
+	for _, args := range [][]string{
+		{"estimate", "--preset", "gpt2"},
+		{"estimate", "--preset", "gpt2", "--format", "json"},
+		{"fit", "--preset", "tiny", "--memory", "1GiB"},
+		{"simulate", "--preset", "tiny"},
+		{"help"},
+	} {
+		for _, room := range []int{0, 100} {
+			var errb bytes.Buffer
+			err := run(context.Background(), args, &fullWriter{n: room}, &errb)
+			if code := exitCode(err); code != 1 || err == nil || !strings.Contains(err.Error(), "no space left") {
+				t.Errorf("%v onto a full stdout (%d bytes of room): exit %d, %v", args, room, code, err)
+			}
+		}
 	}
 }

@@ -104,7 +104,17 @@ func exitCode(err error) int {
 
 // run is trainmem: args are the arguments after the program name; ctx
 // ends when the process is asked to stop.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	// Output that was not written is not reported as written: the first
+	// failed write to stdout (a full disk, /dev/full, a closed pipe) fails
+	// the command, which would otherwise exit 0 having said nothing.
+	out := &files.FirstError{W: stdout}
+	stdout = out
+	defer func() {
+		if out.Err != nil && err == nil {
+			err = fmt.Errorf("writing the output: %w", out.Err)
+		}
+	}()
 	if len(args) == 0 {
 		usage(stderr)
 		return usagef("no subcommand (valid: %s)", strings.Join(commandNames(), ", "))

@@ -7,7 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
+	"strings"
 
 	"trainmem/bench"
 	"trainmem/cuda"
@@ -172,8 +172,12 @@ func rooflineOf(fs *flag.FlagSet, gpu string, peakTFLOPS, bandwidth float64) (*c
 	case own:
 		r := cuda.Roofline{Name: fmt.Sprintf("%g TFLOP/s, %g GB/s", peakTFLOPS, bandwidth), HalfFLOPS: peakTFLOPS * 1e12, FP32FLOPS: peakTFLOPS * 1e12,
 			Bandwidth: bandwidth * 1e9, Source: "--peak-tflops and --bandwidth"}
-		if !(peakTFLOPS > 0) || math.IsInf(peakTFLOPS, 0) || !(bandwidth > 0) || math.IsInf(bandwidth, 0) {
-			return nil, usagef("--peak-tflops %g --bandwidth %g: give both, each a positive finite number (e.g. --peak-tflops 989 --bandwidth 3350, an H100 SXM)", peakTFLOPS, bandwidth)
+		if !given(fs, "peak-tflops") || !given(fs, "bandwidth") {
+			return nil, usagef("--peak-tflops %g --bandwidth %g: give both (e.g. --peak-tflops 989 --bandwidth 3350, an H100 SXM)", peakTFLOPS, bandwidth)
+		}
+		if err := r.Check(); err != nil {
+			return nil, usagef("--peak-tflops %g --bandwidth %g: %s (valid: --peak-tflops %g to %g, --bandwidth %g to %g GB/s)", peakTFLOPS, bandwidth,
+				strings.TrimPrefix(err.Error(), "cuda: "), cuda.MinPeakFLOPS/1e12, cuda.MaxPeakFLOPS/1e12, cuda.MinBandwidth/1e9, cuda.MaxBandwidth/1e9)
 		}
 		return &r, nil
 	case gpu == "none":

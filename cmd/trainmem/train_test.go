@@ -232,6 +232,9 @@ func TestSimulateRoofline(t *testing.T) {
 	wantUsage(t, append(append([]string(nil), base...), "--gpu", "v100"), `--gpu "v100"`, "valid: h100-pcie")
 	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "100"), "--peak-tflops 100 --bandwidth 0", "give both")
 	wantUsage(t, append(append([]string(nil), base...), "--gpu", "a100", "--bandwidth", "5"), "give one roofline")
+	// A peak of 1e-308 TFLOP/s made a step of -9.22e15 µs and an MFU of +Inf.
+	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "1e-308", "--bandwidth", "3350"), "--peak-tflops 1e-308", "out of range", "valid: --peak-tflops 0.001 to 1e+06")
+	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "989", "--bandwidth", "1e300"), "bandwidth", "out of range")
 	wantUsage(t, append(append([]string(nil), base...), "--ranks", "2", "--gpu", "a100"), "without --ranks")
 }
 

@@ -486,7 +486,7 @@ func WriteAtomic(path string, write func(io.Writer) error) (err error) {
 		if err != nil {
 			return fmt.Errorf("files: writing %s: %w", path, err)
 		}
-		if err := write(f); err != nil {
+		if err := written(f, write); err != nil {
 			f.Close()
 			return fmt.Errorf("%w (writing %s)", err, path)
 		}
@@ -501,7 +501,7 @@ func WriteAtomic(path string, write func(io.Writer) error) (err error) {
 			dropTemp(tmp)
 		}
 	}()
-	if err := write(tmp); err != nil {
+	if err := written(tmp, write); err != nil {
 		return fmt.Errorf("%w (writing %s)", err, path)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -514,6 +514,41 @@ func WriteAtomic(path string, write func(io.Writer) error) (err error) {
 		return fmt.Errorf("files: writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// written runs write on f and fails with the first write error f gave,
+// whether write returned it or not: some writers (an SVG encoder's) drop
+// their errors, and a plot onto a full disk was said to be written.
+func written(f io.Writer, write func(io.Writer) error) error {
+	w := &FirstError{W: f}
+	if err := write(w); err != nil {
+		return err
+	}
+	if w.Err != nil {
+		return fmt.Errorf("files: %w", w.Err)
+	}
+	return nil
+}
+
+// FirstError is a writer that keeps its first write error (a short write
+// is io.ErrShortWrite) and refuses every write after it: whoever wrote
+// through it can tell afterwards that the output is not whole, even where
+// a writer between them dropped the error.
+type FirstError struct {
+	W   io.Writer
+	Err error
+}
+
+func (f *FirstError) Write(p []byte) (int, error) {
+	if f.Err != nil {
+		return 0, f.Err
+	}
+	n, err := f.W.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	f.Err = err
+	return n, err
 }
 
 // Lines writes a file one line at a time (JSON Lines records as a run

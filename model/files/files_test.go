@@ -378,3 +378,24 @@ func TestNoTempsAfterRemoveTemps(t *testing.T) {
 	}
 	noTemps(t, dir)
 }
+
+// A writer that drops its errors (svgo's, under the plots' SVG canvas) no
+// longer makes a write onto a full disk look done: WriteAtomic fails with
+// the first write error its file gave. /dev/full, reached through a link,
+// is the full disk.
+func TestWriteAtomicKeepsDroppedErrors(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full here")
+	}
+	link := filepath.Join(t.TempDir(), "plot.svg")
+	if err := os.Symlink("/dev/full", link); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteAtomic(link, func(w io.Writer) error {
+		fmt.Fprint(w, "<svg/>") // the error dropped, as svgo does
+		return nil
+	})
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("a write onto a full disk whose writer dropped the error: %v, want ENOSPC", err)
+	}
+}
