@@ -100,13 +100,20 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	}
 	defer batches.Close()
 	rep.Result.Dataset = fmt.Sprintf("%s (%s tokens)", batches.Source, model.Comma(batches.Tokens))
-	if ctx.Err() != nil {
-		rep.Result.Interrupted = true
-		return rep, nil
-	}
 	rank := 0
 	if where.Link != nil {
 		rank = where.Link.Rank()
+	}
+	// Stopped before the first step (a signal while the data or the
+	// weights were loading): every rank agrees on it in one round, so a
+	// peer stops with the signal too instead of a broken link's error
+	// (SIGTERM to rank 1 here gave exits 1 and 143).
+	errStopped := errors.New("stopped")
+	if err := rep.stopping(g, stopOf(ctx, rank, -1, o.Steps, nil), nil, errStopped); err != nil {
+		if errors.Is(err, errStopped) {
+			return rep, nil
+		}
+		return rep, err
 	}
 	var out *files.Lines
 	if o.Out != "" {
@@ -115,7 +122,6 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	bar := train.NewProgress(o.Progress, o.Steps)
 	var outErr error
 	var steady float64
-	errStopped := errors.New("stopped")
 	opts, err := where.trainOptions(s, o.LR, o.Profile)
 	if err != nil {
 		return nil, err

@@ -350,20 +350,27 @@ func differences(ours, theirs []Field) []string {
 	for _, f := range theirs {
 		their[f.Name] = f.Value
 	}
+	// An empty value is a flag not given: "none".
+	show := func(v string) string {
+		if v == "" {
+			return "none"
+		}
+		return v
+	}
 	var d []string
 	for _, f := range ours {
 		v, ok := their[f.Name]
 		switch {
 		case !ok:
-			d = append(d, fmt.Sprintf("no %s (rank 0: %s)", f.Name, f.Value))
+			d = append(d, fmt.Sprintf("no %s (rank 0: %s)", f.Name, show(f.Value)))
 		case v != f.Value:
-			d = append(d, fmt.Sprintf("%s %s (rank 0: %s)", f.Name, v, f.Value))
+			d = append(d, fmt.Sprintf("%s %s (rank 0: %s)", f.Name, show(v), show(f.Value)))
 		}
 		delete(their, f.Name)
 	}
 	for _, f := range theirs {
 		if _, extra := their[f.Name]; extra {
-			d = append(d, fmt.Sprintf("%s %s (rank 0 has none)", f.Name, f.Value))
+			d = append(d, fmt.Sprintf("%s %s (rank 0 has none)", f.Name, show(f.Value)))
 		}
 	}
 	return d

@@ -281,6 +281,10 @@ func setupFields(cmd string, s model.Setup, set zero.Setting, tf *trainFlags) []
 		{"--bucket-mb", strconv.FormatInt(set.BucketBytes, 10) + " bytes"},
 		{"--steps", strconv.Itoa(tf.steps)}, {"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64)}, {"--seed", strconv.FormatUint(tf.seed, 10)},
 		{"--data", tf.data}, {"--load", tf.load}, {"--device", tf.device},
+		// Rank 0 writes the records and the checkpoint, and every rank
+		// takes part in gathering them: a rank told otherwise (--save on
+		// rank 0 alone) gathered a different message and broke the run.
+		{"--out", tf.out}, {"--save", tf.save},
 		{"the host's BLAS (TRAINMEM_BLAS; which library multiplies decides the losses' last digits)", hostBLAS(tf)},
 	} {
 		f = append(f, zero.Field{Name: kv[0], Value: kv[1]})

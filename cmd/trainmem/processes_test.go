@@ -222,6 +222,26 @@ func TestRanksSetupsDiffer(t *testing.T) {
 			t.Errorf("rank %d: exit %d, want 2 naming rank 3's batch:\n%s", r, code, msg)
 		}
 	}
+	// Outputs are the ranks' to agree on too: with --out and --save on
+	// rank 0 alone, rank 0 exited 1 after the last step ("gob: type
+	// mismatch ... held"), writing no checkpoint, and rank 1 exited 0.
+	dir := t.TempDir()
+	save, out := filepath.Join(dir, "w.bin"), filepath.Join(dir, "r.jsonl")
+	ps = startRanks(t, 2, []string{"train", "--preset", "tiny", "--batch", "2", "--seq", "16", "--steps", "2", "--threads", "1"}, func(r int) []string {
+		if r == 0 {
+			return []string{"--out", out, "--save", save}
+		}
+		return nil
+	})
+	for r, code := range waitRanks(t, ps, time.Minute) {
+		msg := ps[r].stderr.String()
+		if code != 2 || !strings.Contains(msg, "rank 1's setup differs from rank 0's") || !strings.Contains(msg, "--save none (rank 0: "+save+")") {
+			t.Errorf("rank %d: exit %d, want 2 naming rank 1's --save:\n%s", r, code, msg)
+		}
+	}
+	if _, err := os.Stat(save); err == nil {
+		t.Errorf("a refused run wrote %s", save)
+	}
 }
 
 // A rank killed mid-run ends every other rank with an error naming it,
@@ -426,29 +446,46 @@ func TestTorchrun(t *testing.T) {
 // rank says the signal; the others name the rank and the signal. Before,
 // the signalled rank exited 0 and rank 0 exited 1 with "%!w(<nil>)".
 func TestRankSignalled(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "run.jsonl")
-	args := []string{"train", "--preset", "tiny", "--batch", "1", "--seq", "16", "--zero", "1", "--steps", "100000", "--threads", "1", "--out", out}
-	ps := startRanks(t, 3, args, nil)
-	waitLines(t, out, 6) // two steps of 3 ranks' records
-	if err := ps[2].cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	codes := waitRanks(t, ps, time.Minute)
-	for r, code := range codes {
-		msg := lastLine(ps[r].stderr.String())
-		want := "rank 2: stopped by SIGTERM"
-		if r == 2 {
-			want = "stopped by SIGTERM"
+	// SIGTERM to rank 2; and SIGINT to rank 0 with a checkpoint to write on
+	// every rank (that gave exits [1, 130] when rank 0 alone had --save).
+	for _, tc := range []struct {
+		rank int
+		sig  syscall.Signal
+		name string
+		code int
+		save bool
+	}{{2, syscall.SIGTERM, "SIGTERM", 143, false}, {0, syscall.SIGINT, "SIGINT", 130, true}} {
+		dir := t.TempDir()
+		out, save := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "w.bin")
+		args := []string{"train", "--preset", "tiny", "--batch", "1", "--seq", "16", "--zero", "1", "--steps", "100000", "--threads", "1", "--out", out}
+		if tc.save {
+			args = append(args, "--save", save)
 		}
-		if code != 143 || !strings.Contains(msg, want) || strings.Contains(msg, "%!") {
-			t.Errorf("rank %d: exit %d, want 143 and %q in %q", r, code, want, msg)
+		ps := startRanks(t, 3, args, nil)
+		waitLines(t, out, 6) // two steps of 3 ranks' records
+		if err := ps[tc.rank].cmd.Process.Signal(tc.sig); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n := countLines(t, out); n%3 != 0 {
-		t.Errorf("%d records: the ranks did not stop at the same step", n)
-	}
-	if !strings.Contains(ps[0].stdout.String(), "engine  tcp") {
-		t.Errorf("rank 0's report does not name the engine:\n%s", ps[0].stdout.String())
+		codes := waitRanks(t, ps, time.Minute)
+		for r, code := range codes {
+			msg := lastLine(ps[r].stderr.String())
+			want := fmt.Sprintf("rank %d: stopped by %s", tc.rank, tc.name)
+			if r == tc.rank {
+				want = "stopped by " + tc.name
+			}
+			if code != tc.code || !strings.Contains(msg, want) || strings.Contains(msg, "%!") {
+				t.Errorf("%s to rank %d: rank %d: exit %d, want %d and %q in %q", tc.name, tc.rank, r, code, tc.code, want, msg)
+			}
+		}
+		if n := countLines(t, out); n%3 != 0 {
+			t.Errorf("%d records: the ranks did not stop at the same step", n)
+		}
+		if !strings.Contains(ps[0].stdout.String(), "engine  tcp") {
+			t.Errorf("rank 0's report does not name the engine:\n%s", ps[0].stdout.String())
+		}
+		if _, err := os.Stat(save); tc.save && err != nil {
+			t.Errorf("%s to rank %d: no checkpoint of the finished steps: %v", tc.name, tc.rank, err)
+		}
 	}
 }
 

@@ -317,13 +317,12 @@ func trainOn(ctx context.Context, where bench.Where, opts bench.Options, format 
 			err = bench.ProfileReport{P: opts.Profile}.WriteText(stdout)
 		}
 	}
-	if err != nil {
-		return err
-	}
 	if rep.Result.Interrupted {
 		// This process's own signal, or (over ranks) the peer's stop that
 		// every rank agreed on (zero.StopError: its rank, and its signal,
-		// whose number sets this exit status too).
+		// whose number sets this exit status too). A stop sets the exit
+		// status even when writing an output failed after it: the failure
+		// is added to the message.
 		var cause error = rep.Stop
 		switch {
 		case rep.Stop == nil:
@@ -331,7 +330,13 @@ func trainOn(ctx context.Context, where bench.Where, opts bench.Options, format 
 		case ctx.Err() != nil:
 			cause = agreedStop{context.Cause(ctx), rep.Stop}
 		}
+		if err != nil {
+			return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps; and %v): %w", rep.Result.Steps, opts.Steps, err, cause)
+		}
 		return fmt.Errorf("stopped after %d of %d steps (the outputs hold the finished steps): %w", rep.Result.Steps, opts.Steps, cause)
+	}
+	if err != nil {
+		return err
 	}
 	records := "records"
 	if zero.LayoutOf(s).Size() > 1 {
