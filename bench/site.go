@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -602,8 +603,15 @@ func isBytesColumn(h string) bool {
 
 // CheckSiteDir refuses a directory that holds anything: the report is
 // written into a new or empty directory, so that nothing of the user's is
-// replaced.
+// replaced. A link to nothing is refused too, before any work (it made the
+// report fail once it was done).
 func CheckSiteDir(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if _, err := os.Stat(dir); err != nil {
+			target, _ := os.Readlink(dir)
+			return &files.PathError{Path: dir, Problem: fmt.Sprintf("a link to %s, which is not there (give a new or empty directory)", target)}
+		}
+	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case os.IsNotExist(err):
@@ -633,22 +641,53 @@ func CheckSiteDir(dir string) error {
 }
 
 // Write writes the site into dir (new or empty: CheckSiteDir): index.html,
-// and each table as ID.csv and ID.json, each file atomically.
+// and each table as ID.csv and ID.json. The whole report is written into a
+// new directory beside dir, then renamed to dir, so that dir holds a whole
+// report or nothing: a disk that fills leaves nothing half-made (it left
+// 12 files and no index.html, which a rerun then refused), and of two
+// reports into one directory the second is refused, not mixed file by
+// file into the first. A dir that is a link to a directory is written
+// through.
 func (site *Site) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	if target, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = target
 	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".trainmem-report-*")
+	if err != nil {
+		return &files.PathError{Path: dir, Problem: fmt.Sprintf("cannot be written: %v", errors.Unwrap(err))}
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			os.RemoveAll(tmp)
+		}
+	}()
 	for _, sec := range site.Sections {
 		for _, t := range sec.Tables {
-			if err := files.WriteAtomic(filepath.Join(dir, t.ID+".csv"), t.writeCSV); err != nil {
+			if err := files.WriteAtomic(filepath.Join(tmp, t.ID+".csv"), t.writeCSV); err != nil {
 				return err
 			}
-			if err := files.WriteAtomic(filepath.Join(dir, t.ID+".json"), t.writeJSON); err != nil {
+			if err := files.WriteAtomic(filepath.Join(tmp, t.ID+".json"), t.writeJSON); err != nil {
 				return err
 			}
 		}
 	}
-	return files.WriteAtomic(filepath.Join(dir, "index.html"), site.writeHTML)
+	if err := files.WriteAtomic(filepath.Join(tmp, "index.html"), site.writeHTML); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	// rename(2) puts a directory in place of a missing or an empty one,
+	// and fails on one that holds anything.
+	if err := os.Rename(tmp, dir); err != nil {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			keep = true
+			return fmt.Errorf("bench: %s: something else (another report?) wrote into it while this report ran; nothing of it was replaced, and this report is whole in %s", dir, tmp)
+		}
+		return fmt.Errorf("bench: %s: the report could not be put in place: %w", dir, err)
+	}
+	return nil
 }
 
 func (t SiteTable) writeCSV(w io.Writer) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -162,5 +164,63 @@ func TestReportFigures(t *testing.T) {
 		if figures != 5 {
 			t.Errorf("%s: %d figures, want 5", c.preset, figures)
 		}
+	}
+}
+
+// The report's directory holds a whole report or nothing: Write puts a
+// report written beside it in place at once; a directory another writer
+// filled while the report ran is refused, its files untouched, and this
+// report kept whole beside it (two reports a second apart into one
+// directory both exited 0, one replacing the other file by file); a link
+// to nothing is refused before any work (it failed once the work was done).
+func TestSiteWriteWholeOrNothing(t *testing.T) {
+	c, err := model.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := &Site{Setup: model.Setup{Model: c, Batch: 1, Seq: 8, Ranks: 1, TP: 1, PP: 1},
+		Sections: []Section{{ID: "s", Title: "one", Tables: []SiteTable{{ID: "t", Caption: "a table", Header: []string{"policy", "bytes"}, Rows: [][]any{{"none", int64(512)}}}}}}}
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "out")
+	if err := CheckSiteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"index.html", "t.csv", "t.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(parent, ".trainmem-report-*"))
+	if len(left) != 0 {
+		t.Errorf("left beside the report: %v", left)
+	}
+
+	// Checked empty, then filled by another writer before this one ends.
+	other := filepath.Join(parent, "other")
+	os.Mkdir(other, 0o755)
+	if err := CheckSiteDir(other); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(other, "index.html")
+	os.WriteFile(mine, []byte("the other report"), 0o644)
+	err = site.Write(other)
+	if err == nil || !strings.Contains(err.Error(), "wrote into it while this report ran") {
+		t.Fatalf("a directory filled meanwhile: %v", err)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "the other report" {
+		t.Errorf("the other writer's file became %q", b)
+	}
+	kept, _ := filepath.Glob(filepath.Join(parent, ".trainmem-report-*", "index.html"))
+	if len(kept) != 1 || !strings.Contains(err.Error(), filepath.Dir(kept[0])) {
+		t.Errorf("this report is not kept whole where the error says (%v): %v", kept, err)
+	}
+
+	link := filepath.Join(parent, "dangling")
+	os.Symlink(filepath.Join(parent, "nowhere"), link)
+	if err := CheckSiteDir(link); err == nil || !strings.Contains(err.Error(), "which is not there") {
+		t.Errorf("a link to nothing: %v", err)
 	}
 }

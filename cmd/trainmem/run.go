@@ -141,6 +141,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	// A signal that came when nothing was left to cut short (a report's
+	// last section, a sweep's last policy) still sets the exit status, as
+	// the shells' convention has it: the outputs are whole, and the
+	// message says so (a report stopped by SIGINT exited 0).
+	var sig *signalError
+	if ctx.Err() != nil && errors.As(context.Cause(ctx), &sig) {
+		return fmt.Errorf("%s: finished and wrote its outputs whole, but %w", name, sig)
+	}
 	return nil
 }
 

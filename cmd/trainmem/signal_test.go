@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,5 +156,22 @@ func TestSecondSignalDuringSave(t *testing.T) {
 	}
 	if n := countLines(t, out); n < 1 {
 		t.Errorf("%d records", n)
+	}
+}
+
+// A signal that comes when nothing is left to cut short (a report's last
+// section: the report interrupted by SIGINT exited 0) still sets the exit
+// status, 128 + its number, and the message says the outputs are whole:
+// here a command that never looks at its context finishes under one.
+func TestSignalAfterTheWork(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(&signalError{sig: syscall.SIGINT})
+	var out, errb bytes.Buffer
+	err := run(ctx, []string{"estimate", "--preset", "tiny"}, &out, &errb)
+	if code := exitCode(err); code != 130 || !strings.Contains(fmt.Sprint(err), "finished and wrote its outputs whole, but stopped by SIGINT") {
+		t.Errorf("exit %d, %v", code, err)
+	}
+	if !strings.Contains(out.String(), "model states") {
+		t.Errorf("the answer was not written:\n%s", out.String())
 	}
 }
