@@ -100,7 +100,7 @@ func ReadCheckpointHeader(r io.Reader) (CheckpointHeader, error) {
 	case TokenFileMagic:
 		return CheckpointHeader{}, fmt.Errorf("model: not a model checkpoint: magic %d is llm.c's token file magic (expected %d); was a data file given as a checkpoint?", hd[0], CheckpointMagic)
 	default:
-		return CheckpointHeader{}, fmt.Errorf("model: not an llm.c GPT-2 checkpoint: magic %d, expected %d", hd[0], CheckpointMagic)
+		return CheckpointHeader{}, fmt.Errorf("model: neither an llm.c GPT-2 checkpoint (its first int32 %d, where llm.c's magic is %d), a safetensors file (an 8-byte header length, then its JSON header) nor a safetensors index (a JSON object)", hd[0], CheckpointMagic)
 	}
 	h := CheckpointHeader{
 		Version: int(hd[1]), MaxSeqLen: int(hd[2]), Vocab: int(hd[3]),

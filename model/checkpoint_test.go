@@ -183,7 +183,7 @@ func TestCheckpointErrors(t *testing.T) {
 	}{
 		{"empty", nil, cfg, []string{"truncated: 0 bytes, expected at least the 1024-byte header"}},
 		{"short header", good[:100], cfg, []string{"truncated: 100 bytes"}},
-		{"wrong magic", withHeader(0, 12345), cfg, []string{"magic 12345, expected 20240326"}},
+		{"wrong magic", withHeader(0, 12345), cfg, []string{"neither an llm.c GPT-2 checkpoint (its first int32 12345, where llm.c's magic is 20240326)", "nor a safetensors index"}},
 		{"token file", withHeader(0, TokenFileMagic), cfg, []string{"magic 20240520 is llm.c's token file magic (expected 20240326)", "data file"}},
 		{"version 2", withHeader(1, 2), cfg, []string{"unsupported checkpoint version 2", "valid: 3", "1"}},
 		{"version 5", withHeader(1, 5), cfg, []string{"unsupported checkpoint version 5"}},

@@ -114,8 +114,16 @@ func IsSafetensors(path string) (bool, error) {
 	if _, err := io.ReadFull(f, head[:]); err != nil {
 		return false, fmt.Errorf("--load %s: %w", path, err)
 	}
+	if head[8] != '{' {
+		return false, nil // no JSON header: an llm.c file, or neither (its reader says so)
+	}
+	// A JSON object after 8 bytes is a safetensors file by intent: a
+	// header length it cannot have is its error, not an llm.c magic.
 	n := binary.LittleEndian.Uint64(head[:8])
-	return head[8] == '{' && n >= 2 && n <= safetensorsHeaderMax && n+8 <= uint64(size), nil
+	if n < 2 || n > safetensorsHeaderMax || n+8 > uint64(size) {
+		return false, files.BadInput(path, fmt.Errorf("model: %s: a safetensors file whose header claims %d bytes in a file of %d (valid: a JSON header of 2 to %d bytes within the file)", path, n, size, safetensorsHeaderMax))
+	}
+	return true, nil
 }
 
 // safetensorsPlan is where every row of the table comes from in a file:
@@ -311,12 +319,25 @@ func readSafetensorsIndex(path string) (idx safetensorsIndex, ok bool, err error
 	if first[0] != '{' {
 		return idx, false, nil
 	}
+	// A file that opens with a JSON object is an index by intent: its JSON
+	// errors are its own, not an llm.c magic's.
 	b, err := io.ReadAll(io.MultiReader(bytes.NewReader(first[:]), f))
 	if err != nil {
 		return idx, false, fmt.Errorf("--load %s: %w", path, err)
 	}
-	if json.Unmarshal(b, &idx) != nil || len(idx.WeightMap) == 0 {
-		return idx, false, nil
+	if err := json.Unmarshal(b, &idx); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			err = fmt.Errorf("%v at byte %d", se, se.Offset)
+		case errors.As(err, &te):
+			err = fmt.Errorf("%s: a JSON %s (valid: an object of tensor names to shard file names)", te.Field, te.Value)
+		}
+		return idx, false, files.BadInput(path, fmt.Errorf("model: %s: not a safetensors index (valid: model.safetensors.index.json's object with a weight_map): %v", path, err))
+	}
+	if len(idx.WeightMap) == 0 {
+		return idx, false, files.BadInput(path, fmt.Errorf("model: %s: a JSON object with no weight_map: not a safetensors index (valid: model.safetensors.index.json, whose weight_map names each tensor's shard)", path))
 	}
 	return idx, true, nil
 }

@@ -268,7 +268,17 @@ func TestSafetensorsLlama(t *testing.T) {
 			outside[k] = v
 		}
 	}
+	// Malformed indexes and files are described as what they meant to be,
+	// not as llm.c checkpoints ("magic 527849": a header length read as a
+	// magic number).
+	good, _ := os.ReadFile(write("good.safetensors", views))
+	long := bytes.Clone(good)
+	binary.LittleEndian.PutUint64(long, uint64(len(good))) // a header past the file's end
 	for _, tc := range []struct{ name, want string }{
+		{file("broken.index.json", []byte(`{"weight_map": {"a": `), nil), "not a safetensors index (valid: model.safetensors.index.json's object with a weight_map)"},
+		{file("typed.index.json", []byte(`{"weight_map": {"a": 7}}`), nil), "weight_map: a JSON number (valid: an object of tensor names to shard file names)"},
+		{file("nomap.index.json", []byte(`{"metadata": {}}`), nil), "a JSON object with no weight_map"},
+		{file("long.safetensors", long, nil), fmt.Sprintf("a safetensors file whose header claims %d bytes in a file of %d", len(good), len(good))},
 		{index("moved.index.json", moved), "shard model-00001-of-00002.safetensors holds tensor lm_head.weight, which the index puts in model-00002-of-00002.safetensors"},
 		{index("outside.index.json", outside), `tensor lm_head.weight is in "../model-00001-of-00002.safetensors" (valid: the name of a file beside the index)`},
 	} {
