@@ -46,7 +46,7 @@ func CheckMachine(dev cuda.Device, reserve, hostBytes int64) error {
 	avail, _, herr := host.Memory()
 	onHost := cuda.OnMachineMemory(dev)
 	if onHost && herr == nil && reserve+hostBytes > avail {
-		return &TooLargeError{Device: dev.Name(), Need: reserve + hostBytes, Free: avail,
+		return &TooLargeError{Device: fmt.Sprintf("%s (bound by %s)", dev.Name(), host.MemoryBound()), Need: reserve + hostBytes, Free: avail,
 			What: fmt.Sprintf("%s reserved by the allocator, simulated, and %s of float32 parameters", model.Bytes(reserve), model.Bytes(hostBytes))}
 	}
 	// The device's own limit: a card's memory, a host device's capacity.
