@@ -135,34 +135,25 @@ type safetensorsPlan struct {
 	at    [][]int64 // each part's first element in its row
 }
 
-// planSafetensors reads the header of a safetensors file of size bytes
-// and checks it against cfg (planTensors).
-func planSafetensors(r io.Reader, size int64, cfg Config) (safetensorsPlan, error) {
-	infos, err := readSafetensorsHeader(r, size)
-	if err != nil {
-		return safetensorsPlan{}, err
-	}
-	return planTensors(infos, cfg)
-}
-
 // readSafetensorsHeader reads the header of a safetensors file of size
-// bytes: its tensors, each inside the file, which ends with the last.
-func readSafetensorsHeader(r io.Reader, size int64) (map[string]*st.TensorInfo, error) {
+// bytes: its tensors, each inside the file, which ends with the last, and
+// where their data begins (8 + the header's length).
+func readSafetensorsHeader(r io.Reader, size int64) (map[string]*st.TensorInfo, int64, error) {
 	var lenBuf [8]byte
 	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
-		return nil, fmt.Errorf("model: safetensors header truncated: %v", err)
+		return nil, 0, fmt.Errorf("model: safetensors header truncated: %v", err)
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
 	if n > safetensorsHeaderMax || n+8 > uint64(size) {
-		return nil, fmt.Errorf("model: safetensors header of %d bytes in a file of %d", n, size)
+		return nil, 0, fmt.Errorf("model: safetensors header of %d bytes in a file of %d", n, size)
 	}
 	header := make([]byte, n)
 	if _, err := io.ReadFull(r, header); err != nil {
-		return nil, fmt.Errorf("model: safetensors header truncated: %v", err)
+		return nil, 0, fmt.Errorf("model: safetensors header truncated: %v", err)
 	}
 	var meta st.Metadata
 	if err := json.Unmarshal(header, &meta); err != nil {
-		return nil, fmt.Errorf("model: not a safetensors header: %v", err)
+		return nil, 0, fmt.Errorf("model: not a safetensors header: %v", err)
 	}
 	infos := meta.Tensors()
 	var end uint64
@@ -170,9 +161,9 @@ func readSafetensorsHeader(r io.Reader, size int64) (map[string]*st.TensorInfo, 
 		end = max(end, ti.DataOffsets[1])
 	}
 	if want := 8 + n + end; want != uint64(size) {
-		return nil, fmt.Errorf("model: safetensors file has %d bytes, its header declares %d", size, want)
+		return nil, 0, fmt.Errorf("model: safetensors file has %d bytes, its header declares %d", size, want)
 	}
-	return infos, nil
+	return infos, int64(8 + n), nil
 }
 
 // planTensors checks a file's (or a sharded model's) tensors against cfg:
@@ -212,6 +203,9 @@ func planTensors(infos map[string]*st.TensorInfo, cfg Config) (safetensorsPlan, 
 			}
 			elems := uint64(1)
 			for _, d := range ti.Shape {
+				if d != 0 && elems > MaxTensorElements/d {
+					return safetensorsPlan{}, fmt.Errorf("model: tensor %s has shape %v: more than %d elements (valid: a shape of trainmem's %s, %v)", name, ti.Shape, int64(MaxTensorElements), p.Name, p.Shape)
+				}
 				elems *= d
 			}
 			if o := ti.DataOffsets; o[1] < o[0] || o[1]-o[0] != elems*ti.DType.Size() {
@@ -346,6 +340,7 @@ func readSafetensorsIndex(path string) (idx safetensorsIndex, ok bool, err error
 // shards a sharded model's index names, each tensor's shard and header.
 type safetensorsSource struct {
 	shards  []string // paths
+	starts  []int64  // where each shard's data begins
 	shardOf map[string]int
 	infos   map[string]*st.TensorInfo
 }
@@ -355,28 +350,28 @@ type safetensorsSource struct {
 // the index gives), and checks that every tensor is in the shard the index
 // says, and every shard's tensors in the index. Errors name the file.
 func openSafetensors(path string) (safetensorsSource, error) {
-	header := func(p string) (map[string]*st.TensorInfo, error) {
+	header := func(p string) (map[string]*st.TensorInfo, int64, error) {
 		f, size, err := files.OpenInput("--load", p)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		defer f.Close()
-		infos, err := readSafetensorsHeader(f, size)
+		infos, start, err := readSafetensorsHeader(f, size)
 		if err != nil {
-			return nil, files.BadInput(p, fmt.Errorf("%w (file %s)", err, p))
+			return nil, 0, files.BadInput(p, fmt.Errorf("%w (file %s)", err, p))
 		}
-		return infos, nil
+		return infos, start, nil
 	}
 	idx, sharded, err := readSafetensorsIndex(path)
 	if err != nil {
 		return safetensorsSource{}, err
 	}
 	if !sharded {
-		infos, err := header(path)
+		infos, start, err := header(path)
 		if err != nil {
 			return safetensorsSource{}, err
 		}
-		src := safetensorsSource{shards: []string{path}, shardOf: map[string]int{}, infos: infos}
+		src := safetensorsSource{shards: []string{path}, starts: []int64{start}, shardOf: map[string]int{}, infos: infos}
 		for name := range infos {
 			src.shardOf[name] = 0
 		}
@@ -392,10 +387,11 @@ func openSafetensors(path string) (safetensorsSource, error) {
 	src := safetensorsSource{shardOf: map[string]int{}, infos: map[string]*st.TensorInfo{}}
 	for i, file := range names {
 		p := filepath.Join(filepath.Dir(path), file)
-		infos, err := header(p)
+		infos, start, err := header(p)
 		if err != nil {
 			return safetensorsSource{}, err
 		}
+		src.starts = append(src.starts, start)
 		for tensor, ti := range infos {
 			if want, ok := idx.WeightMap[tensor]; !ok || want != file {
 				if !ok {
@@ -439,7 +435,8 @@ func checkSafetensors(path string, cfg Config) error {
 
 // loadSafetensors reads cfg's parameters, flat in Config.Params order, from
 // the safetensors file at path, or from the shards of the index at path,
-// one shard in memory at a time.
+// one tensor in memory at a time beside the parameters (a shard was read
+// whole, and one of 7 GB ran the process out of memory).
 func loadSafetensors(path string, cfg Config) ([]float32, error) {
 	src, err := openSafetensors(path)
 	if err != nil {
@@ -451,46 +448,53 @@ func loadSafetensors(path string, cfg Config) ([]float32, error) {
 	}
 	params := make([]float32, cfg.NumParams())
 	filled := int64(0)
+	// One buffer of a tensor's bytes and one of a transposed tensor's
+	// values, each as large as the largest, reused.
+	var buf []byte
+	var scratch []float32
 	for i, shard := range src.shards {
-		f, size, err := files.OpenInput("--load", shard)
+		f, _, err := files.OpenInput("--load", shard)
 		if err != nil {
 			return nil, err
 		}
-		buf := make([]byte, size)
-		_, err = io.ReadFull(f, buf)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--load %s: %w", shard, err)
-		}
-		file, err := st.Deserialize(buf)
-		if err != nil {
-			return nil, files.BadInput(shard, fmt.Errorf("model: %s: %v", shard, err))
-		}
-		for r, p := range plan.table {
-			for j, part := range plan.parts[r] {
-				if src.shardOf[part.name] != i {
-					continue
-				}
-				tv, ok := file.Tensor(part.name)
-				if !ok {
-					return nil, files.BadInput(shard, fmt.Errorf("model: %s: no tensor %s", shard, part.name))
-				}
-				vals, err := decodeFloats(tv)
-				if err != nil {
-					return nil, files.BadInput(shard, fmt.Errorf("model: %s: tensor %s: %v", shard, part.name, err))
-				}
-				if part.transpose {
-					r, c := int(tv.Shape()[0]), int(tv.Shape()[1])
-					t := make([]float32, len(vals))
-					for a := range r {
-						for b := range c {
-							t[b*r+a] = vals[a*c+b]
+		err = func() error {
+			defer f.Close()
+			for r, p := range plan.table {
+				for j, part := range plan.parts[r] {
+					if src.shardOf[part.name] != i {
+						continue
+					}
+					ti := src.infos[part.name]
+					o := ti.DataOffsets // inside the file: readSafetensorsHeader
+					buf = grow(buf, int(o[1]-o[0]))
+					if _, err := f.ReadAt(buf, src.starts[i]+int64(o[0])); err != nil {
+						return fmt.Errorf("--load %s: tensor %s: %w", shard, part.name, err)
+					}
+					n := int(o[1]-o[0]) / int(ti.DType.Size())
+					dst := params[p.Offset+plan.at[r][j]:][:n] // planTensors: the part fits its row
+					into := dst
+					if part.transpose {
+						scratch = grow(scratch, n)
+						into = scratch
+					}
+					if err := decodeFloats(ti.DType, buf, into); err != nil {
+						return files.BadInput(shard, fmt.Errorf("model: %s: tensor %s: %v", shard, part.name, err))
+					}
+					if part.transpose {
+						r, c := int(ti.Shape[0]), int(ti.Shape[1])
+						for a := range r {
+							for b := range c {
+								dst[b*r+a] = into[a*c+b]
+							}
 						}
 					}
-					vals = t
+					filled += int64(n)
 				}
-				filled += int64(copy(params[p.Offset+plan.at[r][j]:p.Offset+p.Count], vals))
 			}
+			return nil
+		}()
+		if err != nil {
+			return nil, err
 		}
 	}
 	if filled != int64(len(params)) {
@@ -499,44 +503,47 @@ func loadSafetensors(path string, cfg Config) ([]float32, error) {
 	return params, nil
 }
 
-// decodeFloats reads a tensor's elements (little-endian, its dtype) as
-// fp32: exact from F16 and BF16, rounded once from F64. A weight that is
-// not finite, or an F64 one beyond fp32's range, is refused by its place
-// (it would be blamed on the learning rate at the first step).
-func decodeFloats(tv st.TensorView) ([]float32, error) {
-	b := tv.Data()
-	var v []float32
-	switch tv.DType() {
+// decodeFloats reads a tensor's elements (little-endian, its dtype) into
+// v as fp32: exact from F16 and BF16, rounded once from F64. A weight that
+// is not finite, or an F64 one beyond fp32's range, is refused by its
+// place (it would be blamed on the learning rate at the first step).
+func decodeFloats(dt st.DType, b []byte, v []float32) error {
+	switch dt {
 	case st.F32:
-		v = make([]float32, len(b)/4)
 		for i := range v {
 			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
 	case st.F64:
-		v = make([]float32, len(b)/8)
 		for i := range v {
 			x := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 			if r := float32(x); math.IsInf(float64(r), 0) && !math.IsInf(x, 0) {
-				return nil, fmt.Errorf("element %d is %g, beyond fp32's ±%g (valid: finite fp32 weights)", i, x, math.MaxFloat32)
+				return fmt.Errorf("element %d is %g, beyond fp32's ±%g (valid: finite fp32 weights)", i, x, math.MaxFloat32)
 			}
 			v[i] = float32(x)
 		}
 	case st.F16, st.BF16:
 		conv := cuda.F16ToF32
-		if tv.DType() == st.BF16 {
+		if dt == st.BF16 {
 			conv = cuda.BF16ToF32
 		}
-		v = make([]float32, len(b)/2)
 		for i := range v {
 			v[i] = conv(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	default:
-		return nil, fmt.Errorf("dtype %v (valid: F32, F16, BF16, F64)", tv.DType())
+		return fmt.Errorf("dtype %v (valid: F32, F16, BF16, F64)", dt)
 	}
 	if i := nonFinite(v); i >= 0 {
-		return nil, fmt.Errorf("element %d is %v (valid: finite weights)", i, v[i])
+		return fmt.Errorf("element %d is %v (valid: finite weights)", i, v[i])
 	}
-	return v, nil
+	return nil
+}
+
+// grow is v with length n, its array reused when large enough.
+func grow[T any](v []T, n int) []T {
+	if cap(v) < n {
+		return make([]T, n)
+	}
+	return v[:n]
 }
 
 // nonFinite is the place of the first NaN or infinity in v, or -1.

@@ -134,42 +134,7 @@ func TestSafetensorsLlama(t *testing.T) {
 	cfg := Config{Name: "tiny-llama", Layers: 2, Hidden: 16, Heads: 4, KVHeads: 2, Vocab: 40, Context: 8, Untied: true,
 		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 24, Positions: PosRoPE}
 	params := randomParams(cfg, 9)
-	row := func(name string) []float32 {
-		p, ok := cfg.ParamByName(name)
-		if !ok {
-			t.Fatalf("no row %s", name)
-		}
-		return params[p.Offset : p.Offset+p.Count]
-	}
-	h, F, kv := cfg.Hidden, cfg.FFNWidth(), cfg.KV()*cfg.HeadDim()
-	views := map[string]st.TensorView{}
-	put := func(name string, vals []float32, shape ...uint64) {
-		var b bytes.Buffer
-		if err := binary.Write(&b, binary.LittleEndian, vals); err != nil {
-			t.Fatal(err)
-		}
-		v, err := st.NewTensorView(st.F32, shape, b.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		views[name] = v
-	}
-	put("model.embed_tokens.weight", row("wte"), 40, 16)
-	for l := range 2 {
-		p, m := "h"+string(rune('0'+l))+".", "model.layers."+string(rune('0'+l))+"."
-		qkv, fc := row(p+"attn.qkv.w"), row(p+"mlp.fc.w")
-		put(m+"input_layernorm.weight", row(p+"ln1.w"), 16)
-		put(m+"self_attn.q_proj.weight", qkv[:h*h], 16, 16)
-		put(m+"self_attn.k_proj.weight", qkv[h*h:h*h+kv*h], uint64(kv), 16)
-		put(m+"self_attn.v_proj.weight", qkv[h*h+kv*h:], uint64(kv), 16)
-		put(m+"self_attn.o_proj.weight", row(p+"attn.proj.w"), 16, 16)
-		put(m+"post_attention_layernorm.weight", row(p+"ln2.w"), 16)
-		put(m+"mlp.gate_proj.weight", fc[:F*h], uint64(F), 16)
-		put(m+"mlp.up_proj.weight", fc[F*h:], uint64(F), 16)
-		put(m+"mlp.down_proj.weight", row(p+"mlp.proj.w"), 16, uint64(F))
-	}
-	put("model.norm.weight", row("lnf.w"), 16)
-	put("lm_head.weight", row("lm_head.w"), 40, 16)
+	views, row, put := llamaViews(t, cfg, params)
 	dir := t.TempDir()
 	file := func(name string, b []byte, err error) string { // b (made with err) written as dir/name
 		if err != nil {
@@ -320,4 +285,90 @@ func TestSafetensorsLlama(t *testing.T) {
 	if err := CheckCheckpoint(filepath.Join(dir, "model.safetensors"), gpt2); err == nil || !strings.Contains(err.Error(), "neither GPT-2 nor LLaMA") {
 		t.Errorf("a layer-norm model without biases: %v", err)
 	}
+}
+
+// llamaViews are a LLaMA model's weights as transformers names them, in
+// F32, from params in trainmem's table; row reads a row of params, put
+// sets a view.
+func llamaViews(t *testing.T, cfg Config, params []float32) (views map[string]st.TensorView, row func(string) []float32, put func(string, []float32, ...uint64)) {
+	t.Helper()
+	row = func(name string) []float32 {
+		p, ok := cfg.ParamByName(name)
+		if !ok {
+			t.Fatalf("no row %s", name)
+		}
+		return params[p.Offset : p.Offset+p.Count]
+	}
+	views = map[string]st.TensorView{}
+	put = func(name string, vals []float32, shape ...uint64) {
+		var b bytes.Buffer
+		if err := binary.Write(&b, binary.LittleEndian, vals); err != nil {
+			t.Fatal(err)
+		}
+		v, err := st.NewTensorView(st.F32, shape, b.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[name] = v
+	}
+	h, F, kv, V := cfg.Hidden, cfg.FFNWidth(), cfg.KV()*cfg.HeadDim(), uint64(cfg.Vocab)
+	H := uint64(h)
+	put("model.embed_tokens.weight", row("wte"), V, H)
+	for l := range cfg.Layers {
+		p, m := fmt.Sprintf("h%d.", l), fmt.Sprintf("model.layers.%d.", l)
+		qkv, fc := row(p+"attn.qkv.w"), row(p+"mlp.fc.w")
+		put(m+"input_layernorm.weight", row(p+"ln1.w"), H)
+		put(m+"self_attn.q_proj.weight", qkv[:h*h], H, H)
+		put(m+"self_attn.k_proj.weight", qkv[h*h:h*h+kv*h], uint64(kv), H)
+		put(m+"self_attn.v_proj.weight", qkv[h*h+kv*h:], uint64(kv), H)
+		put(m+"self_attn.o_proj.weight", row(p+"attn.proj.w"), H, H)
+		put(m+"post_attention_layernorm.weight", row(p+"ln2.w"), H)
+		put(m+"mlp.gate_proj.weight", fc[:F*h], uint64(F), H)
+		put(m+"mlp.up_proj.weight", fc[F*h:], uint64(F), H)
+		put(m+"mlp.down_proj.weight", row(p+"mlp.proj.w"), H, uint64(F))
+	}
+	put("model.norm.weight", row("lnf.w"), H)
+	put("lm_head.weight", row("lm_head.w"), V, H)
+	return views, row, put
+}
+
+// A safetensors file is read a tensor at a time beside the parameters,
+// not whole (a 7 GB shard ran the process out of memory): loading 32
+// layers of a small LLaMA allocates no more than the parameters, four
+// times its largest tensor and 2 MiB, where the file alone is more than
+// that slack.
+func TestSafetensorsStreams(t *testing.T) {
+	cfg := Config{Name: "deep", Layers: 32, Hidden: 64, Heads: 4, KVHeads: 4, Vocab: 128, Context: 8, Untied: true,
+		Norm: NormRMS, NoBias: true, MLP: MLPSwiGLU, FFN: 160, Positions: PosRoPE}
+	params := randomParams(cfg, 3)
+	views, _, _ := llamaViews(t, cfg, params)
+	b, err := st.Serialize(views, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var largest int64
+	for _, p := range cfg.Params() {
+		largest = max(largest, p.Count)
+	}
+	slack := 4*4*largest + 2<<20
+	if int64(len(b)) <= slack {
+		t.Fatalf("the file (%d bytes) is within the slack (%d): the test would not tell", len(b), slack)
+	}
+	before := allocatedBytes()
+	got, err := LoadCheckpoint(path, cfg)
+	alloc := int64(allocatedBytes() - before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, params) {
+		t.Error("the weights differ")
+	}
+	if limit := 4*cfg.NumParams() + slack; alloc > limit {
+		t.Errorf("loading a %d-byte file allocated %d bytes, more than the parameters' %d and %d of slack", len(b), alloc, 4*cfg.NumParams(), slack)
+	}
+	t.Logf("a %d-byte file: %d bytes allocated (the parameters %d)", len(b), alloc, 4*cfg.NumParams())
 }
