@@ -151,11 +151,10 @@ func readSafetensorsHeader(r io.Reader, size int64) (map[string]*st.TensorInfo, 
 	if _, err := io.ReadFull(r, header); err != nil {
 		return nil, 0, fmt.Errorf("model: safetensors header truncated: %v", err)
 	}
-	var meta st.Metadata
-	if err := json.Unmarshal(header, &meta); err != nil {
-		return nil, 0, fmt.Errorf("model: not a safetensors header: %v", err)
+	infos, err := parseSafetensorsHeader(header)
+	if err != nil {
+		return nil, 0, err
 	}
-	infos := meta.Tensors()
 	var end uint64
 	for _, ti := range infos {
 		end = max(end, ti.DataOffsets[1])
@@ -164,6 +163,60 @@ func readSafetensorsHeader(r io.Reader, size int64) (map[string]*st.TensorInfo, 
 		return nil, 0, fmt.Errorf("model: safetensors file has %d bytes, its header declares %d", size, want)
 	}
 	return infos, int64(8 + n), nil
+}
+
+// parseSafetensorsHeader reads a safetensors header's JSON: each tensor's
+// dtype, shape and data offsets (and __metadata__, passed over), every
+// fault in the format's own words, naming the tensor, the field and the
+// value (the format library's decoder said json.Number and
+// strconv.ParseUint).
+func parseSafetensorsHeader(header []byte) (map[string]*st.TensorInfo, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(header, &raw); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			err = fmt.Errorf("%v at byte %d of the header", se, se.Offset+8)
+		}
+		return nil, fmt.Errorf("model: not a safetensors header (valid: a JSON object of tensors, each with dtype, shape and data_offsets): %v", err)
+	}
+	valid := map[string]string{"dtype": "a dtype name such as F32, F16, BF16", "shape": "a list of dimensions, whole numbers from 0",
+		"data_offsets": "[begin, end], byte offsets from 0 into the data"}
+	infos := make(map[string]*st.TensorInfo, len(raw))
+	for name, v := range raw {
+		if name == "__metadata__" {
+			continue
+		}
+		var e struct {
+			DType       *string    `json:"dtype"`
+			Shape       *[]uint64  `json:"shape"`
+			DataOffsets *[2]uint64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(v, &e); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				field := strings.SplitN(te.Field, ".", 2)[0]
+				return nil, fmt.Errorf("model: tensor %s: %s holds a JSON %s (valid: %s)", name, field, te.Value, valid[field])
+			}
+			return nil, fmt.Errorf("model: tensor %s: not a tensor's entry (valid: an object with %s): %v", name, "dtype, shape and data_offsets", err)
+		}
+		for _, f := range []struct {
+			name    string
+			missing bool
+		}{{"dtype", e.DType == nil}, {"shape", e.Shape == nil}, {"data_offsets", e.DataOffsets == nil}} {
+			if f.missing {
+				return nil, fmt.Errorf("model: tensor %s has no %s (valid: %s)", name, f.name, valid[f.name])
+			}
+		}
+		dt, err := st.ParseDType(*e.DType)
+		if err != nil {
+			return nil, fmt.Errorf("model: tensor %s: dtype %q is no safetensors dtype (valid: %s)", name, *e.DType, valid["dtype"])
+		}
+		if o := *e.DataOffsets; o[1] < o[0] {
+			return nil, fmt.Errorf("model: tensor %s: data_offsets [%d, %d] end before they begin (valid: %s)", name, o[0], o[1], valid["data_offsets"])
+		}
+		infos[name] = &st.TensorInfo{DType: dt, Shape: *e.Shape, DataOffsets: *e.DataOffsets}
+	}
+	return infos, nil
 }
 
 // planTensors checks a file's (or a sharded model's) tensors against cfg:

@@ -244,6 +244,12 @@ func TestSafetensorsLlama(t *testing.T) {
 		{file("typed.index.json", []byte(`{"weight_map": {"a": 7}}`), nil), "weight_map: a JSON number (valid: an object of tensor names to shard file names)"},
 		{file("nomap.index.json", []byte(`{"metadata": {}}`), nil), "a JSON object with no weight_map"},
 		{file("long.safetensors", long, nil), fmt.Sprintf("a safetensors file whose header claims %d bytes in a file of %d", len(good), len(good))},
+		{file("neg.safetensors", rawSafetensors(`{"w": {"dtype": "F32", "shape": [2], "data_offsets": [-1, 8]}}`), nil), "tensor w: data_offsets holds a JSON number -1 (valid: [begin, end], byte offsets from 0"},
+		{file("shape.safetensors", rawSafetensors(`{"w": {"dtype": "F32", "shape": "2", "data_offsets": [0, 8]}}`), nil), "tensor w: shape holds a JSON string (valid: a list of dimensions"},
+		{file("q8.safetensors", rawSafetensors(`{"w": {"dtype": "Q8", "shape": [2], "data_offsets": [0, 8]}}`), nil), `tensor w: dtype "Q8" is no safetensors dtype`},
+		{file("nodtype.safetensors", rawSafetensors(`{"w": {"shape": [2], "data_offsets": [0, 8]}}`), nil), "tensor w has no dtype"},
+		{file("back.safetensors", rawSafetensors(`{"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}`), nil), "data_offsets [8, 0] end before they begin"},
+		{file("syntax.safetensors", rawSafetensors(`{"w": {"dtype": "F32",, }`), nil), "not a safetensors header"},
 		{index("moved.index.json", moved), "shard model-00001-of-00002.safetensors holds tensor lm_head.weight, which the index puts in model-00002-of-00002.safetensors"},
 		{index("outside.index.json", outside), `tensor lm_head.weight is in "../model-00001-of-00002.safetensors" (valid: the name of a file beside the index)`},
 	} {
@@ -371,4 +377,12 @@ func TestSafetensorsStreams(t *testing.T) {
 		t.Errorf("loading a %d-byte file allocated %d bytes, more than the parameters' %d and %d of slack", len(b), alloc, 4*cfg.NumParams(), slack)
 	}
 	t.Logf("a %d-byte file: %d bytes allocated (the parameters %d)", len(b), alloc, 4*cfg.NumParams())
+}
+
+// rawSafetensors is a safetensors file of the JSON header h (padded to 8
+// bytes, as the format writes it) and 8 bytes of data.
+func rawSafetensors(h string) []byte {
+	h += strings.Repeat(" ", (8-len(h)%8)%8)
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
+	return append(append(b, h...), make([]byte, 8)...)
 }
