@@ -62,6 +62,9 @@ type SiteTable struct {
 type SiteFigure struct {
 	ID, Caption string
 	SVG         []byte
+	// Lead puts the figure before its section's tables: the answer first,
+	// then the explanations.
+	Lead bool
 }
 
 // SiteOptions say what the site covers.
@@ -123,10 +126,22 @@ func siteValidate(ctx context.Context, o SiteOptions, site *Site) (Section, erro
 		return Section{}, err
 	}
 	site.Device = r.Device
-	t := SiteTable{ID: "validate", Caption: "Each memory category at the last step's peak: the formulas, the simulation (the real schedule on a shape-only device) and the measured run. Simulated equals measured byte for byte in every category the allocator tags; the formulas' gaps are explained below.",
+	x, err := estimatorsOf(r.Setup, model.Cluster{})
+	if err != nil {
+		return Section{}, err
+	}
+	t := SiteTable{ID: "validate", Caption: "Each memory category at its own peak in the last step, in requested bytes: the formulas, Megatron-LM's and DeepSpeed's estimators (their figures stand in the rows they count: model states, activations, their total), the simulation (the real schedule on a shape-only device) and the measured run. Simulated equals measured byte for byte in every category the allocator tags; the formulas' gaps are explained below.",
 		Header: []string{"category"}}
 	for _, f := range r.Formulas {
 		t.Header = append(t.Header, f.String())
+	}
+	// An estimator's column where it has an estimate of the setup
+	// (DeepSpeed's counts ZeRO-2 and 3 only).
+	if x.Megatron != nil {
+		t.Header = append(t.Header, "megatron")
+	}
+	if x.DeepSpeed != nil {
+		t.Header = append(t.Header, "deepspeed")
 	}
 	t.Header = append(t.Header, "simulated", "measured")
 	for _, row := range r.Rows {
@@ -134,21 +149,196 @@ func siteValidate(ctx context.Context, o SiteOptions, site *Site) (Section, erro
 		for _, f := range r.Formulas {
 			cells = append(cells, bytesCell(row.Estimate[f]))
 		}
+		if x.Megatron != nil {
+			cells = append(cells, bytesCell(x.megatronCell(row.Category)))
+		}
+		if x.DeepSpeed != nil {
+			cells = append(cells, bytesCell(x.deepSpeedCell(row.Category)))
+		}
 		cells = append(cells, bytesCell(row.Simulated), bytesCell(row.Measured))
 		t.Rows = append(t.Rows, cells)
 	}
 	sec := Section{ID: "validate", Title: "Where the memory goes: formulas, simulation, measurement",
 		Intro: "trainmem validate for this setup, in bytes.", Tables: []SiteTable{t}, Notes: r.Explanations}
+	answer, caption, err := answerFigure(r, x)
+	if err != nil {
+		return Section{}, err
+	}
 	f, err := timelineFigure([]TimelinePanel{{Title: "the last step, " + tr.Device, Trace: tr}})
 	if err != nil {
 		return Section{}, err
 	}
-	svg, err := renderSVG(f)
-	if err != nil {
-		return Section{}, err
+	for _, fig := range []struct {
+		id, caption string
+		f           figure
+		lead        bool
+	}{{"validate-answer", caption, answer, true}, {"validate-timeline", timelineCaption(tr.Timeline()), f, false}} {
+		svg, err := renderSVG(fig.f)
+		if err != nil {
+			return Section{}, err
+		}
+		sec.Figures = append(sec.Figures, SiteFigure{ID: fig.id, SVG: svg, Caption: fig.caption, Lead: fig.lead})
 	}
-	sec.Figures = append(sec.Figures, SiteFigure{ID: "validate-timeline", SVG: svg, Caption: timelineCaption(tr.Timeline())})
 	return sec, nil
+}
+
+// megatronCell is Megatron-LM's figure for a validate row: its weights and
+// optimizer for the model states, its activations, its total for the
+// peak; nil for the rows it has no figure for.
+func (x Estimators) megatronCell(row string) *int64 {
+	m := x.Megatron
+	switch row {
+	case RowModelStates:
+		return ptr(m.WeightsAndOptimizer)
+	case cuda.Activations.String():
+		return ptr(m.Activations)
+	case RowTotalPeak:
+		return ptr(m.Total())
+	}
+	return nil
+}
+
+// deepSpeedCell is DeepSpeed's GPU figure for the setup's offload, in the
+// model states' row (it counts nothing else); nil elsewhere.
+func (x Estimators) deepSpeedCell(row string) *int64 {
+	if row != RowModelStates {
+		return nil
+	}
+	return ptr(x.DeepSpeed.Row(x.Offload).GPU)
+}
+
+// answerFigure is the report's first figure, its answer: where the memory
+// went at the step's peak, one bar a source, each a stack of categories
+// in the timelines' colours: every formula's model states and activations,
+// Megatron-LM's and DeepSpeed's figures, and the simulated (and measured)
+// peak as it held them; each bar labelled with its total. Its caption
+// says, from the numbers, what sets the peak and how far each source is
+// from the simulation.
+func answerFigure(r *ValidateReport, x Estimators) (figure, string, error) {
+	type source struct {
+		name  string
+		parts map[string]int64 // by category name, or "model states"
+	}
+	var sources []source
+	byCat := func(get func(Row) *int64) map[string]int64 {
+		m := map[string]int64{}
+		for _, row := range r.Rows {
+			if _, err := cuda.ParseCategory(row.Category); err == nil {
+				if v := get(row); v != nil && *v > 0 {
+					m[row.Category] = *v
+				}
+			}
+		}
+		return m
+	}
+	atPeak := func(st cuda.Stats) map[string]int64 {
+		m := map[string]int64{}
+		for _, c := range cuda.Categories() {
+			if st.AtPeak[c] > 0 {
+				m[c.String()] = st.AtPeak[c]
+			}
+		}
+		return m
+	}
+	if r.MeasuredStats != nil {
+		sources = append(sources, source{"measured", atPeak(*r.MeasuredStats)})
+	}
+	sources = append(sources, source{"simulated", atPeak(r.SimulatedStats)})
+	for _, f := range r.Formulas {
+		sources = append(sources, source{f.String(), byCat(func(row Row) *int64 { return row.Estimate[f] })})
+	}
+	if m := x.Megatron; m != nil {
+		sources = append(sources, source{"megatron", map[string]int64{"model states": m.WeightsAndOptimizer, cuda.Activations.String(): m.Activations}})
+	}
+	if d := x.DeepSpeed; d != nil {
+		sources = append(sources, source{"deepspeed", map[string]int64{"model states": d.Row(x.Offload).GPU}})
+	}
+	totals := make([]int64, len(sources))
+	var top int64
+	for i, src := range sources {
+		for _, v := range src.parts {
+			totals[i] += v
+		}
+		top = max(top, totals[i])
+	}
+	unit, uname := binaryUnit(top)
+	// The bars from the top down: gonum's y axis counts up, so the list is
+	// drawn reversed.
+	n := len(sources)
+	segs := []stackSegment{{name: "model states, one sum", color: color.RGBA{0x9a, 0x9a, 0x9a, 0xff}, values: make([]float64, n)}}
+	for k, c := range cuda.Categories() {
+		segs = append(segs, stackSegment{name: c.String(), color: categoryColors[k%len(categoryColors)], values: make([]float64, n)})
+	}
+	var names []string
+	for i := range sources {
+		src := sources[n-1-i]
+		names = append(names, src.name)
+		for k := range segs {
+			key := segs[k].name
+			if k == 0 {
+				key = "model states"
+			}
+			segs[k].values[i] = float64(src.parts[key]) / float64(unit)
+		}
+	}
+	p := plot.New()
+	p.Title.Text = "where the memory went at the step's peak"
+	p.X.Label.Text = uname
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.Padding = vg.Points(2.5)
+	if err := addStacks(p, &leg, segs, vg.Points(16), true); err != nil {
+		return figure{}, "", err
+	}
+	var lab plotter.XYLabels
+	for i := range sources {
+		lab.XYs = append(lab.XYs, plotter.XY{X: float64(totals[n-1-i])/float64(unit) + float64(top)/float64(unit)*0.01, Y: float64(i)})
+		lab.Labels = append(lab.Labels, model.GiB(totals[n-1-i]))
+	}
+	lb, err := plotter.NewLabels(lab)
+	if err != nil {
+		return figure{}, "", err
+	}
+	for i := range lb.TextStyle {
+		lb.TextStyle[i].YAlign = draw.YCenter
+		lb.TextStyle[i].Font.Size = vg.Points(9)
+	}
+	p.Add(lb)
+	p.NominalY(names...)
+	p.X.Min, p.X.Max = 0, float64(top)/float64(unit)*1.14 // the totals' labels
+	tiles := draw.Tiles{Rows: 1, Cols: 1, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+	fig := figure{plots: [][]*plot.Plot{{p}}, tiles: tiles, width: 9 * vg.Inch, height: vg.Length(1.2+0.32*float64(n)) * vg.Inch,
+		legends: [][]*plot.Legend{{&leg}}, legendWidth: 2 * vg.Inch}
+
+	// The caption: the peak's makeup, then each source against the
+	// simulation.
+	simIdx := 0
+	if r.MeasuredStats != nil {
+		simIdx = 1
+	}
+	sim := sources[simIdx]
+	peak := totals[simIdx]
+	var states int64
+	for _, c := range cuda.Categories() {
+		if c.ModelState() {
+			states += sim.parts[c.String()]
+		}
+	}
+	words := fmt.Sprintf("The answer: the step's peak is %s (simulated", model.GiB(peak))
+	if r.MeasuredStats != nil {
+		words += fmt.Sprintf("; measured %s", model.GiB(totals[0]))
+	}
+	words += fmt.Sprintf("), of which the model states are %s (%.0f%%) and the activations %s. ", model.GiB(states), 100*float64(states)/float64(peak),
+		model.GiB(sim.parts[cuda.Activations.String()]))
+	var gaps []string
+	for i, src := range sources {
+		if i <= simIdx {
+			continue
+		}
+		gaps = append(gaps, fmt.Sprintf("%s %s (%s)", src.name, model.GiB(totals[i]), pct(float64(totals[i])/float64(peak)-1)))
+	}
+	words += "Each formula and estimator against it: " + strings.Join(gaps, ", ") + ". The formulas count model states and activations only; the simulation also holds temporaries, workspace and the allocator's rounding, as a card does. The table below has every category's bytes, and the notes after it explain every gap."
+	return fig, words, nil
 }
 
 func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
@@ -159,8 +349,9 @@ func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 	if err != nil {
 		return Section{}, err
 	}
-	t := SiteTable{ID: "checkpoint", Caption: "Activation memory at its peak and step time for every checkpoint policy: recomputation buys memory with time.",
-		Header: []string{"policy", "zero_paper", "korthikanti", "simulated", "measured", "simulated peak", "step ms", "overhead", "recompute FLOP fraction"}}
+	t := SiteTable{ID: "checkpoint", Caption: checkpointTableCaption(r),
+		Header: []string{"policy", model.ZeROPaper.String(), model.Korthikanti.String(), "simulated", "measured", "simulated peak", "peak vs none", "model states at the peak", "activations at the peak", "other at the peak", "recompute FLOP fraction", "step ms", "overhead", "dominated by"}}
+	none := r.Rows[0]
 	for _, row := range r.Rows {
 		ms, over := any("-"), any("-")
 		if row.StepMs != nil {
@@ -169,9 +360,25 @@ func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 		if row.Overhead != nil {
 			over = *row.Overhead
 		}
-		t.Rows = append(t.Rows, []any{row.Policy, row.Estimate[model.ZeROPaper], row.Estimate[model.Korthikanti], row.Simulated, bytesCell(row.Measured), row.SimulatedPeak, ms, over, row.RecomputeFraction})
+		states, acts := int64(0), row.AtPeak[cuda.Activations]
+		for c, v := range row.AtPeak {
+			if c.ModelState() {
+				states += v
+			}
+		}
+		dom := any("-")
+		if row.DominatedBy != "" {
+			dom = row.DominatedBy
+		}
+		t.Rows = append(t.Rows, []any{row.Policy, row.Estimate[model.ZeROPaper], row.Estimate[model.Korthikanti], row.Simulated, bytesCell(row.Measured),
+			row.SimulatedPeak, pct(float64(row.SimulatedPeak)/float64(none.SimulatedPeak) - 1), states, acts, row.SimulatedPeak - states - acts,
+			row.RecomputeFraction, ms, over, dom})
 	}
-	sec := Section{ID: "checkpoint", Title: "The checkpointing trade-off", Intro: "trainmem validate --sweep checkpoint.", Tables: []SiteTable{t}}
+	sec := Section{ID: "checkpoint", Title: "The checkpointing trade-off", Intro: "trainmem validate --sweep checkpoint: what each policy keeps, what its peak holds, and what it recomputes.", Tables: []SiteTable{t}}
+	peaks, err := r.peaksFigure()
+	if err != nil {
+		return Section{}, err
+	}
 	bars, err := r.figure()
 	if err != nil {
 		return Section{}, err
@@ -184,8 +391,9 @@ func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 		id, caption string
 		fig         figure
 	}{
+		{"checkpoint-peaks", checkpointPeaksCaption(r), peaks},
 		{"checkpoint-bars", checkpointCaption(r), bars},
-		{"checkpoint-timelines", "Each policy's simulated step on one byte axis: the ramp of no checkpointing, which holds every activation to the end of the forward pass, against the sawtooth of recomputation, which rebuilds one segment at a time during the backward pass.", tl},
+		{"checkpoint-timelines", "Each policy's simulated step on one byte axis: the ramp of no checkpointing, which holds every activation to the end of the forward pass, against the sawtooth of recomputation, which rebuilds one segment at a time during the backward pass; each panel's title says what its peak holds.", tl},
 	} {
 		svg, err := renderSVG(f.fig)
 		if err != nil {
@@ -197,12 +405,19 @@ func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 }
 
 // scanValues are the batch sizes or sequence lengths a scan simulates:
-// powers of two up to 8 times the setup's (batch) or to the context (seq).
+// powers of two up to 8 times the setup's (batch), or to the context and,
+// with naive attention, on to twice the sequence where the scores' s²
+// term becomes the larger part (seq: scoresCrossover), so that the scan
+// shows it take over (tiny's context of 64 stopped the scan before it, on
+// a slope of 1.13).
 func scanValues(s model.Setup, what string) []int {
 	var out []int
 	limit := 8 * s.Batch
 	if what == "seq" {
 		limit = s.Model.Context
+		if x := scoresCrossover(s); x > 0 {
+			limit = max(limit, 2*x)
+		}
 	}
 	for v := 1; v <= limit; v *= 2 {
 		if what == "seq" && v < 8 {
@@ -211,6 +426,44 @@ func scanValues(s model.Setup, what string) []int {
 		out = append(out, v)
 	}
 	return out
+}
+
+// scoresCrossover is the shortest power-of-two sequence at which the
+// attention scores (the a·s²·b tensors) are at least half of the setup's
+// activations by trainmem's exact formula, which the simulation equals:
+// in Korthikanti et al.'s 16-bit count that is s ≥ 34h/(5a), but the
+// share depends on the precision and the kept tensors, so it is counted,
+// not assumed. 0 when there is none by 2^17 (flash attention keeps no
+// scores) or no exact formula for the setup.
+func scoresCrossover(s model.Setup) int {
+	if s.Model.Attention != model.AttentionNaive {
+		return 0
+	}
+	for v := 8; v <= 1<<17; v *= 2 {
+		if share, ok := scoresShare(s, v); !ok {
+			return 0
+		} else if share >= 0.5 {
+			return v
+		}
+	}
+	return 0
+}
+
+// scoresShare is the scores' share of the exact formula's activations at
+// sequence seq (the positions' table lengthened to it when need be).
+func scoresShare(s model.Setup, seq int) (float64, bool) {
+	u := s
+	u.Seq, u.Model.Context = seq, max(s.Model.Context, seq)
+	e, err := u.EstimateBy(model.Exact)
+	if err != nil {
+		return 0, false
+	}
+	a, ok := e.Activation(model.Exact)
+	if !ok || a.Total <= 0 {
+		return 0, false
+	}
+	k, _ := a.ByKind()
+	return float64(k[model.Scores].Bytes) / float64(a.Total), true
 }
 
 // siteScan simulates the setup over batch sizes or sequence lengths,
@@ -229,8 +482,15 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 			u.Batch = v
 		} else {
 			u.Seq = v
+			// Past the context, a longer table of learned positions: the
+			// activations do not depend on it.
+			u.Model.Context = max(u.Model.Context, v)
 		}
-		e, st, measured, err := scanPoint(ctx, u, o)
+		po := o
+		if u.Model.Context > s.Model.Context {
+			po.NewDevice = nil // simulated only past the model's own context
+		}
+		e, st, measured, err := scanPoint(ctx, u, po)
 		if err != nil {
 			return Section{}, fmt.Errorf("bench: %s %d: %w", what, v, err)
 		}
@@ -254,17 +514,21 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 		sec.Title = "Activations against the sequence length"
 		t.Caption = "Activation bytes at their peak for each sequence length: linear in s but for the attention scores' term, which grows as s² (Korthikanti et al.'s 5·a·s/h per layer value; the ZeRO paper's 12·h·b·s·L has none and falls behind at long sequences); measured equals simulated to the byte."
 		sec.Intro = "The setup simulated (and, when measuring, measured) at each sequence length up to the context."
+		if x := scoresCrossover(s); x > 0 {
+			sec.Intro = fmt.Sprintf("The setup simulated (and, when measuring, measured) at each sequence length up to the context (%d) and on to twice s = %d, the first power of two at which the attention scores (a·s²·b values a layer) are the larger part of the activations by trainmem's exact formula; past the context the table of learned positions is lengthened, which the activations do not depend on, and nothing is measured.", s.Model.Context, x)
+		}
 	}
 	sec.Tables[0] = t
-	p, err := scanPlot(sec.Title, name, series)
+	p, leg, err := scanPlot(sec.Title, name, series)
 	if err != nil {
 		return Section{}, err
 	}
-	svg, err := renderSVG(figure{plots: [][]*plot.Plot{{p}}, tiles: draw.Tiles{Rows: 1, Cols: 1}, width: 7 * vg.Inch, height: 4 * vg.Inch})
+	svg, err := renderSVG(figure{plots: [][]*plot.Plot{{p}}, tiles: draw.Tiles{Rows: 1, Cols: 1, PadRight: vg.Inch / 8}, width: 8 * vg.Inch, height: 4 * vg.Inch,
+		legends: [][]*plot.Legend{{leg}}, legendWidth: 1.4 * vg.Inch})
 	if err != nil {
 		return Section{}, err
 	}
-	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: scanCaption(what, series)}}
+	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: scanCaption(what, series, s)}}
 	return sec, nil
 }
 
@@ -272,11 +536,11 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 // implementation-exact one solid, the published ones dashed) and the
 // simulation as points on top, so that a formula equal to it runs through
 // them instead of hiding under a line of its own; the x ticks at the
-// sample points, the y ticks in bytes with binary units. The legend stands
-// left of the data's top-left corner, which the lines, rising to the
-// right, leave free: the y axis is stretched to keep it clear.
-func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, error) {
+// sample points, the y ticks in bytes with binary units. Its legend is
+// drawn beside it, and the axes end just past the data.
+func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, *plot.Legend, error) {
 	p := plot.New()
+	leg := plot.NewLegend()
 	p.Title.Text = title
 	p.X.Label.Text = xname
 	p.Y.Label.Text = "activation bytes (log)"
@@ -295,41 +559,41 @@ func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, error) {
 	}
 	p.X.Tick.Marker = pointTicks(xs)
 	p.Y.Tick.Marker = byteLogTicks{}
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.Padding = vg.Points(2.5)
+	leg.Top, leg.Left = true, true
+	leg.Padding = vg.Points(2.5)
 	names := append(formulaNames(), "simulated")
 	for i, xy := range series {
 		c := palette[i%len(palette)]
 		if i == len(series)-1 { // the simulation: points on top
 			pts, err := plotter.NewScatter(xy)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			pts.Color, pts.Radius, pts.Shape = color.Black, vg.Points(3.5), draw.CircleGlyph{}
 			p.Add(pts)
-			p.Legend.Add(names[i], pts)
+			leg.Add(names[i], pts)
 			continue
 		}
 		l, err := plotter.NewLine(xy)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		l.Color, l.Width = c, vg.Points(1.5)
 		if names[i] != model.Exact.String() {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		}
 		p.Add(l)
-		p.Legend.Add(names[i], l)
+		leg.Add(names[i], l)
 	}
-	// The axes last (adding a plotter widens them to its data): room
-	// above the data for the legend, the upper band of a log axis.
+	// The axes last (adding a plotter widens them to its data): a point's
+	// radius of room at the ends of a log axis.
 	if lo <= hi {
-		p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi/lo, 0.6)*1.5
+		p.Y.Min, p.Y.Max = lo/1.15, hi*1.15
 	}
 	if n := len(xs); n > 0 {
-		p.X.Min, p.X.Max = xs[0]/1.3, xs[n-1]*1.3
+		p.X.Min, p.X.Max = xs[0]/1.08, xs[n-1]*1.08
 	}
-	return p, nil
+	return p, &leg, nil
 }
 
 // pointTicks marks an axis at its sample points, labelled.
@@ -374,8 +638,10 @@ func (byteLogTicks) Ticks(lo, hi float64) []plot.Tick {
 // scanCaption says what the scan shows, from its numbers: which formula
 // meets the simulated points (equal to the byte, or the largest relative
 // gap), and how the simulation grows from the first point to the last
-// (its slope on the log-log axes: 1 is linear, 2 quadratic).
-func scanCaption(what string, series []plotter.XYs) string {
+// (its slope on the log-log axes: 1 is linear, 2 quadratic), and for a
+// sequence scan of s's setup the scores' share of the activations at its
+// ends (trainmem's exact formula, which the simulation equals).
+func scanCaption(what string, series []plotter.XYs, s model.Setup) string {
 	sim := series[len(series)-1]
 	var parts []string
 	for i, f := range formulaNames() {
@@ -395,8 +661,17 @@ func scanCaption(what string, series []plotter.XYs) string {
 	if n := len(sim); n >= 2 && sim[0].Y > 0 && sim[n-2].Y > 0 && sim[n-1].Y > 0 {
 		slope := func(a, b plotter.XY) float64 { return math.Log(b.Y/a.Y) / math.Log(b.X/a.X) }
 		growth = fmt.Sprintf("; the simulated bytes grow with slope %.2f from %s %g to %g", slope(sim[0], sim[n-1]), what, sim[0].X, sim[n-1].X)
-		if last := slope(sim[n-2], sim[n-1]); last > 1.1 {
-			growth += fmt.Sprintf(", %.2f over the last doubling: the attention scores' s² term takes over", last)
+		growth += fmt.Sprintf(", %.2f over the last doubling", slope(sim[n-2], sim[n-1]))
+		if what == "seq" {
+			first, _ := scoresShare(s, int(sim[0].X))
+			last, _ := scoresShare(s, int(sim[n-1].X))
+			switch x := scoresCrossover(s); {
+			case x == 0:
+			case sim[n-1].X >= float64(x):
+				growth += fmt.Sprintf(": the attention scores' s² term, %.0f%% of the activations at s = %g, is %.0f%% at s = %g, the larger part from s = %d on", 100*first, sim[0].X, 100*last, sim[n-1].X, x)
+			default:
+				growth += fmt.Sprintf(": the attention scores' s² term is %.0f%% of the activations at s = %g, still the smaller part (the larger from s = %d)", 100*last, sim[n-1].X, x)
+			}
 		}
 	}
 	return "Both axes logarithmic (a slope of 1 is linear growth): " + strings.Join(parts, ", ") + growth + "."
@@ -455,6 +730,63 @@ func checkpointCaption(r *SweepReport) string {
 		}
 	}
 	return c + "."
+}
+
+// peakShare is what a row's peak holds, in three parts: the model states,
+// the activations and the rest (temporaries, workspace).
+func peakShare(row SweepRow) (states, acts, other int64) {
+	for c, v := range row.AtPeak {
+		switch {
+		case c.ModelState():
+			states += v
+		case c == cuda.Activations:
+			acts += v
+		default:
+			other += v
+		}
+	}
+	return
+}
+
+// checkpointPeaksCaption says, from the sweep's numbers, what sets the
+// peak and how far the policies move it: the peak itself, not the
+// activations alone (captions of activations only made checkpointing look
+// far more useful than it is when the model states set the peak).
+func checkpointPeaksCaption(r *SweepReport) string {
+	if len(r.Rows) == 0 {
+		return ""
+	}
+	none, lowest := r.Rows[0], r.Rows[0]
+	for _, row := range r.Rows[1:] {
+		if row.SimulatedPeak < lowest.SimulatedPeak {
+			lowest = row
+		}
+	}
+	states, acts, other := peakShare(none)
+	c := fmt.Sprintf("Each policy's simulated step peak, stacked by what it holds at that moment. Under %s the peak is %s: model states %s (%.0f%%), activations %s (%.0f%%), the rest %s.",
+		none.Policy, model.GiB(none.SimulatedPeak), model.GiB(states), 100*float64(states)/float64(none.SimulatedPeak),
+		model.GiB(acts), 100*float64(acts)/float64(none.SimulatedPeak), model.GiB(other))
+	if lowest.Policy != none.Policy {
+		ls, la, _ := peakShare(lowest)
+		c += fmt.Sprintf(" The lowest peak, %s's, is %s: %s less (%s), while its activations at the peak fall from %s to %s; the model states (%s) stay, so no policy can take the peak below them.",
+			lowest.Policy, model.GiB(lowest.SimulatedPeak), model.GiB(none.SimulatedPeak-lowest.SimulatedPeak),
+			pct(float64(lowest.SimulatedPeak)/float64(none.SimulatedPeak)-1), model.GiB(acts), model.GiB(la), model.GiB(ls))
+	}
+	var dom []string
+	for _, row := range r.Rows {
+		if row.DominatedBy != "" {
+			dom = append(dom, row.Policy+" (by "+row.DominatedBy+")")
+		}
+	}
+	if len(dom) > 0 {
+		c += " Dominated, another policy reaching a peak no higher with no more activations and no more recompute: " + strings.Join(dom, ", ") + "."
+	}
+	return c
+}
+
+// checkpointTableCaption says what the sweep's table holds.
+func checkpointTableCaption(r *SweepReport) string {
+	return "Every checkpoint policy: its activations at their peak by each formula, simulated and measured; the step's peak (simulated; the measured peak equals it) and what it holds at that moment; the recompute FLOPs the policy adds (Korthikanti et al. 2022, Appendix A) and, when measured, its step time. A policy is dominated when another reaches a peak no higher, keeps no more activations and recomputes no more."
 }
 
 // scanPoint is u's estimate, its simulation's statistics and, when the
@@ -527,13 +859,44 @@ func siteStages(s model.Setup, o SiteOptions) (Section, error) {
 	if err != nil {
 		return Section{}, err
 	}
-	t := SiteTable{ID: "zero", Caption: fmt.Sprintf("Every data-parallel setting over %d ranks, simulated: the largest rank's model states beside the ZeRO paper's, its activations, gathered weights and staging, its peak, and the bytes it sends a step beside the paper's ring volume. Each ZeRO stage shards one more model state.", n),
-		Header: []string{"setting", "model states", "zero_paper model states", "activations", "gathered", "comm", "peak allocated", "peak reserved", "sent a step", "zero_paper ring bytes"}}
+	t := SiteTable{ID: "zero", Caption: stagesCaption(r, n),
+		Header: []string{"setting", "model states", "zero_paper model states", "beyond the paper", "activations", "gathered", "comm", "peak allocated", "peak reserved", "sent a step", "zero_paper ring bytes"}}
 	for _, row := range r.Rows {
-		t.Rows = append(t.Rows, []any{row.Setting, row.ModelStates, bytesCell(row.PaperStates), row.Peaks[cuda.Activations], row.Peaks[cuda.Gathered], row.Peaks[cuda.Comm],
+		beyond := any("-")
+		if row.PaperStates != nil {
+			beyond = row.ModelStates - *row.PaperStates
+		}
+		t.Rows = append(t.Rows, []any{row.Setting, row.ModelStates, bytesCell(row.PaperStates), beyond, row.Peaks[cuda.Activations], row.Peaks[cuda.Gathered], row.Peaks[cuda.Comm],
 			row.PeakAllocated, row.PeakReserved, row.SentBytes, bytesCell(row.PaperRingBytes)})
 	}
 	return Section{ID: "zero", Title: fmt.Sprintf("ZeRO stages over %d ranks", n), Intro: fmt.Sprintf("trainmem simulate --ranks %d --sweep zero.", n), Tables: []SiteTable{t}}, nil
+}
+
+// stagesCaption says what the stage table shows, from its numbers: what
+// each stage shards, and why the simulated model states of ZeRO-2 and 3
+// stand above the paper's (the gradients in flight, which the paper does
+// not count), down to ZeRO-2 holding more than ZeRO-1 when they outweigh
+// what it shards.
+func stagesCaption(r *StagesReport, n int) string {
+	rows := map[string]StageRow{}
+	for _, row := range r.Rows {
+		rows[row.Setting] = row
+	}
+	z1, z2, z3 := rows[zero.Setting{Stage: 1}.String()], rows[zero.Setting{Stage: 2}.String()], rows[zero.Setting{Stage: 3}.String()]
+	beyond := func(row StageRow) int64 {
+		if row.PaperStates == nil {
+			return 0
+		}
+		return row.ModelStates - *row.PaperStates
+	}
+	c := fmt.Sprintf("Every data-parallel setting over %d ranks, simulated: the largest rank's model states beside the ZeRO paper's (Rajbhandari et al. 2020, Table 1: ZeRO-1 shards the optimizer states, ZeRO-2 the gradients too, ZeRO-3 the parameters too), its activations, gathered weights and staging, its peak, and the bytes it sends a step beside the paper's ring volume.", n)
+	c += fmt.Sprintf(" The paper counts a rank's 1/%d share of each sharded state and nothing in flight; a real schedule holds more. ZeRO-2 reduce-scatters the gradients a bucket at a time, a bucket being whole gradients (a tensor larger than the bucket, such as a tied embedding, goes alone), so beside its shard it holds the bucket in flight: %s beyond the paper here.", n, model.GiB(beyond(z2)))
+	c += fmt.Sprintf(" ZeRO-3 holds a unit's full gradients until their reduce-scatter (%s beyond the paper) and gathers one unit's weights at a time (the gathered column, %s).", model.GiB(beyond(z3)), model.GiB(z3.Peaks[cuda.Gathered]))
+	if z1.PaperStates != nil && z2.PaperStates != nil && z2.ModelStates > z1.ModelStates {
+		c += fmt.Sprintf(" On this model the gradients in flight (%s) outweigh the %d/%d of the gradients ZeRO-2 shards away (%s), so its model states stand above ZeRO-1's (%s against %s); its peak is %s against ZeRO-1's %s.",
+			model.GiB(beyond(z2)), n-1, n, model.GiB(*z1.PaperStates-*z2.PaperStates), model.GiB(z2.ModelStates), model.GiB(z1.ModelStates), model.GiB(z2.PeakAllocated), model.GiB(z1.PeakAllocated))
+	}
+	return c
 }
 
 func sitePresets(s model.Setup, o SiteOptions) (Section, error) {
@@ -562,7 +925,40 @@ func sitePresets(s model.Setup, o SiteOptions) (Section, error) {
 		t.Rows = append(t.Rows, row)
 		o.progress("report: preset %s simulated", name)
 	}
-	return Section{ID: "presets", Title: "Scaling up over the presets", Intro: "From tiny to 6B parameters, simulated without running.", Tables: []SiteTable{t}}, nil
+	return Section{ID: "presets", Title: "Scaling up over the presets", Intro: presetsIntro(t), Tables: []SiteTable{t}}, nil
+}
+
+// presetsIntro names the table's span from its rows: the smallest and the
+// largest preset and their parameters (it said "tiny to 6B" over a table
+// that ended at 8B).
+func presetsIntro(t SiteTable) string {
+	if len(t.Rows) == 0 {
+		return ""
+	}
+	lo, hi := t.Rows[0], t.Rows[0]
+	for _, r := range t.Rows[1:] {
+		if r[1].(int64) < lo[1].(int64) {
+			lo = r
+		}
+		if r[1].(int64) > hi[1].(int64) {
+			hi = r
+		}
+	}
+	return fmt.Sprintf("Every preset, from %s (%s parameters) to %s (%s), simulated without running.", lo[0], shortCount(lo[1].(int64)), hi[0], shortCount(hi[1].(int64)))
+}
+
+// shortCount is a count in three significant digits and a suffix: 124M,
+// 8.03B.
+func shortCount(n int64) string {
+	for _, u := range []struct {
+		div  float64
+		name string
+	}{{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}} {
+		if float64(n) >= u.div {
+			return strconv.FormatFloat(float64(n)/u.div, 'g', 3, 64) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func renderSVG(f figure) ([]byte, error) {
@@ -722,7 +1118,9 @@ func (t SiteTable) writeJSON(w io.Writer) error {
 // writeHTML writes index.html: self-contained (inline CSS and SVG, no
 // network), every table with links to its CSV and JSON, every figure with
 // its caption. A script on load checks that every figure drew, and puts
-// the count in the page's data-figures attribute (the tests read it).
+// the count in the page's data-figures attribute, and counts the table
+// cells whose text wrapped onto a second line in data-wrapped (the tests
+// read both).
 func (site *Site) writeHTML(w io.Writer) error {
 	var b strings.Builder
 	esc := html.EscapeString
@@ -733,9 +1131,11 @@ func (site *Site) writeHTML(w io.Writer) error {
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.45}
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;text-align:right}
+td{white-space:nowrap}.wide{overflow-x:auto}
+figure svg text{font-family:"Liberation Sans",Arial,Helvetica,sans-serif!important}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 figure{margin:1.5em 0}figcaption,.caption{color:#555;font-size:.92em;max-width:60em}
-svg{max-width:100%;height:auto}nav a{margin-right:1em}.notes li{margin:.2em 0}
+svg{max-width:100%;height:auto}nav a{margin-right:1em}.notes li{margin:.2em 0}.notes summary{cursor:pointer;color:#333}
 </style></head><body data-figures="pending">
 `)
 	fmt.Fprintf(&b, "<h1>trainmem report: %s</h1>\n<p>%s; micro-batch %d, sequence %d, %s, %s, checkpoint %s. %s</p>\n<nav>",
@@ -745,10 +1145,18 @@ svg{max-width:100%;height:auto}nav a{margin-right:1em}.notes li{margin:.2em 0}
 		fmt.Fprintf(&b, `<a href="#%s">%s</a>`, sec.ID, esc(sec.Title))
 	}
 	b.WriteString("</nav>\n")
+	figure := func(f SiteFigure) {
+		fmt.Fprintf(&b, "<figure id=\"%s\">\n%s\n<figcaption>%s</figcaption></figure>\n", f.ID, f.SVG, esc(f.Caption))
+	}
 	for _, sec := range site.Sections {
 		fmt.Fprintf(&b, "<section id=\"%s\"><h2>%s</h2>\n<p>%s</p>\n", sec.ID, esc(sec.Title), esc(sec.Intro))
+		for _, f := range sec.Figures {
+			if f.Lead {
+				figure(f)
+			}
+		}
 		for _, t := range sec.Tables {
-			fmt.Fprintf(&b, "<p class=\"caption\">%s (<a href=\"%s.csv\">CSV</a>, <a href=\"%s.json\">JSON</a>)</p>\n<table><tr>", esc(t.Caption), t.ID, t.ID)
+			fmt.Fprintf(&b, "<p class=\"caption\">%s (<a href=\"%s.csv\">CSV</a>, <a href=\"%s.json\">JSON</a>)</p>\n<div class=\"wide\"><table><tr>", esc(t.Caption), t.ID, t.ID)
 			for _, h := range t.Header {
 				fmt.Fprintf(&b, "<th>%s</th>", esc(h))
 			}
@@ -760,17 +1168,19 @@ svg{max-width:100%;height:auto}nav a{margin-right:1em}.notes li{margin:.2em 0}
 				}
 				b.WriteString("</tr>\n")
 			}
-			b.WriteString("</table>\n")
+			b.WriteString("</table></div>\n")
+		}
+		for _, f := range sec.Figures {
+			if !f.Lead {
+				figure(f)
+			}
 		}
 		if len(sec.Notes) > 0 {
-			b.WriteString("<ul class=\"notes\">")
+			fmt.Fprintf(&b, "<details class=\"notes\"><summary>Why the numbers differ: %d explanations</summary><ul>", len(sec.Notes))
 			for _, n := range sec.Notes {
 				fmt.Fprintf(&b, "<li>%s</li>", esc(n))
 			}
-			b.WriteString("</ul>\n")
-		}
-		for _, f := range sec.Figures {
-			fmt.Fprintf(&b, "<figure id=\"%s\">\n%s\n<figcaption>%s</figcaption></figure>\n", f.ID, f.SVG, esc(f.Caption))
+			b.WriteString("</ul></details>\n")
 		}
 		b.WriteString("</section>\n")
 	}
@@ -781,6 +1191,9 @@ window.addEventListener("load", function () {
   var imgs = document.querySelectorAll("img"), broken = 0;
   imgs.forEach(function (im) { if (!im.complete || im.naturalWidth === 0) broken++; });
   document.body.setAttribute("data-figures", broken === 0 && drawn === figs.length ? "ok " + drawn : "broken " + (figs.length - drawn + broken));
+  var wrapped = 0, range = document.createRange();
+  document.querySelectorAll("td").forEach(function (cell) { range.selectNodeContents(cell); if (range.getClientRects().length > 1) wrapped++; });
+  document.body.setAttribute("data-wrapped", String(wrapped));
 });
 </script>
 </body></html>

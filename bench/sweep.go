@@ -41,13 +41,22 @@ type SweepRow struct {
 	Simulated     int64                   `json:"simulated"`      // activation bytes
 	Measured      *int64                  `json:"measured"`       // activation bytes; null when not measured
 	SimulatedPeak int64                   `json:"simulated_peak"` // peak allocated bytes
-	MeasuredPeak  *int64                  `json:"measured_peak"`
-	StepMs        *float64                `json:"step_ms"`
-	RecomputeMs   *float64                `json:"recompute_ms"`
-	Overhead      *float64                `json:"overhead"` // step time / none's − 1; null without none or a measurement
+	// AtPeak is what the simulated peak holds: each category's allocated
+	// bytes at that moment (they sum to SimulatedPeak), so that what sets
+	// a policy's peak shows beside what the policy saves.
+	AtPeak       map[cuda.Category]int64 `json:"simulated_at_peak"`
+	MeasuredPeak *int64                  `json:"measured_peak"`
+	StepMs       *float64                `json:"step_ms"`
+	RecomputeMs  *float64                `json:"recompute_ms"`
+	Overhead     *float64                `json:"overhead"` // step time / none's − 1; null without none or a measurement
 	// RecomputeFraction is the estimate's extra FLOPs over a step's
 	// (Korthikanti et al. 2022, Appendix A; Narayanan et al. 2021).
 	RecomputeFraction float64 `json:"recompute_flop_fraction"`
+	// DominatedBy names a policy that reaches a peak no higher, keeps no
+	// more activations and recomputes no more FLOPs, one of them strictly
+	// less (the first such in the sweep's order; "" when none does): a
+	// policy no one should choose.
+	DominatedBy string `json:"dominated_by,omitempty"`
 
 	simReserved int64 // the simulation's peak reserved bytes
 }
@@ -136,12 +145,18 @@ func Sweep(ctx context.Context, newDevice func() (cuda.Device, error), o Options
 		}
 		row := SweepRow{Policy: pol.String(), SegmentLayers: pol.Segment(s.Model.Layers), Estimate: map[model.Formula]int64{},
 			Simulated: st.CategoryRequested[cuda.Activations].Peak, SimulatedPeak: st.AllocatedBytes.Peak,
-			RecomputeFraction: e.Recompute.Fraction, simReserved: st.ReservedBytes.Peak}
+			RecomputeFraction: e.Recompute.Fraction, simReserved: st.ReservedBytes.Peak, AtPeak: map[cuda.Category]int64{}}
+		for _, c := range cuda.Categories() {
+			if st.AtPeak[c] != 0 {
+				row.AtPeak[c] = st.AtPeak[c]
+			}
+		}
 		for _, a := range e.Activations {
 			row.Estimate[a.Formula] = a.Total
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	markDominated(rep.Rows)
 	o.progress("sweep: %d policies estimated and simulated", len(pols))
 	if newDevice == nil {
 		return rep, nil
@@ -225,6 +240,24 @@ func Sweep(ctx context.Context, newDevice func() (cuda.Device, error), o Options
 		}
 	}
 	return rep, nil
+}
+
+// markDominated sets each row's DominatedBy from the simulated peaks and
+// activations and the estimate's recompute FLOPs (exact and the same on
+// every run: the measured peaks equal the simulated, and the step times'
+// noise would make the judgement change from run to run).
+func markDominated(rows []SweepRow) {
+	for i := range rows {
+		p := &rows[i]
+		for _, q := range rows {
+			noWorse := q.SimulatedPeak <= p.SimulatedPeak && q.Simulated <= p.Simulated && q.RecomputeFraction <= p.RecomputeFraction
+			better := q.SimulatedPeak < p.SimulatedPeak || q.Simulated < p.Simulated || q.RecomputeFraction < p.RecomputeFraction
+			if noWorse && better {
+				p.DominatedBy = q.Policy
+				break
+			}
+		}
+	}
 }
 
 // rotation steps every policy's trainer once a step, starting one later

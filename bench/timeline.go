@@ -171,23 +171,21 @@ func timelineFigure(panels []TimelinePanel) (figure, error) {
 	base, top := timelineAxis(tls)
 	unit, uname := binaryUnit(top)
 	ymin := float64(base) / float64(unit)
-	ymax := ymin + (float64(top)-float64(base))/float64(unit)*1.3 // room for the peak's label and the phases' names
+	ymax := ymin + (float64(top)-float64(base))/float64(unit)*1.15 // room for the phases' names and the peak's mark
 	var plots [][]*plot.Plot
+	var legends [][]*plot.Legend
 	for i, p := range panels {
-		pl, err := timelinePlot(p.Title, tls[i], unit, uname, ymin, ymax, base)
+		pl, leg, err := timelinePlot(p.Title, tls[i], unit, uname, ymin, ymax, base)
 		if err != nil {
 			return figure{}, err
 		}
 		plots = append(plots, []*plot.Plot{pl})
+		legends = append(legends, []*plot.Legend{leg})
 	}
 	width, height := 10*vg.Inch, vg.Length(len(plots))*3*vg.Inch+vg.Inch/2
 	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Inch / 6, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
-	return figure{plots, tiles, width, height}, nil
+	return figure{plots: plots, tiles: tiles, width: width, height: height, legends: legends, legendWidth: 1.9 * vg.Inch}, nil
 }
-
-// legendRoom is the share of a timeline's x axis right of its last event,
-// where the legend stands.
-const legendRoom = 0.22
 
 // phaseLabels are the phases' names of a timeline: each phase named once,
 // at its widest run, when that run is wide enough to hold it and clear of
@@ -259,20 +257,23 @@ func peakLabel(tl Timeline) string {
 	return fmt.Sprintf("peak %s: %s", model.GiB(tl.PeakBytes), strings.Join(held, ", "))
 }
 
-// timelinePlot is one panel: its y axis from ymin to ymax (in unit), base
-// the bytes below ymin.
-func timelinePlot(title string, tl Timeline, unit int64, uname string, ymin, ymax float64, base int64) (*plot.Plot, error) {
+// timelinePlot is one panel and its legend (drawn beside it): its y axis
+// from ymin to ymax (in unit), base the bytes below ymin; its title says
+// what the peak holds, and a dashed line marks where it falls.
+func timelinePlot(title string, tl Timeline, unit int64, uname string, ymin, ymax float64, base int64) (*plot.Plot, *plot.Legend, error) {
 	p := plot.New()
+	leg := plot.NewLegend()
 	p.Title.Text = title
 	if base > 0 {
 		p.Title.Text = fmt.Sprintf("%s (the axis starts at %s: the model states below it)", title, model.GiB(base))
 	}
+	p.Title.Text += "\n" + peakLabel(tl)
 	p.X.Label.Text = "allocator events of the step (allocs and frees, in order)"
 	p.Y.Label.Text = uname + " allocated"
 	p.Y.Min, p.Y.Max = ymin, ymax
 	n := len(tl.Bytes)
 	last := float64(max(n-1, 1))
-	p.X.Min, p.X.Max = 0, last*(1+legendRoom)
+	p.X.Min, p.X.Max = 0, last
 	p.X.Tick.Marker = eventTicks{last}
 	// The phases, shaded behind, each named once at the top where a run of
 	// it is wide enough, and in the legend.
@@ -289,7 +290,7 @@ func timelinePlot(title string, tl Timeline, unit int64, uname string, ymin, yma
 			x0, x1 := float64(lo), float64(hi)
 			poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: ymin}, {X: x1, Y: ymin}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			poly.Color, poly.LineStyle.Width = c, 0
 			p.Add(poly)
@@ -331,57 +332,55 @@ func timelinePlot(title string, tl Timeline, unit int64, uname string, ymin, yma
 			}
 			poly, err := plotter.NewPolygon(pts)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			poly.Color, poly.LineStyle.Width = categoryColors[k%len(categoryColors)], 0
 			p.Add(poly)
-			p.Legend.Add(c.String(), poly)
+			leg.Add(c.String(), poly)
 		}
 		below = above
 	}
 	for _, sw := range phaseSwatches {
-		p.Legend.Add(sw.name+" (phase)", sw.poly)
+		leg.Add(sw.name+" (phase)", sw.poly)
 	}
-	// The peak: a line, and what it holds.
+	// The peak: a dashed line up to it, and the word "peak" beside its top,
+	// on the side with more room (what it holds is in the title).
 	peakX := float64(tl.Peak)
 	peakY := float64(tl.PeakBytes) / float64(unit)
 	line, err := plotter.NewLine(plotter.XYs{{X: peakX, Y: ymin}, {X: peakX, Y: peakY}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	line.Color, line.Width, line.Dashes = color.Black, vg.Points(1), []vg.Length{vg.Points(3), vg.Points(2)}
 	p.Add(line)
-	// The peak's label in the row above it, from the data's edge on the
-	// peak's side (the dashed line says where), so that it stays within
-	// the data's width, clear of the legend.
-	peak := len(labels.Labels)
-	labelX := 0.0
-	if peakX > last/2 {
-		labelX = last
+	peak, right := len(labels.Labels), peakX > last*0.85
+	labelX := peakX + last*0.006
+	if right {
+		labelX = peakX - last*0.006
 	}
-	labels.XYs = append(labels.XYs, plotter.XY{X: labelX, Y: peakY + (ymax-ymin)*0.05})
-	labels.Labels = append(labels.Labels, peakLabel(tl))
+	labels.XYs = append(labels.XYs, plotter.XY{X: labelX, Y: peakY + (ymax-ymin)*0.02})
+	labels.Labels = append(labels.Labels, "peak")
 	lb, err := plotter.NewLabels(labels)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range lb.TextStyle {
 		lb.TextStyle[i].XAlign = draw.XCenter
-		if i == peak && labelX > 0 {
-			lb.TextStyle[i].XAlign = draw.XRight
-		} else if i == peak {
+		if i == peak {
 			lb.TextStyle[i].XAlign = draw.XLeft
+			if right {
+				lb.TextStyle[i].XAlign = draw.XRight
+			}
 		}
 	}
 	p.Add(lb)
-	p.Legend.Left, p.Legend.Top = false, true // right of the last event: no data there
-	p.Legend.YOffs = -vg.Points(14)           // below the phases' names
-	p.Legend.Padding = vg.Points(2.5)         // rows a line apart: 12-point names on 10-point rows touched
+	leg.Top, leg.Left = true, true
+	leg.Padding = vg.Points(2.5) // rows a line apart: 12-point names on 10-point rows touched
 	// The axes last: adding a plotter widens them to its data (the stacks
 	// start at 0, below a raised axis).
-	p.X.Min, p.X.Max = 0, last*(1+legendRoom)
+	p.X.Min, p.X.Max = 0, last
 	p.Y.Min, p.Y.Max = ymin, ymax
-	return p, nil
+	return p, &leg, nil
 }
 
 // eventTicks marks a timeline's x axis at round event counts up to its

@@ -51,16 +51,22 @@ func TestReport(t *testing.T) {
 		if err != nil || len(doc.Rows) != len(recs)-1 || len(doc.Columns) != len(recs[0]) {
 			t.Errorf("%s.json: %v, %d rows against the CSV's %d", id, err, len(doc.Rows), len(recs)-1)
 		}
-		if id == "batch" || id == "seq" { // measured and simulated activations agree at every point
+		if id == "batch" || id == "seq" { // measured and simulated activations agree at every point measured
 			for _, row := range doc.Rows {
+				if id == "seq" && row["sequence s"].(float64) > 64 { // past tiny's context: simulated only
+					if row["measured"] != nil {
+						t.Errorf("seq %v: measured past the context", row["sequence s"])
+					}
+					continue
+				}
 				if row["measured"] == nil || row["measured"] != row["simulated"] {
 					t.Errorf("%s: measured %v, simulated %v", id, row["measured"], row["simulated"])
 				}
 			}
 		}
 	}
-	if n := bytes.Count(page, []byte("<figure")); n != 5 || bytes.Count(page, []byte("<svg")) != 5 {
-		t.Errorf("index.html has %d figures, want 5 inline SVGs", n)
+	if n := bytes.Count(page, []byte("<figure")); n != 7 || bytes.Count(page, []byte("<svg")) != 7 {
+		t.Errorf("index.html has %d figures, want 7 inline SVGs", n)
 	}
 	if bytes.Contains(page, []byte("http://")) && !bytes.Contains(page, []byte("http://www.w3.org/")) || bytes.Contains(page, []byte("https://")) {
 		t.Error("index.html reaches the network")
@@ -128,9 +134,13 @@ func TestReportInChromium(t *testing.T) {
 		}
 	}
 	dom, logs := run("--dump-dom")
-	if !strings.Contains(dom, `data-figures="ok 5"`) {
+	if !strings.Contains(dom, `data-figures="ok 7"`) {
 		i := strings.Index(dom, "data-figures")
-		t.Errorf("the page's check says %q, want every one of 5 figures drawn and every image loaded", dom[max(i, 0):min(i+30, len(dom))])
+		t.Errorf("the page's check says %q, want every one of 7 figures drawn and every image loaded", dom[max(i, 0):min(i+30, len(dom))])
+	}
+	if !strings.Contains(dom, `data-wrapped="0"`) { // numbers wrapped inside their cells
+		i := strings.Index(dom, "data-wrapped")
+		t.Errorf("the page's check says %q, want no table cell wrapped", dom[max(i, 0):min(i+20, len(dom))])
 	}
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, "CONSOLE") && (strings.Contains(line, "rror") || strings.Contains(line, "Uncaught")) {
