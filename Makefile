@@ -51,7 +51,7 @@ test-mpi: build-mpi
 	TRAINMEM_MPI_BIN=$(CURDIR)/bin/trainmem-mpi $(MPI_ENV) $(GO) test -tags trainmem_mpi -count=1 -run 'TestMPI' ./cmd/trainmem
 	$(MPI_ENV) $(GO) test -tags trainmem_mpi -count=1 -run 'TestMPI' ./zero
 
-# ---- CUDA (docs/architecture.md, "The CUDA device"; README, "CUDA").
+# ---- CUDA (docs/architecture.md, "The CUDA device"; docs/guide.md, "CUDA").
 # The build kit comes from scripts/install-cuda-kit.sh (into .cudakit, no
 # GPU needed). The cuda build of trainmem starts on any machine; --device
 # cuda needs an NVIDIA driver and GPU at run time.

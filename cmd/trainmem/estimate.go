@@ -38,7 +38,7 @@ example: trainmem estimate --preset gpt2-xl --batch 32 --seq 1000 --precision fp
 
 func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("estimate", flag.ContinueOnError)
-	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1})
+	sf := addSetupFlags(fs, setupOptions{batch: 1})
 	cf := addClusterFlags(fs)
 	var formula model.Formula
 	formulaVar(fs, &formula, "counted in total_bytes")

@@ -44,13 +44,13 @@ example: trainmem fit --preset 6b --seq 2048 --precision bf16 --checkpoint selec
 
 func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
-	sf := addSetupFlags(fs, setupOptions{parallel: true, batch: 1, batchHelp: "micro-batch per rank, `b`: with it, fit finds the fewest ranks for it (default: fit searches the largest micro-batch)"})
+	sf := addSetupFlags(fs, setupOptions{batch: 1, batchHelp: "micro-batch per rank, `b`: with it, fit finds the fewest ranks for it (default: fit searches the largest micro-batch)"})
 	memory := int64(-1)
 	parsedVar(fs, &memory, "memory", "memory a rank has, e.g. 80GiB, 24GB, 1.5e10 (required)", parseMemory)
 	var formula model.Formula
 	formulaVar(fs, &formula, "to fit by")
 	gpus := 0
-	fs.IntVar(&gpus, "gpus", 0, "GPUs, `G`: find the smallest tensor × pipeline layout of G GPUs (the data-parallel ranks the rest) whose every rank fits --memory, at --batch (default 1)")
+	fs.IntVar(&gpus, "gpus", 0, "GPUs, `G`: the smallest tensor × pipeline layout of G GPUs whose every rank fits --memory")
 	cf := addClusterFlags(fs)
 	format := newFormatFlag(fs, "text", "json", "csv")
 	if stop, err := parseFlags(fs, args, stderr, fitSynopsis); stop {

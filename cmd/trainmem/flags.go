@@ -111,7 +111,7 @@ func parsedVar[T any](fs *flag.FlagSet, p *T, name, usage string, parse func(str
 // ("to fit by").
 func formulaVar(fs *flag.FlagSet, p *model.Formula, purpose string) {
 	*p = model.Korthikanti
-	parsedVar(fs, p, "formula", "activation formula "+purpose+": zero_paper, korthikanti or trainmem (the implementation-exact count, equal to the simulation) (default korthikanti)", model.ParseFormula)
+	parsedVar(fs, p, "formula", "activation formula "+purpose+": zero_paper, korthikanti or trainmem (the exact one) (default korthikanti)", model.ParseFormula)
 }
 
 // formatFlag is --format: text (for people, the default) or another of the

@@ -42,7 +42,7 @@ same command; rank 0 prints the report, with every rank's memory and traffic:
 
 func addLaunchFlags(fs *flag.FlagSet) *launchFlags {
 	f := &launchFlags{fs: fs, getenv: os.Getenv}
-	fs.StringVar(&f.backend, "backend", "", "what moves the ranks' data: inproc (every rank in this process), tcp (one process a rank, over TCP), mpi (one process a rank, over MPI: the MPI build, make build-mpi), nccl (GPUs, in one process or one a process: the CUDA build) (default: nccl with --device cuda; else inproc alone, mpi under mpirun in the MPI build, tcp under another launcher)")
+	fs.StringVar(&f.backend, "backend", "", "what moves the ranks' data: inproc, tcp, mpi or nccl (default: from the device and the launcher)")
 	intVar(fs, &f.rank, "rank", 0, "this process's `rank`, with --world and --init, for ranks started by hand (default: the launcher's)")
 	intVar(fs, &f.world, "world", 0, "the number of processes, `N`, one a rank, with --rank (default: the launcher's)")
 	fs.StringVar(&f.init, "init", "", "the rendezvous, tcp://`host:port`, where rank 0 listens (default: MASTER_ADDR and MASTER_PORT)")

@@ -55,3 +55,41 @@ func TestREADMEMemoryTable(t *testing.T) {
 	}
 	t.Errorf("README.md's memory table is not what `trainmem train` prints (go test ./cmd/trainmem -run TestREADMEMemoryTable -update rewrites it after review):\n--- prints\n%s--- README\n%s", table, have)
 }
+
+// Every subcommand's -h gives each flag one line of help (they ran to 500
+// characters), points to the guide, and the guide explains every flag
+// (docs/guide.md names each as --name).
+func TestFlagsHelp(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "guide.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range commandNames() {
+		if name == "help" {
+			continue
+		}
+		_, help, code := runArgs(t, name, "-h")
+		if code != 0 {
+			t.Errorf("%s -h: exit %d", name, code)
+			continue
+		}
+		if !strings.Contains(help, guideFlags) {
+			t.Errorf("%s -h does not point to %s", name, guideFlags)
+		}
+		flag := ""
+		for _, line := range strings.Split(help, "\n") {
+			if f, ok := strings.CutPrefix(line, "  -"); ok {
+				flag = strings.Fields(f)[0]
+				if !strings.Contains(string(guide), "--"+flag) {
+					t.Errorf("%s --%s: docs/guide.md does not explain it", name, flag)
+				}
+				continue
+			}
+			if u, ok := strings.CutPrefix(line, "    \t"); ok {
+				if n := len([]rune(u)); n > 150 {
+					t.Errorf("%s --%s: %d characters of help, want one line of at most 150 (the rest in the guide)", name, flag, n)
+				}
+			}
+		}
+	}
+}

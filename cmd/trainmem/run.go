@@ -173,7 +173,7 @@ subcommands:
 		fmt.Fprintf(tw, "  %s\t%s\n", n, commands[n].summary)
 	}
 	tw.Flush()
-	fmt.Fprint(w, "\nRun 'trainmem help <subcommand>' or 'trainmem <subcommand> -h' for its flags.\n")
+	fmt.Fprint(w, "\nRun 'trainmem help <subcommand>' or 'trainmem <subcommand> -h' for its flags; docs/guide.md is the user guide.\n")
 }
 
 // parseFlags parses a subcommand's flags. stop says the subcommand has
@@ -199,7 +199,7 @@ func parseFlagsArg(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis, 
 			if argName != "" {
 				usage += " " + argName
 			}
-			fmt.Fprintf(stderr, "%s\n\n%s\n\nflags:\n", usage, synopsis)
+			fmt.Fprintf(stderr, "%s\n\n%s\n\nflags (each explained at length in %s):\n", usage, synopsis, guideFlags)
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
 			return "", true, nil
@@ -207,7 +207,7 @@ func parseFlagsArg(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis, 
 		if err != nil {
 			// A flag that belongs to another subcommand says so.
 			if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
-				if why, ok := elsewhere[strings.TrimPrefix(name, "-")]; ok {
+				if why, ok := elsewhere(fs.Name(), strings.TrimPrefix(name, "-")); ok {
 					return "", true, usagef("--%s: %s", strings.TrimPrefix(name, "-"), why)
 				}
 			}

@@ -64,18 +64,45 @@ type setupFlags struct {
 	base *model.Config
 }
 
-// setupOptions say which setup flags a subcommand has and their defaults.
+// setupScope is which of the setup's flags a subcommand takes: every
+// subcommand takes the model's and one device's; the ones that run ranks
+// take the layouts' too, as the ones that estimate take theirs.
+type setupScope uint8
+
+const (
+	scopeDevice   setupScope = 1 << iota // one device: every setup subcommand
+	scopeRun                             // layouts run rank by rank: simulate, train, validate
+	scopeEstimate                        // layouts estimated, and --params: estimate, fit
+)
+
+// commandScopes are the subcommands with setup flags and what they take:
+// the one place that says so (the flags' table says which scope has
+// which flag, and a flag given to a subcommand without it names the ones
+// with it).
+var commandScopes = []struct {
+	name  string
+	scope setupScope
+}{
+	{"estimate", scopeDevice | scopeEstimate},
+	{"fit", scopeDevice | scopeEstimate},
+	{"simulate", scopeDevice | scopeRun},
+	{"train", scopeDevice | scopeRun},
+	{"validate", scopeDevice | scopeRun},
+	{"report", scopeDevice},
+}
+
+// scopeOf is the subcommand's scope.
+func scopeOf(command string) setupScope {
+	for _, c := range commandScopes {
+		if c.name == command {
+			return c.scope
+		}
+	}
+	return scopeDevice
+}
+
+// setupOptions say a subcommand's defaults for its setup flags.
 type setupOptions struct {
-	// parallel defines --params, --ranks, --zero, --tp, --pp and
-	// --sequence-parallel (estimate and fit); subcommands that run one
-	// device refuse them with the reason (see elsewhere).
-	parallel bool
-	// ranks defines --ranks, --zero, --data-parallel and --bucket-mb
-	// (simulate: the ranks are run); parallel implies the first two.
-	ranks bool
-	// tensor defines --tp with the ranks (simulate: the tensor-parallel
-	// ranks are run).
-	tensor bool
 	batch  int    // default micro-batch
 	seq    int    // default sequence length; 0: the model's context
 	preset string // what the default model is, for --preset's help; "" for none
@@ -84,58 +111,121 @@ type setupOptions struct {
 	batchHelp string
 }
 
-// addSetupFlags defines the model and setup flags on fs.
-func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
-	f := &setupFlags{fs: fs, checkpoint: model.Checkpoint{Kind: model.CheckpointNone}, ranks: 1, tp: 1, pp: 1, micro: 1}
-	preset := "model preset: " + strings.Join(model.PresetNames(), ", ")
-	if o.preset != "" {
-		preset += " (default " + o.preset + ")"
+// setupFlag is one flag of the setup: defined once, with a one-line help
+// (the longer explanation is in docs/guide.md, "Flags"), in the scopes
+// that take it.
+type setupFlag struct {
+	name  string
+	scope setupScope
+	help  string
+	// define puts the flag on fs, its value in f; o are the subcommand's
+	// defaults.
+	define func(fs *flag.FlagSet, f *setupFlags, name, help string, o setupOptions)
+}
+
+// intFlag is a setupFlag's define for an int field with a fixed default.
+func intFlag(field func(*setupFlags) *int, value int) func(*flag.FlagSet, *setupFlags, string, string, setupOptions) {
+	return func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		intVar(fs, field(f), name, value, help)
 	}
-	fs.StringVar(&f.preset, "preset", "", preset)
-	fs.StringVar(&f.hfConfig, "hf-config", "", "a Hugging Face `config.json` (model_type "+strings.Join(model.HFModelTypes, ", ")+") in place of a preset; a field this GPT-2/LLaMA cannot honour is refused by name, and the shape flags override its values")
-	intVar(fs, &f.layers, "layers", 0, "transformer layers, `L` (a custom shape, or overriding the preset's)")
-	intVar(fs, &f.hidden, "hidden", 0, "hidden size, `h`")
-	intVar(fs, &f.heads, "heads", 0, "attention heads, `a` (must divide the hidden size)")
-	intVar(fs, &f.kvHeads, "kv-heads", 0, "key and value heads, `K`, each shared by a/K query heads (grouped-query attention; must divide the heads; default: the heads, multi-head attention; 1 is multi-query)")
-	intVar(fs, &f.vocab, "vocab", 50257, "vocabulary, `V`, for a custom shape")
-	intVar(fs, &f.context, "context", 1024, "learned positions, `ctx` (the longest sequence), for a custom shape")
-	fs.BoolVar(&f.untied, "untied", false, "an output head of its own (V×h) instead of the tied token embedding; --untied=false ties it (default: the preset's choice, tied for a custom shape)")
-	parsedVar(fs, &f.norm, "norm", "the blocks' and the head's norm: layernorm (GPT-2's, a gain and a bias) or rmsnorm (LLaMA's, a gain alone) (default: the preset's, layernorm for a custom shape)", model.ParseNorm)
-	fs.Var(&f.bias, "bias", "biases in the linear layers, as GPT-2 has; --bias=false or --no-bias leaves them out, as LLaMA does (default: the preset's, biases for a custom shape)")
-	fs.BoolVar(&f.noBias, "no-bias", false, "no biases in the linear layers (--bias=false; a layer norm keeps its own)")
-	parsedVar(fs, &f.mlp, "mlp", "the blocks' MLP: gelu (GPT-2's fc, GELU, proj) or swiglu (LLaMA's gate and up projections, silu(gate)·up, down) (default: the preset's, gelu for a custom shape)", model.ParseMLP)
-	intVar(fs, &f.ffn, "ffn", 0, "the MLP's inner width, `F` (default: 4h for gelu; for swiglu LLaMA's 2/3·4h rounded up to a multiple of 256)")
-	parsedVar(fs, &f.positions, "positions", "learned (GPT-2's table of --context rows, added to the token embedding) or rope (LLaMA's rotary embedding of the queries and keys, no table) (default: the preset's, learned for a custom shape)", model.ParsePositions)
-	parsedVar(fs, &f.attention, "attention", "how the attention is computed: naive (the probabilities kept for backward, a·s² values a layer) or flash (FlashAttention, Dao et al. 2022: the fp32 row log-sum-exp kept, the probabilities recomputed in backward) (default: naive)", model.ParseAttention)
-	fs.Float64Var(&f.ropeTheta, "rope-theta", 0, "the rotary base θ with --positions rope (default 10000, LLaMA 2's; LLaMA 3 uses 500000)")
-	if o.batchHelp != "" {
-		intVar(fs, &f.batch, "batch", 0, o.batchHelp)
-		f.batchDefault = o.batch
-	} else {
-		intVar(fs, &f.batch, "batch", o.batch, "micro-batch per rank, `b`")
+}
+
+// parsedFlag is a setupFlag's define for a field parsed by parse.
+func parsedFlag[T any](field func(*setupFlags) *T, parse func(string) (T, error)) func(*flag.FlagSet, *setupFlags, string, string, setupOptions) {
+	return func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		parsedVar(fs, field(f), name, help, parse)
 	}
-	if o.seq > 0 {
-		intVar(fs, &f.seq, "seq", o.seq, "sequence length, `s` (at most the context)")
-	} else {
-		intVar(fs, &f.seq, "seq", 0, "sequence length, `s` (default: the model's context)")
+}
+
+// boolFlag is a setupFlag's define for a bool field, false by default.
+func boolFlag(field func(*setupFlags) *bool) func(*flag.FlagSet, *setupFlags, string, string, setupOptions) {
+	return func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.BoolVar(field(f), name, false, help)
 	}
-	parsedVar(fs, &f.precision, "precision", "fp32, or fp16 / bf16 for mixed precision (16-bit weights, gradients and activations, fp32 master weights and moments) (default fp32)", model.ParsePrecision)
-	parsedVar(fs, &f.mainGrads, "main-grads", "the kept gradients' type: weights (the working weights' type, 16-bit under mixed precision) or fp32 (an fp32 buffer each backward kernel's 16-bit gradient is added into: Megatron-LM's main_grad, DeepSpeed's fp32 gradients; 2 bytes a parameter more, sharded as the gradients are, and reduced in fp32) (default weights)", model.ParseMainGrads)
-	parsedVar(fs, &f.offload, "offload", "none; optimizer: ZeRO-Offload (DeepSpeed's offload_optimizer=cpu): the fp32 master weights and moments of the parameters a rank updates in host memory, beside copies of their gradients and working weights; the host runs the update, and each step copies the gradients down and the updated weights up over PCIe; or params: with --zero 3, the rank's weight shard in host memory too (ZeRO-Infinity's offload_param), copied up at each gather (fp16 or bf16 only) (default none)", model.ParseOffload)
-	parsedVar(fs, &f.optimizer, "optimizer", "adam, adamw, sgd or momentum (default adam)", model.ParseOptimizer)
-	parsedVar(fs, &f.checkpoint, "checkpoint", "gradient checkpointing: "+model.CheckpointPolicies+" (default none)", model.ParseCheckpoint)
-	if o.ranks {
-		intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N`, each with a device of its own (simulated; measured in one process for validate, at most 8)")
-		intVar(fs, &f.zero, "zero", 0, "ZeRO `stage` over the ranks: 0 (DDP: gradients all-reduced in buckets), 1 (optimizer states sharded), 2 (gradients sharded too, reduce-scattered in buckets), 3 (weights sharded too, gathered unit by unit)")
-		fs.Func("data-parallel", "ps: the parameter server (gradients reduced to rank 0, which alone holds the optimizer states and updates; weights broadcast) instead of ZeRO", func(s string) error {
+}
+
+// guideFlags is where a flag's long explanation is.
+const guideFlags = "docs/guide.md, Flags"
+
+// setupFlags are every setup flag, in the order -h lists them (it sorts
+// them by name).
+var setupFlagTable = []setupFlag{
+	{"preset", scopeDevice, "model preset: ", func(fs *flag.FlagSet, f *setupFlags, name, help string, o setupOptions) {
+		help += strings.Join(model.PresetNames(), ", ")
+		if o.preset != "" {
+			help += " (default " + o.preset + ")"
+		}
+		fs.StringVar(&f.preset, name, "", help)
+	}},
+	{"hf-config", scopeDevice, "a Hugging Face `config.json` (model_type " + strings.Join(model.HFModelTypes, ", ") + ") in place of a preset", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.StringVar(&f.hfConfig, name, "", help)
+	}},
+	{"layers", scopeDevice, "transformer layers, `L` (a custom shape, or overriding the preset's)", intFlag(func(f *setupFlags) *int { return &f.layers }, 0)},
+	{"hidden", scopeDevice, "hidden size, `h`", intFlag(func(f *setupFlags) *int { return &f.hidden }, 0)},
+	{"heads", scopeDevice, "attention heads, `a` (must divide the hidden size)", intFlag(func(f *setupFlags) *int { return &f.heads }, 0)},
+	{"kv-heads", scopeDevice, "key and value heads, `K` (grouped-query attention; must divide the heads; default: the heads)", intFlag(func(f *setupFlags) *int { return &f.kvHeads }, 0)},
+	{"vocab", scopeDevice, "vocabulary, `V`, for a custom shape", intFlag(func(f *setupFlags) *int { return &f.vocab }, 50257)},
+	{"context", scopeDevice, "learned positions, `ctx` (the longest sequence), for a custom shape", intFlag(func(f *setupFlags) *int { return &f.context }, 1024)},
+	{"untied", scopeDevice, "an output head of its own instead of the tied token embedding (default: the preset's)", boolFlag(func(f *setupFlags) *bool { return &f.untied })},
+	{"norm", scopeDevice, "layernorm (GPT-2's) or rmsnorm (LLaMA's) (default: the preset's)", parsedFlag(func(f *setupFlags) *model.Norm { return &f.norm }, model.ParseNorm)},
+	{"bias", scopeDevice, "biases in the linear layers, as GPT-2 has (default: the preset's)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.Var(&f.bias, name, help)
+	}},
+	{"no-bias", scopeDevice, "no biases in the linear layers (--bias=false)", boolFlag(func(f *setupFlags) *bool { return &f.noBias })},
+	{"mlp", scopeDevice, "gelu (GPT-2's) or swiglu (LLaMA's) (default: the preset's)", parsedFlag(func(f *setupFlags) *model.MLP { return &f.mlp }, model.ParseMLP)},
+	{"ffn", scopeDevice, "the MLP's inner width, `F` (default: 4h for gelu, LLaMA's rule for swiglu)", intFlag(func(f *setupFlags) *int { return &f.ffn }, 0)},
+	{"positions", scopeDevice, "learned (GPT-2's table) or rope (LLaMA's rotary embedding) (default: the preset's)", parsedFlag(func(f *setupFlags) *model.Positions { return &f.positions }, model.ParsePositions)},
+	{"attention", scopeDevice, "naive (the probabilities kept) or flash (recomputed in backward) (default: naive)", parsedFlag(func(f *setupFlags) *model.Attention { return &f.attention }, model.ParseAttention)},
+	{"rope-theta", scopeDevice, "the rotary base θ with --positions rope (default 10000)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.Float64Var(&f.ropeTheta, name, 0, help)
+	}},
+	{"batch", scopeDevice, "micro-batch per rank, `b`", func(fs *flag.FlagSet, f *setupFlags, name, help string, o setupOptions) {
+		if o.batchHelp != "" {
+			intVar(fs, &f.batch, name, 0, o.batchHelp)
+			f.batchDefault = o.batch
+			return
+		}
+		intVar(fs, &f.batch, name, o.batch, help)
+	}},
+	{"seq", scopeDevice, "sequence length, `s`", func(fs *flag.FlagSet, f *setupFlags, name, help string, o setupOptions) {
+		if o.seq > 0 {
+			intVar(fs, &f.seq, name, o.seq, help+" (at most the context)")
+			return
+		}
+		intVar(fs, &f.seq, name, 0, help+" (default: the model's context)")
+	}},
+	{"precision", scopeDevice, "fp32, or fp16 / bf16 for mixed precision (default fp32)", parsedFlag(func(f *setupFlags) *model.Precision { return &f.precision }, model.ParsePrecision)},
+	{"main-grads", scopeDevice, "the kept gradients' type: weights (their type) or fp32 (Megatron-LM's main_grad) (default weights)", parsedFlag(func(f *setupFlags) *model.MainGrads { return &f.mainGrads }, model.ParseMainGrads)},
+	{"offload", scopeDevice, "none, optimizer (ZeRO-Offload) or params (with --zero 3, ZeRO-Infinity's) (default none)", parsedFlag(func(f *setupFlags) *model.Offload { return &f.offload }, model.ParseOffload)},
+	{"optimizer", scopeDevice, "adam, adamw, sgd or momentum (default adam)", parsedFlag(func(f *setupFlags) *model.Optimizer { return &f.optimizer }, model.ParseOptimizer)},
+	{"checkpoint", scopeDevice, "gradient checkpointing: " + model.CheckpointPolicies + " (default none)", parsedFlag(func(f *setupFlags) *model.Checkpoint { return &f.checkpoint }, model.ParseCheckpoint)},
+	{"params", scopeEstimate, "a parameter count for model states only, e.g. 7.5e9 or 7.5B (no shape)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.Func(name, help, func(s string) error {
+			n, err := model.ParseCount(s)
+			if err == nil && n == 0 {
+				err = fmt.Errorf("model: bad count %q: must be positive", s)
+			}
+			f.params = n
+			return err
+		})
+	}},
+	{"ranks", scopeRun | scopeEstimate, "data-parallel ranks, `N`", intFlag(func(f *setupFlags) *int { return &f.ranks }, 1)},
+	{"zero", scopeRun | scopeEstimate, "ZeRO `stage`: 0 (DDP), 1 (optimizer states sharded), 2 (+ gradients), 3 (+ weights)", intFlag(func(f *setupFlags) *int { return &f.zero }, 0)},
+	{"tp", scopeRun | scopeEstimate, "tensor-parallel ranks, `t`, Megatron-LM's split (must divide the heads)", intFlag(func(f *setupFlags) *int { return &f.tp }, 1)},
+	{"pp", scopeRun | scopeEstimate, "pipeline stages, `P` (at most the layers)", intFlag(func(f *setupFlags) *int { return &f.pp }, 1)},
+	{"sequence-parallel", scopeRun | scopeEstimate, "with --tp, split the layer norms' and dropouts' rows too (Korthikanti et al. 2022)", boolFlag(func(f *setupFlags) *bool { return &f.sequenceParallel })},
+	{"data-parallel", scopeRun, "ps: the parameter server instead of ZeRO", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.Func(name, help, func(s string) error {
 			if s != "ps" {
 				return fmt.Errorf("%q: unknown data-parallel setting (valid: ps; ZeRO stages are --zero)", s)
 			}
 			f.ps = true
 			return nil
 		})
-		fs.BoolVar(&f.prefetch, "prefetch", false, "with --zero 3: gather the next unit's weights as a pass first reads a unit (two units gathered at once)")
-		fs.Func("bucket-mb", "the gradient bucket of DDP and ZeRO-2, in MiB (default 25, PyTorch DDP's)", func(s string) error {
+	}},
+	{"prefetch", scopeRun, "with --zero 3: gather the next unit's weights ahead", boolFlag(func(f *setupFlags) *bool { return &f.prefetch })},
+	{"bucket-mb", scopeRun, "the gradient bucket of DDP and ZeRO-2, in MiB (default 25, PyTorch DDP's)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.Func(name, help, func(s string) error {
 			v, err := strconv.ParseFloat(s, 64)
 			if err != nil || !(v > 0) || v > 1<<40 {
 				return fmt.Errorf("%q: want a positive number of MiB", s)
@@ -143,33 +233,52 @@ func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
 			f.bucketBytes = int64(v * (1 << 20))
 			return nil
 		})
-		if o.tensor {
-			f.runsTensor = true
-			fs.BoolVar(&f.sequenceParallel, "sequence-parallel", false, "with --tp, split the residual stream, the layer norms and the additions by rows too (Korthikanti et al. 2022, Section 4.2.2): gathered before each column-parallel layer, reduce-scattered after each row-parallel one; b·s must be a multiple of t")
-			intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t`, of each data-parallel rank, each with a device of its own: Megatron-LM's split (each block's heads and MLP channels, the vocabulary of the token embedding, the head and the cross entropy); must divide the heads")
-			intVar(fs, &f.pp, "pp", 1, "pipeline stages, `P`, of each data-parallel rank, each with a device of its own: the blocks split into runs (L/P each, the first L mod P one more), the embedding on the first stage, the head and the loss on the last; activations and their gradients sent between neighbours")
-			intVar(fs, &f.micro, "micro-batches", 1, "micro-batches, `M`, of --batch a step: a pipeline's (its stages run them in --schedule's order), or gradient accumulation on one stage (each micro-batch's gradients added to the step's)")
-			parsedVar(fs, &f.schedule, "schedule", "the pipeline schedule: 1f1b (Narayanan et al. 2021, as Megatron-LM runs it: stage r keeps at most P-r micro-batches) or gpipe (every forward pass, then every backward pass: M kept) (default 1f1b)", model.ParsePipelineSchedule)
+	}},
+	{"micro-batches", scopeRun, "micro-batches, `M`, of --batch a step: a pipeline's, or gradient accumulation", intFlag(func(f *setupFlags) *int { return &f.micro }, 1)},
+	{"schedule", scopeRun, "the pipeline schedule: 1f1b or gpipe (default 1f1b)", parsedFlag(func(f *setupFlags) *model.PipelineSchedule { return &f.schedule }, model.ParsePipelineSchedule)},
+}
+
+// addSetupFlags defines on fs the setup flags of its subcommand's scope
+// (commandScopes, by fs's name), with o's defaults.
+func addSetupFlags(fs *flag.FlagSet, o setupOptions) *setupFlags {
+	f := &setupFlags{fs: fs, checkpoint: model.Checkpoint{Kind: model.CheckpointNone}, ranks: 1, tp: 1, pp: 1, micro: 1}
+	scope := scopeOf(fs.Name())
+	f.runsTensor = scope&scopeRun != 0
+	for _, d := range setupFlagTable {
+		if d.scope&scope != 0 {
+			d.define(fs, f, d.name, d.help, o)
 		}
-		return f
 	}
-	if !o.parallel {
-		return f
-	}
-	fs.Func("params", "parameter count for model states only, e.g. 7.5e9 or 7.5B (no shape, so "+strings.Join(paramsIgnore, ", ")+" are ignored)", func(s string) error {
-		n, err := model.ParseCount(s)
-		if err == nil && n == 0 {
-			err = fmt.Errorf("model: bad count %q: must be positive", s)
-		}
-		f.params = n
-		return err
-	})
-	intVar(fs, &f.ranks, "ranks", 1, "data-parallel ranks, `N` (ZeRO shards over them)")
-	intVar(fs, &f.zero, "zero", 0, "ZeRO `stage`: 0 (plain data parallel), 1 (optimizer states), 2 (+ gradients), 3 (+ weights)")
-	intVar(fs, &f.tp, "tp", 1, "tensor-parallel ranks, `t` (Megatron-LM; must divide the heads)")
-	intVar(fs, &f.pp, "pp", 1, "pipeline stages, `P`, at most the layers (1F1B with M ≥ P micro-batches; the blocks split L/P each, the first L mod P one more)")
-	fs.BoolVar(&f.sequenceParallel, "sequence-parallel", false, "with --tp, split the layer norms' and dropouts' activations too (Korthikanti et al. 2022)")
 	return f
+}
+
+// elsewhere is why a setup flag a subcommand does not take is refused:
+// the subcommands that take it, from commandScopes and the flags' table;
+// false for a name that is no setup flag.
+func elsewhere(command, name string) (string, bool) {
+	for _, d := range setupFlagTable {
+		if d.name != name {
+			continue
+		}
+		var run, est []string
+		for _, c := range commandScopes {
+			switch {
+			case c.scope&d.scope&scopeRun != 0:
+				run = append(run, c.name)
+			case c.scope&d.scope&scopeEstimate != 0:
+				est = append(est, c.name)
+			}
+		}
+		var ways []string
+		if len(run) > 0 {
+			ways = append(ways, "'trainmem "+strings.Join(run, "', 'trainmem ")+"' run it")
+		}
+		if len(est) > 0 {
+			ways = append(ways, "'trainmem "+strings.Join(est, "' and 'trainmem ")+"' estimate it")
+		}
+		return fmt.Sprintf("'trainmem %s' does not take it: %s (%s)", command, strings.Join(ways, "; "), guideFlags), true
+	}
+	return "", false
 }
 
 // paramsIgnore are the flags a parameter-only setup (--params) ignores:
@@ -196,22 +305,6 @@ func (f *setupFlags) noteIgnored(w io.Writer) {
 	if ig := f.ignoredByParams(); len(ig) > 0 {
 		fmt.Fprintf(w, "trainmem %s: note: --params counts model states only; %s ignored (they shape activations)\n", f.fs.Name(), strings.Join(ig, ", "))
 	}
-}
-
-// elsewhere are flags that belong to other subcommands, with the reason a
-// subcommand without them gives when one is passed.
-var elsewhere = map[string]string{
-	"params":            "a parameter count has no shape to run; it is estimated by 'trainmem estimate' and 'trainmem fit'",
-	"ranks":             "this subcommand runs one device; 'trainmem simulate --ranks N' and 'trainmem validate --ranks N' run data parallelism rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
-	"zero":              "this subcommand runs one device; 'trainmem simulate --ranks N --zero S' and 'trainmem validate --ranks N --zero S' run ZeRO rank by rank, and 'trainmem estimate' and 'trainmem fit' estimate it",
-	"data-parallel":     "this subcommand runs one device; 'trainmem simulate --ranks N --data-parallel ps' and 'trainmem validate' run the parameter server",
-	"prefetch":          "ZeRO-3's prefetch belongs to 'trainmem simulate', 'trainmem validate' and 'trainmem train' with --ranks N --zero 3",
-	"bucket-mb":         "gradient buckets belong to 'trainmem simulate' and 'trainmem validate' with --ranks N --zero 0 or --zero 2",
-	"tp":                "tensor parallelism is run rank by rank by 'trainmem simulate', 'trainmem train' and 'trainmem validate' with --tp T, and estimated by 'trainmem estimate' and 'trainmem fit'",
-	"pp":                "pipeline parallelism is run stage by stage by 'trainmem simulate', 'trainmem train' and 'trainmem validate' with --pp P, and estimated by 'trainmem estimate' and 'trainmem fit'",
-	"micro-batches":     "micro-batches belong to 'trainmem simulate', 'trainmem train' and 'trainmem validate'",
-	"schedule":          "the pipeline schedule belongs to 'trainmem simulate', 'trainmem train' and 'trainmem validate' with --pp P",
-	"sequence-parallel": "this subcommand runs one device; sequence parallelism is estimated by 'trainmem estimate' and 'trainmem fit'",
 }
 
 // set reports whether the named flag was given.
@@ -416,7 +509,7 @@ type clusterFlags struct {
 // addClusterFlags defines them on fs (estimate, fit, validate).
 func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	f := &clusterFlags{fs: fs}
-	intVar(fs, &f.c.GPUsPerNode, "gpus-per-node", 0, "GPUs a node, `G`, for the estimators that count per node (DeepSpeed's CPU memory a node); must divide ranks × tp × pp (default 8, or gcd(ranks × tp × pp, 8))")
+	intVar(fs, &f.c.GPUsPerNode, "gpus-per-node", 0, "GPUs a node, `G`, for DeepSpeed's CPU memory a node (default 8, or gcd(ranks × tp × pp, 8))")
 	fs.Func("buffer-factor", "DeepSpeed's additional_buffer_factor, the margin of its CPU estimates (default 1.5, DeepSpeed's)", func(s string) error {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(v > 0) || v > 1e6 {
@@ -425,7 +518,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 		f.c.BufferFactor = v
 		return nil
 	})
-	fs.Func("largest-layer", "with --params and --zero 3: the largest layer's parameters, e.g. 80.4M (DeepSpeed's largest_layer_params; a shape counts its own)", func(s string) error {
+	fs.Func("largest-layer", "with --params and --zero 3: DeepSpeed's largest_layer_params, e.g. 80.4M", func(s string) error {
 		n, err := model.ParseCount(s)
 		if err != nil || n < 1 {
 			return fmt.Errorf("%q: want a positive parameter count such as 80411200 or 80.4M", s)

@@ -45,7 +45,7 @@ examples:
 
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	sf := addSetupFlags(fs, setupOptions{batch: 1, ranks: true, tensor: true})
+	sf := addSetupFlags(fs, setupOptions{batch: 1})
 	var capacity int64
 	fs.Func("memory", "device capacity, e.g. 24GiB or 80GB (default: unlimited)", func(s string) error {
 		n, err := parseMemory(s)
@@ -60,7 +60,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	sweep := fs.String("sweep", "", "sweep: zero (with --ranks N: the parameter server and ZeRO-0 to 3 side by side)")
 	format := newFormatFlag(fs, "text", "json", "summary")
 	trace := addTraceFlag(fs)
-	gpu := fs.String("gpu", cuda.DefaultGPU, "the card whose roofline models the simulated clock: the step's predicted time and the trace's timeline ("+cuda.GPUKeys()+", or none), from its datasheet")
+	gpu := fs.String("gpu", cuda.DefaultGPU, "the card that times the simulated step: "+cuda.GPUKeys()+", or none")
 	var peakTFLOPS, bandwidth float64
 	fs.Float64Var(&peakTFLOPS, "peak-tflops", 0, "a roofline of your own: the peak in TFLOP/s of the run's products (with --bandwidth; instead of --gpu)")
 	fs.Float64Var(&bandwidth, "bandwidth", 0, "a roofline of your own: the memory bandwidth in GB/s (with --peak-tflops)")

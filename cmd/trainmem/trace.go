@@ -21,8 +21,8 @@ type traceFlag struct{ base, plot string }
 
 func addTraceFlag(fs *flag.FlagSet) *traceFlag {
 	t := &traceFlag{}
-	fs.StringVar(&t.base, "memory-trace", "", "write every allocator event of the last step (or of the one that ran out of memory) to `FILE`.pickle, PyTorch's memory snapshot (open it at pytorch.org/memory_viz), and FILE.json, a Chrome trace (ui.perfetto.dev), each atomically")
-	fs.StringVar(&t.plot, "plot-timeline", "", "draw the last step's memory over its allocator events, stacked by category, the phases shaded and the peak marked, to `FILE` ("+bench.PlotFormats+"), atomically")
+	fs.StringVar(&t.base, "memory-trace", "", "write the last step's allocator events to `FILE`.pickle (PyTorch's memory snapshot) and FILE.json (a Chrome trace)")
+	fs.StringVar(&t.plot, "plot-timeline", "", "draw the last step's memory by category over its allocator events to `FILE` ("+bench.PlotFormats+")")
 	return t
 }
 

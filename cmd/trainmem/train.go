@@ -76,12 +76,10 @@ type trainFlags struct {
 // runSetupOptions are the setup flags of the subcommands that run a step
 // (train, validate): one device, the tiny preset, batch 8 and sequence 64
 // (capped by the context) unless given.
-var runSetupOptions = setupOptions{batch: 8, seq: 64, preset: "tiny, or the shape of the --load file"}
+var runSetupOptions = setupOptions{batch: 8, seq: 64, preset: "tiny, or --load's"}
 
 func addTrainFlags(fs *flag.FlagSet) *trainFlags {
-	withRanks := runSetupOptions
-	withRanks.ranks, withRanks.tensor = true, true
-	f := &trainFlags{setup: addSetupFlags(fs, withRanks)}
+	f := &trainFlags{setup: addSetupFlags(fs, runSetupOptions)}
 	intVar(fs, &f.steps, "steps", 200, "training `steps`")
 	fs.Float64Var(&f.lr, "lr", 1e-3, "learning rate")
 	uint64Var(fs, &f.seed, "seed", 1, "`seed` of the initialisation and the batch order")
@@ -191,7 +189,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tf.notes = stderr
 	trace := addTraceFlag(fs)
 	format := newFormatFlag(fs, "text", "summary", "json")
-	profile := fs.Bool("profile", false, "time every op of the steps after the first and print, per op family and phase, calls, time, share, GFLOP/s against the device's peak and GB/s (with --format json, the profile as JSON)")
+	profile := fs.Bool("profile", false, "time every op after the first step and print them per op family and phase, with GFLOP/s and GB/s")
 	lf := addLaunchFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, trainSynopsis); stop {
 		return err

@@ -61,9 +61,7 @@ func addMeasureFlags(fs *flag.FlagSet, tf *trainFlags) (noMeasure *bool) {
 
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	withRanks := runSetupOptions
-	withRanks.ranks, withRanks.tensor = true, true
-	tf := &trainFlags{setup: addSetupFlags(fs, withRanks), lr: 1e-3, notes: stderr}
+	tf := &trainFlags{setup: addSetupFlags(fs, runSetupOptions), lr: 1e-3, notes: stderr}
 	var steps int
 	intVar(fs, &steps, "steps", 0, "measured `steps`; the last is reported (default 3; with --sweep, 7 a policy, the first left out of the timings)")
 	noMeasure := addMeasureFlags(fs, tf)
@@ -71,7 +69,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	plotPath := fs.String("plot", "", "with --sweep: write the bar charts to this file ("+bench.PlotFormats+"), atomically")
 	format := newFormatFlag(fs, "text", "json")
 	trace := addTraceFlag(fs)
-	profile := fs.Bool("profile", false, "time every op of the measured run's steps after the first and print, per op family and phase, calls, time, share, GFLOP/s against the device's peak and GB/s")
+	profile := fs.Bool("profile", false, "time every op after the first step and print them per op family and phase, with GFLOP/s and GB/s")
 	lf := addLaunchFlags(fs)
 	cf := addClusterFlags(fs)
 	if stop, err := parseFlags(fs, args, stderr, validateSynopsis); stop {
