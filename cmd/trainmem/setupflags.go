@@ -199,7 +199,7 @@ var setupFlagTable = []setupFlag{
 	{"offload", scopeDevice, "none, optimizer (ZeRO-Offload) or params (with --zero 3, ZeRO-Infinity's) (default none)", parsedFlag(func(f *setupFlags) *model.Offload { return &f.offload }, model.ParseOffload)},
 	{"optimizer", scopeDevice, "adam, adamw, sgd or momentum (default adam)", parsedFlag(func(f *setupFlags) *model.Optimizer { return &f.optimizer }, model.ParseOptimizer)},
 	{"checkpoint", scopeDevice, "gradient checkpointing: " + model.CheckpointPolicies + " (default none)", parsedFlag(func(f *setupFlags) *model.Checkpoint { return &f.checkpoint }, model.ParseCheckpoint)},
-	{"params", scopeEstimate, "a parameter count for model states only, e.g. 7.5e9 or 7.5B (no shape)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+	{"params", scopeEstimate, "a parameter count for model states only, e.g. 7.5B (" + strings.Join(paramsIgnore, ", ") + " ignored)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
 		fs.Func(name, help, func(s string) error {
 			n, err := model.ParseCount(s)
 			if err == nil && n == 0 {
