@@ -1,7 +1,8 @@
 package conformance
 
-// The attention family: its tests against the float64 references, the
-// references themselves, and its calls with bad and good arguments.
+// The attention family's naive variant: its tests against the float64
+// references, the references themselves, and its calls with bad and good
+// arguments.
 
 import (
 	"math"
@@ -10,9 +11,15 @@ import (
 	"trainmem/cuda"
 )
 
+// The attention is one family of two variants, naive and flash (flash.go),
+// which compute the same function: one registration, each variant's tests
+// and calls.
 func init() {
-	register(family{name: "attention", tests: []familyTest{{"Attention", testAttention}},
-		invalid: invalidAttention, valid: validAttention})
+	register(family{name: "attention", tests: []familyTest{{"Attention", testAttention}, {"FlashAttention", testFlash}},
+		invalid: func(f *fixture) []badCall { return append(invalidAttention(f), invalidFlash(f)...) },
+		valid: func(f *fixture, dt cuda.DType) []goodCall {
+			return append(validAttention(f, dt), validFlash(f, dt)...)
+		}})
 }
 
 func invalidAttention(f *fixture) []badCall {

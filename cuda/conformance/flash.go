@@ -1,8 +1,9 @@
 package conformance
 
-// The flash-attention family: its tests against the float64 references of
-// the attention family (flash attention computes the same function), the
-// log-sum-exp's own reference, and its calls with bad and good arguments.
+// The attention family's flash variant: its tests against the float64
+// references of the naive attention (flash attention computes the same
+// function), the log-sum-exp's own reference, and its calls with bad and
+// good arguments; registered with the naive variant's (attention.go).
 
 import (
 	"math"
@@ -10,11 +11,6 @@ import (
 
 	"trainmem/cuda"
 )
-
-func init() {
-	register(family{name: "flash", tests: []familyTest{{"FlashAttention", testFlash}},
-		invalid: invalidFlash, valid: validFlash})
-}
 
 func invalidFlash(f *fixture) []badCall {
 	d := f.d
