@@ -62,7 +62,7 @@ func withSignals(stderr io.Writer) (context.Context, func()) {
 		s := &signalError{first}
 		fmt.Fprintf(stderr, "\ntrainmem: %s: finishing the step in flight, then writing what finished (%s again stops at once)\n", s.name(), s.name())
 		cancel(s)
-		files.Interrupt() // an output FIFO that no process reads holds nothing up
+		files.Interrupt(s) // an output FIFO that no process reads holds nothing up
 		again, ok := <-ch
 		if !ok {
 			return

@@ -78,9 +78,14 @@ func exitCode(err error) int {
 	var u usageError
 	var in *files.InputError
 	var path *files.PathError
+	var sig *signalError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &sig):
+		// A run a signal stopped, whatever the error that carries it
+		// (an output FIFO no process read before it: exit 1 before).
+		return 128 + sig.number()
 	case errors.As(err, &u), errors.As(err, &in), errors.As(err, &path):
 		return 2
 	}
@@ -89,10 +94,6 @@ func exitCode(err error) int {
 	var tooBig *bench.TooLargeError
 	if errors.As(err, &tooBig) {
 		return 2
-	}
-	var sig *signalError
-	if errors.As(err, &sig) {
-		return 128 + sig.number()
 	}
 	// A rank stopped by a peer's signal exits as the signalled rank does.
 	var stop *zero.StopError

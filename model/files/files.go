@@ -445,16 +445,25 @@ func modeOf(fi fs.FileInfo) fs.FileMode {
 	return 0o644
 }
 
-// interrupted is closed by Interrupt: waits for a FIFO's reader end.
+// interrupted is closed by Interrupt: waits for a FIFO's reader end, with
+// interruptCause.
 var (
-	interruptOnce sync.Once
-	interrupted   = make(chan struct{})
+	interruptOnce  sync.Once
+	interrupted    = make(chan struct{})
+	interruptCause error
 )
 
 // Interrupt ends every wait for a FIFO's reader (openFIFO), so that a run
 // asked to stop is not held by an output no process reads; the write
-// fails, naming the FIFO. The command line calls it on the first signal.
-func Interrupt() { interruptOnce.Do(func() { close(interrupted) }) }
+// fails, naming the FIFO, and its error wraps cause (the signal), so that
+// the run exits as a stopped run does. The command line calls it on the
+// first signal.
+func Interrupt(cause error) {
+	interruptOnce.Do(func() {
+		interruptCause = cause
+		close(interrupted)
+	})
+}
 
 // openDirect opens path to write straight into it (see target): appending,
 // so that a file behind a descriptor link (a shell's redirection) keeps what

@@ -33,7 +33,7 @@ func openFIFO(path string) (*os.File, error) {
 		}
 		select {
 		case <-interrupted:
-			return nil, fmt.Errorf("%s: a FIFO that no process read before the run was stopped (start its reader first, e.g. cat %s > copy &)", path, path)
+			return nil, fmt.Errorf("%s: a FIFO that no process read before the run was stopped (start its reader first, e.g. cat %s > copy &): %w", path, path, interruptCause)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
