@@ -47,20 +47,20 @@ type Options struct {
 // (one flat buffer per category, carved by the parameter table) and executes
 // one training step at a time.
 type Trainer struct {
-	dev  cuda.Device
-	args []*cuda.Buffer // exec's arguments of an instruction, the slice reused
-	s    model.Setup
-	c    model.Checked // s, checked (Setup.Check), for the estimate mfu reads
+	dev     cuda.Device
+	args    []*cuda.Buffer // exec's arguments of an instruction, the slice reused
+	setup   model.Setup
+	checked model.Checked // setup, checked (Setup.Check), for the estimate mfu reads
 	// stepFLOPs is the estimate's FLOPs of a step (mfu), made on first use.
 	stepFLOPs     float64
 	stepFLOPsMade bool
 	// table is the graph's parameter table (model.Graph.Table), made once: the policies read rows of it
 	// for every lazily bound row, and the update for every piece.
-	table []model.Param
-	opts  Options
-	st    storage
-	sched *Schedule
-	lay   Layout
+	table  []model.Param
+	opts   Options
+	dtypes storage // the types of what the step stores, by precision (precision.go)
+	sched  *Schedule
+	layout Layout
 	// lastRead is, per half of the step (forward; backward with
 	// recomputation) and parameter row, the last instruction that reads the
 	// row's weights, -1 for none; readOrder the rows each half reads, in the
@@ -69,9 +69,10 @@ type Trainer struct {
 	readOrder [2][]int
 
 	params, grads, master, m, v *cuda.Buffer // flat model states in the layout; master, m, v may be nil
-	// off holds master, m and v and the host's copies of the gradients
-	// and working weights they update under optimizer offload (offload.go).
-	off offload
+	// offloaded holds master, m and v and the host's copies of the
+	// gradients and working weights they update under optimizer offload
+	// (offload.go).
+	offloaded offload
 
 	kernels model.Exec     // what the ops run on: the device and its workspace
 	slots   []*cuda.Buffer // live buffer of every slot
@@ -156,13 +157,13 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, s: s, c: c, table: gr.Table, opts: opts, st: st, sched: sched, lay: lay,
+	t := &Trainer{dev: dev, setup: s, checked: c, table: gr.Table, opts: opts, dtypes: st, sched: sched, layout: lay,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch, ScratchLike: t.withScratchLike, Tensor: opts.TensorGroup}
 	t.findLastReads()
 	t.scaler = newLossScaler(s.Precision == model.FP16 && !opts.Float64, opts.LossScale)
 	if opts.Offload != nil {
-		if t.off.dev, err = opts.Offload(); err != nil {
+		if t.offloaded.dev, err = opts.Offload(); err != nil {
 			return nil, fmt.Errorf("train: the offload device: %w", err)
 		}
 	}
@@ -182,7 +183,7 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 // per category in the policy's layout, zero-filled (padding included), and
 // binds the parameter and gradient slots to views of them.
 func (t *Trainer) allocStates() error {
-	l := t.lay
+	l := t.layout
 	var err error
 	alloc := func(dev cuda.Device, cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
 		if err != nil {
@@ -194,23 +195,23 @@ func (t *Trainer) allocStates() error {
 		}
 		return b
 	}
-	t.params = alloc(t.paramsDevice(), cuda.Params, t.st.param, l.Params)
-	t.grads = alloc(t.dev, cuda.Grads, t.st.grad, l.Grads)
+	t.params = alloc(t.paramsDevice(), cuda.Params, t.dtypes.param, l.Params)
+	t.grads = alloc(t.dev, cuda.Grads, t.dtypes.grad, l.Grads)
 	if l.States > 0 {
 		sd := t.statesDevice()
-		if t.st.mixed {
-			t.master = alloc(sd, cuda.Master, t.st.state, l.States)
+		if t.dtypes.mixed {
+			t.master = alloc(sd, cuda.Master, t.dtypes.state, l.States)
 		}
 		if t.opts.Optimizer.firstMoment() {
-			t.m = alloc(sd, cuda.AdamM, t.st.state, l.States)
+			t.m = alloc(sd, cuda.AdamM, t.dtypes.state, l.States)
 		}
 		if t.opts.Optimizer.secondMoment() {
-			t.v = alloc(sd, cuda.AdamV, t.st.state, l.States)
+			t.v = alloc(sd, cuda.AdamV, t.dtypes.state, l.States)
 		}
-		if t.off.dev != nil {
-			t.off.grads = alloc(sd, cuda.Grads, t.st.grad, l.States)
+		if t.offloaded.dev != nil {
+			t.offloaded.grads = alloc(sd, cuda.Grads, t.dtypes.grad, l.States)
 			if !t.ParamsOffloaded() {
-				t.off.params = alloc(sd, cuda.Params, t.st.param, l.States)
+				t.offloaded.params = alloc(sd, cuda.Params, t.dtypes.param, l.States)
 			}
 		}
 	}
@@ -238,7 +239,7 @@ func (t *Trainer) Device() cuda.Device { return t.dev }
 // order, into the working weights (rounded to their type) and this rank's
 // part of the fp32 master copy under mixed precision.
 func (t *Trainer) SetParams(flat any) error {
-	n := int(t.s.Model.NumParams())
+	n := int(t.setup.Model.NumParams())
 	var part func(lo, hi int) any
 	switch f := flat.(type) {
 	case []float32:
@@ -254,16 +255,16 @@ func (t *Trainer) SetParams(flat any) error {
 	default:
 		return fmt.Errorf("train: SetParams: %T, want []float32 or []float64", flat)
 	}
-	if !t.lay.LazyParams {
+	if !t.layout.LazyParams {
 		if err := t.dev.Upload(t.params.View(0, n), flat); err != nil {
 			return err
 		}
 	}
-	for _, p := range t.lay.Pieces {
+	for _, p := range t.layout.Pieces {
 		if p.Hi <= p.Lo {
 			continue
 		}
-		if t.lay.LazyParams {
+		if t.layout.LazyParams {
 			if err := t.paramsDevice().Upload(t.params.View(p.Param, p.Hi-p.Lo), part(p.Lo, p.Hi)); err != nil {
 				return err
 			}
@@ -282,12 +283,12 @@ func (t *Trainer) SetParams(flat any) error {
 // weights. A rank that keeps a shard of the weights has no such copy (see
 // PieceParams).
 func (t *Trainer) Params() ([]float32, error) {
-	if t.lay.LazyParams {
+	if t.layout.LazyParams {
 		return nil, errors.New("train: this rank keeps a shard of the weights only")
 	}
-	n := int(t.s.Model.NumParams())
+	n := int(t.setup.Model.NumParams())
 	src, dev := t.params.View(0, n), t.dev
-	if p := t.lay.Pieces; t.master != nil && len(p) == 1 && p[0].Lo == 0 && p[0].State == 0 && p[0].Hi >= n {
+	if p := t.layout.Pieces; t.master != nil && len(p) == 1 && p[0].Lo == 0 && p[0].State == 0 && p[0].Hi >= n {
 		src, dev = t.master.View(0, n), t.statesDevice()
 	}
 	out := make([]float32, n)
@@ -298,14 +299,14 @@ func (t *Trainer) Params() ([]float32, error) {
 // order, as float64 (this rank's own until the policy reduces them). A
 // rank whose layout keeps a shard of the gradients has no such copy.
 func (t *Trainer) Grads() ([]float64, error) {
-	if t.lay.LazyGrads {
+	if t.layout.LazyGrads {
 		return nil, errors.New("train: this rank keeps a shard of the gradients only")
 	}
-	out := make([]float64, t.s.Model.NumParams())
+	out := make([]float64, t.setup.Model.NumParams())
 	if err := t.dev.Download(out, t.grads.View(0, len(out))); err != nil {
 		return nil, err
 	}
-	if s := t.scaler.used / float64(t.lay.Ranks); s != 1 {
+	if s := t.scaler.used / float64(t.layout.Ranks); s != 1 {
 		for i := range out {
 			out[i] /= s
 		}
@@ -343,14 +344,14 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 		var err error
 		skipped, diverged, err = t.update(rec.Loss)
 		if modelled {
-			tm.Spend(t.st.param, 0, moved) // the update is memory-bound
+			tm.Spend(t.dtypes.param, 0, moved) // the update is memory-bound
 		}
 		return err
 	})
 	if err != nil {
 		return rec, err
 	}
-	if t.s.PP > 1 {
+	if t.setup.PP > 1 {
 		rec.Loss = t.micro.loss // the last stage's, which every stage learned
 	}
 	d, err := t.since(m0)
@@ -363,7 +364,7 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 	rec.finish(t)
 	if diverged != "" {
 		rec.Diverged = diverged
-		return rec, &DivergedError{Step: rec.Step, Reason: diverged, FP16: t.s.Precision == model.FP16 && !t.opts.Float64}
+		return rec, &DivergedError{Step: rec.Step, Reason: diverged, FP16: t.setup.Precision == model.FP16 && !t.opts.Float64}
 	}
 	return rec, nil
 }
@@ -403,7 +404,7 @@ func (t *Trainer) ForwardBackward(tokens, targets []int32) (rec Record, err erro
 // gradient of the global batch would), and by the micro-batches: the
 // step's gradient is the mean's over every micro-batch of every replica.
 func (t *Trainer) beginStep(tokens, targets []int32) (shapeOnly bool, err error) {
-	M, n := max(t.micro.n, 1), t.s.Batch*t.s.Seq
+	M, n := max(t.micro.n, 1), t.setup.Batch*t.setup.Seq
 	shapeOnly = !t.dev.Computes() && tokens == nil && targets == nil
 	switch {
 	case shapeOnly:
@@ -417,13 +418,13 @@ func (t *Trainer) beginStep(tokens, targets []int32) (shapeOnly bool, err error)
 	}
 	t.profileStep()
 	t.dev.ResetPeakStats()
-	t.off.begin()
+	t.offloaded.begin()
 	// Every stage scales by the step's loss scale (it unscales its
 	// gradients by it); the last seeds the backward pass with it, a stage
 	// before the last is seeded by the next.
-	seed := t.scaler.begin() / float64(t.lay.Ranks) / float64(M)
+	seed := t.scaler.begin() / float64(t.layout.Ranks) / float64(M)
 	if t.sched.Loss >= 0 {
-		if t.st.state == cuda.F64 {
+		if t.dtypes.state == cuda.F64 {
 			t.inputs[t.sched.DLoss] = []float64{seed}
 		} else {
 			t.inputs[t.sched.DLoss] = []float32{float32(seed)}
@@ -475,7 +476,7 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 		if tm != nil {
 			// A modelled clock: the instruction's time at the roofline,
 			// after its allocations and before its frees.
-			tm.Spend(t.st.param, flops, bytes)
+			tm.Spend(t.dtypes.param, flops, bytes)
 		}
 		if in.Out == t.sched.Loss {
 			loss, err := t.scalar(t.slots[in.Out])
@@ -488,7 +489,7 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 			t.dev.Free(t.slots[sl])
 			t.slots[sl] = nil
 		}
-		if t.lay.LazyParams {
+		if t.layout.LazyParams {
 			if err := t.paramsDone(i, in); err != nil {
 				return err
 			}
@@ -497,7 +498,7 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 			if err := t.opts.Policy.GradReady(t, out.Param); err != nil {
 				return fmt.Errorf("train: the gradient of %s: %w", t.table[out.Param].Name, err)
 			}
-			if t.lay.LazyGrads {
+			if t.layout.LazyGrads {
 				t.slots[in.Out] = nil // the policy's buffer, bound again next step
 			}
 		}
@@ -561,7 +562,7 @@ func (t *Trainer) exec(in *Instr) error {
 		args = append(args, t.slots[a])
 	}
 	t.args = args
-	if sl := &t.sched.Slots[in.Out]; (t.micro.accumulate || t.st.separateGrads()) && sl.Persistent && sl.Cat == cuda.Grads {
+	if sl := &t.sched.Slots[in.Out]; (t.micro.accumulate || t.dtypes.separateGrads()) && sl.Persistent && sl.Cat == cuda.Grads {
 		return t.accumulated(in, sl, args)
 	}
 	if in.Accumulate {
@@ -653,9 +654,9 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 			return false, "", err
 		}
 	}
-	n := int(t.s.Model.NumParams())
+	n := int(t.setup.Model.NumParams())
 	bad := false
-	for _, p := range t.lay.Pieces {
+	for _, p := range t.layout.Pieces {
 		if hi := min(p.Hi, n); hi > p.Lo && !bad {
 			if bad, err = t.dev.NonFinite(t.grads.View(p.Grad, hi-p.Lo)); err != nil {
 				return false, "", err
@@ -690,7 +691,7 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 		return true, fmt.Sprintf("the gradients are not finite (loss %.4f)", loss), nil
 	}
 	t.step++
-	for _, p := range t.lay.Pieces {
+	for _, p := range t.layout.Pieces {
 		if err := t.updatePiece(p); err != nil {
 			return false, "", err
 		}
@@ -759,15 +760,15 @@ func (t *Trainer) Close() error {
 	if t.grads != nil {
 		t.dev.Free(t.grads)
 	}
-	for _, b := range []*cuda.Buffer{t.master, t.m, t.v, t.off.grads, t.off.params} {
+	for _, b := range []*cuda.Buffer{t.master, t.m, t.v, t.offloaded.grads, t.offloaded.params} {
 		if b != nil {
 			t.statesDevice().Free(b)
 		}
 	}
-	t.params, t.grads, t.master, t.m, t.v, t.off.grads, t.off.params = nil, nil, nil, nil, nil, nil, nil
-	if t.off.dev != nil {
-		err := t.off.dev.Close()
-		t.off.dev = nil
+	t.params, t.grads, t.master, t.m, t.v, t.offloaded.grads, t.offloaded.params = nil, nil, nil, nil, nil, nil, nil
+	if t.offloaded.dev != nil {
+		err := t.offloaded.dev.Close()
+		t.offloaded.dev = nil
 		return err
 	}
 	return nil

@@ -83,7 +83,7 @@ func (t *Trainer) withScratchLike(like *cuda.Buffer, n int, f func(*cuda.Buffer)
 
 // withScratch lends a kernel workspace from the allocator for one call.
 func (t *Trainer) withScratch(n int, f func(*cuda.Buffer) error) error {
-	s, err := t.dev.Alloc(cuda.Workspace, t.st.state, n)
+	s, err := t.dev.Alloc(cuda.Workspace, t.dtypes.state, n)
 	if err != nil {
 		return err
 	}

@@ -37,12 +37,12 @@ func (o *offload) begin() {
 // ParamsOffloaded reports whether this rank's shard of the working weights
 // lives on the offload device (model.OffloadParams): a policy gathering
 // them copies it up first (FetchParams).
-func (t *Trainer) ParamsOffloaded() bool { return t.s.Offload == model.OffloadParams }
+func (t *Trainer) ParamsOffloaded() bool { return t.setup.Offload == model.OffloadParams }
 
 // paramsDevice is where the params buffer lives.
 func (t *Trainer) paramsDevice() cuda.Device {
 	if t.ParamsOffloaded() {
-		return t.off.dev
+		return t.offloaded.dev
 	}
 	return t.dev
 }
@@ -52,19 +52,19 @@ func (t *Trainer) paramsDevice() cuda.Device {
 // offloaded (a gather's shard, copied up over PCIe).
 func (t *Trainer) FetchParams(dst *cuda.Buffer, off, n int) error {
 	src := t.params.View(off, n)
-	if err := t.off.copyAcross(dst, t.dev, src, t.paramsDevice()); err != nil {
+	if err := t.offloaded.copyAcross(dst, t.dev, src, t.paramsDevice()); err != nil {
 		return err
 	}
 	if t.ParamsOffloaded() {
-		t.off.pcie.ToDevice += src.Bytes()
+		t.offloaded.pcie.ToDevice += src.Bytes()
 	}
 	return nil
 }
 
 // statesDevice is where master, m and v live.
 func (t *Trainer) statesDevice() cuda.Device {
-	if t.off.dev != nil {
-		return t.off.dev
+	if t.offloaded.dev != nil {
+		return t.offloaded.dev
 	}
 	return t.dev
 }
@@ -75,32 +75,32 @@ func (t *Trainer) statesDevice() cuda.Device {
 func (t *Trainer) updateBuffers(p Piece) (cuda.Device, *cuda.Buffer, *cuda.Buffer, error) {
 	w := p.Hi - p.Lo
 	params, grads := t.params.View(p.Param, w), t.grads.View(p.Grad, w)
-	if t.off.dev == nil {
+	if t.offloaded.dev == nil {
 		return t.dev, params, grads, nil
 	}
-	down := t.off.grads.View(p.State, w)
-	if err := t.off.copyAcross(down, t.off.dev, grads, t.dev); err != nil {
+	down := t.offloaded.grads.View(p.State, w)
+	if err := t.offloaded.copyAcross(down, t.offloaded.dev, grads, t.dev); err != nil {
 		return nil, nil, nil, err
 	}
-	t.off.pcie.ToHost += grads.Bytes()
+	t.offloaded.pcie.ToHost += grads.Bytes()
 	if t.ParamsOffloaded() {
-		return t.off.dev, params, down, nil // the host's shard, updated in place
+		return t.offloaded.dev, params, down, nil // the host's shard, updated in place
 	}
-	return t.off.dev, t.off.params.View(p.State, w), down, nil
+	return t.offloaded.dev, t.offloaded.params.View(p.State, w), down, nil
 }
 
 // updated copies piece p's updated working weights up from the host under
 // optimizer offload (params is where updateBuffers had the update write
 // them); offloaded weights stay where they are.
 func (t *Trainer) updated(p Piece, params *cuda.Buffer) error {
-	if t.off.dev == nil || t.ParamsOffloaded() {
+	if t.offloaded.dev == nil || t.ParamsOffloaded() {
 		return nil
 	}
 	up := t.params.View(p.Param, p.Hi-p.Lo)
-	if err := t.off.copyAcross(up, t.dev, params, t.off.dev); err != nil {
+	if err := t.offloaded.copyAcross(up, t.dev, params, t.offloaded.dev); err != nil {
 		return err
 	}
-	t.off.pcie.ToDevice += up.Bytes()
+	t.offloaded.pcie.ToDevice += up.Bytes()
 	return nil
 }
 
@@ -131,4 +131,4 @@ func (o *offload) copyAcross(dst *cuda.Buffer, to cuda.Device, src *cuda.Buffer,
 
 // OffloadDevice is the device holding the offloaded optimizer's states,
 // nil without offload.
-func (t *Trainer) OffloadDevice() cuda.Device { return t.off.dev }
+func (t *Trainer) OffloadDevice() cuda.Device { return t.offloaded.dev }

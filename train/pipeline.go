@@ -60,14 +60,14 @@ func (m *microState) lossWeight() float64 {
 // setupMicro readies micro-batching for a setup of M micro-batches or
 // pipeline stages.
 func (t *Trainer) setupMicro() error {
-	s := t.s
+	s := t.setup
 	m := max(s.MicroBatches, 1)
 	t.micro = microState{n: m, wte: -1, on: m > 1 || s.PP > 1}
 	if !t.micro.on {
 		return nil
 	}
 	switch {
-	case t.lay.LazyParams || t.lay.LazyGrads:
+	case t.layout.LazyParams || t.layout.LazyGrads:
 		return fmt.Errorf("train: %d micro-batches over %d pipeline stages need every gradient whole on the rank between the micro-batches; ZeRO-2 and 3 keep shards (valid: ZeRO-0 or 1, or the parameter server), as DeepSpeed's pipeline engine refuses them", m, s.PP)
 	case s.PP > 1 && s.MicroBatches < 1:
 		return fmt.Errorf("train: a pipeline of %d stages runs a count of micro-batches a step: the setup gives none (Setup.MicroBatches; 0 is the estimate's M ≥ P)", s.PP)
@@ -88,8 +88,8 @@ func (t *Trainer) setupMicro() error {
 // stage is the trainer's pipeline stage and the stages, 0 and 1 for a
 // whole model.
 func (t *Trainer) stage() (r, p int) {
-	if t.s.PP > 1 {
-		return t.s.Model.Stage.Rank, t.s.PP
+	if t.setup.PP > 1 {
+		return t.setup.Model.Stage.Rank, t.setup.PP
 	}
 	return 0, 1
 }
@@ -107,7 +107,7 @@ func (t *Trainer) microBatches(tokens, targets []int32) (rec Record, err error) 
 			t.release()
 		}
 	}()
-	s, M := t.s, mu.n
+	s, M := t.setup, mu.n
 	n := s.Batch * s.Seq
 	shapeOnly, err := t.beginStep(tokens, targets)
 	if err != nil {
@@ -355,7 +355,7 @@ func (t *Trainer) tieEmbedding() error {
 // last stage's) and whether any stage's gradients or loss are not finite,
 // in one sum over the stages, so that every stage skips or updates alike.
 func (t *Trainer) agreeStages(bad, lossBad bool, loss float64) (bool, bool, float64, error) {
-	if t.s.PP < 2 {
+	if t.setup.PP < 2 {
 		return bad, lossBad, loss, nil
 	}
 	r, P := t.stage()

@@ -91,7 +91,7 @@ func (t *Trainer) Profile(p *Profile) {
 		p.rows, p.first = map[[2]string]*ProfileRow{}, map[[2]string]*ProfileRow{}
 		p.Device = t.dev.Name()
 		if pr, ok := t.dev.(cuda.PeakReporter); ok {
-			p.PeakFLOPS, _ = pr.PeakFLOPS(t.st.param)
+			p.PeakFLOPS, _ = pr.PeakFLOPS(t.dtypes.param)
 		}
 	}
 	t.profile = p

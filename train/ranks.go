@@ -118,8 +118,8 @@ func (t *Trainer) ParamReadOrder(backward bool) []int { return t.readOrder[half(
 // order: the fp32 master copy under mixed precision, else the working
 // weights.
 func (t *Trainer) PieceParams() ([]Piece, [][]float32, error) {
-	out := make([][]float32, len(t.lay.Pieces))
-	for i, p := range t.lay.Pieces {
+	out := make([][]float32, len(t.layout.Pieces))
+	for i, p := range t.layout.Pieces {
 		src, dev := t.params.View(p.Param, p.Hi-p.Lo), t.dev
 		if t.master != nil {
 			src, dev = t.master.View(p.State, p.Hi-p.Lo), t.statesDevice()
@@ -129,7 +129,7 @@ func (t *Trainer) PieceParams() ([]Piece, [][]float32, error) {
 			return nil, nil, err
 		}
 	}
-	return t.lay.Pieces, out, nil
+	return t.layout.Pieces, out, nil
 }
 
 func half(backward bool) int {
@@ -140,7 +140,7 @@ func half(backward bool) int {
 }
 
 // Setup is the setup the trainer runs: one rank's micro-batch.
-func (t *Trainer) Setup() model.Setup { return t.s }
+func (t *Trainer) Setup() model.Setup { return t.setup }
 
 // ParamTable is the model's parameter table (model.Config.Params), made
 // once for the trainer: read it, do not change it.

@@ -113,7 +113,7 @@ func (r *Record) finish(t *Trainer) {
 	r.Step = t.steps
 	r.StepMs = r.ForwardMs + r.RecomputeMs + r.BackwardMs + r.OptimizerMs
 	if r.StepMs > 0 {
-		r.TokensPerS = float64(t.s.Batch*t.s.Seq) / (r.StepMs / 1000)
+		r.TokensPerS = float64(t.setup.Batch*t.setup.Seq) / (r.StepMs / 1000)
 	}
 	r.MFU = mfu(t, r.StepMs)
 	s := t.dev.Stats()
@@ -127,10 +127,10 @@ func (r *Record) finish(t *Trainer) {
 	r.InactiveSplitBytes = s.InactiveSplitBytes.Current
 	r.NumAllocs = s.NumAllocs
 	r.NumFrees = s.NumFrees
-	if d := t.off.dev; d != nil {
+	if d := t.offloaded.dev; d != nil {
 		st := d.Stats()
 		r.Offload = &OffloadRecord{Device: d.Name(), Memory: MemoryOf(st), AllocatedBytes: st.AllocatedBytes.Current, PeakAllocatedBytes: st.AllocatedBytes.Peak,
-			ToHostBytes: t.off.pcie.ToHost, ToDeviceBytes: t.off.pcie.ToDevice}
+			ToHostBytes: t.offloaded.pcie.ToHost, ToDeviceBytes: t.offloaded.pcie.ToDevice}
 	}
 }
 
@@ -145,13 +145,13 @@ func mfu(t *Trainer, stepMs float64) float64 {
 	if !ok || stepMs <= 0 {
 		return 0
 	}
-	peak, _ := pr.PeakFLOPS(t.st.param)
+	peak, _ := pr.PeakFLOPS(t.dtypes.param)
 	if peak <= 0 {
 		return 0
 	}
 	if !t.stepFLOPsMade {
 		t.stepFLOPsMade = true
-		if e, err := t.c.Estimate(); err == nil {
+		if e, err := t.checked.Estimate(); err == nil {
 			t.stepFLOPs = e.Recompute.Step
 		}
 	}
