@@ -18,7 +18,7 @@ import (
 // Checks is the argument validation of every kernel, shared by every
 // device: Host and CUDA call it before they compute, and Shape, which
 // computes nothing, is Checks and its allocator. Check is the value to call
-// it through: cuda.Check.LayerNorm(y, x, stats, w, b, N, C).
+// it through: cuda.Check.Norm(cuda.NormLayer, y, x, stats, w, b, N, C).
 type Checks struct{}
 
 var _ Kernels = Checks{}

@@ -139,8 +139,7 @@ func MarksOf[M Mark](from, to Mark, what string) (M, M, error) {
 type Kernels interface {
 	ElementwiseKernels
 	EmbeddingKernels
-	LayerNormKernels
-	RMSNormKernels
+	NormKernels
 	BiasKernels
 	MatMulKernels
 	GELUKernels

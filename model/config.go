@@ -182,7 +182,7 @@ func (c Config) Validate() error {
 	if c.Attention == AttentionFlash && c.HeadDim() > cuda.FlashHeadDimMax {
 		return fmt.Errorf("model: flash attention with heads of %d channels (%d heads of hidden %d; valid: heads of at most %d channels)", c.HeadDim(), c.Heads, c.Hidden, cuda.FlashHeadDimMax)
 	}
-	if err := normNames.Check(c.Norm); err != nil {
+	if err := c.Norm.Check(); err != nil {
 		return err
 	}
 	if err := mlpNames.Check(c.MLP); err != nil {
@@ -212,21 +212,19 @@ func (c Config) Validate() error {
 	return c.Tensor.check(c.Heads, c.KV(), c.Vocab)
 }
 
-// Norm is a model's kind of norm (Config.Norm).
-type Norm uint8
+// Norm is a model's kind of norm (Config.Norm): the variant of the device's
+// norm family, cuda.Norm, which it is. NormLayer is the layer norm (Ba et
+// al. 2016; GPT-2): y = (x - mean)·rstd·w + b; NormRMS is RMSNorm (Zhang
+// and Sennrich 2019; LLaMA): y = x·rstd·w, no mean, no bias.
+type Norm = cuda.Norm
 
 const (
-	NormLayer Norm = iota // layer norm (Ba et al. 2016; GPT-2): y = (x - mean)·rstd·w + b
-	NormRMS               // RMSNorm (Zhang and Sennrich 2019; LLaMA): y = x·rstd·w, no mean, no bias
+	NormLayer = cuda.NormLayer
+	NormRMS   = cuda.NormRMS
 )
 
-// normNames are the norms' names, by Norm.
-var normNames = enum.New[Norm]("model", "Norm", "norm", "layernorm", "rmsnorm")
-
-func (n Norm) String() string { return normNames.String(n) }
-
 // ParseNorm reads a norm's name: layernorm or rmsnorm.
-func ParseNorm(s string) (Norm, error) { return normNames.Parse(s) }
+func ParseNorm(s string) (Norm, error) { return cuda.ParseNorm(s) }
 
 // Attention is how a model's attention is computed (Config.Attention).
 type Attention uint8

@@ -135,13 +135,12 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 	var embed, block, head sectionOf
 	eps := float32(cfg.Eps())
 	layerNorm := func(s *sectionOf, name, term, statsTerm, x string) {
-		if cfg.Norm == NormRMS {
-			s.add(name+".stats", statsTerm, func() op { return &RMSNormStatsOp{N: Ns, C: C, Eps: eps} }, x)
-			s.add(name, term, func() op { return &RMSNormOp{N: Ns, C: C, Reduce: seq > 1} }, x, name+".stats", "@"+name+".w")
-			return
+		s.add(name+".stats", statsTerm, func() op { return &NormStatsOp{Kind: cfg.Norm, N: Ns, C: C, Eps: eps} }, x)
+		args := []string{x, name + ".stats", "@" + name + ".w"}
+		if cfg.Norm.Bias() {
+			args = append(args, "@"+name+".b")
 		}
-		s.add(name+".stats", statsTerm, func() op { return &LayerNormStatsOp{N: Ns, C: C, Eps: eps} }, x)
-		s.add(name, term, func() op { return &LayerNormOp{N: Ns, C: C, Reduce: seq > 1} }, x, name+".stats", "@"+name+".w", "@"+name+".b")
+		s.add(name, term, func() op { return &NormOp{Kind: cfg.Norm, N: Ns, C: C, Reduce: seq > 1} }, args...)
 	}
 	bias := !cfg.NoBias
 	linear := func(s *sectionOf, name, term, x string, in, out int, bias bool, w string, par Parallel) {

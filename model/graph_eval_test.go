@@ -100,59 +100,71 @@ func evalOp(op G.Op, in [][]float64) ([]float64, error) {
 			}
 		}
 		return d, nil
-	case *LayerNormStatsOp:
-		x, N, C := in[0], op.N, op.C
-		s := make([]float64, 2*N)
+	case *NormStatsOp:
+		x, N, C, k := in[0], op.N, op.C, op.Kind.Stats()
+		s := make([]float64, k*N)
 		for i := range N {
 			row := x[i*C : (i+1)*C]
 			var m, v float64
-			for _, a := range row {
-				m += a
+			if op.Kind.Centred() {
+				for _, a := range row {
+					m += a
+				}
+				m /= float64(C)
+				s[2*i] = m
 			}
-			m /= float64(C)
 			for _, a := range row {
 				v += (a - m) * (a - m)
 			}
 			v /= float64(C)
-			s[2*i], s[2*i+1] = m, 1/math.Sqrt(v+float64(op.Eps))
+			s[k*i+k-1] = 1 / math.Sqrt(v+float64(op.Eps))
 		}
 		return s, nil
-	case *LayerNormOp:
-		x, s, w, b := in[0], in[1], in[2], in[3]
+	case *NormOp:
+		x, s, w := in[0], in[1], in[2]
 		y := make([]float64, op.N*op.C)
 		for i := range op.N {
+			m, r := evalRowStats(op.Kind, s, i)
 			for c := range op.C {
-				y[i*op.C+c] = (x[i*op.C+c]-s[2*i])*s[2*i+1]*w[c] + b[c]
+				y[i*op.C+c] = (x[i*op.C+c] - m) * r * w[c]
+				if op.Kind.Bias() {
+					y[i*op.C+c] += in[3][c]
+				}
 			}
 		}
 		return y, nil
-	case *LayerNormBackwardXOp:
+	case *NormBackwardXOp:
 		dy, x, s, w := in[0], in[1], in[2], in[3]
 		N, C := op.N, op.C
 		dx := make([]float64, N*C)
 		for i := range N {
+			m, r := evalRowStats(op.Kind, s, i)
 			var mg, mgx float64
 			for c := range C {
 				g := dy[i*C+c] * w[c]
-				xh := (x[i*C+c] - s[2*i]) * s[2*i+1]
+				xh := (x[i*C+c] - m) * r
 				mg += g
 				mgx += g * xh
 			}
 			mg /= float64(C)
 			mgx /= float64(C)
+			if !op.Kind.Bias() {
+				mg = 0
+			}
 			for c := range C {
 				g := dy[i*C+c] * w[c]
-				xh := (x[i*C+c] - s[2*i]) * s[2*i+1]
-				dx[i*C+c] = s[2*i+1] * (g - mg - xh*mgx)
+				xh := (x[i*C+c] - m) * r
+				dx[i*C+c] = r * (g - mg - xh*mgx)
 			}
 		}
 		return dx, nil
-	case *LayerNormBackwardWOp:
+	case *NormBackwardWOp:
 		dy, x, s := in[0], in[1], in[2]
 		dw := make([]float64, op.C)
 		for i := range op.N {
+			m, r := evalRowStats(op.Kind, s, i)
 			for c := range op.C {
-				dw[c] += dy[i*op.C+c] * (x[i*op.C+c] - s[2*i]) * s[2*i+1]
+				dw[c] += dy[i*op.C+c] * (x[i*op.C+c] - m) * r
 			}
 		}
 		return dw, nil
@@ -332,4 +344,13 @@ func logSumExp(row []float64) float64 {
 		s += math.Exp(v - mx)
 	}
 	return mx + math.Log(s)
+}
+
+// evalRowStats is row i's (mean, rstd) of a norm's statistics: RMSNorm's
+// mean is 0.
+func evalRowStats(n Norm, s []float64, i int) (mean, rstd float64) {
+	if n.Centred() {
+		return s[2*i], s[2*i+1]
+	}
+	return 0, s[i]
 }

@@ -22,8 +22,12 @@ mutants=(
 		}
 		__syncthreads();|			Bs[kr][cc] = vb;
 		}'
-	'layer norm with a wrong weight index|layernorm.cuh|ld<T>(w, wdt, c) + ld<T>(b, bdt, c));|ld<T>(w, wdt, (c + 1) % C) + ld<T>(b, bdt, c));'
-	'RMSNorm gradient without its mean term|rmsnorm.cuh|ld<T>(w, wdt, c) - xhat * mgx));|ld<T>(w, wdt, c)));'
+	'norm with a wrong weight index|norm.cuh|T v = (ld<T>(x, xdt, k) - mean) * rstd * ld<T>(w, wdt, c);|T v = (ld<T>(x, xdt, k) - mean) * rstd * ld<T>(w, wdt, (c + 1) % C);'
+	'layer norm without its bias|norm.cuh|if (kind != NORM_RMS) v += ld<T>(b, bdt, c);|if (false) v += ld<T>(b, bdt, c);'
+	'norm gradient without its xhat·mean(g·xhat) term|norm.cuh|ld<T>(w, wdt, c) - mg - xhat * mgx));|ld<T>(w, wdt, c) - mg));'
+	'RMSNorm statistics with the mean subtracted|norm.cuh|		if (kind != NORM_RMS) {
+			double s = 0;|		if (true) {
+			double s = 0;'
 	'the rotary gradient turned the forward way|rope.cuh|		s *= sign;|		s *= 1.0;'
 	'grouped query heads reading the wrong key head|attention.cuh|	i64 hd = C / NH, g = h / (NH / KV), W = C + 2 * KV * hd;|	i64 hd = C / NH, g = h % KV, W = C + 2 * KV * hd;'
 	'flash backward without the D term|flash.cuh|			double ds = p * (fl_dot<T>(d, qkv, qdt, row + C + (KV + g) * hd, hd, lane) - Dr);|			double ds = p * fl_dot<T>(d, qkv, qdt, row + C + (KV + g) * hd, hd, lane);'

@@ -269,7 +269,7 @@ func TestAVX2Twins(t *testing.T) {
 			checkSums("SquaredDevLanes", &got, &want)
 			var gotG, wantG [4]float64
 			got, want = [4]float64{}, [4]float64{}
-			layerNormBackwardSums(ds, ws, in, mean, rstd, &got, &gotG)
+			normBackwardSums(ds, ws, in, mean, rstd, &got, &gotG)
 			for c := range ds {
 				g := ds[c] * ws[c]
 				want[c%4] += float64(g)

@@ -189,8 +189,8 @@ func kernelRun(t *testing.T, opts Options, dt cuda.DType) [][]uint64 {
 	}
 	must(h.Fill(dloss, 1))
 	must(h.Embedding(x, tokens, wte, wpe, B, T, C, cuda.VocabPart{}))
-	must(h.LayerNormStats(stats, x, N, C, 1e-5))
-	must(h.LayerNorm(y, x, stats, w, bias, N, C))
+	must(h.NormStats(cuda.NormLayer, stats, x, N, C, 1e-5))
+	must(h.Norm(cuda.NormLayer, y, x, stats, w, bias, N, C))
 	must(h.MatMul(cuda.MatMul{TransB: true, M: N, N: 3 * C, K: C, A: y, B: qkvW, C: qkv, Alpha: 1}))
 	must(h.AttentionProbs(p, qkv, B, T, C, NH, NH))
 	must(h.AttentionOut(att, qkv, p, B, T, C, NH, NH))
@@ -201,8 +201,8 @@ func kernelRun(t *testing.T, opts Options, dt cuda.DType) [][]uint64 {
 	must(h.MatMul(cuda.MatMul{M: N, N: C, K: V, A: dlogits, B: wte, C: dx, Alpha: 1}))
 	must(h.GELUBackward(dx, dx, att))
 	must(h.AttentionBackward(dqkv, dx, qkv, p, ascratch, B, T, C, NH, NH))
-	must(h.LayerNormBackwardX(dx, dx, x, stats, w, N, C))
-	must(h.LayerNormBackwardW(dw, y, x, stats, N, C))
+	must(h.NormBackwardX(cuda.NormLayer, dx, dx, x, stats, w, N, C))
+	must(h.NormBackwardW(cuda.NormLayer, dw, y, x, stats, N, C))
 	must(h.EmbeddingBackwardTokens(dwte, dx, tokens, B, T, C, cuda.VocabPart{}, false))
 	must(h.Adam(wte, dwte, master, m, v, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Step: 1, GradScale: 1}))
 	var out [][]uint64

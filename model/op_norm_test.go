@@ -51,8 +51,8 @@ func TestRMSNormOps(t *testing.T) {
 		return v
 	}
 	ex := Exec{K: dev}
-	statsOp := bind(&RMSNormStatsOp{N: N, C: C, Eps: eps}, "ln")
-	normOp := bind(&RMSNormOp{N: N, C: C}, "ln")
+	statsOp := bind(&NormStatsOp{Kind: NormRMS, N: N, C: C, Eps: eps}, "ln")
+	normOp := bind(&NormOp{Kind: NormRMS, N: N, C: C}, "ln")
 	forward := func(x, w []float64) (y, stats *cuda.Buffer) {
 		xb, wb := buf(x), buf(w)
 		stats, y = buf(make([]float64, N)), buf(make([]float64, N*C))
@@ -121,8 +121,8 @@ func TestRMSNormOps(t *testing.T) {
 	// What the family keeps: the statistic is one fp32 value a row (N, 1),
 	// half a layer norm's (mean, 1/std), and it is a statistic, not an
 	// activation of the working dtype.
-	if !IsStatistic(statsOp) || StatisticLen(statsOp) != N || StatisticLen(&LayerNormStatsOp{N: N, C: C}) != 2*N {
+	if !IsStatistic(statsOp) || StatisticLen(statsOp) != N || StatisticLen(&NormStatsOp{Kind: NormLayer, N: N, C: C}) != 2*N {
 		t.Errorf("statistics: RMSNorm %t, %d values; layer norm %d values; want true, %d and %d",
-			IsStatistic(statsOp), StatisticLen(statsOp), StatisticLen(&LayerNormStatsOp{N: N, C: C}), N, 2*N)
+			IsStatistic(statsOp), StatisticLen(statsOp), StatisticLen(&NormStatsOp{Kind: NormLayer, N: N, C: C}), N, 2*N)
 	}
 }
