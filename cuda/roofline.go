@@ -81,7 +81,7 @@ func (r Roofline) Check() error {
 	}{{"16-bit peak", r.HalfFLOPS, MinPeakFLOPS, MaxPeakFLOPS, "TFLOP/s", 1e12}, {"fp32 peak", r.FP32FLOPS, MinPeakFLOPS, MaxPeakFLOPS, "TFLOP/s", 1e12},
 		{"bandwidth", r.Bandwidth, MinBandwidth, MaxBandwidth, "GB/s", 1e9}} {
 		if !(l.v >= l.lo && l.v <= l.hi) {
-			return fmt.Errorf("cuda: roofline %s: %s %g %s: out of range (valid: %g to %g %s)", r.Name, l.name, l.v/l.unitSize, l.unit, l.lo/l.unitSize, l.hi/l.unitSize, l.unit)
+			return Argf("cuda", "roofline "+r.Name+": "+l.name, fmt.Sprintf("%g %s", l.v/l.unitSize, l.unit), "out of range", fmt.Sprintf("%g to %g %s", l.lo/l.unitSize, l.hi/l.unitSize, l.unit))
 		}
 	}
 	return nil

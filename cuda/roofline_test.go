@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -35,5 +36,12 @@ func TestRooflineTime(t *testing.T) {
 	}
 	if err := (Roofline{Name: "x", HalfFLOPS: 1, FP32FLOPS: 1}).Check(); err == nil {
 		t.Error("a roofline without bandwidth passes its check")
+	}
+	// A value out of range is an *ArgError, read by field (the command
+	// line trimmed "cuda: " off its text to name its flags).
+	var ae *ArgError
+	err := (Roofline{Name: "x", HalfFLOPS: 1e15, FP32FLOPS: 1e15, Bandwidth: 1}).Check()
+	if !errors.As(err, &ae) || ae.What != "roofline x: bandwidth" || ae.Value != "1e-09 GB/s" || ae.Detail() != "roofline x: bandwidth 1e-09 GB/s: out of range (valid: 0.1 to 1e+06 GB/s)" {
+		t.Errorf("a roofline of 1 B/s: %#v", err)
 	}
 }

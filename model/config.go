@@ -161,7 +161,7 @@ func (c Config) Validate() error {
 		max  int
 	}{{"layers", c.Layers, MaxLayers}, {"hidden", c.Hidden, MaxHidden}, {"heads", c.Heads, MaxHidden}, {"vocab", c.Vocab, MaxVocab}, {"context", c.Context, MaxContext}} {
 		if f.v <= 0 || f.v > f.max {
-			return fmt.Errorf("model: %s %d: out of range (valid: 1 to %d)", f.name, f.v, f.max)
+			return cuda.Argf("model", f.name, f.v, "out of range", fmt.Sprintf("1 to %d", f.max))
 		}
 	}
 	if c.Hidden%c.Heads != 0 {
@@ -195,13 +195,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: rotary positions pair a head's channels, and %d heads of hidden %d have %d each (valid: an even head size)", c.Heads, c.Hidden, c.HeadDim())
 	}
 	if c.RopeTheta != 0 && !(c.RopeTheta > 1 && c.RopeTheta <= 1e12) {
-		return fmt.Errorf("model: rope theta %g: out of range (valid: above 1 to 1e12, or 0 for %g)", c.RopeTheta, float64(DefaultRopeTheta))
+		return cuda.Argf("model", "rope theta", c.RopeTheta, "out of range", fmt.Sprintf("above 1 to 1e12, or 0 for %g", float64(DefaultRopeTheta)))
 	}
 	if c.NormEps != 0 && !(c.NormEps > 0 && c.NormEps < 1) {
-		return fmt.Errorf("model: norm ε %g: out of range (valid: above 0, below 1, or 0 for the norm's default)", c.NormEps)
+		return cuda.Argf("model", "norm ε", c.NormEps, "out of range", "above 0, below 1, or 0 for the norm's default")
 	}
 	if c.FFN < 0 || c.FFN > MaxHidden*4 {
-		return fmt.Errorf("model: ffn %d: out of range (valid: 1 to %d, or 0 for the MLP's default)", c.FFN, MaxHidden*4)
+		return cuda.Argf("model", "ffn", c.FFN, "out of range", fmt.Sprintf("1 to %d, or 0 for the MLP's default", MaxHidden*4))
 	}
 	if t := c.Tensor.size(); t > 1 && c.FFNWidth()%t != 0 {
 		return fmt.Errorf("model: %d tensor-parallel ranks do not divide the MLP's %d channels (valid: a tensor-parallel size dividing both the heads and the ffn)", t, c.FFNWidth())

@@ -30,6 +30,7 @@ import (
 	"math"
 	"math/big"
 	"strings"
+	"trainmem/cuda"
 )
 
 // DeepSpeedSource is the code the deepspeed estimator follows.
@@ -74,16 +75,16 @@ func (c Cluster) Nodes(s Setup) (nodes, perNode int, err error) {
 // Validate checks c's fields against s.
 func (c Cluster) Validate(s Setup) error {
 	if c.GPUsPerNode < 0 {
-		return fmt.Errorf("model: GPUs a node %d: must be a positive integer", c.GPUsPerNode)
+		return cuda.Argf("model", "GPUs a node", c.GPUsPerNode, "must be a positive integer", "")
 	}
 	if _, _, err := c.Nodes(s); err != nil {
 		return err
 	}
 	if c.BufferFactor < 0 || math.IsNaN(c.BufferFactor) || math.IsInf(c.BufferFactor, 0) {
-		return fmt.Errorf("model: buffer factor %v: must be a finite number ≥ 0 (0 is DeepSpeed's default, %v)", c.BufferFactor, DeepSpeedBufferFactor)
+		return cuda.Argf("model", "buffer factor", c.BufferFactor, "must be a finite number ≥ 0", fmt.Sprintf("0, DeepSpeed's default of %v, or more", DeepSpeedBufferFactor))
 	}
 	if c.LargestLayer < 0 {
-		return fmt.Errorf("model: largest layer %d parameters: must be ≥ 0", c.LargestLayer)
+		return cuda.Argf("model", "largest layer", c.LargestLayer, "must be ≥ 0", "")
 	}
 	if c.LargestLayer > 0 && !s.ParamsOnly() {
 		return fmt.Errorf("model: a largest layer of %d parameters given for a model shape, which counts its own (valid: only with a parameter count)", c.LargestLayer)

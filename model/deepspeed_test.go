@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"trainmem/cuda"
 )
 
 // The rows are what DeepSpeed's own functions return for these arguments:
@@ -174,28 +175,40 @@ func TestDeepSpeedRefusals(t *testing.T) {
 		edit    func(*Setup, *Cluster)
 		none    bool // ErrNoDeepSpeed rather than a bad value
 		message string
+		arg     string // the *cuda.ArgError's What, for a value out of range
 	}{
-		{"stage 0", func(s *Setup, _ *Cluster) { s.ZeRO = 0 }, true, "stages 1 to 3"},
-		{"tensor parallel", func(s *Setup, _ *Cluster) { s.TP, s.Ranks = 5, 1 }, true, "data parallelism alone"},
-		{"fp32", func(s *Setup, _ *Cluster) { s.Precision = FP32 }, true, "not fp32 adam"},
-		{"sgd", func(s *Setup, _ *Cluster) { s.Optimizer = SGD }, true, "not fp16 sgd"},
+		{"stage 0", func(s *Setup, _ *Cluster) { s.ZeRO = 0 }, true, "stages 1 to 3", ""},
+		{"tensor parallel", func(s *Setup, _ *Cluster) { s.TP, s.Ranks = 5, 1 }, true, "data parallelism alone", ""},
+		{"fp32", func(s *Setup, _ *Cluster) { s.Precision = FP32 }, true, "not fp32 adam", ""},
+		{"sgd", func(s *Setup, _ *Cluster) { s.Optimizer = SGD }, true, "not fp16 sgd", ""},
 		{"cold zero-3 without its largest layer", func(s *Setup, _ *Cluster) {
 			*s = Setup{Params: 7.5e9, Precision: BF16, Ranks: 8, ZeRO: 3, TP: 1, PP: 1}
-		}, true, "--largest-layer"},
-		{"GPUs a node not dividing the world", func(_ *Setup, c *Cluster) { c.GPUsPerNode = 3 }, false, "3 GPUs a node do not divide the world of 8 ranks (ranks × tp × pp; valid: 1, 2, 4, 8)"},
-		{"negative GPUs a node", func(_ *Setup, c *Cluster) { c.GPUsPerNode = -1 }, false, "must be a positive integer"},
-		{"a NaN factor", func(_ *Setup, c *Cluster) { c.BufferFactor = math.NaN() }, false, "buffer factor NaN"},
-		{"a largest layer for a shape", func(_ *Setup, c *Cluster) { c.LargestLayer = 10 }, false, "counts its own"},
+		}, true, "--largest-layer", ""},
+		{"GPUs a node not dividing the world", func(_ *Setup, c *Cluster) { c.GPUsPerNode = 3 }, false, "3 GPUs a node do not divide the world of 8 ranks (ranks × tp × pp; valid: 1, 2, 4, 8)", ""},
+		{"negative GPUs a node", func(_ *Setup, c *Cluster) { c.GPUsPerNode = -1 }, false, "must be a positive integer", "GPUs a node"},
+		{"a NaN factor", func(_ *Setup, c *Cluster) { c.BufferFactor = math.NaN() }, false, "buffer factor NaN", "buffer factor"},
+		{"a negative largest layer", func(s *Setup, c *Cluster) {
+			*s = Setup{Params: 100, Precision: BF16, Ranks: 8, ZeRO: 3, TP: 1, PP: 1}
+			c.LargestLayer = -1
+		}, false, "must be ≥ 0", "largest layer"},
+		{"a largest layer for a shape", func(_ *Setup, c *Cluster) { c.LargestLayer = 10 }, false, "counts its own", ""},
 		{"a largest layer past the model", func(s *Setup, c *Cluster) {
 			*s = Setup{Params: 100, Precision: BF16, Ranks: 8, ZeRO: 3, TP: 1, PP: 1}
 			c.LargestLayer = 101
-		}, false, "at most the model's"},
+		}, false, "at most the model's", ""},
 	} {
 		s, cl := base, Cluster{}
 		c.edit(&s, &cl)
 		_, err := s.DeepSpeed(cl)
 		if err == nil || errors.Is(err, ErrNoDeepSpeed) != c.none || !strings.Contains(err.Error(), c.message) {
 			t.Errorf("%s: %v, want %q (no estimate: %t)", c.name, err, c.message, c.none)
+		}
+		// A value out of range is a typed error its caller reads by field
+		// (the command line named the flag by trimming "model: " off the
+		// text).
+		var ae *cuda.ArgError
+		if got := errors.As(err, &ae); got != (c.arg != "") || got && ae.What != c.arg {
+			t.Errorf("%s: %#v, want an ArgError about %q: %t", c.name, err, c.arg, c.arg != "")
 		}
 	}
 }

@@ -471,15 +471,15 @@ func (s Setup) Validate() error {
 	}
 	switch {
 	case s.Ranks < 1 || s.Ranks > MaxRanks:
-		return fmt.Errorf("model: ranks %d: out of range (valid: 1 to %d)", s.Ranks, MaxRanks)
+		return cuda.Argf("model", "ranks", s.Ranks, "out of range", fmt.Sprintf("1 to %d", MaxRanks))
 	case s.ZeRO < 0 || s.ZeRO > 3:
 		return fmt.Errorf("model: ZeRO stage %d (valid: 0, 1, 2, 3)", s.ZeRO)
 	case s.TP < 1:
-		return fmt.Errorf("model: tensor-parallel ranks %d: must be a positive integer", s.TP)
+		return cuda.Argf("model", "tensor-parallel ranks", s.TP, "must be a positive integer", "")
 	case s.PP < 1:
-		return fmt.Errorf("model: pipeline stages %d: must be a positive integer", s.PP)
+		return cuda.Argf("model", "pipeline stages", s.PP, "must be a positive integer", "")
 	case s.MicroBatches < 0 || s.MicroBatches > MaxMicroBatches:
-		return fmt.Errorf("model: micro-batches %d: out of range (valid: 1 to %s)", s.MicroBatches, Comma(MaxMicroBatches))
+		return cuda.Argf("model", "micro-batches", s.MicroBatches, "out of range", "1 to "+Comma(MaxMicroBatches))
 	}
 	// The world, ranks·tp·pp, counted without wrapping: each axis alone
 	// in range can still make more ranks than an int holds.
@@ -509,9 +509,9 @@ func (s Setup) Validate() error {
 	m := s.Model
 	switch {
 	case s.Batch < 1 || s.Batch > MaxBatch:
-		return fmt.Errorf("model: batch %d: out of range (valid: 1 to %d)", s.Batch, MaxBatch)
+		return cuda.Argf("model", "batch", s.Batch, "out of range", fmt.Sprintf("1 to %d", MaxBatch))
 	case s.Seq < 1 || s.Seq > m.Context:
-		return fmt.Errorf("model: sequence length %d (valid: 1 to the context, %d)", s.Seq, m.Context)
+		return cuda.Argf("model", "sequence length", s.Seq, "longer than the context", fmt.Sprintf("1 to the context, %d", m.Context))
 	case m.Heads%s.TP != 0:
 		return fmt.Errorf("model: tensor-parallel ranks %d do not divide the %d heads (valid: %s)", s.TP, m.Heads, divisors(m.Heads))
 	case m.KV()%s.TP != 0:

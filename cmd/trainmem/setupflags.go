@@ -5,12 +5,14 @@ package main
 // train, simulate and validate).
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
+	"trainmem/cuda"
 	"trainmem/model"
 	"trainmem/zero"
 )
@@ -529,6 +531,10 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	return f
 }
 
+// clusterFlagOf is the flag of each argument model.Cluster.Validate
+// refuses by its *cuda.ArgError.
+var clusterFlagOf = map[string]string{"GPUs a node": "gpus-per-node", "buffer factor": "buffer-factor", "largest layer": "largest-layer"}
+
 // cluster is the flags' cluster for the checked setup, or a usage error
 // naming the flag.
 func (f *clusterFlags) cluster(c model.Checked) (model.Cluster, error) {
@@ -536,7 +542,11 @@ func (f *clusterFlags) cluster(c model.Checked) (model.Cluster, error) {
 		return model.Cluster{}, usagef("--gpus-per-node %d: must be a positive integer", f.c.GPUsPerNode)
 	}
 	if err := f.c.Validate(c.Setup()); err != nil {
-		return model.Cluster{}, usagef("%s", strings.TrimPrefix(err.Error(), "model: "))
+		var ae *cuda.ArgError
+		if errors.As(err, &ae) {
+			return model.Cluster{}, usagef("--%s: %s", clusterFlagOf[ae.What], ae.Detail())
+		}
+		return model.Cluster{}, usageError{err}
 	}
 	return f.c, nil
 }

@@ -4,10 +4,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"trainmem/bench"
 	"trainmem/cuda"
@@ -176,8 +176,12 @@ func rooflineOf(fs *flag.FlagSet, gpu string, peakTFLOPS, bandwidth float64) (*c
 			return nil, usagef("--peak-tflops %g --bandwidth %g: give both (e.g. --peak-tflops 989 --bandwidth 3350, an H100 SXM)", peakTFLOPS, bandwidth)
 		}
 		if err := r.Check(); err != nil {
+			var ae *cuda.ArgError
+			if !errors.As(err, &ae) {
+				return nil, err
+			}
 			return nil, usagef("--peak-tflops %g --bandwidth %g: %s (valid: --peak-tflops %g to %g, --bandwidth %g to %g GB/s)", peakTFLOPS, bandwidth,
-				strings.TrimPrefix(err.Error(), "cuda: "), cuda.MinPeakFLOPS/1e12, cuda.MaxPeakFLOPS/1e12, cuda.MinBandwidth/1e9, cuda.MaxBandwidth/1e9)
+				ae.Detail(), cuda.MinPeakFLOPS/1e12, cuda.MaxPeakFLOPS/1e12, cuda.MinBandwidth/1e9, cuda.MaxBandwidth/1e9)
 		}
 		return &r, nil
 	case gpu == "none":
