@@ -191,9 +191,7 @@ func (r *SweepReport) peaksFigure() (figure, error) {
 	p := plot.New()
 	p.Title.Text = "the step's peak and what it holds (simulated)"
 	p.Y.Label.Text = uname + " allocated at the peak"
-	leg := plot.NewLegend()
-	leg.Top, leg.Left = true, true
-	leg.Padding = vg.Points(2.5)
+	leg := sideLegend()
 	var segs []stackSegment
 	for k, c := range cuda.Categories() {
 		seg := stackSegment{name: c.String(), color: categoryColors[k%len(categoryColors)]}
@@ -202,7 +200,7 @@ func (r *SweepReport) peaksFigure() (figure, error) {
 		}
 		segs = append(segs, seg)
 	}
-	if err := addStacks(p, &leg, segs, vg.Points(28), false); err != nil {
+	if err := addStacks(p, leg, segs, vg.Points(28), false); err != nil {
 		return figure{}, err
 	}
 	var lab plotter.XYLabels
@@ -228,7 +226,17 @@ func (r *SweepReport) peaksFigure() (figure, error) {
 	width := vg.Length(math.Max(5, 1.1*float64(len(r.Rows)))) * vg.Inch
 	tiles := draw.Tiles{Rows: 1, Cols: 1, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
 	return figure{plots: [][]*plot.Plot{{p}}, tiles: tiles, width: width + 1.4*vg.Inch, height: 4 * vg.Inch,
-		legends: [][]*plot.Legend{{&leg}}, legendWidth: 1.4 * vg.Inch}, nil
+		legends: [][]*plot.Legend{{leg}}, legendWidth: 1.4 * vg.Inch}, nil
+}
+
+// sideLegend is a legend drawn beside its plot (figure.legends): from the
+// strip's top left, its rows a line apart (12-point names on 10-point rows
+// touched).
+func sideLegend() *plot.Legend {
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.Padding = vg.Points(2.5)
+	return &leg
 }
 
 // stackSegment is one colour of stacked bars: its value in every bar.

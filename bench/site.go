@@ -284,10 +284,8 @@ func answerFigure(r *ValidateReport, x Estimators) (figure, string, error) {
 	p := plot.New()
 	p.Title.Text = "where the memory went at the step's peak"
 	p.X.Label.Text = uname
-	leg := plot.NewLegend()
-	leg.Top, leg.Left = true, true
-	leg.Padding = vg.Points(2.5)
-	if err := addStacks(p, &leg, segs, vg.Points(16), true); err != nil {
+	leg := sideLegend()
+	if err := addStacks(p, leg, segs, vg.Points(16), true); err != nil {
 		return figure{}, "", err
 	}
 	var lab plotter.XYLabels
@@ -308,7 +306,7 @@ func answerFigure(r *ValidateReport, x Estimators) (figure, string, error) {
 	p.X.Min, p.X.Max = 0, float64(top)/float64(unit)*1.14 // the totals' labels
 	tiles := draw.Tiles{Rows: 1, Cols: 1, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
 	fig := figure{plots: [][]*plot.Plot{{p}}, tiles: tiles, width: 9 * vg.Inch, height: vg.Length(1.2+0.32*float64(n)) * vg.Inch,
-		legends: [][]*plot.Legend{{&leg}}, legendWidth: 2 * vg.Inch}
+		legends: [][]*plot.Legend{{leg}}, legendWidth: 2 * vg.Inch}
 
 	// The caption: the peak's makeup, then each source against the
 	// simulation.
@@ -318,12 +316,7 @@ func answerFigure(r *ValidateReport, x Estimators) (figure, string, error) {
 	}
 	sim := sources[simIdx]
 	peak := totals[simIdx]
-	var states int64
-	for _, c := range cuda.Categories() {
-		if c.ModelState() {
-			states += sim.parts[c.String()]
-		}
-	}
+	states := modelStates(r.SimulatedStats.AtPeak)
 	words := fmt.Sprintf("The answer: the step's peak is %s (simulated", model.GiB(peak))
 	if r.MeasuredStats != nil {
 		words += fmt.Sprintf("; measured %s", model.GiB(totals[0]))
@@ -349,7 +342,7 @@ func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 	if err != nil {
 		return Section{}, err
 	}
-	t := SiteTable{ID: "checkpoint", Caption: checkpointTableCaption(r),
+	t := SiteTable{ID: "checkpoint", Caption: checkpointTableCaption,
 		Header: []string{"policy", model.ZeROPaper.String(), model.Korthikanti.String(), "simulated", "measured", "simulated peak", "peak vs none", "model states at the peak", "activations at the peak", "other at the peak", "recompute FLOP fraction", "step ms", "overhead", "dominated by"}}
 	none := r.Rows[0]
 	for _, row := range r.Rows {
@@ -360,18 +353,13 @@ func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 		if row.Overhead != nil {
 			over = *row.Overhead
 		}
-		states, acts := int64(0), row.AtPeak[cuda.Activations]
-		for c, v := range row.AtPeak {
-			if c.ModelState() {
-				states += v
-			}
-		}
+		states, acts, other := peakShare(row)
 		dom := any("-")
 		if row.DominatedBy != "" {
 			dom = row.DominatedBy
 		}
 		t.Rows = append(t.Rows, []any{row.Policy, row.Estimate[model.ZeROPaper], row.Estimate[model.Korthikanti], row.Simulated, bytesCell(row.Measured),
-			row.SimulatedPeak, pct(float64(row.SimulatedPeak)/float64(none.SimulatedPeak) - 1), states, acts, row.SimulatedPeak - states - acts,
+			row.SimulatedPeak, pct(float64(row.SimulatedPeak)/float64(none.SimulatedPeak) - 1), states, acts, other,
 			row.RecomputeFraction, ms, over, dom})
 	}
 	sec := Section{ID: "checkpoint", Title: "The checkpointing trade-off", Intro: "trainmem validate --sweep checkpoint: what each policy keeps, what its peak holds, and what it recomputes.", Tables: []SiteTable{t}}
@@ -410,14 +398,11 @@ func siteCheckpoint(ctx context.Context, o SiteOptions) (Section, error) {
 // term becomes the larger part (seq: scoresCrossover), so that the scan
 // shows it take over (tiny's context of 64 stopped the scan before it, on
 // a slope of 1.13).
-func scanValues(s model.Setup, what string) []int {
+func scanValues(s model.Setup, what string, crossover int) []int {
 	var out []int
 	limit := 8 * s.Batch
 	if what == "seq" {
-		limit = s.Model.Context
-		if x := scoresCrossover(s); x > 0 {
-			limit = max(limit, 2*x)
-		}
+		limit = max(s.Model.Context, 2*crossover)
 	}
 	for v := 1; v <= limit; v *= 2 {
 		if what == "seq" && v < 8 {
@@ -476,7 +461,11 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 	}
 	t.Header = append(t.Header, "simulated", "measured")
 	series := make([]plotter.XYs, len(model.Formulas())+1)
-	for _, v := range scanValues(s, what) {
+	crossover := 0 // the scores' crossover, for a sequence scan
+	if what == "seq" {
+		crossover = scoresCrossover(s)
+	}
+	for _, v := range scanValues(s, what, crossover) {
 		u := s
 		if what == "batch" {
 			u.Batch = v
@@ -514,7 +503,7 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 		sec.Title = "Activations against the sequence length"
 		t.Caption = "Activation bytes at their peak for each sequence length: linear in s but for the attention scores' term, which grows as s² (Korthikanti et al.'s 5·a·s/h per layer value; the ZeRO paper's 12·h·b·s·L has none and falls behind at long sequences); measured equals simulated to the byte."
 		sec.Intro = "The setup simulated (and, when measuring, measured) at each sequence length up to the context."
-		if x := scoresCrossover(s); x > 0 {
+		if x := crossover; x > 0 {
 			sec.Intro = fmt.Sprintf("The setup simulated (and, when measuring, measured) at each sequence length up to the context (%d) and on to twice s = %d, the first power of two at which the attention scores (a·s²·b values a layer) are the larger part of the activations by trainmem's exact formula; past the context the table of learned positions is lengthened, which the activations do not depend on, and nothing is measured.", s.Model.Context, x)
 		}
 	}
@@ -528,7 +517,7 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 	if err != nil {
 		return Section{}, err
 	}
-	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: scanCaption(what, series, s)}}
+	sec.Figures = []SiteFigure{{ID: what + "-scan", SVG: svg, Caption: scanCaption(what, series, s, crossover)}}
 	return sec, nil
 }
 
@@ -540,7 +529,7 @@ func siteScan(ctx context.Context, s model.Setup, what string, o SiteOptions) (S
 // drawn beside it, and the axes end just past the data.
 func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, *plot.Legend, error) {
 	p := plot.New()
-	leg := plot.NewLegend()
+	leg := sideLegend()
 	p.Title.Text = title
 	p.X.Label.Text = xname
 	p.Y.Label.Text = "activation bytes (log)"
@@ -559,8 +548,6 @@ func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, *plot.Lege
 	}
 	p.X.Tick.Marker = pointTicks(xs)
 	p.Y.Tick.Marker = byteLogTicks{}
-	leg.Top, leg.Left = true, true
-	leg.Padding = vg.Points(2.5)
 	names := append(formulaNames(), "simulated")
 	for i, xy := range series {
 		c := palette[i%len(palette)]
@@ -593,7 +580,7 @@ func scanPlot(title, xname string, series []plotter.XYs) (*plot.Plot, *plot.Lege
 	if n := len(xs); n > 0 {
 		p.X.Min, p.X.Max = xs[0]/1.08, xs[n-1]*1.08
 	}
-	return p, &leg, nil
+	return p, leg, nil
 }
 
 // pointTicks marks an axis at its sample points, labelled.
@@ -640,8 +627,9 @@ func (byteLogTicks) Ticks(lo, hi float64) []plot.Tick {
 // gap), and how the simulation grows from the first point to the last
 // (its slope on the log-log axes: 1 is linear, 2 quadratic), and for a
 // sequence scan of s's setup the scores' share of the activations at its
-// ends (trainmem's exact formula, which the simulation equals).
-func scanCaption(what string, series []plotter.XYs, s model.Setup) string {
+// ends (trainmem's exact formula, which the simulation equals) against
+// their crossover (scoresCrossover; 0 for none).
+func scanCaption(what string, series []plotter.XYs, s model.Setup, crossover int) string {
 	sim := series[len(series)-1]
 	var parts []string
 	for i, f := range formulaNames() {
@@ -665,7 +653,7 @@ func scanCaption(what string, series []plotter.XYs, s model.Setup) string {
 		if what == "seq" {
 			first, _ := scoresShare(s, int(sim[0].X))
 			last, _ := scoresShare(s, int(sim[n-1].X))
-			switch x := scoresCrossover(s); {
+			switch x := crossover; {
 			case x == 0:
 			case sim[n-1].X >= float64(x):
 				growth += fmt.Sprintf(": the attention scores' s² term, %.0f%% of the activations at s = %g, is %.0f%% at s = %g, the larger part from s = %d on", 100*first, sim[0].X, 100*last, sim[n-1].X, x)
@@ -785,9 +773,7 @@ func checkpointPeaksCaption(r *SweepReport) string {
 }
 
 // checkpointTableCaption says what the sweep's table holds.
-func checkpointTableCaption(r *SweepReport) string {
-	return "Every checkpoint policy: its activations at their peak by each formula, simulated and measured; the step's peak (simulated; the measured peak equals it) and what it holds at that moment; the recompute FLOPs the policy adds (Korthikanti et al. 2022, Appendix A) and, when measured, its step time. A policy is dominated when another reaches a peak no higher, keeps no more activations and recomputes no more."
-}
+const checkpointTableCaption = "Every checkpoint policy: its activations at their peak by each formula, simulated and measured; the step's peak (simulated; the measured peak equals it) and what it holds at that moment; the recompute FLOPs the policy adds (Korthikanti et al. 2022, Appendix A) and, when measured, its step time. A policy is dominated when another reaches a peak no higher, keeps no more activations and recomputes no more."
 
 // scanPoint is u's estimate, its simulation's statistics and, when the
 // site measures, its measured activation peak (a fresh device, validate's
@@ -1145,14 +1131,14 @@ svg{max-width:100%;height:auto}nav a{margin-right:1em}.notes li{margin:.2em 0}.n
 		fmt.Fprintf(&b, `<a href="#%s">%s</a>`, sec.ID, esc(sec.Title))
 	}
 	b.WriteString("</nav>\n")
-	figure := func(f SiteFigure) {
+	writeFigure := func(f SiteFigure) {
 		fmt.Fprintf(&b, "<figure id=\"%s\">\n%s\n<figcaption>%s</figcaption></figure>\n", f.ID, f.SVG, esc(f.Caption))
 	}
 	for _, sec := range site.Sections {
 		fmt.Fprintf(&b, "<section id=\"%s\"><h2>%s</h2>\n<p>%s</p>\n", sec.ID, esc(sec.Title), esc(sec.Intro))
 		for _, f := range sec.Figures {
 			if f.Lead {
-				figure(f)
+				writeFigure(f)
 			}
 		}
 		for _, t := range sec.Tables {
@@ -1172,7 +1158,7 @@ svg{max-width:100%;height:auto}nav a{margin-right:1em}.notes li{margin:.2em 0}.n
 		}
 		for _, f := range sec.Figures {
 			if !f.Lead {
-				figure(f)
+				writeFigure(f)
 			}
 		}
 		if len(sec.Notes) > 0 {

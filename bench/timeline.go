@@ -262,7 +262,7 @@ func peakLabel(tl Timeline) string {
 // what the peak holds, and a dashed line marks where it falls.
 func timelinePlot(title string, tl Timeline, unit int64, uname string, ymin, ymax float64, base int64) (*plot.Plot, *plot.Legend, error) {
 	p := plot.New()
-	leg := plot.NewLegend()
+	leg := sideLegend()
 	p.Title.Text = title
 	if base > 0 {
 		p.Title.Text = fmt.Sprintf("%s (the axis starts at %s: the model states below it)", title, model.GiB(base))
@@ -374,13 +374,11 @@ func timelinePlot(title string, tl Timeline, unit int64, uname string, ymin, yma
 		}
 	}
 	p.Add(lb)
-	leg.Top, leg.Left = true, true
-	leg.Padding = vg.Points(2.5) // rows a line apart: 12-point names on 10-point rows touched
 	// The axes last: adding a plotter widens them to its data (the stacks
 	// start at 0, below a raised axis).
 	p.X.Min, p.X.Max = 0, last
 	p.Y.Min, p.Y.Max = ymin, ymax
-	return p, &leg, nil
+	return p, leg, nil
 }
 
 // eventTicks marks a timeline's x axis at round event counts up to its

@@ -149,8 +149,7 @@ func boolFlag(field func(*setupFlags) *bool) func(*flag.FlagSet, *setupFlags, st
 // guideFlags is where a flag's long explanation is.
 const guideFlags = "docs/guide.md, Flags"
 
-// setupFlags are every setup flag, in the order -h lists them (it sorts
-// them by name).
+// setupFlagTable is every setup flag (-h lists them sorted by name).
 var setupFlagTable = []setupFlag{
 	{"preset", scopeDevice, "model preset: ", func(fs *flag.FlagSet, f *setupFlags, name, help string, o setupOptions) {
 		help += strings.Join(model.PresetNames(), ", ")
