@@ -183,10 +183,14 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	rate := s.DevicePerParam()
 	t.Add("model states per rank", "bytes", "GB", "GiB", "bytes/param")
 	for i, c := range e.States.Named() {
-		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)})...)
+		per := fmt.Sprintf("%d a frozen one", s.Precision.Size())
+		if c.Cat != cuda.Frozen {
+			per = fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)
+		}
+		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{per})...)
 	}
 	perParam := fmt.Sprint(rate.Total())
-	if s.ZeRO > 0 && s.Ranks > 1 && e.RankParams > 0 {
+	if (s.ZeRO > 0 && s.Ranks > 1 || e.RankTrained != e.RankParams) && e.RankParams > 0 {
 		// What the rank holds a parameter, its shards included: not the
 		// 16 of an unsharded rank.
 		perParam = fmt.Sprintf("%.2f", float64(e.States.Total())/float64(e.RankParams))
@@ -197,6 +201,10 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	}
 	t.Write(w)
 	fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %d here", rate.Optimizer())
+	if e.RankTrained != e.RankParams {
+		fmt.Fprintf(w, ", Φ the %s trained parameters; the %s frozen ones (--freeze %s) at %d bytes each, with no gradient and no optimizer state",
+			model.Comma(e.RankTrained), model.Comma(e.RankParams-e.RankTrained), s.Model.Freeze, s.Precision.Size())
+	}
 	if s.MainGrads == model.GradsFP32 && s.Precision.Mixed() {
 		fmt.Fprint(w, "; fp32 main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 gradients) make the gradients 4Φ: 2Φ + 4Φ + KΦ")
 	}

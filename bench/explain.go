@@ -103,8 +103,22 @@ func explain(r *ValidateReport) []string {
 	for _, c := range []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV} {
 		rounded += r.SimulatedStats.CategoryAllocated[c].Peak - r.SimulatedStats.CategoryRequested[c].Peak
 	}
-	add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",
-		rate.Total(), strings.Join(parts, " + "), model.Comma(phi), model.Comma(e.States.Total()), exactly, model.Comma(st), model.Comma(rounded))
+	if frozen := s.Model.NumFrozen(); frozen > 0 {
+		// A fine-tune: the rate is a trained parameter's, the frozen
+		// weights beside them at the working width.
+		trained := phi - frozen
+		if st == e.States.Total() {
+			exactly = "exactly that"
+		} else {
+			exactly = fmt.Sprintf("%s bytes, not %s", model.Comma(st), model.Comma(e.States.Total()))
+		}
+		add("model states: %d bytes a trained parameter (%s) × %s trained parameters, and the frozen weights (--freeze %s) at %d bytes × %s = %s bytes, with no gradient and no optimizer state: %s bytes; the simulation requests %s, one flat buffer a category, which the allocator rounds up by %s bytes in all",
+			rate.Total(), strings.Join(parts, " + "), model.Comma(trained), s.Model.Freeze, s.Precision.Size(), model.Comma(frozen), model.Comma(e.States.Frozen),
+			model.Comma(e.States.Total()), exactly, model.Comma(rounded+r.SimulatedStats.CategoryAllocated[cuda.Frozen].Peak-r.SimulatedStats.CategoryRequested[cuda.Frozen].Peak))
+	} else {
+		add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",
+			rate.Total(), strings.Join(parts, " + "), model.Comma(phi), model.Comma(e.States.Total()), exactly, model.Comma(st), model.Comma(rounded))
+	}
 	if g := sim[cuda.Grads.String()] - e.States.Grads; s.Offload == model.OffloadParams && g > 0 {
 		add("grads peak at the formula's plus %s: ZeRO-3's bucket of a unit's gradients in flight until its reduction, which one rank runs too when it gathers its weights from host memory; comm, %s, is each unit's weight shard copied up before its gather", model.Bytes(g), model.Bytes(sim[cuda.Comm.String()]))
 	}

@@ -473,8 +473,9 @@ func checkViewerFidelity(t *testing.T, name string, doc snapshotDoc, began time.
 		t.Errorf("%s: the trace ends with %s, want the snapshot marker", name, a)
 	}
 	for i, c := range cuda.Categories() {
-		if categoryColors[i] != tableau10[i] {
-			t.Errorf("%s: trainmem's plots colour %s %v, the viewer %v", name, c, categoryColors[i], tableau10[i])
+		// d3's ordinal scale reuses its range past its tenth value.
+		if categoryColors[i%len(categoryColors)] != tableau10[i%len(tableau10)] {
+			t.Errorf("%s: trainmem's plots colour %s %v, the viewer %v", name, c, categoryColors[i%len(categoryColors)], tableau10[i%len(tableau10)])
 		}
 	}
 }

@@ -78,9 +78,9 @@ func TestValidateTiny(t *testing.T) {
 					}
 				}
 			}
-			var want []string // no context row on the host; gathered and comm only when a rank gathers
+			var want []string // no context row on the host; gathered and comm only when a rank gathers, frozen when a fine-tune freezes
 			for _, name := range rowOrder[:len(rowOrder)-1] {
-				if name != cuda.Gathered.String() && name != cuda.Comm.String() {
+				if name != cuda.Gathered.String() && name != cuda.Comm.String() && name != cuda.Frozen.String() {
 					want = append(want, name)
 				}
 			}

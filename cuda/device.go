@@ -83,19 +83,25 @@ const (
 	Workspace                   // kernel and library scratch
 	Gathered                    // ZeRO-3 parameters fetched for use
 	Comm                        // collective buffers
+	// Frozen is the weights a fine-tune does not train (model.Freeze): no
+	// gradient, no optimizer state. It is the eleventh category, so
+	// MemoryViz's ten colours (d3's ordinal scale reuses its range) give it
+	// the params' colour: weights either way.
+	Frozen
 	NumCategories
 )
 
 var categoryNames = enum.New[Category]("cuda", "Category", "memory category",
 	"params", "grads", "master", "adam_m", "adam_v",
-	"activations", "temporaries", "workspace", "gathered", "comm",
+	"activations", "temporaries", "workspace", "gathered", "comm", "frozen",
 )
 
 func (c Category) String() string { return categoryNames.String(c) }
 
 // ModelState reports whether c is one of the model states (params, grads,
-// master, adam_m, adam_v), which the ZeRO paper's 2Φ + 2Φ + KΦ counts.
-func (c Category) ModelState() bool { return c <= AdamV }
+// master, adam_m, adam_v, which the ZeRO paper's 2Φ + 2Φ + KΦ counts, and
+// the frozen weights of a fine-tune).
+func (c Category) ModelState() bool { return c <= AdamV || c == Frozen }
 
 // MarshalText is the category's name, so that maps keyed by category are
 // JSON objects keyed by name ({"params": ...}); UnmarshalText reads it.

@@ -18,6 +18,16 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
+// someDiffer is an op that can differentiate some of its arguments only:
+// symDiffSome is SymDiff of the arguments need says (nil: all), nil for the
+// others, and makes no node for them.
+type someDiffer interface {
+	symDiffSome(in G.Nodes, out, dy *G.Node, need []bool) (G.Nodes, error)
+}
+
+// needs reports whether need (nil: every argument) asks for argument i.
+func needs(need []bool, i int) bool { return need == nil || need[i] }
+
 // backward differentiates loss with respect to wrt, seeded with dloss: the
 // nodes are visited in reverse creation order; a node whose consumers sent
 // it gradients sums them (gorgonia.ReduceAdd, in the order they were sent)
@@ -110,19 +120,39 @@ func (b *builder) backward(loss, dloss *G.Node, wrt []*G.Node) ([]*G.Node, error
 		}
 		args := b.args[i-inputs]
 		op := n.Op().(G.SDOp)
-		dargs, err := op.SymDiff(args, n, d)
+		// need: the differentiable arguments that depend on wrt. The
+		// others (a frozen weight; an input with nothing trained below it)
+		// get no gradient, and no node is made for one.
+		diff := op.DiffWRT(len(args))
+		need := make([]bool, len(args))
+		some := false
+		for j := range args {
+			k, err := place(args[j])
+			if err != nil {
+				return nil, err
+			}
+			need[j] = diff[j] && depends[k]
+			some = some || diff[j] && !need[j]
+		}
+		made := len(g.AllNodes())
+		var dargs G.Nodes
+		if s, ok := op.(someDiffer); ok && some {
+			dargs, err = s.symDiffSome(args, n, d, need)
+		} else {
+			dargs, err = op.SymDiff(args, n, d)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("model: differentiating %s: %w", n.Name(), err)
 		}
 		if len(dargs) != len(args) {
 			return nil, fmt.Errorf("model: differentiating %s: %d gradients for %d arguments", n.Name(), len(dargs), len(args))
 		}
-		for j, diff := range op.DiffWRT(len(args)) {
-			if diff {
-				k, err := place(args[j])
-				if err != nil {
-					return nil, err
-				}
+		for j := range args {
+			if diff[j] && !need[j] && dargs[j] != nil && dargs[j].ID() >= int64(made) {
+				return nil, fmt.Errorf("model: differentiating %s: it made a gradient of %s, which nothing trained needs (an op with arguments that may be frozen implements symDiffSome)", n.Name(), args[j].Name())
+			}
+			if need[j] {
+				k, _ := place(args[j])
 				grads[k] = append(grads[k], dargs[j])
 			}
 		}

@@ -65,6 +65,9 @@ type Config struct {
 	// only, the final layer norm and the head on the last. The zero value is
 	// the whole model.
 	Stage PipelineStage
+	// Freeze is the parts a fine-tune does not train (freeze.go): no part
+	// of the weights' shape, so PresetOf and the file formats ignore it.
+	Freeze Freeze
 }
 
 // Presets, smallest first. GPT-2 shapes are from Radford et al. 2019
@@ -148,6 +151,7 @@ func (c Config) canonical() Config {
 		c.KVHeads = 0
 	}
 	c.Attention = AttentionNaive
+	c.Freeze = Freeze{}
 	return c
 }
 
@@ -207,6 +211,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: %d tensor-parallel ranks do not divide the MLP's %d channels (valid: a tensor-parallel size dividing both the heads and the ffn)", t, c.FFNWidth())
 	}
 	if err := c.Stage.check(c.Layers); err != nil {
+		return err
+	}
+	if err := c.Freeze.check(c); err != nil {
 		return err
 	}
 	return c.Tensor.check(c.Heads, c.KV(), c.Vocab)
@@ -387,6 +394,12 @@ type Param struct {
 	// Split is where a tensor-parallel rank's row sits in the whole
 	// model's tensor of the same name; the zero value is the whole tensor.
 	Split TensorSplit
+	// Frozen is a row a fine-tune does not train (Config.Freeze); Store
+	// is the row's offset in its own flat buffer: the trained rows' (the
+	// params, grads and optimizer states, which hold trained rows only)
+	// or the frozen rows'. With nothing frozen Store is Offset.
+	Frozen bool
+	Store  int64
 }
 
 // Params is the parameter table in flat-buffer order: embeddings, then each
@@ -403,13 +416,26 @@ func (c Config) Params() []Param {
 	t := c.Tensor.size()
 	hp := h / t // this rank's channels of q, k, v and of the attention output
 	var ps []Param
-	var off int64
+	var off, trained, frozen int64
+	embed := false // the rows being added are the embeddings' (Freeze.Embeddings)
 	add := func(name string, layer int, decay bool, split TensorSplit, shape ...int) {
 		n := int64(1)
 		for _, d := range shape {
 			n *= int64(d)
 		}
-		ps = append(ps, Param{Name: name, Shape: shape, Count: n, Offset: off, Layer: layer, Decay: decay, Split: split})
+		p := Param{Name: name, Shape: shape, Count: n, Offset: off, Layer: layer, Decay: decay, Split: split}
+		whole := layer
+		if layer >= 0 {
+			whole += c.Stage.Lo
+		}
+		p.Frozen = c.Freeze.frozen(whole, embed)
+		at := &trained
+		if p.Frozen {
+			at = &frozen
+		}
+		p.Store = *at
+		*at += n
+		ps = append(ps, p)
 		off += n
 	}
 	var whole TensorSplit
@@ -425,10 +451,12 @@ func (c Config) Params() []Param {
 	_, vr := c.Tensor.VocabRows(c.Vocab)
 	vocab := c.Tensor.vocab(c.Vocab) // vocabulary-parallel: the rank's rows
 	if c.First() {
+		embed = true
 		add("wte", -1, true, vocab, vr, h) // token embedding (V, h); also the head when tied
 		if p := c.learnedPositions(); p > 0 {
 			add("wpe", -1, true, whole, p, h)
 		}
+		embed = false
 	}
 	norm := func(name string, layer int) { // a gain, and a layer norm's bias
 		add(name+".w", layer, false, whole, h)
@@ -462,6 +490,7 @@ func (c Config) Params() []Param {
 	case c.Untied:
 		add("lm_head.w", -1, true, vocab, vr, h)
 	case c.headCopy():
+		embed = true
 		add("wte", -1, true, vocab, vr, h) // the tied head's copy of the token embedding
 	}
 	return ps
@@ -553,8 +582,12 @@ func (c Config) String() string {
 	if c.canonical().NormEps > 0 {
 		arch += fmt.Sprintf(", norm ε %g", c.Eps())
 	}
-	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s parameters",
-		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, arch, rank, Comma(c.NumParams()))
+	params := Comma(c.NumParams()) + " parameters"
+	if c.Freeze.Any() {
+		params += fmt.Sprintf(" (%s trained, %s frozen: %s)", Comma(c.NumTrained()), Comma(c.NumFrozen()), c.Freeze)
+	}
+	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s",
+		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, arch, rank, params)
 }
 
 // Comma formats n with thousands separators: 124439808 → "124,439,808".

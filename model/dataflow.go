@@ -246,6 +246,10 @@ func structureOf(cfg Config) Config {
 	if cfg.Tensor.size() > 1 {
 		sc.Tensor = TensorRank{Size: 2, Sequence: cfg.Tensor.Sequence} // what a split keeps is the same on every rank and at every size
 	}
+	// What is frozen changes what the backward pass reads; dead blocks
+	// (Config.DeadBlocks) keep nothing, and the exact formula counts their
+	// last output as a later stage's input, so the structure has none.
+	sc.Freeze = Freeze{Embeddings: cfg.Freeze.Embeddings, Head: cfg.Freeze.Head}
 	return sc
 }
 
@@ -298,8 +302,8 @@ func keptOf(cfg Config) (kept, error) {
 		kept  []bool
 	}{{flow.embed, k.embed}, {flow.block, k.block}, {flow.head, k.head}} {
 		for i, s := range sec.steps {
-			if sec.kept[i] != (s.term != "") {
-				return kept{}, fmt.Errorf("model: dataflow step %s: kept for backward %t, but its term in the exact formula is %q", s.name, sec.kept[i], s.term)
+			if sec.kept[i] && s.term == "" {
+				return kept{}, fmt.Errorf("model: dataflow step %s is kept for backward and has no term in the exact formula", s.name)
 			}
 		}
 	}

@@ -187,7 +187,7 @@ func (s Setup) offloaded(st States, stage int, phi int64) (device, host States, 
 	if stage >= 1 {
 		count = ceilDiv(phi, int64(s.Ranks))
 	}
-	device = States{Params: st.Params, Grads: st.Grads}
+	device = States{Params: st.Params, Grads: st.Grads, Frozen: st.Frozen}
 	host = States{Params: c.mul(count, s.Precision.Size()), Grads: c.mul(count, s.GradSize()), Master: st.Master, AdamM: st.AdamM, AdamV: st.AdamV}
 	pcie = PCIe{ToHost: host.Grads, ToDevice: host.Params}
 	if s.Offload == OffloadParams {
@@ -236,10 +236,15 @@ type States struct {
 	Master int64 // fp32 master weights, mixed precision only
 	AdamM  int64 // Adam's m, or the momentum buffer (the "first moment")
 	AdamV  int64 // Adam's v
+	// Frozen is the weights a fine-tune does not train (Config.Freeze),
+	// at the working weights' width, with nothing else: no gradient, no
+	// master copy, no optimizer state. The other categories count the
+	// trained parameters only.
+	Frozen int64
 }
 
 // Total is the sum over categories.
-func (s States) Total() int64 { return s.Params + s.Grads + s.Master + s.AdamM + s.AdamV }
+func (s States) Total() int64 { return s.Params + s.Grads + s.Master + s.AdamM + s.AdamV + s.Frozen }
 
 // Optimizer is the optimizer-state part, the ZeRO paper's K (per parameter)
 // or KΦ: master weights and moments.
@@ -251,15 +256,20 @@ type Share struct {
 	Bytes int64
 }
 
-// Named lists the model-state categories with their bytes, in report order.
+// Named lists the model-state categories with their bytes, in report
+// order; the frozen weights only where a fine-tune has some.
 func (s States) Named() []Share {
-	return []Share{
+	n := []Share{
 		{cuda.Params, s.Params},
 		{cuda.Grads, s.Grads},
 		{cuda.Master, s.Master},
 		{cuda.AdamM, s.AdamM},
 		{cuda.AdamV, s.AdamV},
 	}
+	if s.Frozen > 0 {
+		n = append(n, Share{cuda.Frozen, s.Frozen})
+	}
+	return n
 }
 
 // PerParam is the model-state bytes a parameter. Mixed-precision Adam holds
@@ -526,6 +536,14 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: the model is tensor-parallel rank %d of %d and the setup has %d tensor-parallel ranks (valid: the same count)", m.Tensor.Rank, m.Tensor.Size, s.TP)
 	case m.Tensor.Sequence != (s.SequenceParallel && m.Tensor.Size > 1):
 		return fmt.Errorf("model: the model's sequence parallelism is %t and the setup's %t (valid: the same)", m.Tensor.Sequence, s.SequenceParallel)
+	}
+	if m.Freeze.Any() {
+		switch {
+		case s.PP > 1:
+			return fmt.Errorf("model: freezing %s over %d pipeline stages: not yet (valid: one stage)", m.Freeze, s.PP)
+		case s.ZeRO == 3 && (s.Ranks > 1 || s.Offload == OffloadParams):
+			return fmt.Errorf("model: freezing %s under ZeRO-3: not yet, since ZeRO-3 shards the frozen weights too (valid: ZeRO stage 0 to 2)", m.Freeze)
+		}
 	}
 	c := s.Checkpoint
 	switch c.Kind {
@@ -849,8 +867,10 @@ type Estimate struct {
 	// Params is Φ, the whole model's parameters.
 	Params int64
 	// RankParams is the parameters the reported rank holds before ZeRO
-	// sharding: its pipeline stage's share, split over tensor-parallel ranks.
-	RankParams int64
+	// sharding: its pipeline stage's share, split over tensor-parallel
+	// ranks; RankTrained those of them a fine-tune trains (RankParams when
+	// nothing is frozen), the ones with gradients and optimizer states.
+	RankParams, RankTrained int64
 	// Stage is the reported pipeline stage (0 is the first).
 	Stage int
 	// States are the model states of the rank on its device; Offloaded
@@ -932,7 +952,7 @@ func (s Setup) estimateBy(formula Formula) (Estimate, error) {
 		return Estimate{}, err
 	}
 	if s.ParamsOnly() {
-		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params}
+		e := Estimate{Setup: s, Params: s.Params, RankParams: s.Params, RankTrained: s.Params}
 		var err error
 		if e.States, err = s.RankStates(s.Params, s.ZeRO); err != nil {
 			return Estimate{}, err
@@ -971,11 +991,27 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 	if err := c.err(); err != nil {
 		return Estimate{}, err
 	}
+	// A fine-tune's frozen weights (no pipeline stages with them:
+	// Validate) are the rank's part's frozen rows, at the working width.
+	e.RankTrained = e.RankParams
+	var frozen int64
+	if m.Freeze.Any() {
+		part := m
+		if s.TP > 1 && m.Tensor.Size != s.TP {
+			var err error
+			if part, err = m.TensorRank(s.TP, 0); err != nil {
+				return Estimate{}, err
+			}
+		}
+		frozen = part.NumFrozen()
+		e.RankTrained = e.RankParams - frozen
+	}
 	var err error
-	if e.States, err = s.RankStates(e.RankParams, s.ZeRO); err != nil {
+	if e.States, err = s.RankStates(e.RankTrained, s.ZeRO); err != nil {
 		return Estimate{}, err
 	}
-	if e.States, e.Offloaded, e.PCIe, err = s.offloaded(e.States, s.ZeRO, e.RankParams); err != nil {
+	e.States.Frozen = c.mul(frozen, s.Precision.Size())
+	if e.States, e.Offloaded, e.PCIe, err = s.offloaded(e.States, s.ZeRO, e.RankTrained); err != nil {
 		return Estimate{}, err
 	}
 	if s.ZeRO == 3 && (s.Ranks > 1 || s.Offload == OffloadParams) { // one rank gathers from host memory too
@@ -1003,7 +1039,7 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 	if err := c.err(); err != nil {
 		return Estimate{}, err
 	}
-	if e.Comm, err = dataParallelComm(e.RankParams, s); err != nil {
+	if e.Comm, err = dataParallelComm(e.RankTrained, s); err != nil {
 		return Estimate{}, err
 	}
 	e.Recompute = s.recompute()

@@ -86,8 +86,11 @@ func (s Setup) KeptTensors() (KeptTensors, error) {
 type flowTerms struct {
 	embed, block, head []Term
 	// output is the block's output term (its last step's), the input of
-	// the next block: a segment's checkpoint.
-	output string
+	// the next block: a segment's checkpoint. inputKept is whether the
+	// first block's backward pass reads its input (the embedding's output,
+	// a later stage's input).
+	output    string
+	inputKept bool
 }
 
 func (s Setup) flowTerms(c *calc) (flowTerms, error) {
@@ -155,7 +158,8 @@ func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 	}
 	return flowTerms{
 		embed: terms(flow.embed, k.embed, 0), block: terms(flow.block, k.block, 1), head: terms(flow.head, k.head, 0),
-		output: flow.block[len(flow.block)-1].term,
+		output:    flow.block[len(flow.block)-1].term,
+		inputKept: k.embed[len(k.embed)-1],
 	}, nil
 }
 
@@ -187,7 +191,13 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		s.Model = part
 	}
 	m := s.Model
-	L := int64(m.Layers)
+	// Dead blocks (frozen, nothing trained below them) keep nothing for
+	// the backward pass, which never reaches them: the blocks above them
+	// count as a later stage's do, their input the last dead block's
+	// output, and checkpointing segments them alone.
+	dead := m.DeadBlocks()
+	L := int64(m.Layers - dead)
+	first := m.First() && dead == 0
 	f, err := s.flowTerms(c)
 	if err != nil {
 		return Activations{}, false, err
@@ -233,7 +243,7 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 			best, bestAt = all, at
 		}
 	}
-	k := int64(s.Checkpoint.Segment(m.Layers))
+	k := int64(s.Checkpoint.Segment(int(L)))
 	embedKind := Outside
 	if k > 0 {
 		embedKind = Checkpoints // segment 0's input
@@ -247,10 +257,19 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		}
 		embed = append(embed, t)
 	}
-	if !m.First() {
+	if !first {
 		// A later stage's input, received: the previous stage's last
-		// block's output, kept as the embedding's would be.
-		embed = []Term{termOf(c, "stage_input", Part{Kind: embedKind, Count: 1, Bytes: output.Bytes})}
+		// block's output, kept as the embedding's would be (when the first
+		// block's backward pass reads it); above dead blocks, the last
+		// one's output.
+		name := "stage_input"
+		if dead > 0 {
+			name = "dead_blocks_output"
+		}
+		embed = nil
+		if f.inputKept {
+			embed = []Term{termOf(c, name, Part{Kind: embedKind, Count: 1, Bytes: output.Bytes})}
+		}
 	}
 	if !m.Last() {
 		head = nil
@@ -274,6 +293,9 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		consider(Moment{Kind: EndOfForward}, ts...)
 	}
 	switch {
+	case L == 0:
+		// Every block dead: the policy has nothing to recompute.
+		endOfForward(embed, head)
 	case s.Checkpoint.Kind == CheckpointSelective:
 		kept := block.plus(c, "block", withoutProbs...)
 		blocks := []Term{kept.times(c, L, "blocks_without_probs")}

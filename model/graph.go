@@ -45,7 +45,8 @@ type Graph struct {
 	// table order, named and shaped as the table.
 	Params []*G.Node
 	Loss   *G.Node // the mean cross-entropy, a scalar of Dtype; nil on a pipeline stage before the last
-	// Grads[i] is the gradient node of Params[i] (the same shape).
+	// Grads[i] is the gradient node of Params[i] (the same shape); nil
+	// for a frozen row (Param.Frozen), which has none.
 	Grads []*G.Node
 	// args[id] are the arguments of the node of that ID (nodes[id]),
 	// read once when the graph is built (Args).
@@ -97,17 +98,37 @@ const notForward = -1 << 31
 func Build(cfg Config, B, T int, dt tensor.Dtype) (*Graph, error) {
 	want := -1
 	if cfg.Layers > 2 {
-		var n [2]int
-		for i := range n {
+		// The count is linear in the dead blocks (frozen, the backward
+		// pass never reaches them: forward nodes only) and in the others.
+		dead := cfg.DeadBlocks()
+		live := cfg.Layers - dead
+		count := func(d, l int) (int, error) {
 			c := cfg
-			c.Layers = i + 1
+			c.Layers = d + l
+			if dead > 0 {
+				c.Freeze.Blocks = c.Stage.Lo + d
+			}
 			g, err := build(c, B, T, dt, 0, seedGraphIndex, -1)
 			if err != nil {
-				return nil, err
+				return 0, err
 			}
-			n[i] = len(g.G.AllNodes())
+			return len(g.G.AllNodes()), nil
 		}
-		want = n[0] + (cfg.Layers-1)*(n[1]-n[0])
+		d0, l0 := min(dead, 1), min(live, 1)
+		base, err := count(d0, l0)
+		if err != nil {
+			return nil, err
+		}
+		want = base
+		for _, more := range []struct{ d, l, times int }{{d0 + 1, l0, dead - d0}, {d0, l0 + 1, live - l0}} {
+			if more.times > 0 {
+				n, err := count(more.d, more.l)
+				if err != nil {
+					return nil, err
+				}
+				want += more.times * (n - base)
+			}
+		}
 	}
 	var err error
 	for salt := range buildTries {
@@ -242,9 +263,17 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	if b.err != nil {
 		return nil, b.err
 	}
-	wrt := gr.Params
+	// The trained parameters (all but the frozen rows) and a later
+	// stage's input.
+	var wrt []*G.Node
+	for i, p := range gr.Params {
+		if !table[i].Frozen {
+			wrt = append(wrt, p)
+		}
+	}
+	trained := len(wrt)
 	if gr.Input != nil {
-		wrt = append(append([]*G.Node(nil), gr.Params...), gr.Input)
+		wrt = append(wrt, gr.Input)
 	}
 
 	// The backward pass makes a few nodes per forward op (one per
@@ -269,15 +298,21 @@ func build(cfg Config, B, T int, dt tensor.Dtype, salt int, seed bool, want int)
 	if gr.Input != nil {
 		gr.DInput, grads = grads[len(grads)-1], grads[:len(grads)-1]
 	}
-	if len(grads) != len(gr.Params) {
-		return nil, fmt.Errorf("model: differentiation returned %d gradients for %d parameters", len(grads), len(gr.Params))
+	if len(grads) != trained {
+		return nil, fmt.Errorf("model: differentiation returned %d gradients for %d trained parameters", len(grads), trained)
 	}
-	for i, d := range grads {
+	gr.Grads = make([]*G.Node, len(gr.Params))
+	for i := range gr.Params {
+		if table[i].Frozen {
+			continue
+		}
+		d := grads[0]
+		grads = grads[1:]
 		if !d.Shape().Eq(gr.Params[i].Shape()) {
 			return nil, fmt.Errorf("model: gradient of %s has shape %v, want %v", table[i].Name, d.Shape(), gr.Params[i].Shape())
 		}
+		gr.Grads[i] = d
 	}
-	gr.Grads = grads
 	index.trim()
 	if err := checkGraphIndex(g); err != nil {
 		if index == nil {

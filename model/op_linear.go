@@ -113,26 +113,35 @@ func (op *LinearOp) DiffWRT(n int) []bool {
 // SymDiff returns LinearBackwardX(dy, W), LinearBackwardW(dy, x) and, with a
 // bias, SumRows(dy) (summed over the tensor group where dy is a rank's rows).
 func (op *LinearOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
+	return op.symDiffSome(in, out, dy, nil)
+}
+
+// symDiffSome is SymDiff of the inputs need says (nil: all): a frozen
+// weight's gradient is not made, and neither is x's when nothing below it
+// is trained; x is then kept for W's gradient only, W for x's only.
+func (op *LinearOp) symDiffSome(in G.Nodes, out, dy *G.Node, need []bool) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
 	x, w := in[0], in[1]
-	dx, err := applyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}), dy, w)
-	if err != nil {
-		return nil, err
+	d := make(G.Nodes, len(in))
+	var err error
+	if needs(need, 0) {
+		if d[0], err = applyOp(op.sub("x", &LinearBackwardXOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}), dy, w); err != nil {
+			return nil, err
+		}
 	}
-	dw, err := applyOp(op.sub("w", &LinearBackwardWOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}), dy, x)
-	if err != nil {
-		return nil, err
+	if needs(need, 1) {
+		if d[1], err = applyOp(op.sub("w", &LinearBackwardWOp{N: op.N, In: op.In, Out: op.Out, Parallel: op.Parallel, Seq: op.Seq}), dy, x); err != nil {
+			return nil, err
+		}
 	}
-	if !op.Bias {
-		return G.Nodes{dx, dw}, nil
+	if op.Bias && needs(need, 2) {
+		if d[2], err = applyOp(op.sub("b", &SumRowsOp{N: op.rowsY(), C: op.Out, Reduce: op.rowsY() < op.N}), dy); err != nil {
+			return nil, err
+		}
 	}
-	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.rowsY(), C: op.Out, Reduce: op.rowsY() < op.N}), dy)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dx, dw, db}, nil
+	return d, nil
 }
 
 // LinearBackwardXOp is x's gradient (N, In) of y = x·Wᵀ + b, from dy (N, Out)

@@ -95,26 +95,35 @@ func (op *NormOp) DiffWRT(n int) []bool {
 // SymDiff returns NormBackwardX(dy, x, stats, w), nil, NormBackwardW(dy,
 // x, stats) and, for the layer norm's bias, SumRows(dy).
 func (op *NormOp) SymDiff(in G.Nodes, out, dy *G.Node) (G.Nodes, error) {
+	return op.symDiffSome(in, out, dy, nil)
+}
+
+// symDiffSome is SymDiff of the inputs need says (nil: all): a frozen
+// norm's gain and bias have no gradient made, and x none when nothing
+// below it is trained.
+func (op *NormOp) symDiffSome(in G.Nodes, out, dy *G.Node, need []bool) (G.Nodes, error) {
 	if err := diffArgs(op, in); err != nil {
 		return nil, err
 	}
 	x, stats, w := in[0], in[1], in[2]
-	dx, err := applyOp(op.sub("x", &NormBackwardXOp{Kind: op.Kind, N: op.N, C: op.C}), dy, x, stats, w)
-	if err != nil {
-		return nil, err
+	d := make(G.Nodes, len(in))
+	var err error
+	if needs(need, 0) {
+		if d[0], err = applyOp(op.sub("x", &NormBackwardXOp{Kind: op.Kind, N: op.N, C: op.C}), dy, x, stats, w); err != nil {
+			return nil, err
+		}
 	}
-	dw, err := applyOp(op.sub("w", &NormBackwardWOp{Kind: op.Kind, N: op.N, C: op.C, Reduce: op.Reduce}), dy, x, stats)
-	if err != nil {
-		return nil, err
+	if needs(need, 2) {
+		if d[2], err = applyOp(op.sub("w", &NormBackwardWOp{Kind: op.Kind, N: op.N, C: op.C, Reduce: op.Reduce}), dy, x, stats); err != nil {
+			return nil, err
+		}
 	}
-	if !op.Kind.Bias() {
-		return G.Nodes{dx, nil, dw}, nil
+	if op.Kind.Bias() && needs(need, 3) {
+		if d[3], err = applyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.C, Reduce: op.Reduce}), dy); err != nil {
+			return nil, err
+		}
 	}
-	db, err := applyOp(op.sub("b", &SumRowsOp{N: op.N, C: op.C, Reduce: op.Reduce}), dy)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dx, nil, dw, db}, nil
+	return d, nil
 }
 
 // Run is Kernels.Norm.

@@ -22,9 +22,12 @@ func segment(pol model.Checkpoint, gr *model.Graph, n *gorgonia.Node) int {
 		}
 		return -1
 	}
-	k := pol.Segment(gr.Config.Layers)
-	l := layerOf(gr, n)
-	if k <= 0 || l < 0 || l >= gr.Config.Layers {
+	// The segments are of the blocks the backward pass reaches: dead
+	// blocks (frozen, nothing trained below) are never recomputed.
+	dead := gr.Config.DeadBlocks()
+	k := pol.Segment(gr.Config.Layers - dead)
+	l := layerOf(gr, n) - dead
+	if k <= 0 || l < 0 || l >= gr.Config.Layers-dead {
 		return -1
 	}
 	return l / k

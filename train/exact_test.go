@@ -104,6 +104,31 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 			}
 		}
 	}
+	// Fine-tunes with frozen parts (model.Freeze): the params, grads and
+	// optimizer states of the trained rows, the frozen weights beside
+	// them, and the activations of the blocks the backward pass reaches
+	// (none of the dead ones'), with every policy.
+	llama, err := model.Preset("tiny-llama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, fz := range []string{"embeddings", "head", "embeddings,head", "layers:1", "layers:2", "layers:3,head", "layers:7"} {
+		f, err := model.ParseFreeze(fz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, cfg := range []model.Config{custom, llama} {
+			if f.Blocks > cfg.Layers || f.Blocks == cfg.Layers && f.Head {
+				continue
+			}
+			cfg.Freeze = f
+			cfg.Attention = model.Attention(j % 2)
+			for k, pol := range pols {
+				check(t, cfg, 2, 33, precs[(i+j+k)%len(precs)], pol)
+				n++
+			}
+		}
+	}
 	t.Logf("%d combinations agree", n)
 }
 
@@ -114,7 +139,7 @@ func check(t *testing.T, cfg model.Config, B, T int, prec model.Precision, polic
 
 func checkGrads(t *testing.T, cfg model.Config, B, T int, prec model.Precision, policy string, grads model.MainGrads) {
 	t.Helper()
-	name := fmt.Sprintf("%s/b=%d/s=%d/%s/%s/main-grads=%s", cfg.Name, B, T, prec, policy, grads)
+	name := fmt.Sprintf("%s/b=%d/s=%d/%s/%s/main-grads=%s/freeze=%s", cfg.Name, B, T, prec, policy, grads, cfg.Freeze)
 	pol, err := model.ParseCheckpoint(policy)
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +148,8 @@ func checkGrads(t *testing.T, cfg model.Config, B, T int, prec model.Precision, 
 	if pol.Kind == model.CheckpointEvery && pol.Every > cfg.Layers {
 		return
 	}
-	if want := 4 * cfg.NumParams(); grads == model.GradsFP32 {
-		if st, err := s.RankStates(cfg.NumParams(), 0); err != nil || st.Grads != want {
+	if want := 4 * cfg.NumTrained(); grads == model.GradsFP32 {
+		if st, err := s.RankStates(cfg.NumTrained(), 0); err != nil || st.Grads != want {
 			t.Errorf("%s: the formula's grads %d bytes (%v), want 4·Φ = %d", name, st.Grads, err, want)
 		}
 	}

@@ -68,7 +68,8 @@ type Trainer struct {
 	lastRead  [2][]int
 	readOrder [2][]int
 
-	params, grads, master, m, v *cuda.Buffer // flat model states in the layout; master, m, v may be nil
+	params, grads, master, m, v *cuda.Buffer // flat model states of the trained rows in the layout; master, m, v may be nil
+	frozen                      *cuda.Buffer // the frozen rows' weights (model.Freeze), whole on every rank; nil when none
 	// offloaded holds master, m and v and the host's copies of the
 	// gradients and working weights they update under optimizer offload
 	// (offload.go).
@@ -122,10 +123,10 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	case s.Offload == model.OffloadNone && opts.Offload != nil:
 		return nil, errors.New("train: Options.Offload for a setup that offloads nothing")
 	}
-	lay := singleRank(int(s.Model.NumParams()))
+	lay := singleRank(int(s.Model.NumTrained()))
 	if opts.Policy != nil {
 		lay = opts.Policy.Layout(s)
-		if err := lay.check(int(s.Model.NumParams())); err != nil {
+		if err := lay.check(int(s.Model.NumTrained())); err != nil {
 			return nil, err
 		}
 		if lay.Ranks != s.Ranks {
@@ -196,6 +197,9 @@ func (t *Trainer) allocStates() error {
 		return b
 	}
 	t.params = alloc(t.paramsDevice(), cuda.Params, t.dtypes.param, l.Params)
+	if n := t.setup.Model.NumFrozen(); n > 0 {
+		t.frozen = alloc(t.dev, cuda.Frozen, t.dtypes.param, int(n))
+	}
 	t.grads = alloc(t.dev, cuda.Grads, t.dtypes.grad, l.Grads)
 	if l.States > 0 {
 		sd := t.statesDevice()
@@ -219,11 +223,15 @@ func (t *Trainer) allocStates() error {
 		return err
 	}
 	for i, r := range t.table {
-		if !l.LazyParams {
-			t.slots[t.sched.ParamSlots[i]] = t.params.View(int(r.Offset), int(r.Count))
+		switch {
+		case r.Frozen:
+			t.slots[t.sched.ParamSlots[i]] = t.frozen.View(int(r.Store), int(r.Count))
+			continue
+		case !l.LazyParams:
+			t.slots[t.sched.ParamSlots[i]] = t.params.View(int(r.Store), int(r.Count))
 		}
 		if !l.LazyGrads {
-			t.slots[t.sched.GradSlots[i]] = t.grads.View(int(r.Offset), int(r.Count))
+			t.slots[t.sched.GradSlots[i]] = t.grads.View(int(r.Store), int(r.Count))
 		}
 	}
 	return nil
@@ -239,21 +247,32 @@ func (t *Trainer) Device() cuda.Device { return t.dev }
 // order, into the working weights (rounded to their type) and this rank's
 // part of the fp32 master copy under mixed precision.
 func (t *Trainer) SetParams(flat any) error {
-	n := int(t.setup.Model.NumParams())
+	cfg := t.setup.Model
+	n := int(cfg.NumTrained())
 	var part func(lo, hi int) any
+	var frozen any
 	switch f := flat.(type) {
 	case []float32:
-		part = func(lo, hi int) any { return f[lo:hi] }
-		if len(f) != n {
-			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), n)
+		if len(f) != int(cfg.NumParams()) {
+			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), cfg.NumParams())
 		}
+		trained, fr := model.Trained(cfg, f)
+		flat, frozen = trained, fr
+		part = func(lo, hi int) any { return trained[lo:hi] }
 	case []float64:
-		part = func(lo, hi int) any { return f[lo:hi] }
-		if len(f) != n {
-			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), n)
+		if len(f) != int(cfg.NumParams()) {
+			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), cfg.NumParams())
 		}
+		trained, fr := model.Trained(cfg, f)
+		flat, frozen = trained, fr
+		part = func(lo, hi int) any { return trained[lo:hi] }
 	default:
 		return fmt.Errorf("train: SetParams: %T, want []float32 or []float64", flat)
+	}
+	if t.frozen != nil {
+		if err := t.dev.Upload(t.frozen, frozen); err != nil {
+			return err
+		}
 	}
 	if !t.layout.LazyParams {
 		if err := t.dev.Upload(t.params.View(0, n), flat); err != nil {
@@ -286,23 +305,35 @@ func (t *Trainer) Params() ([]float32, error) {
 	if t.layout.LazyParams {
 		return nil, errors.New("train: this rank keeps a shard of the weights only")
 	}
-	n := int(t.setup.Model.NumParams())
+	cfg := t.setup.Model
+	n := int(cfg.NumTrained())
 	src, dev := t.params.View(0, n), t.dev
 	if p := t.layout.Pieces; t.master != nil && len(p) == 1 && p[0].Lo == 0 && p[0].State == 0 && p[0].Hi >= n {
 		src, dev = t.master.View(0, n), t.statesDevice()
 	}
 	out := make([]float32, n)
-	return out, dev.Download(out, src)
+	if err := dev.Download(out, src); err != nil {
+		return nil, err
+	}
+	var frozen []float32
+	if t.frozen != nil {
+		frozen = make([]float32, t.frozen.Len)
+		if err := t.dev.Download(frozen, t.frozen); err != nil {
+			return nil, err
+		}
+	}
+	return model.Whole(cfg, out, frozen), nil
 }
 
 // Grads downloads the gradients of the last step, unscaled, in flat table
-// order, as float64 (this rank's own until the policy reduces them). A
+// order of the trained rows (Param.Store; every row when nothing is
+// frozen), as float64 (this rank's own until the policy reduces them). A
 // rank whose layout keeps a shard of the gradients has no such copy.
 func (t *Trainer) Grads() ([]float64, error) {
 	if t.layout.LazyGrads {
 		return nil, errors.New("train: this rank keeps a shard of the gradients only")
 	}
-	out := make([]float64, t.setup.Model.NumParams())
+	out := make([]float64, t.setup.Model.NumTrained())
 	if err := t.dev.Download(out, t.grads.View(0, len(out))); err != nil {
 		return nil, err
 	}
@@ -654,7 +685,7 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 			return false, "", err
 		}
 	}
-	n := int(t.setup.Model.NumParams())
+	n := int(t.setup.Model.NumTrained())
 	bad := false
 	for _, p := range t.layout.Pieces {
 		if hi := min(p.Hi, n); hi > p.Lo && !bad {
@@ -724,8 +755,8 @@ func (t *Trainer) updatePiece(p Piece) error {
 		return err
 	}
 	for _, r := range t.table {
-		a, b := max(p.Lo, int(r.Offset)), min(p.Hi, int(r.Offset+r.Count))
-		if a >= b {
+		a, b := max(p.Lo, int(r.Store)), min(p.Hi, int(r.Store+r.Count))
+		if r.Frozen || a >= b {
 			continue
 		}
 		n := b - a
@@ -760,12 +791,15 @@ func (t *Trainer) Close() error {
 	if t.grads != nil {
 		t.dev.Free(t.grads)
 	}
+	if t.frozen != nil {
+		t.dev.Free(t.frozen)
+	}
 	for _, b := range []*cuda.Buffer{t.master, t.m, t.v, t.offloaded.grads, t.offloaded.params} {
 		if b != nil {
 			t.statesDevice().Free(b)
 		}
 	}
-	t.params, t.grads, t.master, t.m, t.v, t.offloaded.grads, t.offloaded.params = nil, nil, nil, nil, nil, nil, nil
+	t.params, t.frozen, t.grads, t.master, t.m, t.v, t.offloaded.grads, t.offloaded.params = nil, nil, nil, nil, nil, nil, nil, nil
 	if t.offloaded.dev != nil {
 		err := t.offloaded.dev.Close()
 		t.offloaded.dev = nil

@@ -336,7 +336,7 @@ func (t *Trainer) tieEmbedding() error {
 	if r == P-1 {
 		peer = 0
 	}
-	g := t.grads.View(int(t.table[row].Offset), int(t.table[row].Count))
+	g := t.grads.View(int(t.table[row].Store), int(t.table[row].Count))
 	other, err := t.dev.Alloc(cuda.Comm, g.DType, g.Len)
 	if err != nil {
 		return err

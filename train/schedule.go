@@ -71,7 +71,7 @@ type Schedule struct {
 	Instrs []Instr
 
 	Tokens, Targets, DLoss, Loss int   // slots of the step's inputs, the loss seed (a stage's output gradient) and the loss (-1 on a stage before the last)
-	ParamSlots, GradSlots        []int // one per parameter-table row
+	ParamSlots, GradSlots        []int // one per parameter-table row (GradSlots -1 for a frozen row)
 	// Input, Output and DInput are a pipeline stage's received input, its
 	// output and its input's gradient (model.Graph's), -1 where the stage
 	// has none.
@@ -198,7 +198,9 @@ func (c *compiler) order() error {
 		roots = append(roots, gr.DInput)
 	}
 	for _, r := range append(roots, gr.Grads...) {
-		need.set(r, true)
+		if r != nil { // a frozen row has no gradient
+			need.set(r, true)
+		}
 	}
 	for i := len(all) - 1; i >= 0; i-- {
 		n := all[i]
@@ -220,6 +222,9 @@ func (c *compiler) order() error {
 
 	c.gradOf = newNodeMap[int](gr)
 	for i, d := range gr.Grads {
+		if d == nil {
+			continue // frozen
+		}
 		if d.Op() == nil {
 			return fmt.Errorf("train: the gradient of %s is an input node, not computed", gr.Table[i].Name)
 		}
@@ -275,7 +280,7 @@ func (c *compiler) terms() error {
 	c.termOf = newNodeMap[int](c.gr)
 	c.summed = newNodeMap[bool](c.gr)
 	for row, d := range c.gr.Grads {
-		if !model.IsGradAccumulation(d.Op()) {
+		if d == nil || !model.IsGradAccumulation(d.Op()) {
 			continue
 		}
 		var terms, sums []*gorgonia.Node
@@ -337,11 +342,18 @@ func (c *compiler) bind() error {
 	s.ParamSlots = make([]int, len(table))
 	s.GradSlots = make([]int, len(table))
 	for i, p := range gr.Params {
-		s.ParamSlots[i] = c.newSlot(Slot{Node: p, Len: int(table[i].Count), DType: st.param, Cat: cuda.Params, Persistent: true, Param: i})
+		cat := cuda.Params
+		if table[i].Frozen {
+			cat = cuda.Frozen
+		}
+		s.ParamSlots[i] = c.newSlot(Slot{Node: p, Len: int(table[i].Count), DType: st.param, Cat: cat, Persistent: true, Param: i})
 		c.live.set(p, s.ParamSlots[i])
 	}
 	for i, d := range gr.Grads {
-		s.GradSlots[i] = c.newSlot(Slot{Node: d, Len: int(table[i].Count), DType: st.param, Cat: cuda.Grads, Persistent: true, Param: i})
+		s.GradSlots[i] = -1 // a frozen row has no gradient
+		if d != nil {
+			s.GradSlots[i] = c.newSlot(Slot{Node: d, Len: int(table[i].Count), DType: st.param, Cat: cuda.Grads, Persistent: true, Param: i})
+		}
 	}
 	// The step's inputs are kept for backward (the embedding and the loss
 	// gradients read them), so they count as activations; the loss seed lives

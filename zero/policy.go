@@ -126,7 +126,7 @@ type bucket struct {
 
 // Layout implements train.Policy.
 func (p *policy) Layout(s model.Setup) train.Layout {
-	n, N, r := int(s.Model.NumParams()), p.c.Size(), p.c.Rank()
+	n, N, r := int(s.Model.NumTrained()), p.c.Size(), p.c.Rank()
 	p.n = n
 	switch {
 	case p.set.PS:
@@ -182,12 +182,18 @@ func (p *policy) Layout(s model.Setup) train.Layout {
 func (p *policy) makeUnits(s model.Setup) {
 	rows := s.Model.Params()
 	p.rowBucket = make([]int, len(rows))
+	prev := -1 // the last trained row
 	for i, r := range rows {
-		if i == 0 || r.Layer != rows[i-1].Layer {
-			p.buckets = append(p.buckets, bucket{lo: int(r.Offset)})
+		if r.Frozen {
+			p.rowBucket[i] = -1
+			continue
 		}
+		if prev < 0 || r.Layer != rows[prev].Layer {
+			p.buckets = append(p.buckets, bucket{lo: int(r.Store)})
+		}
+		prev = i
 		b := &p.buckets[len(p.buckets)-1]
-		b.hi = int(r.Offset + r.Count)
+		b.hi = int(r.Store + r.Count)
 		b.rows++
 		p.rowBucket[i] = len(p.buckets) - 1
 	}
@@ -205,14 +211,18 @@ func (p *policy) makeBuckets(s model.Setup) {
 	cur := bucket{lo: -1}
 	for i := len(rows) - 1; i >= 0; i-- {
 		r := rows[i]
-		if cur.rows > 0 && int64(cur.hi-int(r.Offset))*e > p.set.BucketBytes {
+		if r.Frozen {
+			p.rowBucket[i] = -1
+			continue
+		}
+		if cur.rows > 0 && int64(cur.hi-int(r.Store))*e > p.set.BucketBytes {
 			p.buckets = append(p.buckets, cur)
 			cur = bucket{lo: -1}
 		}
 		if cur.rows == 0 {
-			cur.hi = int(r.Offset + r.Count)
+			cur.hi = int(r.Store + r.Count)
 		}
-		cur.lo = int(r.Offset)
+		cur.lo = int(r.Store)
 		cur.rows++
 		p.rowBucket[i] = len(p.buckets)
 	}
@@ -250,7 +260,7 @@ func (p *policy) ParamBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
 		}
 	}
 	r := t.ParamTable()[row]
-	return b.gathered.View(int(r.Offset)-b.lo, int(r.Count)), nil
+	return b.gathered.View(int(r.Store)-b.lo, int(r.Count)), nil
 }
 
 // gather all-gathers unit u for the pass that reads it next (the forward
@@ -300,6 +310,8 @@ func (p *policy) prefetch(t *train.Trainer, u int, backward bool) error {
 	for _, row := range t.ParamReadOrder(backward) {
 		v := p.rowBucket[row]
 		switch {
+		case v < 0:
+			continue // a frozen row: whole on every rank, never gathered
 		case v == u:
 			after = true
 		case after && !p.buckets[v].touched && p.buckets[v].gathered == nil:
@@ -346,7 +358,7 @@ func (p *policy) GradBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
 		b.inflight = g
 	}
 	r := t.ParamTable()[row]
-	return b.inflight.View(int(r.Offset)-b.lo, int(r.Count)), nil
+	return b.inflight.View(int(r.Store)-b.lo, int(r.Count)), nil
 }
 
 // GradReady implements train.Policy: a bucket whose every row is written

@@ -46,6 +46,7 @@ type setupFlags struct {
 	offload    model.Offload   // --offload
 	optimizer  model.Optimizer
 	checkpoint model.Checkpoint
+	freeze     model.Freeze // --freeze
 
 	ranks, zero, tp, pp int
 	micro               int                    // --micro-batches
@@ -200,6 +201,7 @@ var setupFlagTable = []setupFlag{
 	{"offload", scopeDevice, "none, optimizer (ZeRO-Offload) or params (with --zero 3, ZeRO-Infinity's) (default none)", parsedFlag(func(f *setupFlags) *model.Offload { return &f.offload }, model.ParseOffload)},
 	{"optimizer", scopeDevice, "adam, adamw, sgd or momentum (default adam)", parsedFlag(func(f *setupFlags) *model.Optimizer { return &f.optimizer }, model.ParseOptimizer)},
 	{"checkpoint", scopeDevice, "gradient checkpointing: " + model.CheckpointPolicies + " (default none)", parsedFlag(func(f *setupFlags) *model.Checkpoint { return &f.checkpoint }, model.ParseCheckpoint)},
+	{"freeze", scopeDevice, "the parts a fine-tune leaves untrained, comma-separated: embeddings, layers:N, head (default none)", parsedFlag(func(f *setupFlags) *model.Freeze { return &f.freeze }, model.ParseFreeze)},
 	{"params", scopeEstimate, "a parameter count for model states only, e.g. 7.5B (" + strings.Join(paramsIgnore, ", ") + " ignored)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
 		fs.Func(name, help, func(s string) error {
 			n, err := model.ParseCount(s)
@@ -380,6 +382,9 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if f.preset != "" || shape {
 			return model.Checked{}, usagef("--params gives a bare parameter count: use it without --preset and the shape flags")
 		}
+		if f.set("freeze") {
+			return model.Checked{}, usagef("--freeze %s names parts of a model and --params gives a bare count: give --preset or a shape", f.freeze)
+		}
 		s.Params = f.params
 		return f.validate(s)
 	case f.preset != "" || f.base != nil:
@@ -448,6 +453,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 	if f.set("attention") {
 		s.Model.Attention = f.attention // how the model is computed, not its shape: the name stays
 	}
+	s.Model.Freeze = f.freeze // what a fine-tune trains, not the shape: the name stays
 	if f.set("rope-theta") && s.Model.Positions != model.PosRoPE {
 		return model.Checked{}, usagef("--rope-theta %g for %s, whose positions are learned: a rotary base needs --positions rope", f.ropeTheta, s.Model.Name)
 	}
