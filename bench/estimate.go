@@ -202,8 +202,8 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	t.Write(w)
 	fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %d here", rate.Optimizer())
 	if e.RankTrained != e.RankParams {
-		fmt.Fprintf(w, ", Φ the %s trained parameters; the %s frozen ones (--freeze %s) at %d bytes each, with no gradient and no optimizer state",
-			model.Comma(e.RankTrained), model.Comma(e.RankParams-e.RankTrained), s.Model.Freeze, s.Precision.Size())
+		fmt.Fprintf(w, ", Φ the %s trained parameters; the %s frozen ones (%s) at %d bytes each, with no gradient and no optimizer state",
+			model.Comma(e.RankTrained), model.Comma(e.RankParams-e.RankTrained), s.Model.FrozenBy(), s.Precision.Size())
 	}
 	if s.MainGrads == model.GradsFP32 && s.Precision.Mixed() {
 		fmt.Fprint(w, "; fp32 main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 gradients) make the gradients 4Φ: 2Φ + 4Φ + KΦ")

@@ -112,8 +112,8 @@ func explain(r *ValidateReport) []string {
 		} else {
 			exactly = fmt.Sprintf("%s bytes, not %s", model.Comma(st), model.Comma(e.States.Total()))
 		}
-		add("model states: %d bytes a trained parameter (%s) × %s trained parameters, and the frozen weights (--freeze %s) at %d bytes × %s = %s bytes, with no gradient and no optimizer state: %s bytes; the simulation requests %s, one flat buffer a category, which the allocator rounds up by %s bytes in all",
-			rate.Total(), strings.Join(parts, " + "), model.Comma(trained), s.Model.Freeze, s.Precision.Size(), model.Comma(frozen), model.Comma(e.States.Frozen),
+		add("model states: %d bytes a trained parameter (%s) × %s trained parameters, and the frozen weights (%s) at %d bytes × %s = %s bytes, with no gradient and no optimizer state: %s bytes; the simulation requests %s, one flat buffer a category, which the allocator rounds up by %s bytes in all",
+			rate.Total(), strings.Join(parts, " + "), model.Comma(trained), s.Model.FrozenBy(), s.Precision.Size(), model.Comma(frozen), model.Comma(e.States.Frozen),
 			model.Comma(e.States.Total()), exactly, model.Comma(rounded+r.SimulatedStats.CategoryAllocated[cuda.Frozen].Peak-r.SimulatedStats.CategoryRequested[cuda.Frozen].Peak))
 	} else {
 		add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",
@@ -289,7 +289,19 @@ func kindLine(kind model.TensorKind, f model.Formula, fk, tk model.KindTotal, d 
 		return fmt.Sprintf("outside the layers %s: %s counts the final layer norm's and the output projection's inputs (2·e·s·b·h = %s) and fp32 logits (4·s·b·V = %s); trainmem holds %s",
 			diff, name, bt(2*d.nh), bt(4*d.N*d.V), outsideTrainmem(tv, d, s, head))
 	case model.TokenIDs:
-		return fmt.Sprintf("token ids and targets %s: trainmem keeps the int32 inputs and targets (4·s·b each, %s) for the embedding's and the loss's backward; no formula counts them", diff, bt(tv))
+		switch tv {
+		case 2 * 4 * d.N:
+			return fmt.Sprintf("token ids and targets %s: trainmem keeps the int32 inputs and targets (4·s·b each, %s) for the embedding's and the loss's backward; no formula counts them", diff, bt(tv))
+		case 4 * d.N:
+			if wte, ok := s.Model.ParamByName("wte"); ok && wte.Frozen {
+				return fmt.Sprintf("token ids and targets %s: trainmem keeps the int32 targets (4·s·b, %s) for the loss's backward; the token ids, which no backward op of a frozen embedding reads, only until a recomputation of the first block needs them; no formula counts them", diff, bt(tv))
+			}
+			return fmt.Sprintf("token ids and targets %s: trainmem keeps the int32 token ids (4·s·b, %s) for the embedding's backward; the targets, which the loss's backward reads, are freed by then; no formula counts them", diff, bt(tv))
+		}
+		return fmt.Sprintf("token ids and targets %s: trainmem keeps %s of int32 ids (4·s·b each); no formula counts them", diff, bt(tv))
+	case model.Adapters:
+		return fmt.Sprintf("LoRA adapters %s: trainmem keeps each adapted projection's down projection x·Aᵀ (r = %d values a row) for B's gradient, %s; no published formula counts them (x itself, A's gradient's input, is the layer's input, counted above)",
+			diff, s.Model.LoRA.Rank, bt(tv))
 	}
 	return fmt.Sprintf("tensors of kind %d %s: %s holds %s, trainmem %s", kind, diff, name, bt(fv), bt(tv))
 }
@@ -390,12 +402,34 @@ func statistics(s model.Setup) (block, head int64) {
 // there), and the head (the final layer norm's output and the logits) unless
 // the backward pass has freed it.
 func outsideTrainmem(tv int64, d dims, s model.Setup, head bool) string {
+	// What the embedding and the head keep, from the terms the backward
+	// pass reads (a frozen head keeps no projection input, a frozen
+	// embedding no output).
+	outside := map[string]bool{}
+	if kept, err := s.KeptTensors(); err == nil {
+		for _, ts := range [][]model.Term{kept.Embed, kept.Head} {
+			for _, t := range ts {
+				for _, p := range t.Parts {
+					if p.Kind == model.Outside {
+						outside[t.Name] = true
+					}
+				}
+			}
+		}
+	}
 	var parts []string
-	if d.k == 0 {
+	if d.k == 0 && outside["embedding"] {
 		parts = append(parts, fmt.Sprintf("the embedding output (e·s·b·h = %s)", bt(d.nh)))
 	}
 	if head {
-		parts = append(parts, fmt.Sprintf("the final %s's output (the projection's input, e·s·b·h = %s) and %s logits (e·s·b·V = %s)", normWord(s.Model), bt(d.nh), s.Precision, bt(d.N*d.V*d.e)))
+		var hs []string
+		if outside["final_layer_norm"] {
+			hs = append(hs, fmt.Sprintf("the final %s's output (the projection's input, e·s·b·h = %s)", normWord(s.Model), bt(d.nh)))
+		}
+		if outside["logits"] {
+			hs = append(hs, fmt.Sprintf("%s logits (e·s·b·V = %s)", s.Precision, bt(d.N*d.V*d.e)))
+		}
+		parts = append(parts, strings.Join(hs, " and "))
 	} else {
 		parts = append(parts, "no head: the backward pass has freed the final "+normWord(s.Model)+"'s output and the logits before the recomputation")
 	}

@@ -65,9 +65,11 @@ type Config struct {
 	// only, the final layer norm and the head on the last. The zero value is
 	// the whole model.
 	Stage PipelineStage
-	// Freeze is the parts a fine-tune does not train (freeze.go): no part
-	// of the weights' shape, so PresetOf and the file formats ignore it.
+	// Freeze is the parts a fine-tune does not train (freeze.go), LoRA its
+	// low-rank adapters (lora.go): no part of the weights' shape, so
+	// PresetOf and the file formats ignore them.
 	Freeze Freeze
+	LoRA   LoRA
 }
 
 // Presets, smallest first. GPT-2 shapes are from Radford et al. 2019
@@ -152,6 +154,7 @@ func (c Config) canonical() Config {
 	}
 	c.Attention = AttentionNaive
 	c.Freeze = Freeze{}
+	c.LoRA = LoRA{}
 	return c
 }
 
@@ -214,6 +217,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Freeze.check(c); err != nil {
+		return err
+	}
+	if err := c.LoRA.check(c); err != nil {
 		return err
 	}
 	return c.Tensor.check(c.Heads, c.KV(), c.Vocab)
@@ -417,7 +423,8 @@ func (c Config) Params() []Param {
 	hp := h / t // this rank's channels of q, k, v and of the attention output
 	var ps []Param
 	var off, trained, frozen int64
-	embed := false // the rows being added are the embeddings' (Freeze.Embeddings)
+	embed := false   // the rows being added are the embeddings' (Freeze.Embeddings)
+	adapter := false // the rows being added are a LoRA's A and B
 	add := func(name string, layer int, decay bool, split TensorSplit, shape ...int) {
 		n := int64(1)
 		for _, d := range shape {
@@ -428,7 +435,7 @@ func (c Config) Params() []Param {
 		if layer >= 0 {
 			whole += c.Stage.Lo
 		}
-		p.Frozen = c.Freeze.frozen(whole, embed)
+		p.Frozen = c.Freeze.frozen(whole, embed) || c.LoRA.On() && !adapter
 		at := &trained
 		if p.Frozen {
 			at = &frozen
@@ -469,18 +476,31 @@ func (c Config) Params() []Param {
 			add(name, layer, false, split, n)
 		}
 	}
+	// lora adds the LoRA of a block's linear layer, A then B (lora.go).
+	lora := func(p, name string, layer, in int) {
+		if a, ok := c.adapterOf(name); ok {
+			adapter = true
+			add(p+name+".lora_a", layer, true, whole, len(a.parts)*c.LoRA.Rank, in)
+			add(p+name+".lora_b", layer, true, whole, a.rows(), c.LoRA.Rank)
+			adapter = false
+		}
+	}
 	for l := 0; l < L; l++ {
 		p := fmt.Sprintf("h%d.", c.Stage.Lo+l)
 		norm(p+"ln1", l)
 		add(p+"attn.qkv.w", l, true, qkv, hp+2*kvp, h)
 		bias(p+"attn.qkv.b", l, qkv, hp+2*kvp)
+		lora(p, "attn.qkv", l, h)
 		add(p+"attn.proj.w", l, true, attn, h, hp)
 		bias(p+"attn.proj.b", l, whole, h)
+		lora(p, "attn.proj", l, hp)
 		norm(p+"ln2", l)
 		add(p+"mlp.fc.w", l, true, fc, k*Fp, h)
 		bias(p+"mlp.fc.b", l, fc, k*Fp)
+		lora(p, "mlp.fc", l, h)
 		add(p+"mlp.proj.w", l, true, proj, h, Fp)
 		bias(p+"mlp.proj.b", l, whole, h)
+		lora(p, "mlp.proj", l, Fp)
 	}
 	if !c.Last() {
 		return ps
@@ -535,7 +555,7 @@ func (c Config) LayerParams() int64 {
 	if !c.NoBias {
 		n += h/t + 2*kv/t + k*F/t + 2*h
 	}
-	return n
+	return n + c.loraParams()
 }
 
 // ParamByName finds a row of the parameter table.
@@ -583,7 +603,11 @@ func (c Config) String() string {
 		arch += fmt.Sprintf(", norm ε %g", c.Eps())
 	}
 	params := Comma(c.NumParams()) + " parameters"
-	if c.Freeze.Any() {
+	switch {
+	case c.LoRA.On():
+		params += fmt.Sprintf(" (%s trained: LoRA r %d, α %g on %s; %s frozen)", Comma(c.NumTrained()), c.LoRA.Rank, c.LoRA.Alpha,
+			strings.Join(c.LoRA.Targets.Names(c), ", "), Comma(c.NumFrozen()))
+	case c.Freeze.Any():
 		params += fmt.Sprintf(" (%s trained, %s frozen: %s)", Comma(c.NumTrained()), Comma(c.NumFrozen()), c.Freeze)
 	}
 	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s",

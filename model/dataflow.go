@@ -12,6 +12,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"gorgonia.org/tensor"
@@ -58,6 +59,10 @@ const (
 	tokensTerm  = "tokens"
 	targetsTerm = "targets"
 )
+
+// LoRATermPrefix begins the terms of a LoRA's down projections, x·Aᵀ
+// (lora_attn_qkv, ...): the exact formula's Adapters.
+const LoRATermPrefix = "lora_"
 
 // sectionOf builds a section from steps whose value arguments name earlier
 // steps: "x" is the section's input, "tokens" and "targets" the graph's
@@ -152,7 +157,22 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 		if par != NotParallel {
 			sq = spSeq
 		}
-		s.add(name, term, func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias, Parallel: par, Seq: sq} }, args...)
+		mk := func() op { return &LinearOp{N: N, In: in, Out: out, Bias: bias, Parallel: par, Seq: sq} }
+		a, adapted := cfg.adapterOf(name)
+		if s != &block || !adapted {
+			s.add(name, term, mk, args...)
+			return
+		}
+		// A LoRA (lora.go): the frozen layer's output, the adapters' down
+		// projections u = x·Aᵀ (kept for B's gradient), and the up
+		// projections added into the adapted columns, under the layer's
+		// own name.
+		r := cfg.LoRA.Rank
+		s.add(name+".base", "", mk, args...)
+		s.add(name+".lora_a", LoRATermPrefix+strings.ReplaceAll(name, ".", "_"), func() op { return &LinearOp{N: N, In: in, Out: len(a.parts) * r} }, x, "@"+name+".lora_a")
+		s.add(name, term, func() op {
+			return &LoRAUpOp{LoRAShape: LoRAShape{N: N, Out: out, R: r, Parts: a.parts, Scale: cfg.LoRA.Scale()}}
+		}, name+".base", name+".lora_a", "@"+name+".lora_b")
 	}
 
 	rotary := cfg.Positions == PosRoPE
@@ -236,13 +256,18 @@ func flowOf(cfg Config, B, T int) (dataflow, error) {
 // the graph's inputs.
 type kept struct {
 	embed, block, head []bool
-	tokens, targets    bool
+	// first is the first block's, which differs from the others' where
+	// its input needs no gradient and a frozen norm reads it (a LoRA's
+	// first block: its ln1 has no backward, so its statistics are not
+	// kept).
+	first           []bool
+	tokens, targets bool
 }
 
 // structureOf is the smallest config with cfg's structure: what decides
 // which ops a graph has and how they connect, not how large they are.
 func structureOf(cfg Config) Config {
-	sc := Config{Name: "structure", Layers: 2, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias, MLP: cfg.MLP, Positions: cfg.Positions, Attention: cfg.Attention}
+	sc := Config{Name: "structure", Layers: 3, Hidden: 8, Heads: 2, Vocab: 16, Context: 4, Untied: cfg.Untied, Norm: cfg.Norm, NoBias: cfg.NoBias, MLP: cfg.MLP, Positions: cfg.Positions, Attention: cfg.Attention}
 	if cfg.Tensor.size() > 1 {
 		sc.Tensor = TensorRank{Size: 2, Sequence: cfg.Tensor.Sequence} // what a split keeps is the same on every rank and at every size
 	}
@@ -250,16 +275,21 @@ func structureOf(cfg Config) Config {
 	// (Config.DeadBlocks) keep nothing, and the exact formula counts their
 	// last output as a later stage's input, so the structure has none.
 	sc.Freeze = Freeze{Embeddings: cfg.Freeze.Embeddings, Head: cfg.Freeze.Head}
+	if cfg.LoRA.On() {
+		sc.LoRA = LoRA{Rank: 1, Alpha: 1, Targets: cfg.LoRA.Targets} // what a LoRA keeps is the same at every rank
+	}
 	return sc
 }
 
 var keptCache sync.Map // structureOf(cfg) → kept
 
-// keptOf finds what the backward pass of cfg's graph keeps, in a two-layer
-// graph of the same structure: a forward value is kept when a backward node
-// takes it as an argument. The first block's answer is every block's; the
-// second block is checked to agree, so that a block whose output only the
-// head (or only the next block) read could not be counted wrong.
+// keptOf finds what the backward pass of cfg's graph keeps, in a
+// three-layer graph of the same structure: a forward value is kept when a
+// backward node takes it as an argument. The middle block's answer is
+// every block's but the first's, which may keep less (kept.first); the
+// last block is checked to agree with the middle one, so that a block
+// whose output only the head (or only the next block) read could not be
+// counted wrong.
 func keptOf(cfg Config) (kept, error) {
 	sc := structureOf(cfg)
 	if k, ok := keptCache.Load(sc); ok {
@@ -291,11 +321,16 @@ func keptOf(cfg Config) (kept, error) {
 		return f
 	}
 	k := kept{
-		embed: flags("", flow.embed), block: flags("h0.", flow.block), head: flags("", flow.head),
+		embed: flags("", flow.embed), first: flags("h0.", flow.block), block: flags("h1.", flow.block), head: flags("", flow.head),
 		tokens: read[gr.Tokens.Name()], targets: read[gr.Targets.Name()],
 	}
-	if last := flags("h1.", flow.block); fmt.Sprint(last) != fmt.Sprint(k.block) {
-		return kept{}, fmt.Errorf("model: the last block keeps %v of its values, the first %v: the exact formula counts every block alike", last, k.block)
+	if last := flags("h2.", flow.block); fmt.Sprint(last) != fmt.Sprint(k.block) {
+		return kept{}, fmt.Errorf("model: the last block keeps %v of its values, the one before %v: the exact formula counts every block but the first alike", last, k.block)
+	}
+	for i, f := range k.first {
+		if f && !k.block[i] {
+			return kept{}, fmt.Errorf("model: the first block keeps %s, which the others do not: the exact formula counts the first block's values among the others'", flow.block[i].name)
+		}
 	}
 	for _, sec := range []struct {
 		steps []step

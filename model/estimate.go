@@ -537,12 +537,18 @@ func (s Setup) Validate() error {
 	case m.Tensor.Sequence != (s.SequenceParallel && m.Tensor.Size > 1):
 		return fmt.Errorf("model: the model's sequence parallelism is %t and the setup's %t (valid: the same)", m.Tensor.Sequence, s.SequenceParallel)
 	}
-	if m.Freeze.Any() {
+	if m.fineTune() {
+		what := "freezing " + m.Freeze.String()
+		if m.LoRA.On() {
+			what = "LoRA"
+		}
 		switch {
 		case s.PP > 1:
-			return fmt.Errorf("model: freezing %s over %d pipeline stages: not yet (valid: one stage)", m.Freeze, s.PP)
+			return fmt.Errorf("model: %s over %d pipeline stages: not yet (valid: one stage)", what, s.PP)
 		case s.ZeRO == 3 && (s.Ranks > 1 || s.Offload == OffloadParams):
-			return fmt.Errorf("model: freezing %s under ZeRO-3: not yet, since ZeRO-3 shards the frozen weights too (valid: ZeRO stage 0 to 2)", m.Freeze)
+			return fmt.Errorf("model: %s under ZeRO-3: not yet, since ZeRO-3 shards the frozen weights too (valid: ZeRO stage 0 to 2)", what)
+		case m.LoRA.On() && s.TP > 1:
+			return fmt.Errorf("model: LoRA over %d tensor-parallel ranks: not yet (valid: tp 1)", s.TP)
 		}
 	}
 	c := s.Checkpoint
@@ -683,6 +689,10 @@ const (
 	Outside
 	// TokenIDs are the int32 token ids and targets.
 	TokenIDs
+	// Adapters are a LoRA's down projections x·Aᵀ (r values a row an
+	// adapted projection), kept for B's gradient; no published formula
+	// counts them.
+	Adapters
 	// NumTensorKinds is the number of kinds.
 	NumTensorKinds
 )
@@ -995,7 +1005,7 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 	// Validate) are the rank's part's frozen rows, at the working width.
 	e.RankTrained = e.RankParams
 	var frozen int64
-	if m.Freeze.Any() {
+	if m.fineTune() {
 		part := m
 		if s.TP > 1 && m.Tensor.Size != s.TP {
 			var err error
@@ -1089,7 +1099,7 @@ func (s Setup) blockParams(c *calc) int64 {
 	if !m.NoBias {
 		n = c.add(n, h/t, c.mul(2, kv/t), c.mul(k, F/t), c.mul(2, h))
 	}
-	return n
+	return c.add(n, m.loraParams()) // a LoRA's A and B (lora.go; no tensor parallelism with one)
 }
 
 // gatheredPeak is the most parameter elements ZeRO-3 holds gathered at

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The implementation-exact activation formula: what trainmem's own GPT-2
 // keeps for the backward pass, tensor by tensor, and when in the step the
@@ -85,12 +88,16 @@ func (s Setup) KeptTensors() (KeptTensors, error) {
 // whose step reads them, before that step's own.
 type flowTerms struct {
 	embed, block, head []Term
+	// first is the first block's terms: the block's, or fewer (kept.first).
+	first []Term
 	// output is the block's output term (its last step's), the input of
 	// the next block: a segment's checkpoint. inputKept is whether the
 	// first block's backward pass reads its input (the embedding's output,
 	// a later stage's input).
 	output    string
 	inputKept bool
+	// tokens is whether the backward pass reads the token ids.
+	tokens bool
 }
 
 func (s Setup) flowTerms(c *calc) (flowTerms, error) {
@@ -142,6 +149,8 @@ func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 				p = Part{Kind: Statistics, Count: 1, Bytes: c.mul(elems, 4)}
 			case IsDroppedBySelective(o):
 				p.Kind = Scores
+			case strings.HasPrefix(st.term, LoRATermPrefix):
+				p.Kind = Adapters
 			case layers > 0:
 				// s·b·h tensors: a wider one counts as several.
 				p.Kind, p.Count = LayerValues, 1
@@ -158,8 +167,10 @@ func (s Setup) flowTerms(c *calc) (flowTerms, error) {
 	}
 	return flowTerms{
 		embed: terms(flow.embed, k.embed, 0), block: terms(flow.block, k.block, 1), head: terms(flow.head, k.head, 0),
+		first:     terms(flow.block, k.first, 1),
 		output:    flow.block[len(flow.block)-1].term,
 		inputKept: k.embed[len(k.embed)-1],
+		tokens:    k.tokens,
 	}, nil
 }
 
@@ -207,19 +218,37 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 	// probabilities), and the block but for its output (a checkpoint when
 	// segments are recomputed); the tensors the dropped ones are
 	// recomputed from (those before them), and the dropped ones.
-	var withoutProbs, withoutOutput, beforeProbs, probs []Term
-	for _, t := range all {
-		if t.Name != f.output {
-			withoutOutput = append(withoutOutput, t)
+	type split struct{ withoutProbs, withoutOutput, beforeProbs, probs []Term }
+	splitOf := func(ts []Term) (s split) {
+		for _, t := range ts {
+			if t.Name != f.output {
+				s.withoutOutput = append(s.withoutOutput, t)
+			}
+			if t.has(Scores) {
+				s.probs = append(s.probs, t)
+				continue
+			}
+			s.withoutProbs = append(s.withoutProbs, t)
+			if len(s.probs) == 0 {
+				s.beforeProbs = append(s.beforeProbs, t)
+			}
 		}
-		if t.has(Scores) {
-			probs = append(probs, t)
-			continue
+		return s
+	}
+	sp := splitOf(all)
+	withoutProbs, withoutOutput, beforeProbs, probs := sp.withoutProbs, sp.withoutOutput, sp.beforeProbs, sp.probs
+	// The first block (of those the backward pass reaches) may keep less
+	// than the others (kept.first: a LoRA's, whose frozen ln1 has no
+	// backward): it is counted on its own where it differs.
+	fsp := splitOf(f.first)
+	differs := len(f.first) != len(all)
+	inFirst := func(name string) bool {
+		for _, t := range f.first {
+			if t.Name == name {
+				return true
+			}
 		}
-		withoutProbs = append(withoutProbs, t)
-		if len(probs) == 0 {
-			beforeProbs = append(beforeProbs, t)
-		}
+		return false
 	}
 	var output Term
 	for _, t := range all {
@@ -274,6 +303,13 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 	if !m.Last() {
 		head = nil
 	}
+	embed0 := embed // what segment 0's recomputation holds of the embedding's
+	if first && k > 0 && !f.inputKept && !f.tokens {
+		// Segment 0's input, the embedding's output, is read by no
+		// backward op (a LoRA's first block): its recomputation makes it
+		// again from the token ids, which are kept for it until then.
+		embed = append(embed0[:len(embed0):len(embed0)], termOf(c, tokensTerm, Part{Kind: TokenIDs, Count: 1, Bytes: c.mul(int64(s.Batch), int64(s.Seq), 4)}))
+	}
 	// sent is how many block outputs the stage does not keep: its last
 	// block's, on a stage before the last.
 	sent := int64(0)
@@ -296,6 +332,18 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 	case L == 0:
 		// Every block dead: the policy has nothing to recompute.
 		endOfForward(embed, head)
+	case s.Checkpoint.Kind == CheckpointSelective && differs:
+		// No pipeline stages with a fine-tune (Validate): nothing is sent.
+		kept, keptFirst := block.plus(c, "block", withoutProbs...), block.plus(c, "block", fsp.withoutProbs...)
+		endOfForward(embed, []Term{keptFirst.times(c, 1, "first_block_without_probs"), kept.times(c, L-1, "blocks_without_probs")}, head)
+		// Block L-1's probabilities recomputed beside the blocks before it.
+		earlier := []Term{keptFirst.times(c, 1, "first_block_without_probs"), kept.times(c, L-2, "blocks_without_probs")}
+		before, dropped := beforeProbs, probs
+		if L == 1 {
+			earlier, before, dropped = nil, fsp.beforeProbs, fsp.probs
+		}
+		recomputed := block.plus(c, "", dropped...).times(c, 1, "recompute_probs")
+		consider(Moment{Kind: RecomputedProbs, First: int(L - 1), Last: int(L - 1)}, embed, earlier, before, []Term{recomputed})
 	case s.Checkpoint.Kind == CheckpointSelective:
 		kept := block.plus(c, "block", withoutProbs...)
 		blocks := []Term{kept.times(c, L, "blocks_without_probs")}
@@ -325,7 +373,15 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 		for j := segs - 1; j >= 0 && j >= segs-2; j-- {
 			kj := min(k, L-j*k)
 			segment := block.plus(c, "block", withoutOutput...).times(c, kj, "recompute_segment").plus(c, "recompute_segment", output.times(c, kj-1, ""))
-			consider(Moment{Kind: RecomputedSegment, First: int(j * k), Last: int(j*k + kj - 1)}, embed,
+			if j == 0 && differs {
+				segment = block.plus(c, "block", fsp.withoutOutput...).times(c, 1, "").
+					plus(c, "recompute_segment", block.plus(c, "block", withoutOutput...).times(c, kj-1, ""), output.times(c, kj-1, ""))
+			}
+			at := embed
+			if j == 0 {
+				at = embed0
+			}
+			consider(Moment{Kind: RecomputedSegment, First: int(j * k), Last: int(j*k + kj - 1)}, at,
 				[]Term{checkpoints(j), segment})
 		}
 	default:
@@ -334,6 +390,9 @@ func (s Setup) exact(c *calc) (Activations, bool, error) {
 			n := L
 			if t.Name == f.output {
 				n -= sent
+			}
+			if !inFirst(t.Name) {
+				n-- // a term the first block does not keep
 			}
 			ts[i] = t.times(c, n, t.Name)
 		}

@@ -113,7 +113,7 @@ func (f Freeze) frozen(layer int, embed bool) bool {
 // NumTrained is the parameters a fine-tune trains: those of the table's
 // rows that are not frozen (NumParams when nothing is).
 func (c Config) NumTrained() int64 {
-	if !c.Freeze.Any() {
+	if !c.fineTune() {
 		return c.NumParams()
 	}
 	var n int64
@@ -140,7 +140,7 @@ func (c Config) DeadBlocks() int {
 // Trained splits a flat buffer of the whole table (Param.Offset order)
 // into its trained rows' and its frozen rows' buffers (Param.Store order).
 func Trained[T any](c Config, whole []T) (trained, frozen []T) {
-	if !c.Freeze.Any() {
+	if !c.fineTune() {
 		return whole, nil
 	}
 	for _, p := range c.Params() {
@@ -157,7 +157,7 @@ func Trained[T any](c Config, whole []T) (trained, frozen []T) {
 // Whole joins the trained and frozen rows' buffers into one of the whole
 // table (the inverse of Trained).
 func Whole[T any](c Config, trained, frozen []T) []T {
-	if !c.Freeze.Any() {
+	if !c.fineTune() {
 		return trained
 	}
 	out := make([]T, c.NumParams())

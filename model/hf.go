@@ -125,14 +125,21 @@ func ParseHFConfig(data []byte) (Config, error) {
 
 // decodeHFConfig decodes a config.json's one object into hfConfig.
 func decodeHFConfig(data []byte) (hfConfig, error) {
-	var h hfConfig
+	return decodeObject[hfConfig](data, "transformers' fields")
+}
+
+// decodeObject decodes a JSON file's one object into T, whose fields'
+// json tags are the keys (spelt as the tool that writes the file spells
+// them: whose says whose fields they are).
+func decodeObject[T any](data []byte, whose string) (T, error) {
+	var h T
 	var keys map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&keys); err != nil {
-		return h, fmt.Errorf("model: not a JSON config (valid: one JSON object of transformers' fields): %v", jsonWords(err))
+		return h, fmt.Errorf("model: not a JSON config (valid: one JSON object of %s): %v", whose, jsonWords(err))
 	}
 	if keys == nil {
-		return h, errors.New("model: the config is null (valid: one JSON object of transformers' fields)")
+		return h, fmt.Errorf("model: the config is null (valid: one JSON object of %s)", whose)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return h, fmt.Errorf("model: more after the config's object, at byte %d (valid: one JSON object and nothing after it)", dec.InputOffset())

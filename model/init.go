@@ -20,13 +20,36 @@ const InitStd = 0.02
 // layer-norm gains 1. The same seed gives the same values, bit for bit: each
 // tensor draws from its own PCG stream, seeded by seed and its index in the
 // table, so a tensor's values do not depend on the tensors before it.
+//
+// A LoRA's adapters start as PEFT's do (peft's LoraLayer.reset_lora_parameters,
+// init_lora_weights True): A from kaiming_uniform(a = √5), uniform in
+// ±1/√in, and B zero, so that the adapted model starts as the base model;
+// the base rows draw from the streams of their index in the table without
+// the adapters, so a LoRA's base weights are the plain model's of the same
+// seed.
 func InitParams(cfg Config, seed uint64) []float32 {
 	table := cfg.Params()
 	params := make([]float32, cfg.NumParams())
 	residualStd := InitStd / math.Sqrt(2*float64(cfg.Layers))
+	base := 0 // the row's index in the table without a LoRA's rows
 	for i, p := range table {
 		dst := params[p.Offset : p.Offset+p.Count]
+		lora := strings.HasSuffix(p.Name, ".lora_a") || strings.HasSuffix(p.Name, ".lora_b")
+		stream := uint64(base)
+		if lora {
+			stream = 1<<40 + uint64(i)
+		} else {
+			base++
+		}
 		switch {
+		case strings.HasSuffix(p.Name, ".lora_b"):
+			// already zero
+		case strings.HasSuffix(p.Name, ".lora_a"):
+			bound := 1 / math.Sqrt(float64(p.Shape[1]))
+			rng := rand.New(rand.NewPCG(seed, stream))
+			for j := range dst {
+				dst[j] = float32((2*rng.Float64() - 1) * bound)
+			}
 		case strings.HasSuffix(p.Name, "ln1.w"), strings.HasSuffix(p.Name, "ln2.w"), p.Name == "lnf.w":
 			for j := range dst {
 				dst[j] = 1
@@ -38,7 +61,7 @@ func InitParams(cfg Config, seed uint64) []float32 {
 			if strings.HasSuffix(p.Name, "attn.proj.w") || strings.HasSuffix(p.Name, "mlp.proj.w") {
 				std = residualStd
 			}
-			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			rng := rand.New(rand.NewPCG(seed, stream))
 			for j := range dst {
 				dst[j] = float32(rng.NormFloat64() * std)
 			}

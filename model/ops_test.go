@@ -57,6 +57,7 @@ func opCases() []opCase {
 		{bind(&CrossEntropyOp{N: N, V: V}, ""), []in{f(N, V), ids32(N)}, tensor.ScalarShape(), []bool{true, false}},
 		{bind(&CrossEntropyStatsOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{f(N, 4), ids32(N)}, shp(3, N), []bool{false, false}},
 		{bind(&CrossEntropyPartOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{f(N, 4), ids32(N), f(3, N)}, tensor.ScalarShape(), []bool{true, false, false}},
+		{bind(&LoRAUpOp{LoRAShape: LoRAShape{N: N, Out: 3 * C, R: 2, Parts: [][2]int{{0, C}, {2 * C, 3 * C}}, Scale: 2}}, ""), []in{f(N, 3*C), f(N, 4), f(2*C, 2)}, shp(N, 3*C), []bool{true, true, true}},
 
 		{bind(&EmbeddingBackwardTokensOp{B: B, T: T, C: C, V: V}, ""), []in{f(N, C), ids32(N)}, shp(V, C), nil},
 		{bind(&EmbeddingBackwardPositionsOp{B: B, T: T, C: C, Ctx: Ctx}, ""), []in{f(N, C)}, shp(Ctx, C), nil},
@@ -74,6 +75,8 @@ func opCases() []opCase {
 		{bind(&SwiGLUBackwardOp{N: N, F: C}, ""), []in{f(N, C), f(N, 2*C)}, shp(N, 2*C), nil},
 		{bind(&CrossEntropyBackwardOp{N: N, V: V}, ""), []in{scalarIn(), f(N, V), ids32(N)}, shp(N, V), nil},
 		{bind(&CrossEntropyPartBackwardOp{N: N, V: 4, Lo: 4, Vocab: V}, ""), []in{scalarIn(), f(N, 4), ids32(N), f(3, N)}, shp(N, 4), nil},
+		{bind(&LoRAUpBackwardUOp{LoRAShape: LoRAShape{N: N, Out: 3 * C, R: 2, Parts: [][2]int{{0, C}, {2 * C, 3 * C}}, Scale: 2}}, ""), []in{f(N, 3*C), f(2*C, 2)}, shp(N, 4), nil},
+		{bind(&LoRAUpBackwardBOp{LoRAShape: LoRAShape{N: N, Out: 3 * C, R: 2, Parts: [][2]int{{0, C}, {2 * C, 3 * C}}, Scale: 2}}, ""), []in{f(N, 3*C), f(N, 4)}, shp(2*C, 2), nil},
 	}
 }
 
@@ -92,6 +95,13 @@ func TestIsBackwardOp(t *testing.T) {
 		for _, att := range []Attention{AttentionNaive, AttentionFlash} {
 			cfg := mustPreset(t, preset)
 			cfg.Attention = att
+			if att == AttentionFlash { // and a LoRA on every linear layer
+				targets, err := cfg.ParseLoRATargets("all-linear")
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.LoRA = LoRA{Rank: 2, Alpha: 4, Targets: targets}
+			}
 			gr, err := Build(cfg, 2, 8, tensor.Float32)
 			if err != nil {
 				t.Fatal(err)
@@ -259,6 +269,10 @@ func TestOpsHashCoversEveryField(t *testing.T) {
 				cf.SetBool(!fv.Bool())
 			case reflect.Float32:
 				cf.SetFloat(fv.Float() * 2)
+			case reflect.Slice: // a LoRA's parts: one range's end moved
+				parts := append([][2]int(nil), fv.Interface().([][2]int)...)
+				parts[0][1]--
+				cf.Set(reflect.ValueOf(parts))
 			default:
 				t.Fatalf("%v: field %s of kind %v not covered by this test", tc.op, sf.Name, fv.Kind())
 			}
@@ -343,7 +357,11 @@ func TestOpsSymDiff(t *testing.T) {
 				t.Errorf("%v: gradient of input %d: %v, want shape %v float64", tc.op, i, d, args[i].Shape())
 				continue
 			}
+			// The sums pass their output's gradient through: both of
+			// Add's inputs, the frozen layer's output of LoRAUp.
 			_, isAdd := tc.op.(*AddOp)
+			_, isLoRA := tc.op.(*LoRAUpOp)
+			isAdd = isAdd || isLoRA && i == 0
 			if isAdd != (d == dy) {
 				t.Errorf("%v: gradient of input %d is dy: %t, want %t", tc.op, i, d == dy, isAdd)
 			}

@@ -129,6 +129,26 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 			}
 		}
 	}
+	// LoRA (model.LoRA): the adapters' states, the frozen base beside
+	// them, and what the adapters keep (x for A's gradient, x·Aᵀ for B's),
+	// on every linear layer and on LLaMA's q and v alone.
+	for i, lc := range []struct {
+		cfg     model.Config
+		targets string
+		rank    int
+	}{{custom, "all-linear", 4}, {custom, "c_attn", 8}, {llama, "all-linear", 2}, {llama, "q_proj,v_proj", 8}, {llama, "attention", 16}} {
+		cfg := lc.cfg
+		targets, err := cfg.ParseLoRATargets(lc.targets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.LoRA = model.LoRA{Rank: lc.rank, Alpha: 16, Targets: targets}
+		for k, pol := range pols {
+			cfg.Attention = model.Attention((i + k) % 2)
+			check(t, cfg, 2, 33, precs[(i+k)%len(precs)], pol)
+			n++
+		}
+	}
 	t.Logf("%d combinations agree", n)
 }
 

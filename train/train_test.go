@@ -2,6 +2,7 @@ package train
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,7 +190,18 @@ func TestFiniteDifferences(t *testing.T) {
 	gqa.Name, gqa.Heads, gqa.KVHeads = "fd-gqa", 4, 2
 	flash := gqa
 	flash.Name, flash.Attention = "fd-gqa-flash", model.AttentionFlash
-	for _, cfg := range []model.Config{gpt2, llama, gqa, flash} {
+	// Fine-tunes: LoRA on every linear layer of each architecture (the
+	// query, key and value columns of LLaMA's stacked projection adapted
+	// apart, GPT-2's c_attn as one), and frozen blocks.
+	loraGPT2 := gpt2
+	loraGPT2.Name, loraGPT2.LoRA = "fd-lora", model.LoRA{Rank: 2, Alpha: 3, Targets: model.TargetQKV | model.TargetO | model.TargetFC | model.TargetDown}
+	loraLlama := gqa
+	loraLlama.Name, loraLlama.LoRA = "fd-gqa-lora", model.LoRA{Rank: 3, Alpha: 4, Targets: model.TargetQ | model.TargetK | model.TargetV | model.TargetO | model.TargetGate | model.TargetUp | model.TargetDown}
+	loraQV := llama
+	loraQV.Name, loraQV.LoRA = "fd-lora-qv", model.LoRA{Rank: 2, Alpha: 4, Targets: model.TargetQ | model.TargetV}
+	frozen := gqa
+	frozen.Name, frozen.Freeze = "fd-gqa-layers:1", model.Freeze{Embeddings: true, Blocks: 1}
+	for _, cfg := range []model.Config{gpt2, llama, gqa, flash, loraGPT2, loraLlama, loraQV, frozen} {
 		t.Run(cfg.Name, func(t *testing.T) { finiteDifferences(t, cfg) })
 	}
 }
@@ -200,6 +212,13 @@ func finiteDifferences(t *testing.T, cfg model.Config) {
 	params := make([]float64, len(p32))
 	for i, v := range p32 {
 		params[i] = float64(v) * 5 // larger weights: gradients well away from zero
+	}
+	for _, p := range cfg.Params() {
+		if strings.HasSuffix(p.Name, ".lora_b") { // B starts at 0, and A's gradient with it
+			for i := p.Offset; i < p.Offset+p.Count; i++ {
+				params[i] = 0.3 * math.Sin(float64(i))
+			}
+		}
 	}
 	tokens, targets := batch(t, cfg, B, T, 2)
 	tr := newTrainer(t, reference.NewHost(t), oneRank(cfg, B, T), Options{Float64: true})
@@ -221,8 +240,12 @@ func finiteDifferences(t *testing.T, cfg model.Config) {
 	const h, tol = 1e-5, 1e-6
 	checked := 0
 	for _, p := range cfg.Params() {
+		if p.Frozen {
+			continue // no gradient: Grads holds the trained rows, at Param.Store
+		}
 		for k := 0; k < 4; k++ {
-			i := p.Offset + (int64(k)*p.Count*7/13+int64(k))%p.Count
+			j := (int64(k)*p.Count*7/13 + int64(k)) % p.Count
+			i := p.Offset + j
 			save := params[i]
 			params[i] = save + h
 			up := loss(params)
@@ -230,8 +253,8 @@ func finiteDifferences(t *testing.T, cfg model.Config) {
 			down := loss(params)
 			params[i] = save
 			fd := (up - down) / (2 * h)
-			if d := math.Abs(fd - grads[i]); d > tol*math.Max(1, math.Abs(fd)) {
-				t.Errorf("%s[%d]: backward %.10g, finite difference %.10g", p.Name, i-p.Offset, grads[i], fd)
+			if g := grads[p.Store+j]; math.Abs(fd-g) > tol*math.Max(1, math.Abs(fd)) {
+				t.Errorf("%s[%d]: backward %.10g, finite difference %.10g", p.Name, j, g, fd)
 			}
 			checked++
 		}

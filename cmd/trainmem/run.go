@@ -215,6 +215,7 @@ func parseFlagsArg(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis, 
 			return "", true, usagef("%v (run 'trainmem %s -h' for the flags)", err, fs.Name())
 		}
 		if fs.NArg() == 0 {
+			fs.SetOutput(stderr) // the notes on the flags' values go to stderr (setupFlags.lora)
 			return arg, false, nil
 		}
 		if argName == "" || arg != "" {

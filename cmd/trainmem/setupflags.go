@@ -47,6 +47,12 @@ type setupFlags struct {
 	optimizer  model.Optimizer
 	checkpoint model.Checkpoint
 	freeze     model.Freeze // --freeze
+	// A LoRA: --lora-rank, --lora-alpha, --lora-targets (module names,
+	// read once the model is known), --peft-config.
+	loraRank    int
+	loraAlpha   float64
+	loraTargets string
+	peftConfig  string
 
 	ranks, zero, tp, pp int
 	micro               int                    // --micro-batches
@@ -202,6 +208,16 @@ var setupFlagTable = []setupFlag{
 	{"optimizer", scopeDevice, "adam, adamw, sgd or momentum (default adam)", parsedFlag(func(f *setupFlags) *model.Optimizer { return &f.optimizer }, model.ParseOptimizer)},
 	{"checkpoint", scopeDevice, "gradient checkpointing: " + model.CheckpointPolicies + " (default none)", parsedFlag(func(f *setupFlags) *model.Checkpoint { return &f.checkpoint }, model.ParseCheckpoint)},
 	{"freeze", scopeDevice, "the parts a fine-tune leaves untrained, comma-separated: embeddings, layers:N, head (default none)", parsedFlag(func(f *setupFlags) *model.Freeze { return &f.freeze }, model.ParseFreeze)},
+	{"lora-rank", scopeDevice, "LoRA: adapters of rank `r` on --lora-targets, every other weight frozen (Hu et al. 2021)", intFlag(func(f *setupFlags) *int { return &f.loraRank }, 0)},
+	{"lora-alpha", scopeDevice, "LoRA's α: the adapters' output scaled by α/r (default 8, PEFT's)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.Float64Var(&f.loraAlpha, name, 8, help)
+	}},
+	{"lora-targets", scopeDevice, "the linear layers LoRA adapts, PEFT's names (q_proj,v_proj; c_attn) or attention, mlp, all-linear (default PEFT's)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.StringVar(&f.loraTargets, name, "", help)
+	}},
+	{"peft-config", scopeDevice, "a PEFT `adapter_config.json`: its LoRA (r, lora_alpha, target_modules); the --lora flags override it", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
+		fs.StringVar(&f.peftConfig, name, "", help)
+	}},
 	{"params", scopeEstimate, "a parameter count for model states only, e.g. 7.5B (" + strings.Join(paramsIgnore, ", ") + " ignored)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
 		fs.Func(name, help, func(s string) error {
 			n, err := model.ParseCount(s)
@@ -382,8 +398,10 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if f.preset != "" || shape {
 			return model.Checked{}, usagef("--params gives a bare parameter count: use it without --preset and the shape flags")
 		}
-		if f.set("freeze") {
-			return model.Checked{}, usagef("--freeze %s names parts of a model and --params gives a bare count: give --preset or a shape", f.freeze)
+		for _, fl := range []string{"freeze", "lora-rank", "lora-alpha", "lora-targets", "peft-config"} {
+			if f.set(fl) {
+				return model.Checked{}, usagef("--%s names parts of a model and --params gives a bare count: give --preset or a shape", fl)
+			}
 		}
 		s.Params = f.params
 		return f.validate(s)
@@ -454,6 +472,9 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		s.Model.Attention = f.attention // how the model is computed, not its shape: the name stays
 	}
 	s.Model.Freeze = f.freeze // what a fine-tune trains, not the shape: the name stays
+	if err := f.lora(&s.Model); err != nil {
+		return model.Checked{}, err
+	}
 	if f.set("rope-theta") && s.Model.Positions != model.PosRoPE {
 		return model.Checked{}, usagef("--rope-theta %g for %s, whose positions are learned: a rotary base needs --positions rope", f.ropeTheta, s.Model.Name)
 	}
@@ -465,6 +486,49 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		s.Seq = f.seq
 	}
 	return f.validate(s)
+}
+
+// lora sets c's LoRA from --peft-config and the --lora flags (which
+// override the file), noting on the flags' output what the file asks and
+// trainmem does not model.
+func (f *setupFlags) lora(c *model.Config) error {
+	if f.peftConfig == "" && !f.set("lora-rank") {
+		for _, fl := range []string{"lora-alpha", "lora-targets"} {
+			if f.set(fl) {
+				return usagef("--%s without --lora-rank or --peft-config: give the adapters' rank", fl)
+			}
+		}
+		return nil
+	}
+	l := model.LoRA{Alpha: f.loraAlpha, Targets: c.DefaultLoRATargets()}
+	if f.peftConfig != "" {
+		var notes []string
+		var err error
+		if l, notes, err = model.ReadPEFTConfig(f.peftConfig, *c); err != nil {
+			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintf(f.fs.Output(), "trainmem %s: note: --peft-config %s: %s\n", f.fs.Name(), f.peftConfig, n)
+		}
+	}
+	if f.set("lora-rank") {
+		if f.loraRank < 1 || f.loraRank > model.MaxLoRARank {
+			return usagef("--lora-rank %d: out of range (valid: 1 to %d)", f.loraRank, model.MaxLoRARank)
+		}
+		l.Rank = f.loraRank
+	}
+	if f.set("lora-alpha") {
+		l.Alpha = f.loraAlpha
+	}
+	if f.set("lora-targets") {
+		t, err := c.ParseLoRATargets(f.loraTargets)
+		if err != nil {
+			return usagef("--lora-targets %q: %s", f.loraTargets, strings.TrimPrefix(err.Error(), "model: "))
+		}
+		l.Targets = t
+	}
+	c.LoRA = l
+	return nil
 }
 
 // validate runs the model's checks and turns their errors into usage

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// LoRA from the flags and from PEFT's adapter_config.json: the same
+// adapters either way (the flags overriding the file), the dropout the
+// file asks noted, and bad values refused with exit status 2.
+func TestLoRAFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "adapter_config.json")
+	if err := os.WriteFile(cfg, []byte(`{"peft_type": "LORA", "r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "bias": "none"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, errOut := mustRun(t, "estimate", "--preset", "llama2-7b", "--precision", "bf16", "--seq", "1024", "--peft-config", cfg, "--format", "csv")
+	if !strings.Contains(errOut, "note: --peft-config") || !strings.Contains(errOut, "lora_dropout 0.05") {
+		t.Errorf("no note on the dropout: %q", errOut)
+	}
+	fromFlags, _ := mustRun(t, "estimate", "--preset", "llama2-7b", "--precision", "bf16", "--seq", "1024", "--lora-rank", "16", "--lora-alpha", "32", "--lora-targets", "attention", "--format", "csv")
+	if fromFile != fromFlags {
+		t.Errorf("--peft-config and the same --lora flags differ:\n%s\n%s", fromFile, fromFlags)
+	}
+	// q, k, v and o at r 16 over 32 layers of h 4096: 32·4·16·8192 =
+	// 16,777,216 adapter parameters, 16 bytes each, beside 2 bytes a
+	// frozen one of the 6,738,415,616.
+	for _, want := range []string{"model_states,params,33554432", "model_states,adam_v,67108864", "model_states,frozen,13476831232"} {
+		if !strings.Contains(fromFile, want) {
+			t.Errorf("no %s in\n%s", want, fromFile)
+		}
+	}
+	over, _ := mustRun(t, "estimate", "--preset", "llama2-7b", "--precision", "bf16", "--seq", "1024", "--peft-config", cfg, "--lora-rank", "8", "--format", "csv")
+	if !strings.Contains(over, "model_states,params,16777216") {
+		t.Errorf("--lora-rank 8 did not override the file's r:\n%s", over)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"estimate", "--preset", "llama2-7b", "--lora-rank", "8", "--lora-targets", "c_attn"}, []string{`"c_attn"`, "q_proj", "all-linear"}},
+		{[]string{"estimate", "--preset", "gpt2", "--lora-rank", "0"}, []string{"--lora-rank 0", "valid: 1 to"}},
+		{[]string{"estimate", "--preset", "gpt2", "--lora-alpha", "16"}, []string{"--lora-alpha", "--lora-rank"}},
+		{[]string{"estimate", "--preset", "gpt2", "--lora-rank", "8", "--freeze", "embeddings"}, []string{"--freeze", "valid: one of them"}},
+		{[]string{"estimate", "--preset", "gpt2", "--lora-rank", "8", "--tp", "2"}, []string{"LoRA", "tensor-parallel", "not yet"}},
+		{[]string{"estimate", "--preset", "gpt2", "--peft-config", filepath.Join(dir, "none.json")}, []string{"none.json"}},
+		{[]string{"estimate", "--params", "7e9", "--lora-rank", "8"}, []string{"--lora-rank", "--params"}},
+	} {
+		wantUsage(t, tc.args, tc.want...)
+	}
+}
