@@ -51,3 +51,25 @@ func TestLoRAFlags(t *testing.T) {
 		wantUsage(t, tc.args, tc.want...)
 	}
 }
+
+// The README's fine-tuning answer: llama2-7b with LoRA r 16 on every
+// linear layer fits micro-batch 10 on a 24 GiB card with full
+// checkpointing, by simulation and by formula, where full fine-tuning's
+// model states alone are 107.81 GB.
+func TestREADMELoRAFit(t *testing.T) {
+	out, _ := mustRun(t, "fit", "--preset", "llama2-7b", "--seq", "2048", "--precision", "bf16", "--attention", "flash", "--lora-rank", "16", "--lora-targets", "all-linear", "--memory", "24GiB")
+	if !strings.Contains(out, "\nfull            10 / 10") {
+		t.Errorf("no micro-batch 10 with full checkpointing in\n%s", out)
+	}
+	full, _ := mustRun(t, "fit", "--preset", "llama2-7b", "--seq", "2048", "--precision", "bf16", "--memory", "80GiB")
+	if !strings.Contains(full, "107.81 GB") {
+		t.Errorf("no 107.81 GB of model states in\n%s", full)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "micro-batch 10 with\nfull checkpointing on 24 GiB") || !strings.Contains(string(readme), "are 107.81 GB") {
+		t.Error("README.md no longer says what this test checks")
+	}
+}
