@@ -125,13 +125,13 @@ func (b *builder) backward(loss, dloss *G.Node, wrt []*G.Node) ([]*G.Node, error
 		// get no gradient, and no node is made for one.
 		diff := op.DiffWRT(len(args))
 		need := make([]bool, len(args))
+		at := make([]int, len(args)) // each argument's place
 		some := false
 		for j := range args {
-			k, err := place(args[j])
-			if err != nil {
+			if at[j], err = place(args[j]); err != nil {
 				return nil, err
 			}
-			need[j] = diff[j] && depends[k]
+			need[j] = diff[j] && depends[at[j]]
 			some = some || diff[j] && !need[j]
 		}
 		made := len(g.AllNodes())
@@ -152,8 +152,7 @@ func (b *builder) backward(loss, dloss *G.Node, wrt []*G.Node) ([]*G.Node, error
 				return nil, fmt.Errorf("model: differentiating %s: it made a gradient of %s, which nothing trained needs (an op with arguments that may be frozen implements symDiffSome)", n.Name(), args[j].Name())
 			}
 			if need[j] {
-				k, _ := place(args[j])
-				grads[k] = append(grads[k], dargs[j])
+				grads[at[j]] = append(grads[at[j]], dargs[j])
 			}
 		}
 	}

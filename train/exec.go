@@ -70,6 +70,7 @@ type Trainer struct {
 
 	params, grads, master, m, v *cuda.Buffer // flat model states of the trained rows in the layout; master, m, v may be nil
 	frozen                      *cuda.Buffer // the frozen rows' weights (model.Freeze), whole on every rank; nil when none
+	trained                     int          // the trained rows' parameters (model.Config.NumTrained), counted once
 	// offloaded holds master, m and v and the host's copies of the
 	// gradients and working weights they update under optimizer offload
 	// (offload.go).
@@ -123,10 +124,11 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	case s.Offload == model.OffloadNone && opts.Offload != nil:
 		return nil, errors.New("train: Options.Offload for a setup that offloads nothing")
 	}
-	lay := singleRank(int(s.Model.NumTrained()))
+	trained := int(s.Model.NumTrained())
+	lay := singleRank(trained)
 	if opts.Policy != nil {
 		lay = opts.Policy.Layout(s)
-		if err := lay.check(int(s.Model.NumTrained())); err != nil {
+		if err := lay.check(trained); err != nil {
 			return nil, err
 		}
 		if lay.Ranks != s.Ranks {
@@ -158,7 +160,7 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{dev: dev, setup: s, checked: c, table: gr.Table, opts: opts, dtypes: st, sched: sched, layout: lay,
+	t := &Trainer{dev: dev, setup: s, checked: c, table: gr.Table, opts: opts, dtypes: st, sched: sched, layout: lay, trained: trained,
 		slots: make([]*cuda.Buffer, len(sched.Slots)), inputs: map[int]any{}}
 	t.kernels = model.Exec{K: dev, Scratch: t.withScratch, ScratchLike: t.withScratchLike, Tensor: opts.TensorGroup}
 	t.findLastReads()
@@ -247,27 +249,20 @@ func (t *Trainer) Device() cuda.Device { return t.dev }
 // order, into the working weights (rounded to their type) and this rank's
 // part of the fp32 master copy under mixed precision.
 func (t *Trainer) SetParams(flat any) error {
-	cfg := t.setup.Model
-	n := int(cfg.NumTrained())
+	n := t.trained
 	var part func(lo, hi int) any
 	var frozen any
+	var err error
 	switch f := flat.(type) {
 	case []float32:
-		if len(f) != int(cfg.NumParams()) {
-			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), cfg.NumParams())
-		}
-		trained, fr := model.Trained(cfg, f)
-		flat, frozen = trained, fr
-		part = func(lo, hi int) any { return trained[lo:hi] }
+		flat, frozen, part, err = splitFlat(t.setup.Model, f)
 	case []float64:
-		if len(f) != int(cfg.NumParams()) {
-			return fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), cfg.NumParams())
-		}
-		trained, fr := model.Trained(cfg, f)
-		flat, frozen = trained, fr
-		part = func(lo, hi int) any { return trained[lo:hi] }
+		flat, frozen, part, err = splitFlat(t.setup.Model, f)
 	default:
 		return fmt.Errorf("train: SetParams: %T, want []float32 or []float64", flat)
+	}
+	if err != nil {
+		return err
 	}
 	if t.frozen != nil {
 		if err := t.dev.Upload(t.frozen, frozen); err != nil {
@@ -297,6 +292,17 @@ func (t *Trainer) SetParams(flat any) error {
 	return nil
 }
 
+// splitFlat checks that f holds the whole table's weights and splits it
+// into the trained rows' and the frozen rows' (model.Trained), with part,
+// a range of the trained ones.
+func splitFlat[T float32 | float64](cfg model.Config, f []T) (trained, frozen any, part func(lo, hi int) any, err error) {
+	if len(f) != int(cfg.NumParams()) {
+		return nil, nil, nil, fmt.Errorf("train: SetParams: %d values for a model of %d parameters", len(f), cfg.NumParams())
+	}
+	tr, fr := model.Trained(cfg, f)
+	return tr, fr, func(lo, hi int) any { return tr[lo:hi] }, nil
+}
+
 // Params downloads the weights in flat table order: the fp32 master copy
 // under mixed precision when this rank holds all of it, else the working
 // weights. A rank that keeps a shard of the weights has no such copy (see
@@ -305,8 +311,7 @@ func (t *Trainer) Params() ([]float32, error) {
 	if t.layout.LazyParams {
 		return nil, errors.New("train: this rank keeps a shard of the weights only")
 	}
-	cfg := t.setup.Model
-	n := int(cfg.NumTrained())
+	n := t.trained
 	src, dev := t.params.View(0, n), t.dev
 	if p := t.layout.Pieces; t.master != nil && len(p) == 1 && p[0].Lo == 0 && p[0].State == 0 && p[0].Hi >= n {
 		src, dev = t.master.View(0, n), t.statesDevice()
@@ -322,7 +327,7 @@ func (t *Trainer) Params() ([]float32, error) {
 			return nil, err
 		}
 	}
-	return model.Whole(cfg, out, frozen), nil
+	return model.Whole(t.setup.Model, out, frozen), nil
 }
 
 // Grads downloads the gradients of the last step, unscaled, in flat table
@@ -333,7 +338,7 @@ func (t *Trainer) Grads() ([]float64, error) {
 	if t.layout.LazyGrads {
 		return nil, errors.New("train: this rank keeps a shard of the gradients only")
 	}
-	out := make([]float64, t.setup.Model.NumTrained())
+	out := make([]float64, t.trained)
 	if err := t.dev.Download(out, t.grads.View(0, len(out))); err != nil {
 		return nil, err
 	}
@@ -685,7 +690,7 @@ func (t *Trainer) update(loss float64) (skipped bool, diverged string, err error
 			return false, "", err
 		}
 	}
-	n := int(t.setup.Model.NumTrained())
+	n := t.trained
 	bad := false
 	for _, p := range t.layout.Pieces {
 		if hi := min(p.Hi, n); hi > p.Lo && !bad {

@@ -61,29 +61,7 @@ func TestFreezeRanks(t *testing.T) {
 				}
 				big, small := loaderBatches(t, N*b, T), loaderBatches(t, b, T)
 				for step := range steps {
-					tok, tgt := make([]int32, N*b*T), make([]int32, N*b*T)
-					if err := big.Next(tok, tgt); err != nil {
-						t.Fatal(err)
-					}
-					want, err := ref.Step(tok, tgt)
-					if err != nil {
-						t.Fatal(err)
-					}
-					parts := make([][2][]int32, N)
-					for r := range parts {
-						parts[r] = [2][]int32{make([]int32, b*T), make([]int32, b*T)}
-						if err := small.Next(parts[r][0], parts[r][1]); err != nil {
-							t.Fatal(err)
-						}
-					}
-					recs, err := rk.Step(func(r int) ([]int32, []int32) { return parts[r][0], parts[r][1] })
-					if err != nil {
-						t.Fatal(err)
-					}
-					mean := 0.0
-					for _, r := range recs {
-						mean += r.Loss / float64(N)
-					}
+					mean, want := stepAsOneRank(t, ref, rk, big, small, N, b, T)
 					if math.Abs(mean-want.Loss) > 1e-5*math.Abs(want.Loss) {
 						t.Errorf("step %d: the ranks' mean loss %.7f, one rank's %.7f", step+1, mean, want.Loss)
 					}

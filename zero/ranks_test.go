@@ -118,29 +118,7 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 			}
 			big, small := loaderBatches(t, tc.N*b, T), loaderBatches(t, b, T)
 			for step := range steps {
-				tok, tgt := make([]int32, tc.N*b*T), make([]int32, tc.N*b*T)
-				if err := big.Next(tok, tgt); err != nil {
-					t.Fatal(err)
-				}
-				want, err := ref.Step(tok, tgt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				parts := make([][2][]int32, tc.N)
-				for r := range parts {
-					parts[r] = [2][]int32{make([]int32, b*T), make([]int32, b*T)}
-					if err := small.Next(parts[r][0], parts[r][1]); err != nil {
-						t.Fatal(err)
-					}
-				}
-				recs, err := rk.Step(func(r int) ([]int32, []int32) { return parts[r][0], parts[r][1] })
-				if err != nil {
-					t.Fatal(err)
-				}
-				mean := 0.0
-				for _, r := range recs {
-					mean += r.Loss / float64(tc.N)
-				}
+				mean, want := stepAsOneRank(t, ref, rk, big, small, tc.N, b, T)
 				lossTol := 1e-5 // fp32 reductions in another order
 				switch tc.prec {
 				case model.FP16:
@@ -192,6 +170,37 @@ func TestRanksTrainAsOneRank(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepAsOneRank runs one step of the N ranks of micro-batch b, each on
+// the next micro-batch of small's stream, and one of ref, one rank of
+// batch N·b, on the next batch of big's (the same rows): it returns the
+// ranks' mean loss and ref's record.
+func stepAsOneRank(t *testing.T, ref *train.Trainer, rk *Ranks, big, small *data.Loader, N, b, T int) (mean float64, want train.Record) {
+	t.Helper()
+	tok, tgt := make([]int32, N*b*T), make([]int32, N*b*T)
+	if err := big.Next(tok, tgt); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Step(tok, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := make([][2][]int32, N)
+	for r := range parts {
+		parts[r] = [2][]int32{make([]int32, b*T), make([]int32, b*T)}
+		if err := small.Next(parts[r][0], parts[r][1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := rk.Step(func(r int) ([]int32, []int32) { return parts[r][0], parts[r][1] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		mean += r.Loss / float64(N)
+	}
+	return mean, want
 }
 
 // What each rank holds is the setting's: ZeRO-1 shards master, m and v
