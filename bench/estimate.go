@@ -73,7 +73,7 @@ func estimateDoc(e model.Estimate, formula model.Formula) estimateJSON {
 		Model:           modelDocOf(s),
 		Setup:           setupDocOf(s),
 		Rank:            rankDoc{Params: e.RankParams, Stage: e.Stage},
-		ModelStates:     statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()},
+		ModelStates:     statesDocOf(st),
 		Gathered:        e.Gathered,
 		Activations:     map[model.Formula]int64{},
 		ActivationTerms: map[model.Formula]map[string]int64{},
@@ -89,7 +89,7 @@ func estimateDoc(e model.Estimate, formula model.Formula) estimateJSON {
 	}
 	if s.Offload != model.OffloadNone {
 		o := e.Offloaded
-		d.Offloaded = &statesDoc{o.Params, o.Grads, o.Master, o.AdamM, o.AdamV, o.Total()}
+		d.Offloaded = ptr(statesDocOf(o))
 		d.PCIe = &pcieDoc{e.PCIe.ToHost, e.PCIe.ToDevice}
 		d.Sources["offload"] = offloadSource
 	}

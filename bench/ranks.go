@@ -277,7 +277,7 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 	}{Model: modelDocOf(r.Setup), Setup: setupDocOf(r.Setup), Setting: strings.ToLower(r.Setting.String()),
 		Capacity: r.Capacity, Steps: r.Steps, Seconds: r.Elapsed.Seconds()}
 	if st := r.States; st != nil {
-		doc.States = &statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()}
+		doc.States = ptr(statesDocOf(*st))
 	}
 	for _, rr := range r.Ranks {
 		d := rankDoc{Rank: rr.Rank, PeakRequested: map[cuda.Category]int64{}, PeakRequestedBytes: rr.Stats.RequestedBytes.Peak, PeakAllocatedBytes: rr.Stats.AllocatedBytes.Peak, PeakReservedBytes: rr.Stats.ReservedBytes.Peak, Offload: rr.Record.Offload}

@@ -65,6 +65,7 @@ type (
 		Master int64 `json:"master"`
 		AdamM  int64 `json:"adam_m"`
 		AdamV  int64 `json:"adam_v"`
+		Frozen int64 `json:"frozen,omitempty"` // a fine-tune's frozen weights
 		Total  int64 `json:"total"`
 	}
 	recomputeDoc struct {
@@ -263,4 +264,9 @@ func plural[N int | int64](n N, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%s %ss", model.Comma(int64(n)), thing)
+}
+
+// statesDocOf is a rank's model states as the JSON reports write them.
+func statesDocOf(st model.States) statesDoc {
+	return statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Frozen, st.Total()}
 }

@@ -534,7 +534,7 @@ func (r *ValidateReport) rows() []Row {
 	return rows
 }
 
-func ptr(v int64) *int64 { return &v }
+func ptr[T any](v T) *T { return &v }
 
 // runner drives a Trainer for the measured runs: weights initialised from
 // the seed, batches from train's own data path (train.OpenBatches).

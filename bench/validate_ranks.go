@@ -301,7 +301,7 @@ func (v *ValidateReport) writeRanksJSON(w io.Writer) error {
 		Estimators *estimatorsJSON `json:"estimators"`
 		Ranks      []rankDoc       `json:"ranks"`
 	}{Model: modelDocOf(v.Setup), Setup: setupDocOf(v.Setup), Setting: v.Setting.String(), Engine: v.Engine, Steps: v.Steps,
-		Paper: statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Total()},
+		Paper: statesDocOf(st),
 		Comm:  commDoc{v.Estimate.Comm.Collective, v.Estimate.Comm.Elements, v.Estimate.Comm.Bytes, v.Estimate.Comm.RingBytes, v.Estimate.Comm.DType}}
 	doc.Estimators = v.Estimators.doc()
 	sent := func(tr [zero.NumCollectives]zero.Traffic) (n int64) {

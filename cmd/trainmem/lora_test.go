@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,5 +72,27 @@ func TestREADMELoRAFit(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "micro-batch 10 with\nfull checkpointing on 24 GiB") || !strings.Contains(string(readme), "are 107.81 GB") {
 		t.Error("README.md no longer says what this test checks")
+	}
+}
+
+// estimate's JSON gives a fine-tune's frozen weights beside the other
+// model states, which sum to its total.
+func TestEstimateJSONFrozen(t *testing.T) {
+	out, _ := mustRun(t, "estimate", "--preset", "gpt2", "--freeze", "layers:6", "--precision", "bf16", "--format", "json")
+	var doc struct {
+		States map[string]int64 `json:"model_states"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	sum := int64(0)
+	for k, v := range doc.States {
+		if k != "total" {
+			sum += v
+		}
+	}
+	// wte, wpe and 6 blocks of gpt2 at 2 bytes: (50257+1024)·768 + 6·7,087,872.
+	if want := 2 * int64((50257+1024)*768+6*7087872); doc.States["frozen"] != want || sum != doc.States["total"] {
+		t.Errorf("model_states %v: frozen want %d, and the states summing to the total", doc.States, want)
 	}
 }
