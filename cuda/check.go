@@ -132,11 +132,16 @@ func (c *checker) f32or64(name string, b *Buffer) bool {
 
 // ids checks an int32 buffer of want elements.
 func (c *checker) ids(name string, b *Buffer, want int, formula string) {
+	c.typed(name, b, I32, want, formula)
+}
+
+// typed checks a buffer of type dt and want elements.
+func (c *checker) typed(name string, b *Buffer, dt DType, want int, formula string) {
 	if !c.buf(name, b) {
 		return
 	}
-	if b.DType != I32 {
-		c.fail("%s is %s, want int32", name, b.DType)
+	if b.DType != dt {
+		c.fail("%s is %s, want %s", name, b.DType, dt)
 		return
 	}
 	c.length(name, b, want, formula)
@@ -232,8 +237,8 @@ func (c *checker) finite(name string, v float32) {
 }
 
 // CheckHostValues checks Upload's source or Download's destination: a
-// []float32, []float64 or []int32 of length b.Len, int32 exactly for I32
-// buffers.
+// []float32, []float64, []int32 or []uint8 of length b.Len: int32 exactly
+// for I32 buffers, uint8 for U8 ones, floats for the float types.
 func CheckHostValues(op, name string, vals any, b *Buffer) error {
 	c := check(op)
 	if b == nil {
@@ -244,20 +249,22 @@ func CheckHostValues(op, name string, vals any, b *Buffer) error {
 		return c.err
 	}
 	var n int
-	var isInt bool
+	exact := DType(255) // the buffer type the values must have, when not a float type
 	switch v := vals.(type) {
 	case []float32:
 		n = len(v)
 	case []float64:
 		n = len(v)
 	case []int32:
-		n, isInt = len(v), true
+		n, exact = len(v), I32
+	case []uint8:
+		n, exact = len(v), U8
 	default:
-		c.fail("%s is %T, want []float32, []float64 or []int32", name, vals)
+		c.fail("%s is %T, want []float32, []float64, []int32 or []uint8", name, vals)
 		return c.err
 	}
 	switch {
-	case isInt != (b.DType == I32):
+	case (exact != DType(255) || !b.DType.Float()) && exact != b.DType:
 		c.fail("%s is %T for a buffer of %s", name, vals, b.DType)
 	case n != b.Len:
 		c.fail("%s has %d elements, want the buffer's %d", name, n, b.Len)

@@ -46,6 +46,10 @@ const (
 	BF16              // bfloat16 (storage only)
 	F64               // IEEE binary64 (reference computations)
 	I32               // token ids
+	// U8 is bytes: quantized codes (model.NF4's two 4-bit codes a byte,
+	// the 8-bit codes of blockwise quantization). Not a float type: only
+	// the quantization kernels (quant.go) read and write it.
+	U8
 )
 
 // Size is the element size in bytes.
@@ -55,17 +59,19 @@ func (d DType) Size() int {
 		return 2
 	case F64:
 		return 8
+	case U8:
+		return 1
 	default:
 		return 4
 	}
 }
 
-var dtypeNames = enum.New[DType]("cuda", "DType", "dtype", "fp32", "fp16", "bf16", "fp64", "int32")
+var dtypeNames = enum.New[DType]("cuda", "DType", "dtype", "fp32", "fp16", "bf16", "fp64", "int32", "uint8")
 
 func (d DType) String() string { return dtypeNames.String(d) }
 
 // Float reports whether d holds floating-point values.
-func (d DType) Float() bool { return d != I32 }
+func (d DType) Float() bool { return d <= F64 }
 
 // Category tags every allocation with the memory category it belongs to. The
 // names are trainmem's vocabulary everywhere: estimates, allocator statistics
@@ -88,20 +94,24 @@ const (
 	// MemoryViz's ten colours (d3's ordinal scale reuses its range) give it
 	// the params' colour: weights either way.
 	Frozen
+	// QuantState is what a quantized weight needs beside its codes
+	// (model.Quantization): the blockwise scales and their own scales
+	// and offsets, bitsandbytes' QuantState. The twelfth category.
+	QuantState
 	NumCategories
 )
 
 var categoryNames = enum.New[Category]("cuda", "Category", "memory category",
 	"params", "grads", "master", "adam_m", "adam_v",
-	"activations", "temporaries", "workspace", "gathered", "comm", "frozen",
+	"activations", "temporaries", "workspace", "gathered", "comm", "frozen", "quant_state",
 )
 
 func (c Category) String() string { return categoryNames.String(c) }
 
 // ModelState reports whether c is one of the model states (params, grads,
 // master, adam_m, adam_v, which the ZeRO paper's 2Φ + 2Φ + KΦ counts, and
-// the frozen weights of a fine-tune).
-func (c Category) ModelState() bool { return c <= AdamV || c == Frozen }
+// the frozen weights of a fine-tune with their quantization state).
+func (c Category) ModelState() bool { return c <= AdamV || c == Frozen || c == QuantState }
 
 // MarshalText is the category's name, so that maps keyed by category are
 // JSON objects keyed by name ({"params": ...}); UnmarshalText reads it.
@@ -155,6 +165,7 @@ type Kernels interface {
 	FlashKernels
 	CrossEntropyKernels
 	OptimizerKernels
+	QuantKernels
 }
 
 // AllF64 reports whether every non-nil buffer is F64: a kernel then

@@ -24,7 +24,7 @@ func NewPool(name string, src SegmentSource) Pool {
 // a block of MinBlockSize bytes (requested 0), so that every buffer has an
 // address of its own and a Free.
 func (p *Pool) Alloc(cat cuda.Category, dt cuda.DType, n int) (*cuda.Buffer, error) {
-	if dt > cuda.I32 {
+	if dt > cuda.U8 {
 		return nil, fmt.Errorf("cuda: Alloc: unknown dtype %d", uint8(dt))
 	}
 	if n < 0 || int64(n) > math.MaxInt64/8 {

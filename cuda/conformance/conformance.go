@@ -224,12 +224,20 @@ func (e *env) buf(dt cuda.DType, vals []float64) (*cuda.Buffer, []float64) {
 	return b, e.get(b)
 }
 
-// out allocates an output buffer of n elements filled with NaN, so that an
-// element the kernel fails to write shows.
+// out allocates an output buffer of n elements filled with NaN (bytes
+// with 0xA5), so that an element the kernel fails to write shows.
 func (e *env) out(dt cuda.DType, n int) *cuda.Buffer {
 	e.t.Helper()
 	b, err := e.d.Alloc(cuda.Temporaries, dt, n)
 	e.must(err)
+	if dt == cuda.U8 {
+		fill := make([]uint8, n)
+		for i := range fill {
+			fill[i] = 0xA5
+		}
+		e.must(e.d.Upload(b, fill))
+		return b
+	}
 	e.must(e.d.Fill(b, float32(math.NaN())))
 	return b
 }

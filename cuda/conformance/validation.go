@@ -150,35 +150,50 @@ func expectPanic(t *testing.T, what string, f func()) {
 	f()
 }
 
+// exactCopy uploads random values into b, an int32 or uint8 buffer, and
+// downloads them: the same values on a device that computes, dst left
+// alone on one that does not.
+func exactCopy[E int32 | uint8](t *testing.T, e *env, b *cuda.Buffer, rnd func() E, computes bool) {
+	t.Helper()
+	src := make([]E, b.Len)
+	for i := range src {
+		src[i] = rnd()
+	}
+	e.must(e.d.Upload(b, src))
+	got := make([]E, b.Len)
+	for i := range got {
+		got[i] = 7
+	}
+	e.must(e.d.Download(got, b))
+	for i := range got {
+		want := src[i]
+		if !computes {
+			want = 7 // a device without data leaves dst alone
+		}
+		if got[i] != want {
+			t.Fatalf("%s element %d: got %d, want %d", b.DType, i, got[i], want)
+		}
+	}
+}
+
 // testCopy checks Upload and Download: conversions on devices that
 // compute, dst left alone on those that do not, argument errors on both.
 func testCopy(t *testing.T, nd NewDevice, computes bool) {
-	for _, dt := range append(floatTypes, cuda.I32) {
+	for _, dt := range append(floatTypes, cuda.I32, cuda.U8) {
 		t.Run(dt.String(), func(t *testing.T) {
 			e := newEnv(t, nd)
 			n := 1000
 			b, err := e.d.Alloc(cuda.Temporaries, dt, n)
 			e.must(err)
+			if dt == cuda.U8 {
+				exactCopy(t, e, b, func() uint8 { return uint8(e.rng.Uint32()) }, computes)
+				if err := e.d.Upload(b, make([]float32, n)); err == nil {
+					t.Error("Upload of []float32 into a uint8 buffer: no error")
+				}
+				return
+			}
 			if dt == cuda.I32 {
-				src := make([]int32, n)
-				for i := range src {
-					src[i] = int32(e.rng.Uint32())
-				}
-				e.must(e.d.Upload(b, src))
-				got := make([]int32, n)
-				for i := range got {
-					got[i] = 7
-				}
-				e.must(e.d.Download(got, b))
-				for i := range got {
-					want := src[i]
-					if !computes {
-						want = 7 // a device without data leaves dst alone
-					}
-					if got[i] != want {
-						t.Fatalf("int32 element %d: got %d, want %d", i, got[i], want)
-					}
-				}
+				exactCopy(t, e, b, func() int32 { return int32(e.rng.Uint32()) }, computes)
 				return
 			}
 			vals := e.randn(n)

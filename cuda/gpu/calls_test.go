@@ -117,6 +117,8 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 	ceStats := fakeBuf(st, cuda.CrossEntropyStatsLen(N), next())
 	m, v := fakeBuf(st, 100, next()), fakeBuf(st, 100, next())
 	param, grad, master := fakeBuf(dt, 100, next()), fakeBuf(dt, 100, next()), fakeBuf(st, 100, next())
+	codes, absmax := fakeBuf(cuda.U8, N*C/2, next()), fakeBuf(cuda.F32, N*C/cuda.NF4Block, next())
+	x8, codes8, absmax8, offset := fakeBuf(cuda.F32, 1000, next()), fakeBuf(cuda.U8, 1000, next()), fakeBuf(cuda.F32, 4, next()), fakeBuf(cuda.F32, 1, next())
 	mm, err := cuda.MatMul{TransB: true, M: N, N: V, K: C, A: x, B: wte, C: logits, Alpha: 1}.Checked()
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +149,9 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 		adamCall(param, grad, master, m, v, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Step: 2, GradScale: 1}),
 		sgdCall(param, grad, master, m, cuda.SGDArgs{LR: 0.1, Momentum: 0.9, GradScale: 1}),
 		sgdCall(param, grad, nil, nil, cuda.SGDArgs{LR: 0.1, GradScale: 1}),
+		quantizeNF4Call(codes, absmax, x), dequantizeNF4Call(y, codes, absmax),
+		blockwiseMeanCall(offset, x8), quantizeBlockwiseCall(codes8, absmax8, offset, x8, cuda.DynamicSigned),
+		dequantizeBlockwiseCall(x8, codes8, absmax8, nil, cuda.DynamicUnsigned),
 	}
 }
 
@@ -160,7 +165,7 @@ func TestKernelCalls(t *testing.T) {
 				t.Errorf("%s: %v", dt, err)
 			}
 			if strings.HasSuffix(c.name, "_f64") != (dt == cuda.F64) && !strings.HasPrefix(c.name, "fill") &&
-				!strings.HasPrefix(c.name, "cast") && !strings.HasPrefix(c.name, "non_finite") {
+				!strings.HasPrefix(c.name, "cast") && !strings.HasPrefix(c.name, "non_finite") && !strings.Contains(c.name, "blockwise") {
 				t.Errorf("%s: %s: compute type does not follow the operands", dt, c.name)
 			}
 			if err := c.l.check(c.name, h100); err != nil {

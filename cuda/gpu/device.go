@@ -649,6 +649,8 @@ func (d *Device) Upload(dst *cuda.Buffer, src any) error {
 			copy(host.Int32s(stage), s)
 			d.dropShadows(dst.Addr(), dst.Addr()+uintptr(dst.Bytes()))
 			d.ints = append(d.ints, intShadow{addr: dst.Addr(), vals: append([]int32(nil), s...)})
+		case []uint8:
+			copy(host.Uint8s(stage), s)
 		case []float32:
 			host.Encode(stage, 0, s)
 		case []float64:
@@ -678,6 +680,8 @@ func (d *Device) Download(dst any, src *cuda.Buffer) error {
 		switch v := dst.(type) {
 		case []int32:
 			copy(v, host.Int32s(stage))
+		case []uint8:
+			copy(v, host.Uint8s(stage))
 		case []float32:
 			host.Decode(stage, 0, v)
 		case []float64:

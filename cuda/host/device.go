@@ -184,6 +184,8 @@ func (h *Device) Upload(dst *cuda.Buffer, src any) error {
 	switch s := src.(type) {
 	case []int32:
 		copy(Int32s(dst), s)
+	case []uint8:
+		copy(Uint8s(dst), s)
 	case []float32:
 		h.parallel(len(s), convertGrain, func(lo, hi int) { Encode(dst, lo, s[lo:hi]) })
 	case []float64:
@@ -201,6 +203,8 @@ func (h *Device) Download(dst any, src *cuda.Buffer) error {
 	switch d := dst.(type) {
 	case []int32:
 		copy(d, Int32s(src))
+	case []uint8:
+		copy(d, Uint8s(src))
 	case []float32:
 		h.parallel(len(d), convertGrain, func(lo, hi int) { Decode(src, lo, d[lo:hi]) })
 	case []float64:

@@ -20,7 +20,7 @@ type float interface{ ~float32 | ~float64 }
 
 // view is a buffer in host memory as a slice of its elements, E being the
 // Go type of its DType's bits.
-func view[E float32 | float64 | uint16 | uint32 | uint64 | int32](b *cuda.Buffer) []E {
+func view[E float32 | float64 | uint8 | uint16 | uint32 | uint64 | int32](b *cuda.Buffer) []E {
 	if b.Len == 0 {
 		return nil
 	}
@@ -29,6 +29,9 @@ func view[E float32 | float64 | uint16 | uint32 | uint64 | int32](b *cuda.Buffer
 
 // Int32s is an I32 buffer in host memory as its values.
 func Int32s(b *cuda.Buffer) []int32 { return view[int32](b) }
+
+// Uint8s is a U8 buffer in host memory as its bytes.
+func Uint8s(b *cuda.Buffer) []uint8 { return view[uint8](b) }
 
 // Decode reads elements [lo, lo+len(dst)) of b, a buffer in host memory
 // (the host device's, or another device's staging copy), into dst, exactly

@@ -55,6 +55,7 @@ extern emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #undef __forceinline__
 #undef __launch_bounds__
 #undef __shared__
+#undef __constant__
 #define __global__
 #define __device__
 #define __host__
@@ -65,6 +66,8 @@ extern emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 // kernels' symbol table, function-local statics whose names start with _ZZ,
 // into emu_shared.cpp, which fakecuda.cpp reads).
 #define __shared__ static
+// Constant memory: tables initialized once, read by every thread.
+#define __constant__
 
 extern "C" {
 // The scheduler's primitives (fakecuda.cpp).
@@ -136,6 +139,12 @@ inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }
+
+// The IEEE operations nvcc never contracts into a fused multiply-add:
+// the plain ones (the host build does not contract either).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 
 using std::exp;
 using std::log;

@@ -46,3 +46,4 @@
 #include "matmul.cuh"
 #include "crossentropy.cuh"
 #include "optim.cuh"
+#include "quant.cuh"
