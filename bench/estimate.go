@@ -183,8 +183,16 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	rate := s.DevicePerParam()
 	t.Add("model states per rank", "bytes", "GB", "GiB", "bytes/param")
 	for i, c := range e.States.Named() {
-		per := fmt.Sprintf("%d a frozen one", s.Precision.Size())
-		if c.Cat != cuda.Frozen {
+		var per string
+		switch c.Cat {
+		case cuda.Frozen:
+			per = fmt.Sprintf("%d a frozen one", s.Precision.Size())
+			if s.Model.Quantize != model.QuantNone {
+				per = fmt.Sprintf("%.3f a frozen one (%s: 0.5)", float64(c.Bytes)/float64(e.RankParams-e.RankTrained), s.Model.Quantize)
+			}
+		case cuda.QuantState:
+			per = fmt.Sprintf("%.4f a quantized one", float64(c.Bytes)/float64(s.Model.NumQuantized()))
+		default:
 			per = fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)
 		}
 		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{per})...)
@@ -204,6 +212,12 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	if e.RankTrained != e.RankParams {
 		fmt.Fprintf(w, ", Φ the %s trained parameters; the %s frozen ones (%s) at %d bytes each, with no gradient and no optimizer state",
 			model.Comma(e.RankTrained), model.Comma(e.RankParams-e.RankTrained), s.Model.FrozenBy(), s.Precision.Size())
+	}
+	if q := s.Model.Quantize; q != model.QuantNone {
+		codes, state := s.Model.QuantBytes()
+		n := s.Model.NumQuantized()
+		fmt.Fprintf(w, "; %s of them, the blocks' linear weights, in %s (QLoRA, Dettmers et al. 2023, Section 3, as bitsandbytes 0.50.1 stores them): %s bytes of 4-bit codes and %s of quantization state (a scale a %d weights in 8 bits, a scale a %d of those in fp32, an offset a weight matrix), %.4f bits a weight (%.4f for whole blocks)",
+			model.Comma(n), q, model.Comma(codes), model.Comma(state), cuda.NF4Block, cuda.Block8, 8*float64(codes+state)/float64(n), model.NF4BitsPerWeight)
 	}
 	if s.MainGrads == model.GradsFP32 && s.Precision.Mixed() {
 		fmt.Fprint(w, "; fp32 main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 gradients) make the gradients 4Φ: 2Φ + 4Φ + KΦ")

@@ -112,9 +112,19 @@ func explain(r *ValidateReport) []string {
 		} else {
 			exactly = fmt.Sprintf("%s bytes, not %s", model.Comma(st), model.Comma(e.States.Total()))
 		}
-		add("model states: %d bytes a trained parameter (%s) × %s trained parameters, and the frozen weights (%s) at %d bytes × %s = %s bytes, with no gradient and no optimizer state: %s bytes; the simulation requests %s, one flat buffer a category, which the allocator rounds up by %s bytes in all",
-			rate.Total(), strings.Join(parts, " + "), model.Comma(trained), s.Model.FrozenBy(), s.Precision.Size(), model.Comma(frozen), model.Comma(e.States.Frozen),
-			model.Comma(e.States.Total()), exactly, model.Comma(rounded+r.SimulatedStats.CategoryAllocated[cuda.Frozen].Peak-r.SimulatedStats.CategoryRequested[cuda.Frozen].Peak))
+		weights := fmt.Sprintf("at %d bytes × %s = %s bytes", s.Precision.Size(), model.Comma(frozen), model.Comma(e.States.Frozen))
+		if q := s.Model.Quantize; q != model.QuantNone {
+			codes, state := s.Model.QuantBytes()
+			nq := s.Model.NumQuantized()
+			weights = fmt.Sprintf("at %d bytes × %s and the blocks' %s linear weights in %s, %s bytes of codes (4 bits a weight) and %s of quantization state (its scales, %.4f bits a weight), %s bytes in all",
+				s.Precision.Size(), model.Comma(frozen-nq), model.Comma(nq), q, model.Comma(codes), model.Comma(state), 8*float64(state)/float64(nq), model.Comma(e.States.Frozen+e.States.QuantState))
+		}
+		for _, c := range []cuda.Category{cuda.Frozen, cuda.QuantState} {
+			rounded += r.SimulatedStats.CategoryAllocated[c].Peak - r.SimulatedStats.CategoryRequested[c].Peak
+		}
+		add("model states: %d bytes a trained parameter (%s) × %s trained parameters, and the frozen weights (%s) %s, with no gradient and no optimizer state: %s bytes; the simulation requests %s, one flat buffer a category, which the allocator rounds up by %s bytes in all",
+			rate.Total(), strings.Join(parts, " + "), model.Comma(trained), s.Model.FrozenBy(), weights,
+			model.Comma(e.States.Total()), exactly, model.Comma(rounded))
 	} else {
 		add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",
 			rate.Total(), strings.Join(parts, " + "), model.Comma(phi), model.Comma(e.States.Total()), exactly, model.Comma(st), model.Comma(rounded))

@@ -66,7 +66,9 @@ type (
 		AdamM  int64 `json:"adam_m"`
 		AdamV  int64 `json:"adam_v"`
 		Frozen int64 `json:"frozen,omitempty"` // a fine-tune's frozen weights
-		Total  int64 `json:"total"`
+		// QuantState is the quantized frozen weights' scales (--quantize).
+		QuantState int64 `json:"quant_state,omitempty"`
+		Total      int64 `json:"total"`
 	}
 	recomputeDoc struct {
 		Policy         string  `json:"policy"`
@@ -268,5 +270,5 @@ func plural[N int | int64](n N, thing string) string {
 
 // statesDocOf is a rank's model states as the JSON reports write them.
 func statesDocOf(st model.States) statesDoc {
-	return statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Frozen, st.Total()}
+	return statesDoc{st.Params, st.Grads, st.Master, st.AdamM, st.AdamV, st.Frozen, st.QuantState, st.Total()}
 }

@@ -29,7 +29,7 @@ const (
 // measured device reports it, gathered and comm only when one rank holds
 // them (ZeRO-3 gathering its offloaded weights from host memory).
 var rowOrder = []string{
-	cuda.Params.String(), cuda.Grads.String(), cuda.Master.String(), cuda.AdamM.String(), cuda.AdamV.String(), cuda.Frozen.String(), RowModelStates,
+	cuda.Params.String(), cuda.Grads.String(), cuda.Master.String(), cuda.AdamM.String(), cuda.AdamV.String(), cuda.Frozen.String(), cuda.QuantState.String(), RowModelStates,
 	cuda.Activations.String(), cuda.Temporaries.String(), cuda.Workspace.String(), cuda.Gathered.String(), cuda.Comm.String(),
 	RowRounding, RowTotalPeak, RowCache, RowReserved, RowContext,
 }
@@ -526,8 +526,9 @@ func (r *ValidateReport) rows() []Row {
 		if (name == cuda.Gathered.String() || name == cuda.Comm.String()) && sim[name] == 0 && e.Gathered == 0 {
 			continue // one rank gathers nothing
 		}
-		if name == cuda.Frozen.String() && sim[name] == 0 && e.States.Frozen == 0 {
-			continue // nothing frozen
+		if name == cuda.Frozen.String() && sim[name] == 0 && e.States.Frozen == 0 ||
+			name == cuda.QuantState.String() && sim[name] == 0 && e.States.QuantState == 0 {
+			continue // nothing frozen, nothing quantized
 		}
 		rows = append(rows, row)
 	}

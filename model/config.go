@@ -66,10 +66,12 @@ type Config struct {
 	// the whole model.
 	Stage PipelineStage
 	// Freeze is the parts a fine-tune does not train (freeze.go), LoRA its
-	// low-rank adapters (lora.go): no part of the weights' shape, so
+	// low-rank adapters (lora.go), Quantize how it stores its frozen
+	// linear weights (quant.go): no part of the weights' shape, so
 	// PresetOf and the file formats ignore them.
-	Freeze Freeze
-	LoRA   LoRA
+	Freeze   Freeze
+	LoRA     LoRA
+	Quantize Quantization
 }
 
 // Presets, smallest first. GPT-2 shapes are from Radford et al. 2019
@@ -155,6 +157,7 @@ func (c Config) canonical() Config {
 	c.Attention = AttentionNaive
 	c.Freeze = Freeze{}
 	c.LoRA = LoRA{}
+	c.Quantize = QuantNone
 	return c
 }
 
@@ -220,6 +223,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.LoRA.check(c); err != nil {
+		return err
+	}
+	if err := c.checkQuantize(); err != nil {
 		return err
 	}
 	return c.Tensor.check(c.Heads, c.KV(), c.Vocab)
@@ -406,6 +412,10 @@ type Param struct {
 	// or the frozen rows'. With nothing frozen Store is Offset.
 	Frozen bool
 	Store  int64
+	// Quantized is a frozen row stored quantized (Config.Quantize): its
+	// Store is past the frozen rows kept in the working type, whose
+	// buffer holds those alone.
+	Quantized bool
 }
 
 // Params is the parameter table in flat-buffer order: embeddings, then each
@@ -418,6 +428,16 @@ type Param struct {
 // model, the embeddings on the first stage and the final layer norm and
 // head on the last (a tied head's copy of wte after lnf).
 func (c Config) Params() []Param {
+	ps := c.table()
+	if c.Quantize != QuantNone {
+		c.storeQuantizedLast(ps)
+	}
+	return ps
+}
+
+// table is Params before the quantized rows' Store is moved
+// (storeQuantizedLast).
+func (c Config) table() []Param {
 	h, L := c.Hidden, c.Layers
 	t := c.Tensor.size()
 	hp := h / t // this rank's channels of q, k, v and of the attention output
@@ -436,6 +456,7 @@ func (c Config) Params() []Param {
 			whole += c.Stage.Lo
 		}
 		p.Frozen = c.Freeze.frozen(whole, embed) || c.LoRA.On() && !adapter
+		p.Quantized = c.quantized(p)
 		at := &trained
 		if p.Frozen {
 			at = &frozen
@@ -609,6 +630,9 @@ func (c Config) String() string {
 			strings.Join(c.LoRA.Targets.Names(c), ", "), Comma(c.NumFrozen()))
 	case c.Freeze.Any():
 		params += fmt.Sprintf(" (%s trained, %s frozen: %s)", Comma(c.NumTrained()), Comma(c.NumFrozen()), c.Freeze)
+	}
+	if c.Quantize != QuantNone {
+		params = strings.TrimSuffix(params, ")") + fmt.Sprintf(", %s of them in %s)", Comma(c.NumQuantized()), c.Quantize)
 	}
 	return fmt.Sprintf("%s: L=%d h=%d a=%d V=%d ctx=%d, %s%s%s, %s",
 		c.Name, c.Layers, c.Hidden, c.Heads, c.Vocab, c.Context, head, arch, rank, params)

@@ -187,7 +187,7 @@ func (s Setup) offloaded(st States, stage int, phi int64) (device, host States, 
 	if stage >= 1 {
 		count = ceilDiv(phi, int64(s.Ranks))
 	}
-	device = States{Params: st.Params, Grads: st.Grads, Frozen: st.Frozen}
+	device = States{Params: st.Params, Grads: st.Grads, Frozen: st.Frozen, QuantState: st.QuantState}
 	host = States{Params: c.mul(count, s.Precision.Size()), Grads: c.mul(count, s.GradSize()), Master: st.Master, AdamM: st.AdamM, AdamV: st.AdamV}
 	pcie = PCIe{ToHost: host.Grads, ToDevice: host.Params}
 	if s.Offload == OffloadParams {
@@ -237,14 +237,20 @@ type States struct {
 	AdamM  int64 // Adam's m, or the momentum buffer (the "first moment")
 	AdamV  int64 // Adam's v
 	// Frozen is the weights a fine-tune does not train (Config.Freeze),
-	// at the working weights' width, with nothing else: no gradient, no
-	// master copy, no optimizer state. The other categories count the
-	// trained parameters only.
+	// at the working weights' width (the codes of those stored quantized,
+	// Config.Quantize), with nothing else: no gradient, no master copy, no
+	// optimizer state. The other categories count the trained parameters
+	// only.
 	Frozen int64
+	// QuantState is the quantized frozen weights' scales and offsets
+	// (QuantSizes.StateBytes).
+	QuantState int64
 }
 
 // Total is the sum over categories.
-func (s States) Total() int64 { return s.Params + s.Grads + s.Master + s.AdamM + s.AdamV + s.Frozen }
+func (s States) Total() int64 {
+	return s.Params + s.Grads + s.Master + s.AdamM + s.AdamV + s.Frozen + s.QuantState
+}
 
 // Optimizer is the optimizer-state part, the ZeRO paper's K (per parameter)
 // or KΦ: master weights and moments.
@@ -268,6 +274,9 @@ func (s States) Named() []Share {
 	}
 	if s.Frozen > 0 {
 		n = append(n, Share{cuda.Frozen, s.Frozen})
+	}
+	if s.QuantState > 0 {
+		n = append(n, Share{cuda.QuantState, s.QuantState})
 	}
 	return n
 }
@@ -1004,7 +1013,7 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 	// A fine-tune's frozen weights (no pipeline stages with them:
 	// Validate) are the rank's part's frozen rows, at the working width.
 	e.RankTrained = e.RankParams
-	var frozen int64
+	var frozen, codes, qstate int64
 	if m.fineTune() {
 		part := m
 		if s.TP > 1 && m.Tensor.Size != s.TP {
@@ -1015,12 +1024,15 @@ func (s Setup) estimateStage(stage int) (Estimate, error) {
 		}
 		frozen = part.NumFrozen()
 		e.RankTrained = e.RankParams - frozen
+		codes, qstate = part.QuantBytes()
+		frozen -= part.NumQuantized()
 	}
 	var err error
 	if e.States, err = s.RankStates(e.RankTrained, s.ZeRO); err != nil {
 		return Estimate{}, err
 	}
-	e.States.Frozen = c.mul(frozen, s.Precision.Size())
+	e.States.Frozen = c.add(c.mul(frozen, s.Precision.Size()), codes)
+	e.States.QuantState = qstate
 	if e.States, e.Offloaded, e.PCIe, err = s.offloaded(e.States, s.ZeRO, e.RankTrained); err != nil {
 		return Estimate{}, err
 	}

@@ -180,14 +180,14 @@ func TestPerParam(t *testing.T) {
 		o    Optimizer
 		want States
 	}{
-		{FP16, Adam, States{2, 2, 4, 4, 4, 0}},
-		{BF16, AdamW, States{2, 2, 4, 4, 4, 0}},
-		{FP32, Adam, States{4, 4, 0, 4, 4, 0}},
-		{FP32, AdamW, States{4, 4, 0, 4, 4, 0}},
-		{FP32, SGD, States{4, 4, 0, 0, 0, 0}},
-		{FP32, Momentum, States{4, 4, 0, 4, 0, 0}},
-		{FP16, SGD, States{2, 2, 4, 0, 0, 0}},
-		{BF16, Momentum, States{2, 2, 4, 4, 0, 0}},
+		{FP16, Adam, States{2, 2, 4, 4, 4, 0, 0}},
+		{BF16, AdamW, States{2, 2, 4, 4, 4, 0, 0}},
+		{FP32, Adam, States{4, 4, 0, 4, 4, 0, 0}},
+		{FP32, AdamW, States{4, 4, 0, 4, 4, 0, 0}},
+		{FP32, SGD, States{4, 4, 0, 0, 0, 0, 0}},
+		{FP32, Momentum, States{4, 4, 0, 4, 0, 0, 0}},
+		{FP16, SGD, States{2, 2, 4, 0, 0, 0, 0}},
+		{BF16, Momentum, States{2, 2, 4, 4, 0, 0, 0}},
 	} {
 		if got := PerParam(tc.p, tc.o); got != tc.want {
 			t.Errorf("%v %v: %+v, want %+v", tc.p, tc.o, got, tc.want)

@@ -143,10 +143,18 @@ func Trained[T any](c Config, whole []T) (trained, frozen []T) {
 	if !c.fineTune() {
 		return whole, nil
 	}
-	for _, p := range c.Params() {
+	ps := c.Params()
+	var nf int64
+	for _, p := range ps {
+		if p.Frozen {
+			nf += p.Count
+		}
+	}
+	frozen = make([]T, nf)
+	for _, p := range ps {
 		src := whole[p.Offset : p.Offset+p.Count]
 		if p.Frozen {
-			frozen = append(frozen, src...)
+			copy(frozen[p.Store:p.Store+p.Count], src)
 		} else {
 			trained = append(trained, src...)
 		}

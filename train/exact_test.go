@@ -143,9 +143,25 @@ func TestExactFormulaEqualsSimulation(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.LoRA = model.LoRA{Rank: lc.rank, Alpha: 16, Targets: targets}
+		for _, q := range []model.Quantization{model.QuantNone, model.QuantNF4} {
+			cfg.Quantize = q // QLoRA: the frozen linear weights' codes and state, the activations as they are
+			for k, pol := range pols {
+				cfg.Attention = model.Attention((i + k) % 2)
+				check(t, cfg, 2, 33, precs[(i+k)%len(precs)], pol)
+				n++
+			}
+		}
+	}
+	// Frozen blocks stored in NF4 without LoRA.
+	for _, fz := range []string{"layers:1", "layers:3,head"} {
+		cfg := custom
+		var err error
+		if cfg.Freeze, err = model.ParseFreeze(fz); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Quantize = model.QuantNF4
 		for k, pol := range pols {
-			cfg.Attention = model.Attention((i + k) % 2)
-			check(t, cfg, 2, 33, precs[(i+k)%len(precs)], pol)
+			check(t, cfg, 2, 33, precs[k%len(precs)], pol)
 			n++
 		}
 	}
@@ -159,7 +175,7 @@ func check(t *testing.T, cfg model.Config, B, T int, prec model.Precision, polic
 
 func checkGrads(t *testing.T, cfg model.Config, B, T int, prec model.Precision, policy string, grads model.MainGrads) {
 	t.Helper()
-	name := fmt.Sprintf("%s/b=%d/s=%d/%s/%s/main-grads=%s/freeze=%s", cfg.Name, B, T, prec, policy, grads, cfg.Freeze)
+	name := fmt.Sprintf("%s/b=%d/s=%d/%s/%s/main-grads=%s/freeze=%s/lora=%d/quantize=%s", cfg.Name, B, T, prec, policy, grads, cfg.Freeze, cfg.LoRA.Rank, cfg.Quantize)
 	pol, err := model.ParseCheckpoint(policy)
 	if err != nil {
 		t.Fatal(err)

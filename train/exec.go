@@ -69,7 +69,8 @@ type Trainer struct {
 	readOrder [2][]int
 
 	params, grads, master, m, v *cuda.Buffer // flat model states of the trained rows in the layout; master, m, v may be nil
-	frozen                      *cuda.Buffer // the frozen rows' weights (model.Freeze), whole on every rank; nil when none
+	frozen                      *cuda.Buffer // the frozen rows' weights (model.Freeze) kept in the working type, whole on every rank; nil when none
+	quant                       *quantStore  // the frozen rows stored quantized (model.Config.Quantize; quant.go); nil when none
 	trained                     int          // the trained rows' parameters (model.Config.NumTrained), counted once
 	// offloaded holds master, m and v and the host's copies of the
 	// gradients and working weights they update under optimizer offload
@@ -178,6 +179,14 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 		t.Close()
 		return nil, err
 	}
+	if t.quant != nil && !dev.Computes() {
+		// A computing device quantizes the weights SetParams loads; a
+		// simulated run loads none, and makes the same allocations here.
+		if err := t.setQuantized(nil); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	t.Profile(opts.Profile)
 	return t, nil
 }
@@ -199,8 +208,11 @@ func (t *Trainer) allocStates() error {
 		return b
 	}
 	t.params = alloc(t.paramsDevice(), cuda.Params, t.dtypes.param, l.Params)
-	if n := t.setup.Model.NumFrozen(); n > 0 {
+	if n := t.setup.Model.NumFrozen() - t.setup.Model.NumQuantized(); n > 0 {
 		t.frozen = alloc(t.dev, cuda.Frozen, t.dtypes.param, int(n))
+	}
+	if t.setup.Model.NumQuantized() > 0 && err == nil {
+		t.quant, err = newQuantStore(t.dev, t.table)
 	}
 	t.grads = alloc(t.dev, cuda.Grads, t.dtypes.grad, l.Grads)
 	if l.States > 0 {
@@ -226,6 +238,8 @@ func (t *Trainer) allocStates() error {
 	}
 	for i, r := range t.table {
 		switch {
+		case r.Quantized:
+			continue // dequantized for each instruction that reads it (quant.go)
 		case r.Frozen:
 			t.slots[t.sched.ParamSlots[i]] = t.frozen.View(int(r.Store), int(r.Count))
 			continue
@@ -265,7 +279,12 @@ func (t *Trainer) SetParams(flat any) error {
 		return err
 	}
 	if t.frozen != nil {
-		if err := t.dev.Upload(t.frozen, frozen); err != nil {
+		if err := t.dev.Upload(t.frozen, sliceOf(frozen, 0, t.frozen.Len)); err != nil {
+			return err
+		}
+	}
+	if t.quant != nil {
+		if err := t.setQuantized(frozen); err != nil {
 			return err
 		}
 	}
@@ -320,10 +339,14 @@ func (t *Trainer) Params() ([]float32, error) {
 	if err := dev.Download(out, src); err != nil {
 		return nil, err
 	}
-	var frozen []float32
+	frozen := make([]float32, t.setup.Model.NumFrozen())
 	if t.frozen != nil {
-		frozen = make([]float32, t.frozen.Len)
-		if err := t.dev.Download(frozen, t.frozen); err != nil {
+		if err := t.dev.Download(frozen[:t.frozen.Len], t.frozen); err != nil {
+			return nil, err
+		}
+	}
+	if t.quant != nil {
+		if err := t.downloadQuantized(frozen); err != nil {
 			return nil, err
 		}
 	}
@@ -548,10 +571,18 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 }
 
 // exec allocates an instruction's output and the step inputs it reads for
-// the first time, then runs its kernels.
+// the first time, dequantizes the quantized weights it reads, then runs
+// its kernels.
 func (t *Trainer) exec(in *Instr) error {
+	defer t.releaseQuantized()
 	for _, a := range in.Args {
 		if t.slots[a] != nil {
+			continue
+		}
+		if ok, err := t.bindQuantized(a); ok || err != nil {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		sl := &t.sched.Slots[a]
@@ -650,6 +681,7 @@ func (t *Trainer) paramsDone(i int, in *Instr) error {
 // release frees every live non-persistent buffer after a failed step, so the
 // allocator is back to the model states.
 func (t *Trainer) release() {
+	t.releaseQuantized()
 	t.releaseMicro()
 	for sl, b := range t.slots {
 		if b != nil && !t.sched.Slots[sl].Persistent {
@@ -798,6 +830,10 @@ func (t *Trainer) Close() error {
 	}
 	if t.frozen != nil {
 		t.dev.Free(t.frozen)
+	}
+	if t.quant != nil {
+		t.quant.free(t.dev)
+		t.quant = nil
 	}
 	for _, b := range []*cuda.Buffer{t.master, t.m, t.v, t.offloaded.grads, t.offloaded.params} {
 		if b != nil {

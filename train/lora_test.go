@@ -36,25 +36,8 @@ func TestLoRA(t *testing.T) {
 			baseLoss, _ := hostGrads(t, withPrecision(oneRank(base, B, T), tc.prec), model.InitParams(base, 9), tokens, targets32)
 
 			s := withPrecision(oneRank(cfg, B, T), tc.prec)
-			opt := DefaultOptimizer(model.AdamW)
-			opt.LR = 1e-2
-			host := newTrainer(t, reference.NewHost(t), s, Options{Optimizer: opt})
 			init := model.InitParams(cfg, 9)
-			if err := host.SetParams(init); err != nil {
-				t.Fatal(err)
-			}
-			sim := newTrainer(t, shape.New(0), s, Options{Optimizer: opt})
-			var losses []float64
-			for step := 1; step <= steps; step++ {
-				hr, _ := stepBoth(t, step, host, sim, tokens, targets32)
-				if step == 1 && hr.Loss != baseLoss {
-					t.Errorf("step 1: loss %v with B = 0, the base model's %v", hr.Loss, baseLoss)
-				}
-				losses = append(losses, hr.Loss)
-			}
-			if last := losses[len(losses)-1]; !(last < 0.97*losses[0]) {
-				t.Errorf("the loss went from %.4f to %.4f in %d steps on one batch", losses[0], last, steps)
-			}
+			host, losses := trainAdapters(t, s, init, tokens, targets32, steps, baseLoss)
 			after, err := host.Params()
 			if err != nil {
 				t.Fatal(err)
@@ -84,4 +67,33 @@ func TestLoRA(t *testing.T) {
 			t.Logf("loss %.4f → %.4f; %d of %d parameters trained", losses[0], losses[len(losses)-1], cfg.NumTrained(), cfg.NumParams())
 		})
 	}
+}
+
+// trainAdapters trains a fine-tune of setup s from init for steps steps
+// of one batch on the host, beside the shape-only device (whose allocator
+// must equal the host's at every step), with AdamW at 1e-2: the first
+// step's loss must be firstLoss (the base model's: the adapters start at
+// B = 0), and the loss must fall by 3% at least. It returns the host's
+// trainer and the losses.
+func trainAdapters(t *testing.T, s model.Setup, init []float32, tokens, targets []int32, steps int, firstLoss float64) (*Trainer, []float64) {
+	t.Helper()
+	opt := DefaultOptimizer(model.AdamW)
+	opt.LR = 1e-2
+	host := newTrainer(t, reference.NewHost(t), s, Options{Optimizer: opt})
+	if err := host.SetParams(init); err != nil {
+		t.Fatal(err)
+	}
+	sim := newTrainer(t, shape.New(0), s, Options{Optimizer: opt})
+	var losses []float64
+	for step := 1; step <= steps; step++ {
+		hr, _ := stepBoth(t, step, host, sim, tokens, targets)
+		if step == 1 && hr.Loss != firstLoss {
+			t.Errorf("step 1: loss %v with B = 0, the base model's %v", hr.Loss, firstLoss)
+		}
+		losses = append(losses, hr.Loss)
+	}
+	if last := losses[len(losses)-1]; !(last < 0.97*losses[0]) {
+		t.Errorf("the loss went from %.4f to %.4f in %d steps on one batch", losses[0], last, steps)
+	}
+	return host, losses
 }

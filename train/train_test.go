@@ -201,7 +201,11 @@ func TestFiniteDifferences(t *testing.T) {
 	loraQV.Name, loraQV.LoRA = "fd-lora-qv", model.LoRA{Rank: 2, Alpha: 4, Targets: model.TargetQ | model.TargetV}
 	frozen := gqa
 	frozen.Name, frozen.Freeze = "fd-gqa-layers:1", model.Freeze{Embeddings: true, Blocks: 1}
-	for _, cfg := range []model.Config{gpt2, llama, gqa, flash, loraGPT2, loraLlama, loraQV, frozen} {
+	// QLoRA: the base's linear weights in NF4, dequantized exactly into
+	// float64 where each op reads them.
+	qlora := loraLlama
+	qlora.Name, qlora.Quantize = "fd-gqa-qlora", model.QuantNF4
+	for _, cfg := range []model.Config{gpt2, llama, gqa, flash, loraGPT2, loraLlama, loraQV, frozen, qlora} {
 		t.Run(cfg.Name, func(t *testing.T) { finiteDifferences(t, cfg) })
 	}
 }

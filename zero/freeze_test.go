@@ -23,18 +23,27 @@ func TestFreezeRanks(t *testing.T) {
 	llama := model.Config{Name: "tiny-llama", Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, Vocab: 256, Context: 64, Untied: true,
 		Norm: model.NormRMS, NoBias: true, MLP: model.MLPSwiGLU, Positions: model.PosRoPE}
 	for i, tc := range []struct {
-		cfg    model.Config
-		freeze string
-	}{{tinyCfg, "layers:1"}, {tinyCfg, "embeddings,head"}, {llama, "layers:1,head"}, {llama, "embeddings"}} {
+		cfg          model.Config
+		freeze, lora string // lora: the targets of a LoRA of rank 4
+		quantize     model.Quantization
+	}{{tinyCfg, "layers:1", "", 0}, {tinyCfg, "embeddings,head", "", 0}, {llama, "layers:1,head", "", 0}, {llama, "embeddings", "", 0},
+		{tinyCfg, "layers:1", "", model.QuantNF4}, {llama, "", "all-linear", model.QuantNF4}} {
 		f, err := model.ParseFreeze(tc.freeze)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := tc.cfg
-		cfg.Freeze = f
+		cfg.Freeze, cfg.Quantize = f, tc.quantize
+		if tc.lora != "" {
+			targets, err := cfg.ParseLoRATargets(tc.lora)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.LoRA = model.LoRA{Rank: 4, Alpha: 8, Targets: targets}
+		}
 		for j, set := range []Setting{{Stage: 0, BucketBytes: 40 << 10}, {Stage: 1}, {Stage: 2, BucketBytes: 40 << 10}, {PS: true}} {
 			N := 2 + (i+j)%2
-			t.Run(fmt.Sprintf("%s/%s/N=%d/%s", cfg.Name, tc.freeze, N, set), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/lora=%s/%s/N=%d/%s", cfg.Name, tc.freeze, tc.lora, tc.quantize, N, set), func(t *testing.T) {
 				opt := train.DefaultOptimizer(model.AdamW)
 				opt.LR = 1e-2
 				init := model.InitParams(cfg, 3)
@@ -79,8 +88,8 @@ func TestFreezeRanks(t *testing.T) {
 					var worst, sum float64
 					for _, p := range cfg.Params() {
 						for k := p.Offset; k < p.Offset+p.Count; k++ {
-							if p.Frozen && gp[k] != init[k] {
-								t.Fatalf("rank %d: frozen %s[%d] is %v, was %v", r, p.Name, k-p.Offset, gp[k], init[k])
+							if p.Frozen && (gp[k] != wp[k] || !p.Quantized && gp[k] != init[k]) {
+								t.Fatalf("rank %d: frozen %s[%d] is %v, was %v (one rank's %v)", r, p.Name, k-p.Offset, gp[k], init[k], wp[k])
 							}
 							d := math.Abs(float64(gp[k]) - float64(wp[k]))
 							worst = max(worst, d)
@@ -110,8 +119,12 @@ func TestFreezeRanks(t *testing.T) {
 					if sim[r].Traffic != meas[r].Traffic {
 						t.Errorf("rank %d: traffic simulated %+v, measured %+v", r, sim[r].Traffic, meas[r].Traffic)
 					}
-					if got, want := sim[r].Stats.CategoryRequested[cuda.Frozen].Peak, 4*cfg.NumFrozen(); got != want {
+					codes, state := cfg.QuantBytes()
+					if got, want := sim[r].Stats.CategoryRequested[cuda.Frozen].Peak, 4*(cfg.NumFrozen()-cfg.NumQuantized())+codes; got != want {
 						t.Errorf("rank %d: frozen %d bytes, want the %d frozen weights whole, %d", r, got, cfg.NumFrozen(), want)
+					}
+					if got := sim[r].Stats.CategoryRequested[cuda.QuantState].Peak; got != state {
+						t.Errorf("rank %d: quant_state %d bytes, want %d", r, got, state)
 					}
 				}
 			})

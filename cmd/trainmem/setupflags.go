@@ -46,7 +46,8 @@ type setupFlags struct {
 	offload    model.Offload   // --offload
 	optimizer  model.Optimizer
 	checkpoint model.Checkpoint
-	freeze     model.Freeze // --freeze
+	freeze     model.Freeze       // --freeze
+	quantize   model.Quantization // --quantize
 	// A LoRA: --lora-rank, --lora-alpha, --lora-targets (module names,
 	// read once the model is known), --peft-config.
 	loraRank    int
@@ -208,6 +209,7 @@ var setupFlagTable = []setupFlag{
 	{"optimizer", scopeDevice, "adam, adamw, sgd or momentum (default adam)", parsedFlag(func(f *setupFlags) *model.Optimizer { return &f.optimizer }, model.ParseOptimizer)},
 	{"checkpoint", scopeDevice, "gradient checkpointing: " + model.CheckpointPolicies + " (default none)", parsedFlag(func(f *setupFlags) *model.Checkpoint { return &f.checkpoint }, model.ParseCheckpoint)},
 	{"freeze", scopeDevice, "the parts a fine-tune leaves untrained, comma-separated: embeddings, layers:N, head (default none)", parsedFlag(func(f *setupFlags) *model.Freeze { return &f.freeze }, model.ParseFreeze)},
+	{"quantize", scopeDevice, "the frozen linear weights stored quantized: none or nf4 (QLoRA's 4-bit NormalFloat, double quantization) (default none)", parsedFlag(func(f *setupFlags) *model.Quantization { return &f.quantize }, model.ParseQuantization)},
 	{"lora-rank", scopeDevice, "LoRA: adapters of rank `r` on --lora-targets, every other weight frozen (Hu et al. 2021)", intFlag(func(f *setupFlags) *int { return &f.loraRank }, 0)},
 	{"lora-alpha", scopeDevice, "LoRA's α: the adapters' output scaled by α/r (default 8, PEFT's)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
 		fs.Float64Var(&f.loraAlpha, name, 8, help)
@@ -398,7 +400,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		if f.preset != "" || shape {
 			return model.Checked{}, usagef("--params gives a bare parameter count: use it without --preset and the shape flags")
 		}
-		for _, fl := range []string{"freeze", "lora-rank", "lora-alpha", "lora-targets", "peft-config"} {
+		for _, fl := range []string{"freeze", "quantize", "lora-rank", "lora-alpha", "lora-targets", "peft-config"} {
 			if f.set(fl) {
 				return model.Checked{}, usagef("--%s names parts of a model and --params gives a bare count: give --preset or a shape", fl)
 			}
@@ -472,6 +474,7 @@ func (f *setupFlags) setup() (model.Checked, error) {
 		s.Model.Attention = f.attention // how the model is computed, not its shape: the name stays
 	}
 	s.Model.Freeze = f.freeze // what a fine-tune trains, not the shape: the name stays
+	s.Model.Quantize = f.quantize
 	if err := f.lora(&s.Model); err != nil {
 		return model.Checked{}, err
 	}

@@ -1,0 +1,222 @@
+package train
+
+import (
+	"fmt"
+
+	"trainmem/cuda"
+	"trainmem/model"
+)
+
+// The quantized frozen weights (model.Config.Quantize): their NF4 codes in
+// one buffer (cuda.Frozen) and their quantization state in three
+// (cuda.QuantState: the 8-bit codes of the block scales, those scales'
+// fp32 scales, one fp32 offset a weight), each row a weight of its own as
+// bitsandbytes quantizes each linear layer. An instruction that reads a
+// quantized row gets it dequantized into a temporary of the working type,
+// freed after the instruction: every use dequantizes, the forward pass's,
+// the recomputation's and the backward pass's, as bitsandbytes'
+// MatMul4Bit does in its forward and backward.
+
+// quantStore is the quantized rows' buffers and where each row lies in
+// them.
+type quantStore struct {
+	codes, scales, scales2, offsets *cuda.Buffer
+	rows                            map[int]quantRow // by parameter-table row
+	// live are the slots the running instruction reads dequantized,
+	// freed after it.
+	live []int
+}
+
+// quantRow is one quantized row: its values and their place in each
+// buffer.
+type quantRow struct {
+	n, codes, scales, scales2, offset int
+	sizes                             model.QuantSizes
+}
+
+// newQuantStore allocates the quantized rows of table on dev.
+func newQuantStore(dev cuda.Device, table []model.Param) (*quantStore, error) {
+	q := &quantStore{rows: map[int]quantRow{}}
+	var at quantRow
+	for i, p := range table {
+		if !p.Quantized {
+			continue
+		}
+		sz := model.NF4Sizes(p.Count)
+		r := at
+		r.n, r.sizes = int(p.Count), sz
+		q.rows[i] = r
+		at.codes += int(sz.Codes)
+		at.scales += int(sz.Scales)
+		at.scales2 += int(sz.Scales2)
+		at.offset++
+	}
+	var err error
+	alloc := func(cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
+		if err != nil {
+			return nil
+		}
+		var b *cuda.Buffer
+		b, err = dev.Alloc(cat, dt, n)
+		return b
+	}
+	q.codes = alloc(cuda.Frozen, cuda.U8, at.codes)
+	q.scales = alloc(cuda.QuantState, cuda.U8, at.scales)
+	q.scales2 = alloc(cuda.QuantState, cuda.F32, at.scales2)
+	q.offsets = alloc(cuda.QuantState, cuda.F32, at.offset)
+	if err != nil {
+		q.free(dev)
+		return nil, err
+	}
+	return q, nil
+}
+
+// free gives the buffers back.
+func (q *quantStore) free(dev cuda.Device) {
+	for _, b := range []*cuda.Buffer{q.codes, q.scales, q.scales2, q.offsets} {
+		if b != nil {
+			dev.Free(b)
+		}
+	}
+	q.codes, q.scales, q.scales2, q.offsets = nil, nil, nil, nil
+}
+
+// views are row r's parts of the buffers.
+func (q *quantStore) views(r quantRow) (codes, scales, scales2, offset *cuda.Buffer) {
+	return q.codes.View(r.codes, int(r.sizes.Codes)), q.scales.View(r.scales, int(r.sizes.Scales)),
+		q.scales2.View(r.scales2, int(r.sizes.Scales2)), q.offsets.View(r.offset, 1)
+}
+
+// quantize stores row's weights, w (n values of the working type),
+// quantized: bitsandbytes' quantize_4bit with compress_statistics, the
+// block scales made into a temporary and quantized again less their mean.
+func (t *Trainer) quantize(row int, w *cuda.Buffer) error {
+	r := t.quant.rows[row]
+	codes, scales, scales2, offset := t.quant.views(r)
+	absmax, err := t.dev.Alloc(cuda.Temporaries, cuda.F32, int(r.sizes.Scales))
+	if err != nil {
+		return err
+	}
+	defer t.dev.Free(absmax)
+	if err := t.dev.QuantizeNF4(codes, absmax, w); err != nil {
+		return err
+	}
+	return t.dev.QuantizeBlockwise(scales, scales2, offset, absmax, cuda.DynamicSigned)
+}
+
+// dequantize is row's weights dequantized into a new temporary of the
+// working type (bitsandbytes' dequantize_4bit: the block scales first,
+// into an fp32 temporary freed once the weights are made).
+func (t *Trainer) dequantize(row int) (*cuda.Buffer, error) {
+	r := t.quant.rows[row]
+	codes, scales, scales2, offset := t.quant.views(r)
+	absmax, err := t.dev.Alloc(cuda.Temporaries, cuda.F32, int(r.sizes.Scales))
+	if err != nil {
+		return nil, err
+	}
+	defer t.dev.Free(absmax)
+	if err := t.dev.DequantizeBlockwise(absmax, scales, scales2, offset, cuda.DynamicSigned); err != nil {
+		return nil, err
+	}
+	w, err := t.dev.Alloc(cuda.Temporaries, t.dtypes.param, r.n)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.dev.DequantizeNF4(w, codes, absmax); err != nil {
+		t.dev.Free(w)
+		return nil, err
+	}
+	return w, nil
+}
+
+// bindQuantized dequantizes the quantized weights instruction in reads
+// (slot a), for this instruction only (releaseQuantized).
+func (t *Trainer) bindQuantized(a int) (bool, error) {
+	sl := &t.sched.Slots[a]
+	if t.quant == nil || !sl.Persistent || sl.Cat != cuda.Frozen {
+		return false, nil
+	}
+	if _, ok := t.quant.rows[sl.Param]; !ok {
+		return false, nil
+	}
+	w, err := t.dequantize(sl.Param)
+	if err != nil {
+		return true, fmt.Errorf("dequantizing %s: %w", t.table[sl.Param].Name, err)
+	}
+	t.slots[a] = w
+	t.quant.live = append(t.quant.live, a)
+	return true, nil
+}
+
+// releaseQuantized frees the weights the last instruction read
+// dequantized.
+func (t *Trainer) releaseQuantized() {
+	if t.quant == nil {
+		return
+	}
+	for _, a := range t.quant.live {
+		t.dev.Free(t.slots[a])
+		t.slots[a] = nil
+	}
+	t.quant.live = t.quant.live[:0]
+}
+
+// setQuantized quantizes the quantized rows' weights from frozen, the
+// frozen rows' values in Param.Store order (a []float32 or []float64),
+// through a temporary of the working type (the weights as a 16-bit model
+// loads them before bitsandbytes quantizes them). With frozen nil, on a
+// device that does not compute, it makes the same allocations: what a
+// simulated run's allocator sees where a measured one loads its weights.
+func (t *Trainer) setQuantized(frozen any) error {
+	for i, p := range t.table {
+		if !p.Quantized {
+			continue
+		}
+		w, err := t.dev.Alloc(cuda.Temporaries, t.dtypes.param, int(p.Count))
+		if err != nil {
+			return err
+		}
+		if frozen != nil {
+			err = t.dev.Upload(w, sliceOf(frozen, int(p.Store), int(p.Store+p.Count)))
+		}
+		if err == nil {
+			err = t.quantize(i, w)
+		}
+		t.dev.Free(w)
+		if err != nil {
+			return fmt.Errorf("train: quantizing %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// downloadQuantized writes the quantized rows' weights, dequantized, into
+// frozen at their Store offsets.
+func (t *Trainer) downloadQuantized(frozen []float32) error {
+	for i, p := range t.table {
+		if !p.Quantized {
+			continue
+		}
+		w, err := t.dequantize(i)
+		if err != nil {
+			return err
+		}
+		err = t.dev.Download(frozen[p.Store:p.Store+p.Count], w)
+		t.dev.Free(w)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sliceOf is v[lo:hi] of a []float32 or []float64.
+func sliceOf(v any, lo, hi int) any {
+	switch s := v.(type) {
+	case []float32:
+		return s[lo:hi]
+	case []float64:
+		return s[lo:hi]
+	}
+	panic(fmt.Sprintf("train: sliceOf %T", v))
+}
