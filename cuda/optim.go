@@ -4,7 +4,10 @@ package cuda
 // interface embeds them), their argument checks (Checks) and what a caller
 // must know of them (cuda/host/optim.go and cuda/gpu/optim.go implement it).
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // OptimizerKernels are the optimizer family: one update of a parameter
 // range.
@@ -14,6 +17,16 @@ type OptimizerKernels interface {
 	// param = cast(master). grad may be in any float type; m, v and master
 	// are F32 (F64 for fp64 runs).
 	Adam(param, grad, master, m, v *Buffer, a AdamArgs) error
+	// Adam8bit is Adam with m and v stored blockwise in 8 bits, as
+	// bitsandbytes' blockwise 8-bit Adam stores them (Dettmers et al.
+	// 2022): m (U8, param's length) in DynamicSigned codes and v in
+	// DynamicUnsigned ones, each block of Block8 scaled by its fp32
+	// absolute maximum (mScale, vScale: F32, Blocks(n, Block8)). Each
+	// block's states are dequantized (code·scale, fp32), updated as Adam
+	// updates them, its scales set to the largest |m| and v, and each
+	// state requantized to the code nearest state/scale (fp32), an m
+	// whose code has the other sign moved one code toward its own.
+	Adam8bit(param, grad, master, m, v, mScale, vScale *Buffer, a AdamArgs) error
 	// SGD updates one parameter range, with the momentum buffer mom when
 	// a.Momentum > 0 (nil otherwise); master as for Adam.
 	SGD(param, grad, master, mom *Buffer, a SGDArgs) error
@@ -77,6 +90,26 @@ func (Checks) Adam(param, grad, master, m, v *Buffer, a AdamArgs) error {
 	c.optimizerBuffers(param, grad, master, a.GradScale)
 	c.state("m", m, param)
 	c.state("v", v, param)
+	c.adamArgs(a)
+	return c.err
+}
+
+func (Checks) Adam8bit(param, grad, master, m, v, mScale, vScale *Buffer, a AdamArgs) error {
+	c := check("Adam8bit")
+	c.optimizerBuffers(param, grad, master, a.GradScale)
+	if c.err == nil {
+		n, blocks := param.Len, fmt.Sprintf("ceil(n/%d)", Block8)
+		c.typed("m", m, U8, n, "param's length")
+		c.typed("v", v, U8, n, "param's length")
+		c.typed("mScale", mScale, F32, Blocks(n, Block8), blocks)
+		c.typed("vScale", vScale, F32, Blocks(n, Block8), blocks)
+	}
+	c.adamArgs(a)
+	return c.err
+}
+
+// adamArgs checks Adam's hyperparameters.
+func (c *checker) adamArgs(a AdamArgs) {
 	c.finite("LR", a.LR)
 	c.finite("WeightDecay", a.WeightDecay)
 	c.finite("Eps", a.Eps)
@@ -92,7 +125,6 @@ func (Checks) Adam(param, grad, master, m, v *Buffer, a AdamArgs) error {
 			c.fail("Eps is %g, want ≥ 0", a.Eps)
 		}
 	}
-	return c.err
 }
 
 func (Checks) SGD(param, grad, master, mom *Buffer, a SGDArgs) error {

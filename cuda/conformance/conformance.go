@@ -242,6 +242,15 @@ func (e *env) out(dt cuda.DType, n int) *cuda.Buffer {
 	return b
 }
 
+// codes is a U8 buffer holding vals.
+func (e *env) codes(vals []uint8) *cuda.Buffer {
+	e.t.Helper()
+	b, err := e.d.Alloc(cuda.Temporaries, cuda.U8, len(vals))
+	e.must(err)
+	e.must(e.d.Upload(b, vals))
+	return b
+}
+
 func (e *env) ids(vals []int32) *cuda.Buffer {
 	e.t.Helper()
 	b, err := e.d.Alloc(cuda.Temporaries, cuda.I32, len(vals))

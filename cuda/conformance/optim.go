@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(family{name: "optimizers", tests: []familyTest{{"Adam", testAdam}, {"SGD", testSGD}},
+	register(family{name: "optimizers", tests: []familyTest{{"Adam", testAdam}, {"Adam8bit", testAdam8bit}, {"SGD", testSGD}},
 		invalid: invalidOptimizers, valid: validOptimizers})
 }
 
@@ -29,6 +29,9 @@ func invalidOptimizers(f *fixture) []badCall {
 		{"Adam fp16 param without master", d.Adam(half, grad, nil, m, v, adam), []string{"Adam", "param is fp16", "master"}},
 		{"Adam short v", d.Adam(param, grad, nil, m, f.f32(9), adam), []string{"Adam", "v has 9 elements, want param's 10"}},
 		{"Adam fp16 m", d.Adam(param, grad, nil, half, v, adam), []string{"Adam", "m is fp16"}},
+		{"Adam8bit fp32 m", d.Adam8bit(param, grad, nil, m, f.alloc(cuda.U8, 10), f.f32(1), f.f32(1), adam), []string{"Adam8bit", "m is fp32, want uint8"}},
+		{"Adam8bit scales", d.Adam8bit(param, grad, nil, f.alloc(cuda.U8, 10), f.alloc(cuda.U8, 10), f.f32(2), f.f32(1), adam), []string{"Adam8bit", "mScale has 2 elements, want ceil(n/256) = 1"}},
+		{"Adam8bit step 0", d.Adam8bit(param, grad, nil, f.alloc(cuda.U8, 10), f.alloc(cuda.U8, 10), f.f32(1), f.f32(1), cuda.AdamArgs{Beta1: 0.9, Beta2: 0.999, GradScale: 1}), []string{"Adam8bit", "Step is 0"}},
 		{"SGD momentum without buffer", d.SGD(param, grad, nil, nil, cuda.SGDArgs{LR: 1, Momentum: 0.9, GradScale: 1}), []string{"SGD", "mom is nil"}},
 		{"SGD negative momentum", d.SGD(param, grad, nil, nil, cuda.SGDArgs{LR: 1, Momentum: -1, GradScale: 1}), []string{"SGD", "Momentum"}},
 	}
@@ -39,12 +42,16 @@ func validOptimizers(f *fixture, dt cuda.DType) []goodCall {
 	st := stateType(dt)
 	master, m, v := f.alloc(st, 100), f.alloc(st, 100), f.alloc(st, 100)
 	param, grad := f.alloc(dt, 100), f.alloc(dt, 100)
+	m8, v8, ms8, vs8 := f.alloc(cuda.U8, 100), f.alloc(cuda.U8, 100), f.f32(1), f.f32(1)
 	return []goodCall{
 		{"Adam", func() error {
 			return d.Adam(param, grad, master, m, v, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1, GradScale: 1})
 		}},
 		{"SGD", func() error {
 			return d.SGD(param, grad, master, m, cuda.SGDArgs{LR: 1e-3, Momentum: 0.9, GradScale: 1})
+		}},
+		{"Adam8bit", func() error {
+			return d.Adam8bit(param, grad, master, m8, v8, ms8, vs8, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1, GradScale: 1})
 		}},
 	}
 }
@@ -117,6 +124,106 @@ func testAdam(t *testing.T, nd NewDevice) {
 			}
 		}
 	})
+}
+
+// testAdam8bit runs one blockwise 8-bit update from states mid-training
+// (random codes and scales, and a block of zero states, a first step's)
+// against refAdam on the dequantized states, in float64: the weights
+// within the weights' tolerance, the new scales within fp32's, and the
+// new codes the reference's (the nearest to state/scale, a negative m
+// kept negative), but for states within the compute type's rounding of a
+// midpoint.
+func testAdam8bit(t *testing.T, nd NewDevice) {
+	forTypes(t, nd, func(e *env, dt cuda.DType) {
+		n := 9*cuda.Block8 + 61
+		nb := cuda.Blocks(n, cuda.Block8)
+		for _, withMaster := range masterChoices(dt) {
+			for _, decoupled := range []bool{false, true} {
+				name := fmt.Sprintf("master=%t decoupled=%t", withMaster, decoupled)
+				a := cuda.AdamArgs{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1,
+					Decoupled: decoupled, Step: 3, GradScale: 0.5}
+				w := e.weights(dt, n, withMaster)
+				mc, vc := make([]uint8, n), make([]uint8, n)
+				for i := range mc {
+					mc[i], vc[i] = uint8(e.rng.IntN(256)), uint8(e.rng.IntN(256))
+				}
+				msv, vsv := e.uniform(nb, 1e-3, 1e-2), e.uniform(nb, 1e-6, 1e-4)
+				msv[4], vsv[4] = 0, 0 // a block of zero states: every code stands for 0
+				mcodes, vcodes := e.codes(mc), e.codes(vc)
+				mScale, mss := e.buf(cuda.F32, msv)
+				vScale, vss := e.buf(cuda.F32, vsv)
+				e.must(e.d.Adam8bit(w.param, w.grad, w.master, mcodes, vcodes, mScale, vScale, a))
+
+				mmap, vmap := mapOf(cuda.DynamicSigned), mapOf(cuda.DynamicUnsigned)
+				ms, vs := make([]float64, n), make([]float64, n)
+				for i := range ms {
+					ms[i] = mmap[mc[i]] * mss[i/cuda.Block8]
+					vs[i] = vmap[vc[i]] * vss[i/cuda.Block8]
+				}
+				refAdam(w.ps, w.gs, ms, vs, adamArgs{lr: float64(a.LR), b1: float64(a.Beta1), b2: float64(a.Beta2),
+					eps: float64(a.Eps), wd: float64(a.WeightDecay), gs: float64(a.GradScale), decoupled: decoupled, step: a.Step})
+				w.check(e, name)
+				for _, st := range []struct {
+					what          string
+					codes, scales *cuda.Buffer
+					vals, table   []float64
+					signed        bool
+				}{{"m", mcodes, mScale, ms, mmap, true}, {"v", vcodes, vScale, vs, vmap, false}} {
+					want, amb, wantScale := refRequantize(st.vals, st.table, st.signed)
+					compare(e.t, name+": "+st.what+"'s scales", e.get(st.scales), wantScale, tolFor(cuda.F32))
+					got := make([]uint8, n)
+					e.must(e.d.Download(got, st.codes))
+					gi := make([]int, n)
+					for i, c := range got {
+						gi[i] = int(c)
+					}
+					compareCodes(e.t, name+": "+st.what+"'s codes", gi, want, amb)
+				}
+			}
+		}
+	})
+}
+
+// mapOf is a code map's values in float64.
+func mapOf(m cuda.CodeMap) []float64 {
+	out := make([]float64, 256)
+	for i, v := range m.Values() {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// refRequantize is blockwise 8-bit quantization of states in float64:
+// each block's scale its largest magnitude, each state's code the nearest
+// to state/scale, with signed a code of the other sign moved one toward
+// the state's; a state within 4e-6 of a midpoint, relative (the fp32
+// update's rounding), is ambiguous.
+func refRequantize(states, table []float64, signed bool) (codes []int, ambiguous []bool, scales []float64) {
+	for b0 := 0; b0 < len(states); b0 += cuda.Block8 {
+		blk := states[b0:min(b0+cuda.Block8, len(states))]
+		m := 0.0
+		for _, x := range blk {
+			m = max(m, math.Abs(x))
+		}
+		scales = append(scales, m)
+		for _, x := range blk {
+			q := 0.0
+			if m != 0 {
+				q = x / m
+			}
+			c, amb := nearest(table, q, 4e-6*math.Abs(q))
+			if signed && math.Signbit(table[c]) != math.Signbit(x) {
+				if x > 0 {
+					c++
+				} else {
+					c--
+				}
+			}
+			codes = append(codes, c)
+			ambiguous = append(ambiguous, amb)
+		}
+	}
+	return codes, ambiguous, scales
 }
 
 func testSGD(t *testing.T, nd NewDevice) {

@@ -147,6 +147,8 @@ func sampleCalls(t *testing.T, dt cuda.DType) []*kcall {
 		crossEntropyPartMaxCall(ceStats, logits, N, V), crossEntropyPartSumsCall(ceStats, logits, tokens, N, V, cuda.VocabPart{Lo: V, V: 3 * V}, 64),
 		crossEntropyPartLossCall(loss, ceStats, N), crossEntropyPartBackwardCall(logits, loss, logits, tokens, ceStats, N, V, cuda.VocabPart{Lo: V, V: 3 * V}, 64),
 		adamCall(param, grad, master, m, v, cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Step: 2, GradScale: 1}),
+		adam8bitCall(param, grad, master, fakeBuf(cuda.U8, 100, next()), fakeBuf(cuda.U8, 100, next()), fakeBuf(cuda.F32, 1, next()), fakeBuf(cuda.F32, 1, next()),
+			cuda.AdamArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Step: 2, GradScale: 1, Decoupled: true}),
 		sgdCall(param, grad, master, m, cuda.SGDArgs{LR: 0.1, Momentum: 0.9, GradScale: 1}),
 		sgdCall(param, grad, nil, nil, cuda.SGDArgs{LR: 0.1, GradScale: 1}),
 		quantizeNF4Call(codes, absmax, x), dequantizeNF4Call(y, codes, absmax),

@@ -9,8 +9,9 @@ import "trainmem/cuda"
 // The family's kernels (kernels/optim.cuh) and their parameter kinds.
 func init() {
 	kernelFamily(map[string]string{
-		"adam": "pipipipipiiffffffffii",
-		"sgd":  "pipipipiiffffii",
+		"adam":     "pipipipipiiffffffffii",
+		"adam8bit": "pipipipipipipiiffffffffii",
+		"sgd":      "pipipipiiffffii",
 	})
 }
 
@@ -24,6 +25,19 @@ func (d *Device) Adam(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) e
 		return nil
 	}
 	return d.run(adamCall(param, grad, master, m, v, a))
+}
+
+// Adam8bit updates one parameter range with 8-bit blockwise states
+// (cuda/host/optim.go's adam8bitKernel).
+func (d *Device) Adam8bit(param, grad, master, m, v, mScale, vScale *cuda.Buffer, a cuda.AdamArgs) error {
+	if err := d.begin("Adam8bit", cuda.Check.Adam8bit(param, grad, master, m, v, mScale, vScale, a), param, grad, master, m, v, mScale, vScale); err != nil {
+		return err
+	}
+	defer d.leave()
+	if param.Len == 0 {
+		return nil
+	}
+	return d.run(adam8bitCall(param, grad, master, m, v, mScale, vScale, a))
 }
 
 // SGD updates one parameter range.
@@ -56,6 +70,22 @@ func adamCall(param, grad, master, m, v *cuda.Buffer, a cuda.AdamArgs) *kcall {
 	c1, c2 := a.Corrections()
 	return newCall("adam", f64, gridStride(int64(param.Len), elemBlock)).
 		buf(param).buf(grad).buf(pb).buf(m).buf(v).int(int64(param.Len)).
+		f64(float64(a.LR)).f64(float64(a.Beta1)).f64(float64(a.Beta2)).f64(float64(a.Eps)).
+		f64(float64(a.WeightDecay)).f64(float64(a.GradScale)).
+		f64(inCompute(c1, f64)).f64(inCompute(c2, f64)).
+		flag(a.Decoupled).flag(master != nil)
+}
+
+// adam8bitCall is a thread a block of cuda.Block8 elements.
+func adam8bitCall(param, grad, master, m, v, mScale, vScale *cuda.Buffer, a cuda.AdamArgs) *kcall {
+	f64 := cuda.AllF64(param, grad, master)
+	pb := param
+	if master != nil {
+		pb = master
+	}
+	c1, c2 := a.Corrections()
+	return newCall("adam8bit", f64, gridStride(int64(cuda.Blocks(param.Len, cuda.Block8)), quantBlock)).
+		buf(param).buf(grad).buf(pb).buf(m).buf(v).buf(mScale).buf(vScale).int(int64(param.Len)).
 		f64(float64(a.LR)).f64(float64(a.Beta1)).f64(float64(a.Beta2)).f64(float64(a.Eps)).
 		f64(float64(a.WeightDecay)).f64(float64(a.GradScale)).
 		f64(inCompute(c1, f64)).f64(inCompute(c2, f64)).

@@ -87,6 +87,77 @@ func (s adamScalars[F]) loop(ps, gr, ms, vs []F) {
 	}
 }
 
+// Adam8bit is Adam with m and v stored blockwise in 8 bits (bitsandbytes'
+// kOptimizerStatic8bit2StateBlockwise), a block of cuda.Block8 elements
+// at a time: its states dequantized, the block updated by Adam's loop,
+// its new scales the largest |m| and v, its states requantized
+// (requantize8).
+func (h *Device) Adam8bit(param, grad, master, m, v, mScale, vScale *cuda.Buffer, a cuda.AdamArgs) error {
+	return h.launch("Adam8bit", cuda.Check.Adam8bit(param, grad, master, m, v, mScale, vScale, a), func() {
+		instance(cuda.AllF64(param, grad, master), adam8bitKernel[float64], adam8bitKernel[float32])(h, param, grad, master, m, v, mScale, vScale, a)
+	}, param, grad, master, m, v, mScale, vScale)
+}
+
+func adam8bitKernel[F float](h *Device, param, grad, master, m, v, mScale, vScale *cuda.Buffer, a cuda.AdamArgs) {
+	s := adamScalarsOf[F](a)
+	pb := param
+	if master != nil {
+		pb = master
+	}
+	n := param.Len
+	mc, vc, msc, vsc := Uint8s(m), Uint8s(v), view[float32](mScale), view[float32](vScale)
+	mmap, vmap := cuda.DynamicSigned.Values(), cuda.DynamicUnsigned.Values()
+	h.parallel(cuda.Blocks(n, cuda.Block8), 4, func(lo, hi int) {
+		var ps, gs, ms, vs [cuda.Block8]F
+		for b := lo; b < hi; b++ {
+			i0 := b * cuda.Block8
+			k := min(cuda.Block8, n-i0)
+			Decode(pb, i0, ps[:k])
+			Decode(grad, i0, gs[:k])
+			for j := range k {
+				ms[j] = F(mmap[mc[i0+j]]) * F(msc[b])
+				vs[j] = F(vmap[vc[i0+j]]) * F(vsc[b])
+			}
+			s.loop(ps[:k], gs[:k], ms[:k], vs[:k])
+			Encode(pb, i0, ps[:k])
+			if master != nil {
+				Encode(param, i0, ps[:k])
+			}
+			msc[b] = requantize8(mc[i0:i0+k], ms[:k], mmap, true)
+			vsc[b] = requantize8(vc[i0:i0+k], vs[:k], vmap, false)
+		}
+	})
+}
+
+// requantize8 stores a block's new states in codes of code, and returns
+// its new scale, their largest magnitude in fp32: each state's code is the
+// nearest to state/scale in fp32 (a block of zeros: the code of 0); with
+// signed, a state whose code has the other sign takes the next code
+// toward its own (bitsandbytes keeps a small negative m from rounding to
+// +0).
+func requantize8[F float](codes []uint8, states []F, code *[256]float32, signed bool) float32 {
+	var mx float32
+	for _, x := range states {
+		mx = max(mx, float32(math.Abs(float64(x))))
+	}
+	for j, x := range states {
+		var q float32
+		if mx != 0 {
+			q = float32(x) / mx
+		}
+		c := quantize8(code, q)
+		if signed && math.Signbit(float64(code[c])) != math.Signbit(float64(x)) {
+			if x > 0 {
+				c++
+			} else {
+				c--
+			}
+		}
+		codes[j] = c
+	}
+	return mx
+}
+
 // SGD updates one parameter range, elementwise:
 //
 //	g = grad·GradScale + WeightDecay·p

@@ -148,6 +148,7 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 
 using std::exp;
 using std::log;
+using std::signbit;
 using std::sqrt;
 
 #endif
