@@ -192,13 +192,18 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 			}
 		case cuda.QuantState:
 			per = fmt.Sprintf("%.4f a quantized one", float64(c.Bytes)/float64(s.Model.NumQuantized()))
+		case cuda.AdamM, cuda.AdamV:
+			per = fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)
+			if s.Optimizer.EightBit() {
+				per = fmt.Sprintf("%.4f", float64(c.Bytes)/float64(e.RankTrained))
+			}
 		default:
 			per = fmt.Sprint(rate.Named()[i].Bytes) + sharded(c.Cat, s)
 		}
 		t.Add(row("  "+c.Cat.String(), sizeCells(c.Bytes), []string{per})...)
 	}
 	perParam := fmt.Sprint(rate.Total())
-	if (s.ZeRO > 0 && s.Ranks > 1 || e.RankTrained != e.RankParams) && e.RankParams > 0 {
+	if (s.ZeRO > 0 && s.Ranks > 1 || e.RankTrained != e.RankParams || s.Optimizer.EightBit()) && e.RankParams > 0 {
 		// What the rank holds a parameter, its shards included: not the
 		// 16 of an unsharded rank.
 		perParam = fmt.Sprintf("%.2f", float64(e.States.Total())/float64(e.RankParams))
@@ -208,7 +213,12 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 		t.Add(row("  "+cuda.Gathered.String(), sizeCells(e.Gathered), []string{""})...)
 	}
 	t.Write(w)
-	fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %d here", rate.Optimizer())
+	if s.Optimizer.EightBit() {
+		fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %.4f here: %s keeps m and v in 8 bits (Dettmers et al. 2022; bitsandbytes' blockwise 8-bit Adam), a byte a parameter and an fp32 scale a block of %d each, a tensor under %d values in fp32",
+			float64(e.States.Optimizer())/float64(e.RankTrained), s.Optimizer, cuda.Block8, model.Min8bitSize)
+	} else {
+		fmt.Fprintf(w, "  source: ZeRO paper (Rajbhandari et al. 2020) Section 3.1: 2Φ + 2Φ + KΦ bytes, K = %d here", rate.Optimizer())
+	}
 	if e.RankTrained != e.RankParams {
 		fmt.Fprintf(w, ", Φ the %s trained parameters; the %s frozen ones (%s) at %d bytes each, with no gradient and no optimizer state",
 			model.Comma(e.RankTrained), model.Comma(e.RankParams-e.RankTrained), s.Model.FrozenBy(), s.Precision.Size())

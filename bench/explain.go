@@ -88,6 +88,10 @@ func explain(r *ValidateReport) []string {
 
 	// Model states: bytes a parameter, from requested bytes.
 	rate := s.DevicePerParam()
+	eightBit := s.Optimizer.EightBit()
+	if eightBit { // m and v are a tensor's blocks, not a rate: said apart
+		rate.AdamM, rate.AdamV = 0, 0
+	}
 	var parts []string
 	for _, t := range rate.Named() {
 		if t.Bytes > 0 {
@@ -103,9 +107,10 @@ func explain(r *ValidateReport) []string {
 	for _, c := range []cuda.Category{cuda.Params, cuda.Grads, cuda.Master, cuda.AdamM, cuda.AdamV} {
 		rounded += r.SimulatedStats.CategoryAllocated[c].Peak - r.SimulatedStats.CategoryRequested[c].Peak
 	}
-	if frozen := s.Model.NumFrozen(); frozen > 0 {
+	if frozen := s.Model.NumFrozen(); frozen > 0 || eightBit {
 		// A fine-tune: the rate is a trained parameter's, the frozen
-		// weights beside them at the working width.
+		// weights beside them at the working width; 8-bit states: the
+		// rate is without m and v, said beside it.
 		trained := phi - frozen
 		if st == e.States.Total() {
 			exactly = "exactly that"
@@ -122,8 +127,16 @@ func explain(r *ValidateReport) []string {
 		for _, c := range []cuda.Category{cuda.Frozen, cuda.QuantState} {
 			rounded += r.SimulatedStats.CategoryAllocated[c].Peak - r.SimulatedStats.CategoryRequested[c].Peak
 		}
-		add("model states: %d bytes a trained parameter (%s) × %s trained parameters, and the frozen weights (%s) %s, with no gradient and no optimizer state: %s bytes; the simulation requests %s, one flat buffer a category, which the allocator rounds up by %s bytes in all",
-			rate.Total(), strings.Join(parts, " + "), model.Comma(trained), s.Model.FrozenBy(), weights,
+		var also []string
+		if eightBit {
+			also = append(also, fmt.Sprintf("%s's m and v in 8 bits, %s bytes each (a byte a parameter and an fp32 scale a block of %d of each tensor, a tensor under %s values in fp32, as bitsandbytes keeps them)",
+				s.Optimizer, model.Comma(e.States.AdamM), cuda.Block8, model.Comma(model.Min8bitSize)))
+		}
+		if frozen > 0 {
+			also = append(also, fmt.Sprintf("the frozen weights (%s) %s, with no gradient and no optimizer state", s.Model.FrozenBy(), weights))
+		}
+		add("model states: %d bytes a trained parameter (%s) × %s trained parameters, and %s: %s bytes; the simulation requests %s, one flat buffer a category, which the allocator rounds up by %s bytes in all",
+			rate.Total(), strings.Join(parts, " + "), model.Comma(trained), strings.Join(also, ", and "),
 			model.Comma(e.States.Total()), exactly, model.Comma(rounded))
 	} else {
 		add("model states: %d bytes a parameter (%s) × Φ = %s parameters = %s bytes, as every formula counts them; the simulation requests %s bytes a parameter (%s bytes), one flat buffer a category, which the allocator rounds up by %s bytes in all",

@@ -217,9 +217,61 @@ const (
 	AdamW                     // Loshchilov & Hutter 2019: m and v, decoupled decay
 	SGD                       // no state
 	Momentum                  // SGD with momentum: one buffer, reported as adam_m
+	// Adam8bit and AdamW8bit are Adam and AdamW with m and v stored
+	// blockwise in 8 bits (Dettmers et al. 2022, "8-bit Optimizers via
+	// Block-wise Quantization"; bitsandbytes' Adam8bit and AdamW8bit,
+	// transformers' adamw_bnb_8bit): a byte each a parameter, and an fp32
+	// scale each a block of 256 (cuda.Adam8bit); a tensor of fewer than
+	// Min8bitSize values keeps fp32 states, as bitsandbytes does.
+	Adam8bit
+	AdamW8bit
 )
 
-var optimizerNames = enum.New[Optimizer]("model", "Optimizer", "optimizer", "adam", "adamw", "sgd", "momentum")
+var optimizerNames = enum.New[Optimizer]("model", "Optimizer", "optimizer", "adam", "adamw", "sgd", "momentum", "adam8bit", "adamw8bit")
+
+// Min8bitSize is the fewest values a tensor needs for 8-bit optimizer
+// states: bitsandbytes' min_8bit_size (optim/optimizer.py), below which
+// its 8-bit optimizers keep fp32 states.
+const Min8bitSize = 4096
+
+// EightBit reports whether o stores its moments in 8 bits.
+func (o Optimizer) EightBit() bool { return o == Adam8bit || o == AdamW8bit }
+
+// Rule is o's update rule: Adam or AdamW for the 8-bit ones, else o.
+func (o Optimizer) Rule() Optimizer {
+	switch o {
+	case Adam8bit:
+		return Adam
+	case AdamW8bit:
+		return AdamW
+	}
+	return o
+}
+
+// Moment8bitBytes is the bytes of one 8-bit moment (m or v) of a tensor of
+// n values: a byte a value and an fp32 scale a block of 256, or 4 bytes a
+// value for a tensor below Min8bitSize.
+func Moment8bitBytes(n int64) int64 {
+	if n < Min8bitSize {
+		return 4 * n
+	}
+	return n + 4*((n+cuda.Block8-1)/cuda.Block8)
+}
+
+// moments8bit is the bytes of one 8-bit moment of c's trained rows (of a
+// bare count of phi parameters, one tensor).
+func (s Setup) moments8bit(phi int64) int64 {
+	if s.ParamsOnly() {
+		return Moment8bitBytes(phi)
+	}
+	var b int64
+	for _, p := range s.Model.Params() {
+		if !p.Frozen {
+			b += Moment8bitBytes(p.Count)
+		}
+	}
+	return b
+}
 
 func (o Optimizer) String() string { return optimizerNames.String(o) }
 
@@ -294,6 +346,8 @@ func PerParam(p Precision, o Optimizer) States {
 	switch o {
 	case Adam, AdamW:
 		s.AdamM, s.AdamV = 4, 4
+	case Adam8bit, AdamW8bit:
+		s.AdamM, s.AdamV = 1, 1 // the codes; the scales and the small tensors' fp32 states: Setup.moments8bit
 	case Momentum:
 		s.AdamM = 4
 	}
@@ -317,7 +371,12 @@ func ZeROStates(phi int64, p Precision, o Optimizer, n, stage int) (States, erro
 // gradients at s.GradSize() bytes a parameter (fp32 main gradients: 2Φ more
 // at stages 0 and 1, 2Φ/N more at 2 and 3).
 func (s Setup) RankStates(phi int64, stage int) (States, error) {
-	return zeroStates(phi, s.PerParam(), s.Ranks, stage)
+	st, err := zeroStates(phi, s.PerParam(), s.Ranks, stage)
+	if err == nil && s.Optimizer.EightBit() { // never sharded (Validate): every trained row's states, exactly
+		st.AdamM = s.moments8bit(phi)
+		st.AdamV = st.AdamM
+	}
+	return st, err
 }
 
 // DevicePerParam is PerParam on the device: without the optimizer's
@@ -545,6 +604,16 @@ func (s Setup) Validate() error {
 		return fmt.Errorf("model: the model is tensor-parallel rank %d of %d and the setup has %d tensor-parallel ranks (valid: the same count)", m.Tensor.Rank, m.Tensor.Size, s.TP)
 	case m.Tensor.Sequence != (s.SequenceParallel && m.Tensor.Size > 1):
 		return fmt.Errorf("model: the model's sequence parallelism is %t and the setup's %t (valid: the same)", m.Tensor.Sequence, s.SequenceParallel)
+	}
+	if o := s.Optimizer; o.EightBit() {
+		switch {
+		case s.ZeRO > 0 && s.Ranks > 1:
+			return fmt.Errorf("model: optimizer %s under ZeRO-%d: not yet, since its blocks of 256 are a tensor's and ZeRO's shards cut tensors (valid: ZeRO-0, or %s)", o, s.ZeRO, o.Rule())
+		case s.Offload != OffloadNone:
+			return fmt.Errorf("model: optimizer %s with --offload %s: not yet (valid: --offload none, or %s)", o, s.Offload, o.Rule())
+		case s.TP > 1 || s.PP > 1:
+			return fmt.Errorf("model: optimizer %s over tp %d × pp %d: not yet (valid: tp 1 and pp 1, or %s)", o, s.TP, s.PP, o.Rule())
+		}
 	}
 	if m.fineTune() {
 		what := "freezing " + m.Freeze.String()

@@ -71,6 +71,7 @@ type Trainer struct {
 	params, grads, master, m, v *cuda.Buffer // flat model states of the trained rows in the layout; master, m, v may be nil
 	frozen                      *cuda.Buffer // the frozen rows' weights (model.Freeze) kept in the working type, whole on every rank; nil when none
 	quant                       *quantStore  // the frozen rows stored quantized (model.Config.Quantize; quant.go); nil when none
+	moments8                    *moments8    // the fp32 parts of 8-bit optimizer states (optim8.go; m and v hold their codes); nil when none
 	trained                     int          // the trained rows' parameters (model.Config.NumTrained), counted once
 	// offloaded holds master, m and v and the host's copies of the
 	// gradients and working weights they update under optimizer offload
@@ -220,11 +221,18 @@ func (t *Trainer) allocStates() error {
 		if t.dtypes.mixed {
 			t.master = alloc(sd, cuda.Master, t.dtypes.state, l.States)
 		}
-		if t.opts.Optimizer.firstMoment() {
-			t.m = alloc(sd, cuda.AdamM, t.dtypes.state, l.States)
-		}
-		if t.opts.Optimizer.secondMoment() {
-			t.v = alloc(sd, cuda.AdamV, t.dtypes.state, l.States)
+		switch {
+		case t.opts.Optimizer.Kind.EightBit():
+			if err == nil {
+				err = t.allocMoments8(sd)
+			}
+		default:
+			if t.opts.Optimizer.firstMoment() {
+				t.m = alloc(sd, cuda.AdamM, t.dtypes.state, l.States)
+			}
+			if t.opts.Optimizer.secondMoment() {
+				t.v = alloc(sd, cuda.AdamV, t.dtypes.state, l.States)
+			}
 		}
 		if t.offloaded.dev != nil {
 			t.offloaded.grads = alloc(sd, cuda.Grads, t.dtypes.grad, l.States)
@@ -791,23 +799,29 @@ func (t *Trainer) updatePiece(p Piece) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range t.table {
+	for row, r := range t.table {
 		a, b := max(p.Lo, int(r.Store)), min(p.Hi, int(r.Store+r.Count))
 		if r.Frozen || a >= b {
 			continue
 		}
 		n := b - a
 		param, grad := params.View(a-p.Lo, n), grads.View(a-p.Lo, n)
-		master, m, v := state(t.master, a, n), state(t.m, a, n), state(t.v, a, n)
+		master := state(t.master, a, n)
+		var m, v *cuda.Buffer
+		if !o.Kind.EightBit() { // 8-bit states are placed by row (update8)
+			m, v = state(t.m, a, n), state(t.v, a, n)
+		}
 		wd := float32(0)
 		if r.Decay {
 			wd = o.WeightDecay
 		}
+		adam := cuda.AdamArgs{LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: wd,
+			Decoupled: o.Kind.Rule() == model.AdamW, Step: t.step, GradScale: gs}
 		switch o.Kind {
 		case model.Adam, model.AdamW:
-			err = dev.Adam(param, grad, master, m, v, cuda.AdamArgs{
-				LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: wd,
-				Decoupled: o.Kind == model.AdamW, Step: t.step, GradScale: gs})
+			err = dev.Adam(param, grad, master, m, v, adam)
+		case model.Adam8bit, model.AdamW8bit:
+			err = t.update8(dev, row, n, param, grad, master, adam)
 		case model.SGD, model.Momentum:
 			err = dev.SGD(param, grad, master, m, cuda.SGDArgs{
 				LR: o.LR, Momentum: o.momentum(), WeightDecay: wd, GradScale: gs})
@@ -839,6 +853,10 @@ func (t *Trainer) Close() error {
 		if b != nil {
 			t.statesDevice().Free(b)
 		}
+	}
+	if t.moments8 != nil {
+		t.moments8.free(t.statesDevice())
+		t.moments8 = nil
 	}
 	t.params, t.frozen, t.grads, t.master, t.m, t.v, t.offloaded.grads, t.offloaded.params = nil, nil, nil, nil, nil, nil, nil, nil
 	if t.offloaded.dev != nil {

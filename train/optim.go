@@ -21,10 +21,11 @@ type Optimizer struct {
 
 // DefaultOptimizer returns kind with the usual hyperparameters: lr 3e-4,
 // betas (0.9, 0.999), eps 1e-8 (PyTorch's defaults), weight decay 0.1 for
-// AdamW as in GPT-2-style training (nanoGPT) and 0 otherwise, momentum 0.9.
+// AdamW (and its 8-bit form) as in GPT-2-style training (nanoGPT) and 0
+// otherwise, momentum 0.9.
 func DefaultOptimizer(kind model.Optimizer) Optimizer {
 	o := Optimizer{Kind: kind, LR: 3e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	if kind == model.AdamW {
+	if kind.Rule() == model.AdamW {
 		o.WeightDecay = 0.1
 	}
 	if kind == model.Momentum {
@@ -52,7 +53,7 @@ func (o Optimizer) validate() error {
 	case o.WeightDecay < 0:
 		return bad("weight decay", o.WeightDecay, ">= 0")
 	}
-	if o.Kind == model.Adam || o.Kind == model.AdamW {
+	if r := o.Kind.Rule(); r == model.Adam || r == model.AdamW {
 		switch {
 		case o.Beta1 < 0 || o.Beta1 >= 1:
 			return bad("beta1", o.Beta1, "0 <= beta1 < 1")
@@ -73,7 +74,10 @@ func (o Optimizer) validate() error {
 func (o Optimizer) firstMoment() bool { return o.Kind != model.SGD }
 
 // secondMoment reports whether the rule keeps adam_v.
-func (o Optimizer) secondMoment() bool { return o.Kind == model.Adam || o.Kind == model.AdamW }
+func (o Optimizer) secondMoment() bool {
+	r := o.Kind.Rule()
+	return r == model.Adam || r == model.AdamW
+}
 
 func (o Optimizer) momentum() float32 {
 	if o.Kind != model.Momentum {

@@ -206,7 +206,7 @@ var setupFlagTable = []setupFlag{
 	{"precision", scopeDevice, "fp32, or fp16 / bf16 for mixed precision (default fp32)", parsedFlag(func(f *setupFlags) *model.Precision { return &f.precision }, model.ParsePrecision)},
 	{"main-grads", scopeDevice, "the kept gradients' type: weights (their type) or fp32 (Megatron-LM's main_grad) (default weights)", parsedFlag(func(f *setupFlags) *model.MainGrads { return &f.mainGrads }, model.ParseMainGrads)},
 	{"offload", scopeDevice, "none, optimizer (ZeRO-Offload) or params (with --zero 3, ZeRO-Infinity's) (default none)", parsedFlag(func(f *setupFlags) *model.Offload { return &f.offload }, model.ParseOffload)},
-	{"optimizer", scopeDevice, "adam, adamw, sgd or momentum (default adam)", parsedFlag(func(f *setupFlags) *model.Optimizer { return &f.optimizer }, model.ParseOptimizer)},
+	{"optimizer", scopeDevice, "adam, adamw, sgd, momentum, or adam8bit / adamw8bit (m and v in 8 bits, bitsandbytes' blockwise) (default adam)", parsedFlag(func(f *setupFlags) *model.Optimizer { return &f.optimizer }, model.ParseOptimizer)},
 	{"checkpoint", scopeDevice, "gradient checkpointing: " + model.CheckpointPolicies + " (default none)", parsedFlag(func(f *setupFlags) *model.Checkpoint { return &f.checkpoint }, model.ParseCheckpoint)},
 	{"freeze", scopeDevice, "the parts a fine-tune leaves untrained, comma-separated: embeddings, layers:N, head (default none)", parsedFlag(func(f *setupFlags) *model.Freeze { return &f.freeze }, model.ParseFreeze)},
 	{"quantize", scopeDevice, "the frozen linear weights stored quantized: none or nf4 (QLoRA's 4-bit NormalFloat, double quantization) (default none)", parsedFlag(func(f *setupFlags) *model.Quantization { return &f.quantize }, model.ParseQuantization)},
