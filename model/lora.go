@@ -22,7 +22,7 @@ import (
 // columns only.
 type LoRA struct {
 	Rank    int
-	Alpha   float64 // α; the scale is α/r
+	Alpha   float64 // α; the scale is α/r (DefaultLoRAAlpha: PEFT's)
 	Targets LoRATargets
 	// RSLoRA scales by α/√r instead (Kalajdzievski 2023; PEFT's
 	// use_rslora).
@@ -252,17 +252,24 @@ func (c Config) loraParams() int64 {
 	return n
 }
 
+// DefaultLoRAAlpha is PEFT's LoraConfig default lora_alpha, 8.
+const DefaultLoRAAlpha = 8
+
 // fineTune reports whether c trains part of its weights only.
 func (c Config) fineTune() bool { return c.Freeze.Any() || c.LoRA.On() }
 
 // FrozenBy says what freezes c's frozen weights: "--freeze layers:4", or
 // "LoRA r 16 (the base model)"; "" when nothing is frozen.
 func (c Config) FrozenBy() string {
+	var by string
 	switch {
 	case c.LoRA.On():
-		return fmt.Sprintf("LoRA r %d on %s: the base model", c.LoRA.Rank, strings.Join(c.LoRA.Targets.Names(c), ", "))
+		by = fmt.Sprintf("LoRA r %d on %s: the base model", c.LoRA.Rank, strings.Join(c.LoRA.Targets.Names(c), ", "))
 	case c.Freeze.Any():
-		return "--freeze " + c.Freeze.String()
+		by = "--freeze " + c.Freeze.String()
 	}
-	return ""
+	if by != "" && c.Quantize != QuantNone {
+		by += fmt.Sprintf(", its blocks' linear weights in %s", c.Quantize)
+	}
+	return by
 }

@@ -37,10 +37,17 @@ that fits at --ranks, and the fewest ranks by DeepSpeed's estimate_zero2/3
 already too large. With --gpus G: every layout tp × pp × dp = G (tp
 dividing the heads, pp at most the layers) at --batch, --checkpoint and
 --zero, each simulated rank by rank on a card of --memory, and the
-smallest tp × pp that fits by the simulation and by the formula.
+smallest tp × pp that fits by the simulation and by the formula. With
+--method (full, lora, qlora or all): the fine-tuner's question, each way
+of fine-tuning the model with and without full checkpointing, with the
+optimizer and its 8-bit form: the largest micro-batch at --seq by the
+simulation and the formula, and the smallest card class that holds
+micro-batch 1 (LoRA at r 16, QLoRA at r 64, on every linear layer, unless
+--lora-rank and --lora-targets say otherwise).
 
 example: trainmem fit --preset gpt2-xl --seq 1024 --precision bf16 --ranks 8 --memory 80GiB
-example: trainmem fit --preset 6b --seq 2048 --precision bf16 --checkpoint selective --zero 1 --gpus 64 --memory 24GiB`
+example: trainmem fit --preset 6b --seq 2048 --precision bf16 --checkpoint selective --zero 1 --gpus 64 --memory 24GiB
+example: trainmem fit --preset llama2-7b --seq 2048 --precision bf16 --attention flash --method all --memory 24GiB`
 
 func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
@@ -51,6 +58,8 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	formulaVar(fs, &formula, "to fit by")
 	gpus := 0
 	fs.IntVar(&gpus, "gpus", 0, "GPUs, `G`: the smallest tensor × pipeline layout of G GPUs whose every rank fits --memory")
+	var method bench.Method
+	parsedVar(fs, &method, "method", "fine-tuning methods to compare ("+bench.MethodList()+"): the largest micro-batch and smallest card, with and without checkpointing and 8-bit states", bench.ParseMethod)
 	cf := addClusterFlags(fs)
 	format := newFormatFlag(fs, "text", "json", "csv")
 	if stop, err := parseFlags(fs, args, stderr, fitSynopsis); stop {
@@ -69,11 +78,29 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	if sf.set("method") {
+		for _, f := range []string{"gpus", "batch", "checkpoint", "quantize", "freeze", "params"} {
+			if sf.set(f) {
+				return usagef("--%s with --method: fit --method searches the largest micro-batch of each method itself, with and without full checkpointing; drop --%s", f, f)
+			}
+		}
+	}
 	c, err := sf.setup()
 	if err != nil {
 		return err
 	}
 	sf.noteIgnored(stderr)
+	if sf.set("method") {
+		rank := 0
+		if sf.set("lora-rank") {
+			rank = sf.loraRank
+		}
+		rep, err := bench.FitMethods(c, memory, formula, method, rank, sf.loraTargets, stderr)
+		if err != nil {
+			return badSetup(err)
+		}
+		return writeReport(stdout, format.v, rep)
+	}
 	if sf.set("gpus") {
 		rep, err := bench.FitLayouts(c, gpus, memory, formula, stderr)
 		if err != nil {

@@ -96,3 +96,42 @@ func TestEstimateJSONFrozen(t *testing.T) {
 		t.Errorf("model_states %v: frozen want %d, and the states summing to the total", doc.States, want)
 	}
 }
+
+// fit --method: each way of fine-tuning with and without checkpointing and
+// 8-bit states, in JSON with the adapters and the quantization named; the
+// flags it searches itself refused.
+func TestFitMethodFlag(t *testing.T) {
+	out, _ := mustRun(t, "fit", "--preset", "gpt2", "--seq", "256", "--precision", "bf16", "--optimizer", "adamw", "--method", "qlora", "--memory", "3GiB", "--format", "json")
+	var doc struct {
+		Results []struct {
+			Method     string `json:"method"`
+			Rank       int    `json:"lora_rank"`
+			Quantize   string `json:"quantize"`
+			Checkpoint string `json:"checkpoint"`
+			Optimizer  string `json:"optimizer"`
+			Batch      int    `json:"simulated_max_micro_batch"`
+			Card       int64  `json:"smallest_card_bytes"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Results) != 4 {
+		t.Fatalf("%d rows, want 4 (2 policies × 2 optimizers):\n%s", len(doc.Results), out)
+	}
+	for _, r := range doc.Results {
+		if r.Method != "qlora" || r.Rank != 64 || r.Quantize != "nf4" || r.Batch < 1 || r.Card != 16<<30 {
+			t.Errorf("row %+v: want qlora r 64 in nf4, a micro-batch and the 16 GiB class", r)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"fit", "--preset", "gpt2", "--method", "most", "--memory", "3GiB"}, []string{`"most"`, "full, lora, qlora, all"}},
+		{[]string{"fit", "--preset", "gpt2", "--method", "all", "--batch", "4", "--memory", "3GiB"}, []string{"--batch with --method"}},
+		{[]string{"fit", "--preset", "gpt2", "--method", "all", "--optimizer", "sgd", "--memory", "3GiB"}, []string{"sgd", "valid: adam, adamw"}},
+	} {
+		wantUsage(t, tc.args, tc.want...)
+	}
+}

@@ -212,7 +212,7 @@ var setupFlagTable = []setupFlag{
 	{"quantize", scopeDevice, "the frozen linear weights stored quantized: none or nf4 (QLoRA's 4-bit NormalFloat, double quantization) (default none)", parsedFlag(func(f *setupFlags) *model.Quantization { return &f.quantize }, model.ParseQuantization)},
 	{"lora-rank", scopeDevice, "LoRA: adapters of rank `r` on --lora-targets, every other weight frozen (Hu et al. 2021)", intFlag(func(f *setupFlags) *int { return &f.loraRank }, 0)},
 	{"lora-alpha", scopeDevice, "LoRA's α: the adapters' output scaled by α/r (default 8, PEFT's)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
-		fs.Float64Var(&f.loraAlpha, name, 8, help)
+		fs.Float64Var(&f.loraAlpha, name, model.DefaultLoRAAlpha, help)
 	}},
 	{"lora-targets", scopeDevice, "the linear layers LoRA adapts, PEFT's names (q_proj,v_proj; c_attn) or attention, mlp, all-linear (default PEFT's)", func(fs *flag.FlagSet, f *setupFlags, name, help string, _ setupOptions) {
 		fs.StringVar(&f.loraTargets, name, "", help)
