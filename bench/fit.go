@@ -485,20 +485,30 @@ func fitRow(s model.Setup, c fitCell, byRanks bool, formula model.Formula) fitRo
 	return r
 }
 
+// fitHead is what every fit report's JSON starts with: the model, the
+// setup, the memory, the formula and the question answered.
+type fitHead struct {
+	Model       modelDoc      `json:"model"`
+	Setup       setupDoc      `json:"setup"`
+	MemoryBytes int64         `json:"memory_bytes"`
+	Formula     model.Formula `json:"formula"`
+	Question    string        `json:"question"`
+}
+
+func fitHeadOf(s model.Setup, memory int64, f model.Formula, question string) fitHead {
+	return fitHead{Model: modelDocOf(s), Setup: setupDocOf(s), MemoryBytes: memory, Formula: f, Question: question}
+}
+
 // WriteJSON writes the answers with exact bytes.
 func (r *FitReport) WriteJSON(w io.Writer) error {
 	s, memory, formula, byRanks, cells, lowest := r.Setup, r.Memory, r.Formula, r.ByRanks, r.cells, r.lowest
 	doc := struct {
-		Model       modelDoc      `json:"model"`
-		Setup       setupDoc      `json:"setup"`
-		MemoryBytes int64         `json:"memory_bytes"`
-		Formula     model.Formula `json:"formula"`
-		Question    string        `json:"question"`
-		Results     []fitRowDoc   `json:"results"`
-		LowestStage []fitRowDoc   `json:"lowest_stage,omitempty"`
+		fitHead
+		Results     []fitRowDoc `json:"results"`
+		LowestStage []fitRowDoc `json:"lowest_stage,omitempty"`
 		// Estimators are DeepSpeed's and Megatron-LM's fewest ranks.
 		Estimators []estimatorFit `json:"estimators,omitempty"`
-	}{Model: modelDocOf(s), Setup: setupDocOf(s), MemoryBytes: memory, Formula: formula, Question: "max_micro_batch"}
+	}{fitHead: fitHeadOf(s, memory, formula, "max_micro_batch")}
 	if byRanks {
 		doc.Question = "min_ranks"
 		doc.Estimators = r.estimators

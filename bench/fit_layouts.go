@@ -271,16 +271,12 @@ func (r *LayoutFitReport) WriteJSON(w io.Writer) error {
 		return &layoutFitDoc{TP: c.tp, PP: c.pp, DP: c.dp, ModelParallelism: c.degree()}
 	}
 	return writeJSON(w, struct {
-		Model           modelDoc       `json:"model"`
-		Setup           setupDoc       `json:"setup"`
+		fitHead
 		GPUs            int            `json:"gpus"`
-		MemoryBytes     int64          `json:"memory_bytes"`
-		Formula         model.Formula  `json:"formula"`
-		Question        string         `json:"question"`
 		SmallestSim     *layoutFitDoc  `json:"simulated_smallest"`
 		SmallestFormula *layoutFitDoc  `json:"formula_smallest"`
 		Layouts         []layoutFitDoc `json:"layouts"`
-	}{modelDocOf(r.Setup), setupDocOf(r.Setup), r.GPUs, r.Memory, r.Formula, "smallest_layout", pick(r.smallest(true)), pick(r.smallest(false)), r.docs()})
+	}{fitHeadOf(r.Setup, r.Memory, r.Formula, "smallest_layout"), r.GPUs, pick(r.smallest(true)), pick(r.smallest(false)), r.docs()})
 }
 
 // WriteCSV writes one row a layout.

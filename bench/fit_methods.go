@@ -286,13 +286,9 @@ func (r methodRow) doc() fitMethodDoc {
 // WriteJSON writes the rows with exact bytes.
 func (r *FitMethodsReport) WriteJSON(w io.Writer) error {
 	doc := struct {
-		Model       modelDoc       `json:"model"`
-		Setup       setupDoc       `json:"setup"`
-		MemoryBytes int64          `json:"memory_bytes"`
-		Formula     model.Formula  `json:"formula"`
-		Question    string         `json:"question"`
-		Results     []fitMethodDoc `json:"results"`
-	}{Model: modelDocOf(r.Setup), Setup: setupDocOf(r.Setup), MemoryBytes: r.Memory, Formula: r.Formula, Question: "max_micro_batch_by_method"}
+		fitHead
+		Results []fitMethodDoc `json:"results"`
+	}{fitHead: fitHeadOf(r.Setup, r.Memory, r.Formula, "max_micro_batch_by_method")}
 	for _, row := range r.rows {
 		doc.Results = append(doc.Results, row.doc())
 	}
