@@ -74,9 +74,9 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	case o.Profile != nil && !one:
 		return nil, errors.New("bench: a profile is one device's: give it without ranks")
 	}
-	root, save := where.Root(), o.Save != ""
+	root, save := where.Root(), o.Save != "" || o.SaveAdapter != ""
 	if !root {
-		o.Out, o.Save, o.Progress = "", "", nil // rank 0's
+		o.Out, o.Save, o.SaveAdapter, o.Progress = "", "", "", nil // rank 0's
 	}
 	if err := o.Check(); err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 	dev := devs[0]
 	rep := &TrainReport{Setup: s, Setting: set, Device: dev.Name(), ShapeOnly: !dev.Computes(), Engine: where.Engine(),
 		Result: &train.RunResult{Device: dev.Name()}}
-	batches, init, err := where.prepare(devs, o.Setup, set, o.Data, o.Load, o.Seed)
+	batches, init, err := where.prepare(devs, o.Setup, set, o.Data, o.Load, o.LoadAdapter, o.Seed)
 	if err != nil {
 		return rep, err
 	}
@@ -185,7 +185,7 @@ func Train(ctx context.Context, where Where, o Options) (*TrainReport, error) {
 		}
 	}
 	if saved != nil && rep.Result.Steps > 0 && saveErr == nil && root {
-		saveErr = model.SaveCheckpoint(o.Save, s.Model, saved)
+		saveErr = saveWeights(o.RunOptions, s.Model, saved)
 	}
 	switch {
 	case errors.As(err, &div):
@@ -269,4 +269,26 @@ func measuredLabel(shapeOnly bool) string {
 		return "simulated"
 	}
 	return "measured"
+}
+
+// saveWeights writes a run's weights, params (the whole table, flat):
+// o.Save as a checkpoint (a LoRA merged into its base, as PEFT's
+// merge_and_unload), o.SaveAdapter as PEFT's adapter directory.
+func saveWeights(o train.RunOptions, c model.Config, params []float32) error {
+	if o.SaveAdapter != "" {
+		if err := model.WriteAdapter(o.SaveAdapter, c, params); err != nil {
+			return err
+		}
+	}
+	if o.Save == "" {
+		return nil
+	}
+	if c.LoRA.On() {
+		base, merged, err := model.MergeLoRA(c, params)
+		if err != nil {
+			return err
+		}
+		c, params = base, merged
+	}
+	return model.SaveCheckpoint(o.Save, c, params)
 }

@@ -383,7 +383,7 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	if err != nil {
 		return err
 	}
-	batches, init, err := where.prepare(devs, c, set, o.Data, "", o.seed())
+	batches, init, err := where.prepare(devs, c, set, o.Data, "", "", o.seed())
 	if err != nil {
 		return err
 	}

@@ -104,9 +104,10 @@ func (w Where) open(n int) (g *zero.Group, devs []cuda.Device, close func(), err
 // prepare is what a run on devs (opened by open) starts from once the
 // machine is checked to hold it (checkFits, on devices that compute): the
 // data's batches (closed by the caller), and the initial weights: load's
-// checkpoint when given, else seed's on devices that compute (nil on
-// shape-only ones, which hold none).
-func (w Where) prepare(devs []cuda.Device, c model.Checked, set zero.Setting, data, load string, seed uint64) (*train.Batches, []float32, error) {
+// checkpoint when given (a LoRA's adapters initialised from seed over
+// it), else seed's on devices that compute (nil on shape-only ones, which
+// hold none), and a LoRA's adapters from adapter's directory when given.
+func (w Where) prepare(devs []cuda.Device, c model.Checked, set zero.Setting, data, load, adapter string, seed uint64) (*train.Batches, []float32, error) {
 	s := c.Setup()
 	if devs[0].Computes() {
 		if err := w.checkFits(devs, c, set); err != nil {
@@ -124,8 +125,17 @@ func (w Where) prepare(devs []cuda.Device, c model.Checked, set zero.Setting, da
 			batches.Close()
 			return nil, nil, err
 		}
+		if s.Model.LoRA.On() {
+			model.InitAdapters(s.Model, seed, init) // the file holds the base model
+		}
 	case devs[0].Computes():
 		init = model.InitParams(s.Model, seed)
+	}
+	if adapter != "" && init != nil {
+		if err := model.LoadAdapter(adapter, s.Model, init); err != nil {
+			batches.Close()
+			return nil, nil, err
+		}
 	}
 	return batches, init, nil
 }

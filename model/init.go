@@ -28,8 +28,20 @@ const InitStd = 0.02
 // the adapters, so a LoRA's base weights are the plain model's of the same
 // seed.
 func InitParams(cfg Config, seed uint64) []float32 {
-	table := cfg.Params()
 	params := make([]float32, cfg.NumParams())
+	initRows(cfg, seed, params, false)
+	return params
+}
+
+// InitAdapters initialises the rows of a LoRA's adapters in params (the
+// whole table of cfg, flat) as InitParams does, the rest left as it is:
+// for adapters over base weights loaded from a file (--load).
+func InitAdapters(cfg Config, seed uint64, params []float32) { initRows(cfg, seed, params, true) }
+
+// initRows is InitParams's initialisation of params's rows, of the
+// adapters' only with adaptersOnly.
+func initRows(cfg Config, seed uint64, params []float32, adaptersOnly bool) {
+	table := cfg.Params()
 	residualStd := InitStd / math.Sqrt(2*float64(cfg.Layers))
 	base := 0 // the row's index in the table without a LoRA's rows
 	for i, p := range table {
@@ -41,9 +53,12 @@ func InitParams(cfg Config, seed uint64) []float32 {
 		} else {
 			base++
 		}
+		if adaptersOnly && !lora {
+			continue
+		}
 		switch {
 		case strings.HasSuffix(p.Name, ".lora_b"):
-			// already zero
+			clear(dst)
 		case strings.HasSuffix(p.Name, ".lora_a"):
 			bound := 1 / math.Sqrt(float64(p.Shape[1]))
 			rng := rand.New(rand.NewPCG(seed, stream))
@@ -67,5 +82,4 @@ func InitParams(cfg Config, seed uint64) []float32 {
 			}
 		}
 	}
-	return params
 }

@@ -347,7 +347,22 @@ func (t *Trainer) Params() ([]float32, error) {
 	if err := dev.Download(out, src); err != nil {
 		return nil, err
 	}
-	frozen := make([]float32, t.setup.Model.NumFrozen())
+	frozen, err := t.FrozenParams()
+	if err != nil {
+		return nil, err
+	}
+	return model.Whole(t.setup.Model, out, frozen), nil
+}
+
+// FrozenParams downloads the frozen rows' weights (whole on every rank),
+// in their Param.Store order: the quantized ones dequantized. Nil when
+// nothing is frozen.
+func (t *Trainer) FrozenParams() ([]float32, error) {
+	n := t.setup.Model.NumFrozen()
+	if n == 0 {
+		return nil, nil
+	}
+	frozen := make([]float32, n)
 	if t.frozen != nil {
 		if err := t.dev.Download(frozen[:t.frozen.Len], t.frozen); err != nil {
 			return nil, err
@@ -358,7 +373,7 @@ func (t *Trainer) Params() ([]float32, error) {
 			return nil, err
 		}
 	}
-	return model.Whole(t.setup.Model, out, frozen), nil
+	return frozen, nil
 }
 
 // Grads downloads the gradients of the last step, unscaled, in flat table

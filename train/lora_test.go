@@ -2,6 +2,8 @@ package train
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"trainmem/cuda"
@@ -96,4 +98,74 @@ func trainAdapters(t *testing.T, s model.Setup, init []float32, tokens, targets 
 		t.Errorf("the loss went from %.4f to %.4f in %d steps on one batch", losses[0], last, steps)
 	}
 	return host, losses
+}
+
+// A LoRA merged into its base (model.MergeLoRA, PEFT's merge_and_unload)
+// computes what the adapted model computes: in float64, with adapters far
+// from zero, the merged base model's loss equals the LoRA model's within
+// the merged weights' fp32 rounding (1e-6 relative), where the base alone
+// is a hundred times farther at least, on each architecture, with
+// rsLoRA's scale too.
+func TestMergeLoRA(t *testing.T) {
+	const B, T = 2, 16
+	for _, tc := range []struct {
+		preset, targets string
+		rs              bool
+	}{{"tiny", "all-linear", false}, {"tiny-llama", "all-linear", true}, {"tiny-llama", "q_proj,v_proj,down_proj", false}} {
+		cfg := mustPreset(t, tc.preset)
+		tg, err := cfg.ParseLoRATargets(tc.targets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.LoRA = model.LoRA{Rank: 3, Alpha: 5, Targets: tg, RSLoRA: tc.rs}
+		params := model.InitParams(cfg, 4)
+		for _, p := range cfg.Params() {
+			if strings.HasSuffix(p.Name, ".lora_b") {
+				for i := p.Offset; i < p.Offset+p.Count; i++ {
+					params[i] = float32(0.3 * math.Sin(float64(i)))
+				}
+			}
+		}
+		base, merged, err := model.MergeLoRA(cfg, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, targets := batch(t, cfg, B, T, 3)
+		loss := func(c model.Config, p []float32) float64 {
+			tr := newTrainer(t, reference.NewHost(t), oneRank(c, B, T), Options{Float64: true})
+			f := make([]float64, len(p))
+			for i, v := range p {
+				f[i] = float64(v)
+			}
+			if err := tr.SetParams(f); err != nil {
+				t.Fatal(err)
+			}
+			r, err := tr.ForwardBackward(tokens, targets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Loss
+		}
+		// The merged weights are rounded to fp32, as a saved file holds
+		// them: the LoRA model's loss within that rounding's effect.
+		adapted, m := loss(cfg, params), loss(base, merged)
+		// The base alone (the adapters dropped) is far from both.
+		byName := map[string]model.Param{}
+		for _, p := range cfg.Params() {
+			byName[p.Name] = p
+		}
+		alone := make([]float32, base.NumParams())
+		for _, p := range base.Params() {
+			q := byName[p.Name]
+			copy(alone[p.Offset:p.Offset+p.Count], params[q.Offset:q.Offset+q.Count])
+		}
+		plain := loss(base, alone)
+		if d := math.Abs(adapted-m) / adapted; d > 1e-6 || math.Abs(adapted-plain) < 100*math.Abs(adapted-m) {
+			t.Errorf("%s %s: LoRA loss %.12f, merged %.12f (relative %g), the base alone %.12f", tc.preset, tc.targets, adapted, m, d, plain)
+		}
+		if base.LoRA.On() || base.NumParams() != int64(len(merged)) {
+			t.Errorf("%s: the merged model %s keeps a LoRA or has %d weights", tc.preset, base, len(merged))
+		}
+		t.Logf("%s %s: LoRA loss %.12f, merged %.12f, the base alone %.12f", tc.preset, tc.targets, adapted, m, plain)
+	}
 }

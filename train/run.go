@@ -3,6 +3,8 @@ package train
 import (
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 
 	"trainmem/cuda"
 	"trainmem/cuda/host"
@@ -26,8 +28,11 @@ type RunOptions struct {
 	// its step finishes (files.Lines: the file is whole at every moment).
 	Out string
 	// Load starts from an llm.c GPT-2 checkpoint; Save writes one at the end
-	// (files.WriteAtomic).
+	// (files.WriteAtomic), a LoRA merged into its base (model.MergeLoRA).
 	Load, Save string
+	// LoadAdapter starts a LoRA's adapters from PEFT's adapter directory;
+	// SaveAdapter writes them as one at the end (model.WriteAdapter).
+	LoadAdapter, SaveAdapter string
 	// Progress receives the progress bar; nil shows none.
 	Progress io.Writer
 	// OnRecord, when set, is called with every finished step's record.
@@ -50,7 +55,16 @@ func (o RunOptions) Paths() (inputs, outputs []files.Path) {
 	for _, f := range model.LoadFiles(o.Load) { // a sharded model's index and its shards
 		inputs = append(inputs, files.Path{Flag: "--load", Name: f})
 	}
-	return inputs, append([]files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}, o.Written...)
+	outputs = []files.Path{{Flag: "--out", Name: o.Out}, {Flag: "--save", Name: o.Save}}
+	for _, f := range []string{model.AdapterConfigFile, model.AdapterWeightsFile} {
+		if o.LoadAdapter != "" {
+			inputs = append(inputs, files.Path{Flag: "--load-adapter", Name: filepath.Join(o.LoadAdapter, f)})
+		}
+		if o.SaveAdapter != "" {
+			outputs = append(outputs, files.Path{Flag: "--save-adapter", Name: filepath.Join(o.SaveAdapter, f)})
+		}
+	}
+	return inputs, append(outputs, o.Written...)
 }
 
 // Check is what a run checks before any work: every path (files.Check),
@@ -66,6 +80,13 @@ func (o RunOptions) Check() error {
 	if o.Save != "" {
 		if err := model.CheckSavable(o.Setup.Setup().Model); err != nil {
 			return &files.PathError{Flag: "--save", Path: o.Save, Problem: err.Error()}
+		}
+	}
+	for _, a := range []struct{ flag, dir string }{{"--save-adapter", o.SaveAdapter}, {"--load-adapter", o.LoadAdapter}} {
+		if a.dir != "" {
+			if _, err := o.Setup.Setup().Model.AdapterTensors(); err != nil {
+				return &files.PathError{Flag: a.flag, Path: a.dir, Problem: strings.TrimPrefix(err.Error(), "model: ") + " (valid: with --lora-rank or --peft-config)"}
+			}
 		}
 	}
 	return nil

@@ -224,18 +224,26 @@ func (rk *Ranks) Params() ([]float32, error) {
 	type held struct {
 		Pieces []train.Piece
 		Vals   [][]float32
+		// Frozen is a fine-tune's frozen weights (whole on every rank of
+		// the first data replica; model.Trained's frozen part).
+		Frozen []float32
 	}
 	var mine []held
 	for i, t := range rk.tr {
-		if rk.set.Stage == 0 && !rk.set.PS && rk.layout.Coord(rk.g.ranks[i])[DataAxis] != 0 {
+		first := rk.layout.Coord(rk.g.ranks[i])[DataAxis] == 0
+		if rk.set.Stage == 0 && !rk.set.PS && !first {
 			mine = append(mine, held{}) // every DDP replica holds everything: the first's are the weights
 			continue
 		}
 		pieces, vals, err := t.PieceParams()
+		var frozen []float32
+		if err == nil && first {
+			frozen, err = t.FrozenParams()
+		}
 		if err != nil {
 			return nil, &RankError{Rank: rk.g.ranks[i], Err: err}
 		}
-		mine = append(mine, held{pieces, vals})
+		mine = append(mine, held{pieces, vals, frozen})
 	}
 	all, err := Gather(rk.g, mine)
 	if err != nil || all == nil {
@@ -244,44 +252,53 @@ func (rk *Ranks) Params() ([]float32, error) {
 	// The parts: one per tensor rank and stage, in the layout's order of
 	// the first data replica's ranks.
 	whole := rk.tr[0].Setup().Model.Whole()
+	partOf := func(key [2]int) (model.Config, error) {
+		part, err := whole.TensorRank(rk.layout.TP, key[0])
+		if err == nil {
+			part, err = part.PipelineStage(rk.layout.PP, key[1])
+		}
+		return part, err
+	}
 	var cfgs []model.Config
-	parts := map[[2]int][]float32{}
+	parts, frozen := map[[2]int][]float32{}, map[[2]int][]float32{}
 	covered := map[[2]int]int{}
 	for r, h := range all {
 		c := rk.layout.Coord(r)
 		key := [2]int{c[TensorAxis], c[PipelineAxis]}
 		if parts[key] == nil {
-			part, err := whole.TensorRank(rk.layout.TP, key[0])
-			if err == nil {
-				part, err = part.PipelineStage(rk.layout.PP, key[1])
-			}
+			part, err := partOf(key)
 			if err != nil {
 				return nil, err
 			}
-			parts[key] = make([]float32, part.NumParams())
+			parts[key] = make([]float32, part.NumTrained()) // the pieces are the trained rows'
 		}
 		for i, p := range h.Pieces {
 			covered[key] += copy(parts[key][p.Lo:p.Hi], h.Vals[i])
 		}
-	}
-	if rk.layout.TP == 1 && rk.layout.PP == 1 {
-		if covered[[2]int{}] != len(parts[[2]int{}]) {
-			return nil, fmt.Errorf("zero: the ranks' pieces cover %d of the model's %d parameters", covered[[2]int{}], len(parts[[2]int{}]))
+		if h.Frozen != nil {
+			frozen[key] = h.Frozen
 		}
-		return parts[[2]int{}], nil
 	}
 	var flats [][]float32
 	for pp := range rk.layout.PP {
 		for tp := range rk.layout.TP {
 			key := [2]int{tp, pp}
-			if covered[key] != len(parts[key]) {
-				return nil, fmt.Errorf("zero: the ranks' pieces cover %d of the %d parameters of tensor-parallel rank %d of pipeline stage %d", covered[key], len(parts[key]), tp, pp)
+			part, err := partOf(key)
+			if err != nil {
+				return nil, err
 			}
-			part, _ := whole.TensorRank(rk.layout.TP, tp)
-			part, _ = part.PipelineStage(rk.layout.PP, pp)
+			if covered[key] != len(parts[key]) {
+				return nil, fmt.Errorf("zero: the ranks' pieces cover %d of the %d trained parameters of tensor-parallel rank %d of pipeline stage %d", covered[key], len(parts[key]), tp, pp)
+			}
+			if n := part.NumFrozen(); int64(len(frozen[key])) != n {
+				return nil, fmt.Errorf("zero: %d frozen weights of tensor-parallel rank %d of pipeline stage %d, want %d", len(frozen[key]), tp, pp, n)
+			}
 			cfgs = append(cfgs, part)
-			flats = append(flats, parts[key])
+			flats = append(flats, model.Whole(part, parts[key], frozen[key]))
 		}
+	}
+	if len(flats) == 1 {
+		return flats[0], nil
 	}
 	return model.JoinParams(cfgs, flats)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,6 +132,50 @@ func TestFitMethodFlag(t *testing.T) {
 		{[]string{"fit", "--preset", "gpt2", "--method", "most", "--memory", "3GiB"}, []string{`"most"`, "full, lora, qlora, all"}},
 		{[]string{"fit", "--preset", "gpt2", "--method", "all", "--batch", "4", "--memory", "3GiB"}, []string{"--batch with --method"}},
 		{[]string{"fit", "--preset", "gpt2", "--method", "all", "--optimizer", "sgd", "--memory", "3GiB"}, []string{"sgd", "valid: adam, adamw"}},
+	} {
+		wantUsage(t, tc.args, tc.want...)
+	}
+}
+
+// Adapters as people exchange them, end to end: a LoRA trained with
+// --save-adapter and --save; --load-adapter starts from the adapters (its
+// first loss is the trained model's), and the merged checkpoint --save
+// wrote, loaded as a plain model, gives that loss too (within fp32's
+// rounding of the merge); the flags refuse a model with no LoRA and a
+// directory with no adapters.
+func TestAdapterFlags(t *testing.T) {
+	dir := t.TempDir()
+	ad, merged := filepath.Join(dir, "adapter"), filepath.Join(dir, "merged.bin")
+	mustRun(t, "train", "--preset", "tiny", "--steps", "5", "--lr", "3e-3", "--lora-rank", "4", "--lora-targets", "all-linear", "--save-adapter", ad, "--save", merged)
+	first := func(args ...string) float64 {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "r.jsonl")
+		mustRun(t, append([]string{"train", "--steps", "1", "--out", out}, args...)...)
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Loss float64 `json:"loss"`
+		}
+		if err := json.Unmarshal([]byte(strings.SplitN(string(b), "\n", 2)[0]), &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Loss
+	}
+	fresh := first("--preset", "tiny", "--lora-rank", "4", "--lora-targets", "all-linear")
+	loaded := first("--preset", "tiny", "--load-adapter", ad)
+	plain := first("--preset", "tiny", "--load", merged)
+	if math.Abs(loaded-plain) > 1e-5*plain || math.Abs(loaded-fresh) < 1e-3 {
+		t.Errorf("first losses: fresh adapters %.6f, loaded ones %.6f, the merged checkpoint %.6f", fresh, loaded, plain)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"train", "--preset", "tiny", "--steps", "1", "--save-adapter", filepath.Join(dir, "x")}, []string{"--save-adapter", "no LoRA", "--lora-rank"}},
+		{[]string{"train", "--preset", "tiny", "--steps", "1", "--load-adapter", filepath.Join(dir, "none")}, []string{"adapter_config.json"}},
+		{[]string{"train", "--preset", "tiny", "--steps", "1", "--load-adapter", ad, "--peft-config", filepath.Join(ad, "adapter_config.json")}, []string{"give one of them"}},
 	} {
 		wantUsage(t, tc.args, tc.want...)
 	}

@@ -50,11 +50,10 @@ type setupFlags struct {
 	quantize   model.Quantization // --quantize
 	// A LoRA: --lora-rank, --lora-alpha, --lora-targets (module names,
 	// read once the model is known), --peft-config.
-	loraRank    int
-	loraAlpha   float64
-	loraTargets string
-	peftConfig  string
-
+	loraRank            int
+	loraAlpha           float64
+	loraTargets         string
+	peftConfig          string
 	ranks, zero, tp, pp int
 	micro               int                    // --micro-batches
 	schedule            model.PipelineSchedule // --schedule

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 
 	"trainmem/bench"
@@ -62,6 +64,8 @@ type trainFlags struct {
 	lr                    float64
 	seed                  uint64
 	data, out, save, load string
+	saveAdapter           string // --save-adapter DIR
+	loadAdapter           string // --load-adapter DIR: its adapter_config.json is the LoRA (--peft-config)
 	device                string
 	threads               int
 	// gpu is the next GPU newDevice opens: the process's local rank, then
@@ -87,6 +91,8 @@ func addTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&f.out, "out", "", "write one JSON record per step to this file (JSON Lines, each step appended as it finishes)")
 	fs.StringVar(&f.save, "save", "", "write the trained weights to this llm.c checkpoint file (atomically)")
 	fs.StringVar(&f.load, "load", "", "start from this llm.c GPT-2 checkpoint")
+	fs.StringVar(&f.loadAdapter, "load-adapter", "", "start a LoRA from PEFT's adapter `directory` (its adapter_config.json and adapter_model.safetensors)")
+	fs.StringVar(&f.saveAdapter, "save-adapter", "", "write a LoRA's adapters to this `directory` as PEFT does (adapter_config.json, adapter_model.safetensors)")
 	fs.StringVar(&f.device, "device", "host", "where to run: host (the CPU); cuda needs a CUDA build")
 	intVar(fs, &f.threads, "threads", 0, threadsUsage())
 	return f
@@ -123,6 +129,12 @@ func (f *trainFlags) resolve() (model.Checked, error) {
 		} else {
 			sf.preset = "tiny"
 		}
+	}
+	if f.loadAdapter != "" {
+		if sf.peftConfig != "" {
+			return model.Checked{}, usagef("--load-adapter %s and --peft-config %s: the adapter directory's adapter_config.json is its LoRA; give one of them", f.loadAdapter, sf.peftConfig)
+		}
+		sf.peftConfig = filepath.Join(f.loadAdapter, model.AdapterConfigFile)
 	}
 	if !sf.set("seq") {
 		// The default sequence, at most the context.
@@ -208,6 +220,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	s := c.Setup()
 	opts := tf.options(c, stderr)
 	opts.Steps, opts.Out, opts.Save, opts.Load = tf.steps, tf.out, tf.save, tf.load
+	opts.SaveAdapter, opts.LoadAdapter = tf.saveAdapter, tf.loadAdapter
+	if tf.saveAdapter != "" {
+		if err := os.MkdirAll(tf.saveAdapter, 0o755); err != nil { // PEFT's save_pretrained makes it too
+			return usagef("--save-adapter %s: %v", tf.saveAdapter, err)
+		}
+	}
 	if format.v == "json" && !*profile {
 		return usagef("--format json is the profile's: give --profile (a run's records are --out's JSON Lines)")
 	}
@@ -340,7 +358,11 @@ func trainOn(ctx context.Context, where bench.Where, opts bench.Options, format 
 	if zero.LayoutOf(s).Size() > 1 {
 		records = "records (one a rank a step)"
 	}
-	for _, p := range []struct{ what, path string }{{records, opts.Out}, {"weights", opts.Save}} {
+	weights := "weights"
+	if s.Model.LoRA.On() {
+		weights = "weights (the adapters merged into the base model)"
+	}
+	for _, p := range []struct{ what, path string }{{records, opts.Out}, {weights, opts.Save}, {"adapters (PEFT's adapter_config.json and adapter_model.safetensors)", opts.SaveAdapter}} {
 		if p.path != "" {
 			fmt.Fprintf(stdout, "%s written to %s\n", p.what, p.path)
 		}
