@@ -34,6 +34,19 @@ type (
 		RopeTheta    float64 `json:"rope_theta,omitempty"` // with rotary positions
 		Attention    string  `json:"attention,omitempty"`
 		Params       int64   `json:"params"`
+		// A fine-tune's: the parameters it trains, what it freezes, its
+		// LoRA and how it stores its frozen linear weights; absent for a
+		// model trained whole.
+		Trained  *int64   `json:"trained_params,omitempty"`
+		Freeze   string   `json:"freeze,omitempty"`
+		LoRA     *loraDoc `json:"lora,omitempty"`
+		Quantize string   `json:"quantize,omitempty"`
+	}
+	loraDoc struct {
+		Rank    int      `json:"r"`
+		Alpha   float64  `json:"alpha"`
+		Targets []string `json:"target_modules"`
+		RSLoRA  bool     `json:"use_rslora,omitempty"`
 	}
 	setupDoc struct {
 		Batch            int    `json:"batch,omitempty"`
@@ -130,6 +143,18 @@ func modelDocOf(s model.Setup) modelDoc {
 		Norm: m.Norm.String(), LinearBiases: &biases, MLP: m.MLP.String(), FFN: m.FFNWidth(), Positions: m.Positions.String(), Attention: m.Attention.String(), Params: m.NumParams()}
 	if m.Positions == model.PosRoPE {
 		d.RopeTheta = m.Theta()
+	}
+	if n := m.NumTrained(); n != d.Params {
+		d.Trained = &n
+	}
+	if m.Freeze.Any() {
+		d.Freeze = m.Freeze.String()
+	}
+	if l := m.LoRA; l.On() {
+		d.LoRA = &loraDoc{Rank: l.Rank, Alpha: l.Alpha, Targets: l.Targets.Names(m), RSLoRA: l.RSLoRA}
+	}
+	if m.Quantize != model.QuantNone {
+		d.Quantize = m.Quantize.String()
 	}
 	return d
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 
 	"trainmem/cuda"
 	"trainmem/cuda/enum"
@@ -77,20 +78,41 @@ func (c Config) NumQuantized() int64 {
 }
 
 // QuantBytes is the bytes of c's quantized weights: their codes (frozen)
-// and their quantization state, each row a weight of its own as
-// bitsandbytes quantizes each linear layer's.
+// and their quantization state, each matrix quantized on its own
+// (QuantUnits).
 func (c Config) QuantBytes() (codes, state int64) {
 	if c.Quantize == QuantNone {
 		return 0, 0
 	}
 	for _, p := range c.Params() {
 		if p.Quantized {
-			q := NF4Sizes(p.Count)
-			codes += q.Codes
-			state += q.StateBytes()
+			for _, n := range c.QuantUnits(p) {
+				q := NF4Sizes(n)
+				codes += q.Codes
+				state += q.StateBytes()
+			}
 		}
 	}
 	return codes, state
+}
+
+// QuantUnits is the sizes of the weight matrices a quantized row holds, in
+// its order, each quantized on its own as bitsandbytes quantizes each
+// linear module: LLaMA's q_proj, k_proj and v_proj (which trainmem stacks
+// in attn.qkv) and gate_proj and up_proj (stacked in mlp.fc) a matrix
+// each; any other row (GPT-2's c_attn is one module) one.
+func (c Config) QuantUnits(p Param) []int64 {
+	h, in := int64(c.Hidden), int64(c.Hidden)
+	switch {
+	case !c.llamaModules():
+	case strings.HasSuffix(p.Name, ".attn.qkv.w"):
+		kv := int64(c.kvWidth())
+		return []int64{h * in, kv * in, kv * in}
+	case strings.HasSuffix(p.Name, ".mlp.fc.w"):
+		f := int64(c.FFNWidth())
+		return []int64{f * in, f * in}
+	}
+	return []int64{p.Count}
 }
 
 // storeQuantizedLast gives the quantized rows the last offsets of the

@@ -213,7 +213,7 @@ func (t *Trainer) allocStates() error {
 		t.frozen = alloc(t.dev, cuda.Frozen, t.dtypes.param, int(n))
 	}
 	if t.setup.Model.NumQuantized() > 0 && err == nil {
-		t.quant, err = newQuantStore(t.dev, t.table)
+		t.quant, err = newQuantStore(t.dev, t.setup.Model, t.table)
 	}
 	t.grads = alloc(t.dev, cuda.Grads, t.dtypes.grad, l.Grads)
 	if l.States > 0 {

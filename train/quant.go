@@ -21,35 +21,41 @@ import (
 // them.
 type quantStore struct {
 	codes, scales, scales2, offsets *cuda.Buffer
-	rows                            map[int]quantRow // by parameter-table row
+	rows                            map[int][]quantUnit // by parameter-table row
 	// live are the slots the running instruction reads dequantized,
 	// freed after it.
 	live []int
 }
 
-// quantRow is one quantized row: its values and their place in each
-// buffer.
-type quantRow struct {
-	n, codes, scales, scales2, offset int
-	sizes                             model.QuantSizes
+// quantUnit is one weight matrix of a quantized row (model.QuantUnits),
+// quantized on its own: its values (n, from the row's element at) and its
+// place in each buffer.
+type quantUnit struct {
+	at, n, codes, scales, scales2, offset int
+	sizes                                 model.QuantSizes
 }
 
-// newQuantStore allocates the quantized rows of table on dev.
-func newQuantStore(dev cuda.Device, table []model.Param) (*quantStore, error) {
-	q := &quantStore{rows: map[int]quantRow{}}
-	var at quantRow
+// newQuantStore allocates the quantized rows of table (of model c) on
+// dev.
+func newQuantStore(dev cuda.Device, c model.Config, table []model.Param) (*quantStore, error) {
+	q := &quantStore{rows: map[int][]quantUnit{}}
+	var next quantUnit
 	for i, p := range table {
 		if !p.Quantized {
 			continue
 		}
-		sz := model.NF4Sizes(p.Count)
-		r := at
-		r.n, r.sizes = int(p.Count), sz
-		q.rows[i] = r
-		at.codes += int(sz.Codes)
-		at.scales += int(sz.Scales)
-		at.scales2 += int(sz.Scales2)
-		at.offset++
+		at := 0
+		for _, n := range c.QuantUnits(p) {
+			sz := model.NF4Sizes(n)
+			u := next
+			u.at, u.n, u.sizes = at, int(n), sz
+			q.rows[i] = append(q.rows[i], u)
+			at += int(n)
+			next.codes += int(sz.Codes)
+			next.scales += int(sz.Scales)
+			next.scales2 += int(sz.Scales2)
+			next.offset++
+		}
 	}
 	var err error
 	alloc := func(cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
@@ -60,10 +66,10 @@ func newQuantStore(dev cuda.Device, table []model.Param) (*quantStore, error) {
 		b, err = dev.Alloc(cat, dt, n)
 		return b
 	}
-	q.codes = alloc(cuda.Frozen, cuda.U8, at.codes)
-	q.scales = alloc(cuda.QuantState, cuda.U8, at.scales)
-	q.scales2 = alloc(cuda.QuantState, cuda.F32, at.scales2)
-	q.offsets = alloc(cuda.QuantState, cuda.F32, at.offset)
+	q.codes = alloc(cuda.Frozen, cuda.U8, next.codes)
+	q.scales = alloc(cuda.QuantState, cuda.U8, next.scales)
+	q.scales2 = alloc(cuda.QuantState, cuda.F32, next.scales2)
+	q.offsets = alloc(cuda.QuantState, cuda.F32, next.offset)
 	if err != nil {
 		q.free(dev)
 		return nil, err
@@ -81,50 +87,63 @@ func (q *quantStore) free(dev cuda.Device) {
 	q.codes, q.scales, q.scales2, q.offsets = nil, nil, nil, nil
 }
 
-// views are row r's parts of the buffers.
-func (q *quantStore) views(r quantRow) (codes, scales, scales2, offset *cuda.Buffer) {
-	return q.codes.View(r.codes, int(r.sizes.Codes)), q.scales.View(r.scales, int(r.sizes.Scales)),
-		q.scales2.View(r.scales2, int(r.sizes.Scales2)), q.offsets.View(r.offset, 1)
+// views are unit u's parts of the buffers.
+func (q *quantStore) views(u quantUnit) (codes, scales, scales2, offset *cuda.Buffer) {
+	return q.codes.View(u.codes, int(u.sizes.Codes)), q.scales.View(u.scales, int(u.sizes.Scales)),
+		q.scales2.View(u.scales2, int(u.sizes.Scales2)), q.offsets.View(u.offset, 1)
 }
 
-// quantize stores row's weights, w (n values of the working type),
-// quantized: bitsandbytes' quantize_4bit with compress_statistics, the
-// block scales made into a temporary and quantized again less their mean.
+// quantize stores row's weights, w (the row's values in the working
+// type), quantized, a matrix at a time: bitsandbytes' quantize_4bit with
+// compress_statistics, the block scales made into a temporary and
+// quantized again less their mean.
 func (t *Trainer) quantize(row int, w *cuda.Buffer) error {
-	r := t.quant.rows[row]
-	codes, scales, scales2, offset := t.quant.views(r)
-	absmax, err := t.dev.Alloc(cuda.Temporaries, cuda.F32, int(r.sizes.Scales))
-	if err != nil {
-		return err
+	for _, u := range t.quant.rows[row] {
+		codes, scales, scales2, offset := t.quant.views(u)
+		absmax, err := t.dev.Alloc(cuda.Temporaries, cuda.F32, int(u.sizes.Scales))
+		if err != nil {
+			return err
+		}
+		err = t.dev.QuantizeNF4(codes, absmax, w.View(u.at, u.n))
+		if err == nil {
+			err = t.dev.QuantizeBlockwise(scales, scales2, offset, absmax, cuda.DynamicSigned)
+		}
+		t.dev.Free(absmax)
+		if err != nil {
+			return err
+		}
 	}
-	defer t.dev.Free(absmax)
-	if err := t.dev.QuantizeNF4(codes, absmax, w); err != nil {
-		return err
-	}
-	return t.dev.QuantizeBlockwise(scales, scales2, offset, absmax, cuda.DynamicSigned)
+	return nil
 }
 
 // dequantize is row's weights dequantized into a new temporary of the
-// working type (bitsandbytes' dequantize_4bit: the block scales first,
-// into an fp32 temporary freed once the weights are made).
+// working type, a matrix at a time as bitsandbytes' dequantize_4bit does
+// one: the block scales first, into an fp32 temporary freed once the
+// matrix is made.
 func (t *Trainer) dequantize(row int) (*cuda.Buffer, error) {
-	r := t.quant.rows[row]
-	codes, scales, scales2, offset := t.quant.views(r)
-	absmax, err := t.dev.Alloc(cuda.Temporaries, cuda.F32, int(r.sizes.Scales))
+	units := t.quant.rows[row]
+	n := 0
+	for _, u := range units {
+		n += u.n
+	}
+	w, err := t.dev.Alloc(cuda.Temporaries, t.dtypes.param, n)
 	if err != nil {
 		return nil, err
 	}
-	defer t.dev.Free(absmax)
-	if err := t.dev.DequantizeBlockwise(absmax, scales, scales2, offset, cuda.DynamicSigned); err != nil {
-		return nil, err
-	}
-	w, err := t.dev.Alloc(cuda.Temporaries, t.dtypes.param, r.n)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.dev.DequantizeNF4(w, codes, absmax); err != nil {
-		t.dev.Free(w)
-		return nil, err
+	for _, u := range units {
+		codes, scales, scales2, offset := t.quant.views(u)
+		absmax, err := t.dev.Alloc(cuda.Temporaries, cuda.F32, int(u.sizes.Scales))
+		if err == nil {
+			err = t.dev.DequantizeBlockwise(absmax, scales, scales2, offset, cuda.DynamicSigned)
+			if err == nil {
+				err = t.dev.DequantizeNF4(w.View(u.at, u.n), codes, absmax)
+			}
+			t.dev.Free(absmax)
+		}
+		if err != nil {
+			t.dev.Free(w)
+			return nil, err
+		}
 	}
 	return w, nil
 }

@@ -96,6 +96,40 @@ func TestEstimateJSONFrozen(t *testing.T) {
 	if want := 2 * int64((50257+1024)*768+6*7087872); doc.States["frozen"] != want || sum != doc.States["total"] {
 		t.Errorf("model_states %v: frozen want %d, and the states summing to the total", doc.States, want)
 	}
+	// QLoRA's: the model says its LoRA and quantization, the states the
+	// codes (frozen) and their scales (quant_state), still summing up.
+	out, _ = mustRun(t, "estimate", "--preset", "llama2-7b", "--lora-rank", "64", "--lora-targets", "all-linear", "--quantize", "nf4", "--precision", "bf16", "--seq", "512", "--format", "json")
+	var q struct {
+		Model struct {
+			Trained  int64  `json:"trained_params"`
+			Quantize string `json:"quantize"`
+			LoRA     struct {
+				Rank    int      `json:"r"`
+				Targets []string `json:"target_modules"`
+			} `json:"lora"`
+		} `json:"model"`
+		States map[string]int64 `json:"model_states"`
+	}
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatal(err)
+	}
+	sum = 0
+	for k, v := range q.States {
+		if k != "total" {
+			sum += v
+		}
+	}
+	// 6,476,005,376 linear weights in 224 matrices of 4096·4096 (q, k,
+	// v, o: 16,777,216 each, 262,144 blocks of 64, 1,024 scales of 256)
+	// and 4096·11008 (gate, up, down: 45,088,768, 704,512 blocks, 2,752
+	// scales): codes n/2, state blocks + 4·blocks/256 + 4 each.
+	codes := int64(6476005376 / 2)
+	state := int64(128*(262144+4*1024+4) + 96*(704512+4*2752+4))
+	frozen := 2*int64(6738415616-6476005376) + codes
+	if q.Model.Trained != 159907840 || q.Model.Quantize != "nf4" || q.Model.LoRA.Rank != 64 || len(q.Model.LoRA.Targets) != 7 ||
+		q.States["frozen"] != frozen || q.States["quant_state"] != state || sum != q.States["total"] {
+		t.Errorf("QLoRA's JSON: model %+v, states %v; want 159,907,840 trained, frozen %d, quant_state %d", q.Model, q.States, frozen, state)
+	}
 }
 
 // fit --method: each way of fine-tuning with and without checkpointing and
