@@ -224,10 +224,13 @@ func BenchmarkProfileCost(b *testing.B) {
 }
 
 // BenchmarkLoRAStep times, in each iteration, one host training step of
-// gpt2 fully fine-tuned and one of a LoRA (r 16 on every linear layer) on
-// the same batch, interleaved so that the machine's noise falls on both,
-// and reports each and their ratio: a LoRA step computes no weight
-// gradient of a frozen layer and updates 0.6% of the parameters.
+// gpt2 fully fine-tuned, one of a LoRA (r 16 on every linear layer) and
+// one of the same LoRA over an NF4 base (QLoRA) on the same batch,
+// interleaved so that the machine's noise falls on all, and reports each
+// and their ratios to full fine-tuning: a LoRA step computes no weight
+// gradient of a frozen layer and updates 0.6% of the parameters; QLoRA's
+// dequantizes each linear weight where the forward, and the backward,
+// pass reads it.
 func BenchmarkLoRAStep(b *testing.B) {
 	const B, T = 4, 64
 	full, _ := model.Preset("gpt2")
@@ -237,15 +240,18 @@ func BenchmarkLoRAStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	lora.LoRA = model.LoRA{Rank: 16, Alpha: 32, Targets: targets}
-	var trs [2]*Trainer
-	for i, cfg := range []model.Config{full, lora} {
+	qlora := lora // the base's linear weights in NF4, dequantized for each use
+	qlora.Quantize = model.QuantNF4
+	cfgs := []model.Config{full, lora, qlora}
+	trs := make([]*Trainer, len(cfgs))
+	for i, cfg := range cfgs {
 		trs[i] = newTrainer(b, reference.NewHost(b), oneRank(cfg, B, T), Options{})
 		if err := trs[i].SetParams(model.InitParams(cfg, 1)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	tokens, tgts := batch(b, full, B, T, 1)
-	var took [2]time.Duration
+	took := make([]time.Duration, len(cfgs))
 	for i := range trs { // fill the allocators' caches
 		if _, err := trs[i].Step(tokens, tgts); err != nil {
 			b.Fatal(err)
@@ -263,5 +269,7 @@ func BenchmarkLoRAStep(b *testing.B) {
 	}
 	b.ReportMetric(took[0].Seconds()*1000/float64(b.N), "full-ms/step")
 	b.ReportMetric(took[1].Seconds()*1000/float64(b.N), "lora-ms/step")
+	b.ReportMetric(took[2].Seconds()*1000/float64(b.N), "qlora-ms/step")
 	b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "lora/full")
+	b.ReportMetric(took[2].Seconds()/took[0].Seconds(), "qlora/full")
 }

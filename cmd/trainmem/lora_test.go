@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -73,6 +74,15 @@ func TestREADMELoRAFit(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "micro-batch 10 with\nfull checkpointing on 24 GiB") || !strings.Contains(string(readme), "are 107.81 GB") {
 		t.Error("README.md no longer says what this test checks")
+	}
+	// fit --method all: QLoRA r 64's 6.42 GB of model states and
+	// micro-batch 17 with full checkpointing on 24 GiB.
+	methods, _ := mustRun(t, "fit", "--preset", "llama2-7b", "--seq", "2048", "--precision", "bf16", "--attention", "flash", "--method", "all", "--memory", "24GiB")
+	if !regexp.MustCompile(`qlora r 64 +159,907,840 +full +adam +6\.42 GB \(5\.98 GiB\) +17 / 17`).MatchString(methods) {
+		t.Errorf("no QLoRA r 64 of 6.42 GB at micro-batch 17 with full checkpointing in\n%s", methods)
+	}
+	if !strings.Contains(string(readme), "6.42 GB of model\nstates and micro-batch 17 with full checkpointing on 24 GiB") {
+		t.Error("README.md no longer says what this test checks of fit --method")
 	}
 }
 
