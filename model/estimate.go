@@ -623,8 +623,6 @@ func (s Setup) Validate() error {
 		switch {
 		case s.PP > 1:
 			return fmt.Errorf("model: %s over %d pipeline stages: not yet (valid: one stage)", what, s.PP)
-		case s.ZeRO == 3 && (s.Ranks > 1 || s.Offload == OffloadParams):
-			return fmt.Errorf("model: %s under ZeRO-3: not yet, since ZeRO-3 shards the frozen weights too (valid: ZeRO stage 0 to 2)", what)
 		case m.LoRA.On() && s.TP > 1:
 			return fmt.Errorf("model: LoRA over %d tensor-parallel ranks: not yet (valid: tp 1)", s.TP)
 		}
@@ -1223,6 +1221,10 @@ func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 		final = pad(f)
 	}
 	block := pad(s.blockParams(c))
+	if m.fineTune() { // a unit gathers its trained rows only: the frozen ones are whole on every rank
+		emb, block, final = m.trainedUnits()
+		emb, block, final = pad(emb), pad(block), pad(final)
+	}
 	layers := s.stageLayers(stage)
 	k := int64(max(s.Checkpoint.Segment(layers), 1))
 	tiedHere := first && last && !m.Untied
@@ -1233,6 +1235,32 @@ func (s Setup) gatheredPeak(stage int, c *calc) int64 {
 		backward = max(backward, emb)
 	}
 	return max(forward, backward)
+}
+
+// trainedUnits is the trained parameters of ZeRO-3's units of a
+// fine-tune (zero's makeUnits: the embeddings, each block, the final norm
+// and head): the embeddings', the largest block's, and the final ones'.
+func (c Config) trainedUnits() (emb, block, final int64) {
+	perLayer := map[int]int64{}
+	seenBlock := false
+	for _, p := range c.Params() {
+		switch {
+		case p.Layer >= 0:
+			seenBlock = true
+			if !p.Frozen {
+				perLayer[p.Layer] += p.Count
+			}
+		case p.Frozen:
+		case seenBlock || c.Layers == 0:
+			final += p.Count
+		default:
+			emb += p.Count
+		}
+	}
+	for _, n := range perLayer {
+		block = max(block, n)
+	}
+	return emb, block, final
 }
 
 // inFlight is the micro-batches whose activations a stage holds at once:

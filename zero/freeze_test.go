@@ -41,7 +41,7 @@ func TestFreezeRanks(t *testing.T) {
 			}
 			cfg.LoRA = model.LoRA{Rank: 4, Alpha: 8, Targets: targets}
 		}
-		for j, set := range []Setting{{Stage: 0, BucketBytes: 40 << 10}, {Stage: 1}, {Stage: 2, BucketBytes: 40 << 10}, {PS: true}} {
+		for j, set := range []Setting{{Stage: 0, BucketBytes: 40 << 10}, {Stage: 1}, {Stage: 2, BucketBytes: 40 << 10}, {Stage: 3}, {Stage: 3, Prefetch: true}, {PS: true}} {
 			N := 2 + (i+j)%2
 			t.Run(fmt.Sprintf("%s/%s/lora=%s/%s/N=%d/%s", cfg.Name, tc.freeze, tc.lora, tc.quantize, N, set), func(t *testing.T) {
 				opt := train.DefaultOptimizer(model.AdamW)
@@ -81,7 +81,13 @@ func TestFreezeRanks(t *testing.T) {
 				}
 				bound := float64(steps) * 2 * float64(opt.LR)
 				for r := range N {
-					gp, err := rk.Trainer(r).Params()
+					// Each rank's weights; under ZeRO-3, which keeps shards,
+					// the weights the ranks' shards and frozen rows make.
+					params := rk.Trainer(r).Params
+					if set.Stage == 3 {
+						params = rk.Params
+					}
+					gp, err := params()
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -125,6 +131,12 @@ func TestFreezeRanks(t *testing.T) {
 					}
 					if got := sim[r].Stats.CategoryRequested[cuda.QuantState].Peak; got != state {
 						t.Errorf("rank %d: quant_state %d bytes, want %d", r, got, state)
+					}
+					// ZeRO-3 gathers a unit's trained rows (the frozen ones are
+					// whole on every rank): the formula's largest unit (which
+					// counts no prefetch, a setting of the ranks').
+					if e, err := s.Estimate(); !set.Prefetch && (err != nil || sim[r].Stats.CategoryRequested[cuda.Gathered].Peak != e.Gathered) {
+						t.Errorf("rank %d: gathered %d bytes, the formula %d (%v)", r, sim[r].Stats.CategoryRequested[cuda.Gathered].Peak, e.Gathered, err)
 					}
 				}
 			})

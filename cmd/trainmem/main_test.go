@@ -186,7 +186,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"estimate", "--preset", "tiny", "--quantize", "nf4"}, []string{"quantize nf4", "tiny has none", "--lora-rank", "--freeze layers:N"}},
 		{[]string{"simulate", "--preset", "tiny", "--quantize", "int4"}, []string{`"int4"`, "none, nf4"}},
 		{[]string{"estimate", "--params", "7e9", "--freeze", "embeddings"}, []string{"--freeze", "--params"}},
-		{[]string{"simulate", "--preset", "tiny", "--freeze", "head", "--ranks", "2", "--zero", "3"}, []string{"ZeRO-3", "not yet", "valid: ZeRO stage 0 to 2"}},
+		{[]string{"simulate", "--preset", "tiny", "--freeze", "head", "--ranks", "2", "--pp", "2"}, []string{"freezing head", "pipeline stages", "not yet"}},
 		{[]string{"estimate", "--preset", "tiny", "--tp", "3"}, []string{"3", "do not divide the 4 heads", "valid"}},
 		{[]string{"estimate", "--preset", "tiny", "--seq", "65"}, []string{"65", "valid"}},
 		{[]string{"estimate", "--preset", "tiny", "--format", "xml"}, []string{`"xml"`, "text, json, csv"}},
