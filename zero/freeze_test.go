@@ -42,7 +42,7 @@ func TestFreezeRanks(t *testing.T) {
 			cfg.LoRA = model.LoRA{Rank: 4, Alpha: 8, Targets: targets}
 		}
 		for j, set := range []Setting{{Stage: 0, BucketBytes: 40 << 10}, {Stage: 1}, {Stage: 2, BucketBytes: 40 << 10}, {Stage: 3}, {Stage: 3, Prefetch: true}, {PS: true}} {
-			N := 2 + (i+j)%2
+			N := 2 + 2*((i+j)%2) // 2 or 4 ranks (one: train's TestLoRA and TestQLoRA)
 			t.Run(fmt.Sprintf("%s/%s/lora=%s/%s/N=%d/%s", cfg.Name, tc.freeze, tc.lora, tc.quantize, N, set), func(t *testing.T) {
 				opt := train.DefaultOptimizer(model.AdamW)
 				opt.LR = 1e-2
@@ -131,6 +131,10 @@ func TestFreezeRanks(t *testing.T) {
 					}
 					if got := sim[r].Stats.CategoryRequested[cuda.QuantState].Peak; got != state {
 						t.Errorf("rank %d: quant_state %d bytes, want %d", r, got, state)
+					}
+					// A rank's activations: the exact formula's, a micro-batch's.
+					if e, err := s.Estimate(); err != nil || sim[r].Stats.CategoryRequested[cuda.Activations].Peak != e.ActivationBytes(model.Exact) {
+						t.Errorf("rank %d: activations %d bytes, the exact formula %d (%v)", r, sim[r].Stats.CategoryRequested[cuda.Activations].Peak, e.ActivationBytes(model.Exact), err)
 					}
 					// ZeRO-3 gathers a unit's trained rows (the frozen ones are
 					// whole on every rank): the formula's largest unit (which
