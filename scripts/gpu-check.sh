@@ -159,17 +159,21 @@ run_setups() {
 }
 
 # run_policies: the executor's policies on the GPU (tiny, bf16): fp32 main
-# gradients, the optimizer offloaded to host memory, and ZeRO-3's weight
-# shard offloaded too (one rank gathering its units from host memory).
+# gradients, the optimizer offloaded to host memory, ZeRO-3's weight shard
+# offloaded too (one rank gathering its units from host memory), QLoRA
+# (the NF4 kernels: the base quantized at load, dequantized for each op)
+# and 8-bit Adam states (the Adam8bit kernel).
 run_policies() {
 	local base=(--device cuda --preset tiny --precision bf16 --batch 8 --seq 64)
 	local p
-	for p in maingrads offload offloadparams; do
+	for p in maingrads offload offloadparams qlora adam8bit; do
 		local extra=()
 		case $p in
 		maingrads) extra=(--main-grads fp32) ;;
 		offload) extra=(--offload optimizer) ;;
 		offloadparams) extra=(--zero 3 --offload params) ;;
+		qlora) extra=(--lora-rank 8 --lora-targets all-linear --quantize nf4) ;;
+		adam8bit) extra=(--optimizer adamw8bit) ;;
 		esac
 		local name="tiny_bf16_${p}_b8"
 		step "$name (${extra[*]})"
