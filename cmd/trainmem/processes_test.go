@@ -415,7 +415,9 @@ func TestTorchrun(t *testing.T) {
 		var json strings.Builder
 		for _, line := range strings.SplitAfter(stdout.String(), "\n") {
 			if rest, ok := strings.CutPrefix(line, "[default0]:"); ok {
-				json.WriteString(rest)
+				// torchrun prefixes each piece it reads of a rank's output,
+				// which may end inside a line: a prefix can fall mid-line.
+				json.WriteString(strings.ReplaceAll(rest, "[default0]:", ""))
 			} else if strings.HasPrefix(line, "[default") {
 				t.Errorf("torchrun %v: a rank other than 0 printed %q", how, line)
 			}
