@@ -81,6 +81,22 @@ func trainAdapters(t *testing.T, s model.Setup, init []float32, tokens, targets 
 	t.Helper()
 	opt := DefaultOptimizer(model.AdamW)
 	opt.LR = 1e-2
+	host, losses := trainBoth(t, s, opt, init, tokens, targets, steps)
+	if losses[0] != firstLoss {
+		t.Errorf("step 1: loss %v with B = 0, the base model's %v", losses[0], firstLoss)
+	}
+	if last := losses[len(losses)-1]; !(last < 0.97*losses[0]) {
+		t.Errorf("the loss went from %.4f to %.4f in %d steps on one batch", losses[0], last, steps)
+	}
+	return host, losses
+}
+
+// trainBoth trains setup s from init with opt for steps steps of one
+// batch on the host, beside the shape-only device, whose allocator must
+// equal the host's at every step; it returns the host's trainer and the
+// losses.
+func trainBoth(t *testing.T, s model.Setup, opt Optimizer, init []float32, tokens, targets []int32, steps int) (*Trainer, []float64) {
+	t.Helper()
 	host := newTrainer(t, reference.NewHost(t), s, Options{Optimizer: opt})
 	if err := host.SetParams(init); err != nil {
 		t.Fatal(err)
@@ -89,13 +105,7 @@ func trainAdapters(t *testing.T, s model.Setup, init []float32, tokens, targets 
 	var losses []float64
 	for step := 1; step <= steps; step++ {
 		hr, _ := stepBoth(t, step, host, sim, tokens, targets)
-		if step == 1 && hr.Loss != firstLoss {
-			t.Errorf("step 1: loss %v with B = 0, the base model's %v", hr.Loss, firstLoss)
-		}
 		losses = append(losses, hr.Loss)
-	}
-	if last := losses[len(losses)-1]; !(last < 0.97*losses[0]) {
-		t.Errorf("the loss went from %.4f to %.4f in %d steps on one batch", losses[0], last, steps)
 	}
 	return host, losses
 }

@@ -5,9 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"trainmem/cuda/shape"
 	"trainmem/model"
-	"trainmem/model/reference"
 )
 
 // 8-bit Adam trains for real: tiny and tiny-llama (and a LoRA of
@@ -40,16 +38,7 @@ func TestAdam8bit(t *testing.T) {
 				s.Optimizer = kind
 				opt := DefaultOptimizer(kind)
 				opt.LR = 3e-3
-				host := newTrainer(t, reference.NewHost(t), s, Options{Optimizer: opt})
-				if err := host.SetParams(init); err != nil {
-					t.Fatal(err)
-				}
-				sim := newTrainer(t, shape.New(0), s, Options{Optimizer: opt})
-				var losses []float64
-				for step := 1; step <= steps; step++ {
-					hr, _ := stepBoth(t, step, host, sim, tokens, targets)
-					losses = append(losses, hr.Loss)
-				}
+				host, losses := trainBoth(t, s, opt, init, tokens, targets, steps)
 				e, err := s.Estimate()
 				if err != nil {
 					t.Fatal(err)
