@@ -66,13 +66,13 @@ var Cards = []Card{
 
 // methodRow is one way of fine-tuning and what fits.
 type methodRow struct {
-	setup   model.Setup // at micro-batch 1
+	setup   model.Setup   // at micro-batch 1
+	checked model.Checked // setup, checked
 	method  Method
 	formula int // the formula's largest micro-batch
 	batch   int // the simulation's
 	states  int64
 	card    int // the index in Cards of the smallest card micro-batch 1 fits, -1: none
-	est     model.Estimate
 }
 
 // FitMethodsReport is the fine-tuner's fit of a model on a card.
@@ -150,14 +150,15 @@ func FitMethods(c model.Checked, memory int64, formula model.Formula, method Met
 				if err != nil {
 					return nil, err
 				}
-				if _, err := s.Check(); err != nil {
+				c, err := s.Check()
+				if err != nil {
 					return nil, fmt.Errorf("bench: fit --method %s: %w", m, err)
 				}
-				r := methodRow{setup: s, method: m, card: -1}
-				if r.formula, r.est, err = s.MaxBatch(memory, formula); err != nil {
+				r := methodRow{setup: s, checked: c, method: m, card: -1}
+				if r.formula, _, err = s.MaxBatch(memory, formula); err != nil {
 					return nil, err
 				}
-				e1, err := s.Estimate()
+				e1, err := c.Estimate()
 				if err != nil {
 					return nil, err
 				}
@@ -173,12 +174,8 @@ func FitMethods(c model.Checked, memory int64, formula model.Formula, method Met
 		if r.batch, err = simulatedMaxBatch(r.setup, memory, r.formula); err != nil {
 			return err
 		}
-		c, err := r.setup.Check()
-		if err != nil {
-			return err
-		}
 		for k, card := range Cards {
-			ok, err := simFits(c, card.Bytes)
+			ok, err := simFits(r.checked, card.Bytes)
 			if err != nil {
 				return err
 			}

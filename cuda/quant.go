@@ -53,11 +53,11 @@ var NF4Values = [16]float64{
 const NF4Zero = 7
 
 // NF4Bytes is the bytes of the codes of n weights: two a byte.
-func NF4Bytes(n int) int { return (n + 1) / 2 }
+func NF4Bytes[I ~int | ~int64](n I) I { return (n + 1) / 2 }
 
 // Blocks is how many blocks of size block n values make (the last one
 // possibly short).
-func Blocks(n, block int) int { return (n + block - 1) / block }
+func Blocks[I ~int | ~int64](n I, block int) I { return (n + I(block) - 1) / I(block) }
 
 // CodeMap is an 8-bit code: the 256 values a blockwise 8-bit code stands
 // for, ascending.

@@ -8,7 +8,6 @@ package model
 // merge_and_unload: W + (α/r)·B·A).
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -208,13 +207,13 @@ func writeSafetensors(w io.Writer, ts []AdapterTensor, params []float32) error {
 	if _, err := w.Write(append(lenBuf[:], h...)); err != nil {
 		return err
 	}
-	var b bytes.Buffer
+	var b []byte
 	for _, t := range sorted {
-		b.Reset()
-		for _, v := range params[t.Offset : t.Offset+t.Count] {
-			binary.Write(&b, binary.LittleEndian, math.Float32bits(v))
+		b = grow(b, int(4*t.Count))
+		for i, v := range params[t.Offset : t.Offset+t.Count] {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		}
-		if _, err := w.Write(b.Bytes()); err != nil {
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}

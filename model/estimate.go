@@ -255,7 +255,7 @@ func Moment8bitBytes(n int64) int64 {
 	if n < Min8bitSize {
 		return 4 * n
 	}
-	return n + 4*((n+cuda.Block8-1)/cuda.Block8)
+	return n + 4*cuda.Blocks(n, cuda.Block8)
 }
 
 // moments8bit is the bytes of one 8-bit moment of c's trained rows (of a

@@ -44,8 +44,8 @@ type QuantSizes struct{ Codes, Scales, Scales2 int64 }
 
 // NF4Sizes is the storage of n values in NF4 with double quantization.
 func NF4Sizes(n int64) QuantSizes {
-	blocks := (n + cuda.NF4Block - 1) / cuda.NF4Block
-	return QuantSizes{Codes: (n + 1) / 2, Scales: blocks, Scales2: (blocks + cuda.Block8 - 1) / cuda.Block8}
+	blocks := cuda.Blocks(n, cuda.NF4Block)
+	return QuantSizes{Codes: cuda.NF4Bytes(n), Scales: blocks, Scales2: cuda.Blocks(blocks, cuda.Block8)}
 }
 
 // StateBytes is the bytes of the quantization state (cuda.QuantState):

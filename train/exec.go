@@ -197,52 +197,42 @@ func New(dev cuda.Device, c model.Checked, opts Options) (*Trainer, error) {
 // binds the parameter and gradient slots to views of them.
 func (t *Trainer) allocStates() error {
 	l := t.layout
-	var err error
-	alloc := func(dev cuda.Device, cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
-		if err != nil {
-			return nil
-		}
-		var b *cuda.Buffer
-		if b, err = dev.Alloc(cat, dt, n); err == nil {
-			err = dev.Fill(b, 0)
-		}
-		return b
-	}
-	t.params = alloc(t.paramsDevice(), cuda.Params, t.dtypes.param, l.Params)
+	var a stateAlloc
+	t.params = a.alloc(t.paramsDevice(), cuda.Params, t.dtypes.param, l.Params)
 	if n := t.setup.Model.NumFrozen() - t.setup.Model.NumQuantized(); n > 0 {
-		t.frozen = alloc(t.dev, cuda.Frozen, t.dtypes.param, int(n))
+		t.frozen = a.alloc(t.dev, cuda.Frozen, t.dtypes.param, int(n))
 	}
-	if t.setup.Model.NumQuantized() > 0 && err == nil {
-		t.quant, err = newQuantStore(t.dev, t.setup.Model, t.table)
+	if t.setup.Model.NumQuantized() > 0 && a.err == nil {
+		t.quant, a.err = newQuantStore(t.dev, t.setup.Model, t.table)
 	}
-	t.grads = alloc(t.dev, cuda.Grads, t.dtypes.grad, l.Grads)
+	t.grads = a.alloc(t.dev, cuda.Grads, t.dtypes.grad, l.Grads)
 	if l.States > 0 {
 		sd := t.statesDevice()
 		if t.dtypes.mixed {
-			t.master = alloc(sd, cuda.Master, t.dtypes.state, l.States)
+			t.master = a.alloc(sd, cuda.Master, t.dtypes.state, l.States)
 		}
 		switch {
 		case t.opts.Optimizer.Kind.EightBit():
-			if err == nil {
-				err = t.allocMoments8(sd)
+			if a.err == nil {
+				a.err = t.allocMoments8(sd)
 			}
 		default:
 			if t.opts.Optimizer.firstMoment() {
-				t.m = alloc(sd, cuda.AdamM, t.dtypes.state, l.States)
+				t.m = a.alloc(sd, cuda.AdamM, t.dtypes.state, l.States)
 			}
 			if t.opts.Optimizer.secondMoment() {
-				t.v = alloc(sd, cuda.AdamV, t.dtypes.state, l.States)
+				t.v = a.alloc(sd, cuda.AdamV, t.dtypes.state, l.States)
 			}
 		}
 		if t.offloaded.dev != nil {
-			t.offloaded.grads = alloc(sd, cuda.Grads, t.dtypes.grad, l.States)
+			t.offloaded.grads = a.alloc(sd, cuda.Grads, t.dtypes.grad, l.States)
 			if !t.ParamsOffloaded() {
-				t.offloaded.params = alloc(sd, cuda.Params, t.dtypes.param, l.States)
+				t.offloaded.params = a.alloc(sd, cuda.Params, t.dtypes.param, l.States)
 			}
 		}
 	}
-	if err != nil {
-		return err
+	if a.err != nil {
+		return a.err
 	}
 	for i, r := range t.table {
 		switch {
@@ -259,6 +249,23 @@ func (t *Trainer) allocStates() error {
 		}
 	}
 	return nil
+}
+
+// stateAlloc takes model-state buffers one after another, keeping the
+// first error (the later calls then take nothing): each zero-filled, but
+// a byte buffer (codes, written before they are read).
+type stateAlloc struct{ err error }
+
+func (a *stateAlloc) alloc(dev cuda.Device, cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
+	if a.err != nil {
+		return nil
+	}
+	b, err := dev.Alloc(cat, dt, n)
+	if err == nil && dt.Float() {
+		err = dev.Fill(b, 0)
+	}
+	a.err = err
+	return b
 }
 
 // Schedule is the compiled step.

@@ -57,22 +57,12 @@ func (t *Trainer) allocMoments8(dev cuda.Device) error {
 	}
 	rows, codes, floats := layout8(t.table)
 	t.moments8 = &moments8{rows: rows}
-	var err error
-	alloc := func(cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
-		if err != nil {
-			return nil
-		}
-		var b *cuda.Buffer
-		if b, err = dev.Alloc(cat, dt, n); err == nil && dt != cuda.U8 {
-			err = dev.Fill(b, 0)
-		}
-		return b
-	}
-	t.m = alloc(cuda.AdamM, cuda.U8, codes)
-	t.moments8.m = alloc(cuda.AdamM, cuda.F32, floats)
-	t.v = alloc(cuda.AdamV, cuda.U8, codes)
-	t.moments8.v = alloc(cuda.AdamV, cuda.F32, floats)
-	return err
+	var a stateAlloc
+	t.m = a.alloc(dev, cuda.AdamM, cuda.U8, codes)
+	t.moments8.m = a.alloc(dev, cuda.AdamM, cuda.F32, floats)
+	t.v = a.alloc(dev, cuda.AdamV, cuda.U8, codes)
+	t.moments8.v = a.alloc(dev, cuda.AdamV, cuda.F32, floats)
+	return a.err
 }
 
 // free gives the fp32 parts back.

@@ -163,7 +163,11 @@ func (t *Trainer) instrWork(in *Instr) (flops float64, bytes int64) {
 // weights, master and moments written.
 func (t *Trainer) updateBytes() int64 {
 	var n int64
-	for _, b := range []*cuda.Buffer{t.params, t.master, t.m, t.v} {
+	bufs := []*cuda.Buffer{t.params, t.master, t.m, t.v}
+	if t.moments8 != nil { // 8-bit states' scales and small tensors' fp32 states
+		bufs = append(bufs, t.moments8.m, t.moments8.v)
+	}
+	for _, b := range bufs {
 		if b != nil {
 			n += 2 * b.Bytes()
 		}

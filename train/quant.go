@@ -57,22 +57,14 @@ func newQuantStore(dev cuda.Device, c model.Config, table []model.Param) (*quant
 			next.offset++
 		}
 	}
-	var err error
-	alloc := func(cat cuda.Category, dt cuda.DType, n int) *cuda.Buffer {
-		if err != nil {
-			return nil
-		}
-		var b *cuda.Buffer
-		b, err = dev.Alloc(cat, dt, n)
-		return b
-	}
-	q.codes = alloc(cuda.Frozen, cuda.U8, next.codes)
-	q.scales = alloc(cuda.QuantState, cuda.U8, next.scales)
-	q.scales2 = alloc(cuda.QuantState, cuda.F32, next.scales2)
-	q.offsets = alloc(cuda.QuantState, cuda.F32, next.offset)
-	if err != nil {
+	var a stateAlloc
+	q.codes = a.alloc(dev, cuda.Frozen, cuda.U8, next.codes)
+	q.scales = a.alloc(dev, cuda.QuantState, cuda.U8, next.scales)
+	q.scales2 = a.alloc(dev, cuda.QuantState, cuda.F32, next.scales2)
+	q.offsets = a.alloc(dev, cuda.QuantState, cuda.F32, next.offset)
+	if a.err != nil {
 		q.free(dev)
-		return nil, err
+		return nil, a.err
 	}
 	return q, nil
 }

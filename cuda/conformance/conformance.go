@@ -243,17 +243,15 @@ func (e *env) out(dt cuda.DType, n int) *cuda.Buffer {
 }
 
 // codes is a U8 buffer holding vals.
-func (e *env) codes(vals []uint8) *cuda.Buffer {
-	e.t.Helper()
-	b, err := e.d.Alloc(cuda.Temporaries, cuda.U8, len(vals))
-	e.must(err)
-	e.must(e.d.Upload(b, vals))
-	return b
-}
+func (e *env) codes(vals []uint8) *cuda.Buffer { return exactBuf(e, cuda.U8, vals) }
 
-func (e *env) ids(vals []int32) *cuda.Buffer {
+// ids is an I32 buffer holding vals.
+func (e *env) ids(vals []int32) *cuda.Buffer { return exactBuf(e, cuda.I32, vals) }
+
+// exactBuf is a buffer of dt (I32 or U8) holding vals.
+func exactBuf[E int32 | uint8](e *env, dt cuda.DType, vals []E) *cuda.Buffer {
 	e.t.Helper()
-	b, err := e.d.Alloc(cuda.Temporaries, cuda.I32, len(vals))
+	b, err := e.d.Alloc(cuda.Temporaries, dt, len(vals))
 	e.must(err)
 	e.must(e.d.Upload(b, vals))
 	return b

@@ -116,8 +116,7 @@ func testAdam(t *testing.T, nd NewDevice) {
 				m, ms := e.buf(st, mv)
 				v, vs := e.buf(st, vv)
 				e.must(e.d.Adam(w.param, w.grad, w.master, m, v, a))
-				refAdam(w.ps, w.gs, ms, vs, adamArgs{lr: float64(a.LR), b1: float64(a.Beta1), b2: float64(a.Beta2),
-					eps: float64(a.Eps), wd: float64(a.WeightDecay), gs: float64(a.GradScale), decoupled: decoupled, step: a.Step})
+				refAdam(w.ps, w.gs, ms, vs, adamArgsOf(a))
 				w.check(e, name)
 				compare(e.t, name+": m", e.get(m), ms, tolFor(st))
 				compare(e.t, name+": v", e.get(v), vs, tolFor(st))
@@ -160,8 +159,7 @@ func testAdam8bit(t *testing.T, nd NewDevice) {
 					ms[i] = mmap[mc[i]] * mss[i/cuda.Block8]
 					vs[i] = vmap[vc[i]] * vss[i/cuda.Block8]
 				}
-				refAdam(w.ps, w.gs, ms, vs, adamArgs{lr: float64(a.LR), b1: float64(a.Beta1), b2: float64(a.Beta2),
-					eps: float64(a.Eps), wd: float64(a.WeightDecay), gs: float64(a.GradScale), decoupled: decoupled, step: a.Step})
+				refAdam(w.ps, w.gs, ms, vs, adamArgsOf(a))
 				w.check(e, name)
 				for _, st := range []struct {
 					what          string
@@ -169,7 +167,7 @@ func testAdam8bit(t *testing.T, nd NewDevice) {
 					vals, table   []float64
 					signed        bool
 				}{{"m", mcodes, mScale, ms, mmap, true}, {"v", vcodes, vScale, vs, vmap, false}} {
-					want, amb, wantScale := refRequantize(st.vals, st.table, st.signed)
+					want, amb, wantScale := refQuantize8(st.vals, st.table, func(q float64) float64 { return 4e-6 * math.Abs(q) }, st.signed) // the fp32 update's rounding, relative
 					compare(e.t, name+": "+st.what+"'s scales", e.get(st.scales), wantScale, tolFor(cuda.F32))
 					got := make([]uint8, n)
 					e.must(e.d.Download(got, st.codes))
@@ -182,48 +180,6 @@ func testAdam8bit(t *testing.T, nd NewDevice) {
 			}
 		}
 	})
-}
-
-// mapOf is a code map's values in float64.
-func mapOf(m cuda.CodeMap) []float64 {
-	out := make([]float64, 256)
-	for i, v := range m.Values() {
-		out[i] = float64(v)
-	}
-	return out
-}
-
-// refRequantize is blockwise 8-bit quantization of states in float64:
-// each block's scale its largest magnitude, each state's code the nearest
-// to state/scale, with signed a code of the other sign moved one toward
-// the state's; a state within 4e-6 of a midpoint, relative (the fp32
-// update's rounding), is ambiguous.
-func refRequantize(states, table []float64, signed bool) (codes []int, ambiguous []bool, scales []float64) {
-	for b0 := 0; b0 < len(states); b0 += cuda.Block8 {
-		blk := states[b0:min(b0+cuda.Block8, len(states))]
-		m := 0.0
-		for _, x := range blk {
-			m = max(m, math.Abs(x))
-		}
-		scales = append(scales, m)
-		for _, x := range blk {
-			q := 0.0
-			if m != 0 {
-				q = x / m
-			}
-			c, amb := nearest(table, q, 4e-6*math.Abs(q))
-			if signed && math.Signbit(table[c]) != math.Signbit(x) {
-				if x > 0 {
-					c++
-				} else {
-					c--
-				}
-			}
-			codes = append(codes, c)
-			ambiguous = append(ambiguous, amb)
-		}
-	}
-	return codes, ambiguous, scales
 }
 
 func testSGD(t *testing.T, nd NewDevice) {
@@ -257,6 +213,13 @@ type adamArgs struct {
 	lr, b1, b2, eps, wd, gs float64
 	decoupled               bool
 	step                    int
+}
+
+// adamArgsOf is a's hyperparameters in float64, from the float32 values
+// the device receives.
+func adamArgsOf(a cuda.AdamArgs) adamArgs {
+	return adamArgs{lr: float64(a.LR), b1: float64(a.Beta1), b2: float64(a.Beta2), eps: float64(a.Eps), wd: float64(a.WeightDecay),
+		gs: float64(a.GradScale), decoupled: a.Decoupled, step: a.Step}
 }
 
 // refAdam updates p, m and v in place.

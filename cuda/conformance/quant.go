@@ -207,30 +207,47 @@ func testNF4(t *testing.T, nd NewDevice) {
 	})
 }
 
-// refBlockwise is blockwise 8-bit quantization of xs to map in float64,
-// less offset: each block's absmax of the fp32 differences, then each
-// value's nearest map value.
-func refBlockwise(xs []float64, offset float32, table []float64, slack float64) (codes []int, ambiguous []bool, absmax []float64) {
-	for b0 := 0; b0 < len(xs); b0 += cuda.Block8 {
-		var d []float64
+// refQuantize8 is blockwise 8-bit quantization of vals in float64: each
+// block's scale its largest magnitude, each value's code the nearest in
+// table to value/scale (a block of zeros: the code of 0), a value within
+// slack(value/scale) of a midpoint marked ambiguous; with signed a code
+// of the other sign is moved one toward the value's (bitsandbytes keeps a
+// small negative m from rounding to +0).
+func refQuantize8(vals, table []float64, slack func(q float64) float64, signed bool) (codes []int, ambiguous []bool, scales []float64) {
+	for b0 := 0; b0 < len(vals); b0 += cuda.Block8 {
+		blk := vals[b0:min(b0+cuda.Block8, len(vals))]
 		m := 0.0
-		for _, v := range xs[b0:min(b0+cuda.Block8, len(xs))] {
-			dv := float64(float32(v) - offset) // the difference in fp32, as the devices take it
-			d = append(d, dv)
-			m = max(m, math.Abs(dv))
+		for _, x := range blk {
+			m = max(m, math.Abs(x))
 		}
-		absmax = append(absmax, m)
-		for _, v := range d {
-			s := 0.0
+		scales = append(scales, m)
+		for _, x := range blk {
+			q := 0.0
 			if m != 0 {
-				s = v / m
+				q = x / m
 			}
-			c, amb := nearest(table, s, slack)
+			c, amb := nearest(table, q, slack(q))
+			if signed && math.Signbit(table[c]) != math.Signbit(x) {
+				if x > 0 {
+					c++
+				} else {
+					c--
+				}
+			}
 			codes = append(codes, c)
 			ambiguous = append(ambiguous, amb)
 		}
 	}
-	return codes, ambiguous, absmax
+	return codes, ambiguous, scales
+}
+
+// mapOf is a code map's values in float64.
+func mapOf(m cuda.CodeMap) []float64 {
+	out := make([]float64, 256)
+	for i, v := range m.Values() {
+		out[i] = float64(v)
+	}
+	return out
 }
 
 func testBlockwise8(t *testing.T, nd NewDevice) {
@@ -279,12 +296,12 @@ func testBlockwise8(t *testing.T, nd NewDevice) {
 					}
 					offset = float32(got)
 				}
-				vs := m.Values()
-				table := make([]float64, 256)
-				for i, v := range vs {
-					table[i] = float64(v)
+				table := mapOf(m)
+				diffs := make([]float64, n) // less the offset, in fp32 as the devices take it
+				for i, v := range xs {
+					diffs[i] = float64(float32(v) - offset)
 				}
-				want, amb, wantMax := refBlockwise(xs, offset, table, math.Ldexp(1, -23))
+				want, amb, wantMax := refQuantize8(diffs, table, func(float64) float64 { return math.Ldexp(1, -23) }, false)
 				packed := make([]uint8, n)
 				e.must(e.d.Download(packed, codes))
 				got := make([]int, n)
