@@ -25,6 +25,107 @@ type Roofline struct {
 	HalfFLOPS, FP32FLOPS float64
 	Bandwidth            float64
 	Source               string
+	// Eff is how close the card's kernels come to the two limits
+	// (Matmul, Memory); the zero value is the bare roofline.
+	Eff Efficiency
+}
+
+// Efficiency is a card's kernel time model beside its roofline: SMs the
+// streaming multiprocessors a product's tiles are spread over in waves,
+// Matmul the fraction of the peak a large product reaches, Memory the
+// fraction of the bandwidth a memory-bound kernel reaches, Launch the
+// time a kernel costs however small, and Source where they come from.
+type Efficiency struct {
+	SMs            int
+	Matmul, Memory float64
+	Launch         time.Duration
+	Source         string
+}
+
+// The tile cuBLAS prefers for large 16-bit products, 256×128 (NVIDIA's
+// Matrix Multiplication Background User's Guide, "Dimension
+// quantization effects": 256x128 and 128x256 the most efficient of its
+// tiles, each thread block one tile on one SM).
+const tileM, tileN = 256, 128
+
+// Matmul is the time of batch products of an m×k by a k×n matrix stored
+// as dt on the card: the output's 256×128 tiles run in waves of one tile
+// an SM (tile quantization: a partial tile costs a whole one; wave
+// quantization: a partial wave costs a whole one), each tile at the
+// card's matmul fraction of its share of the peak; at least the time of
+// its bytes (inputs and output) at the memory fraction of the bandwidth;
+// plus a launch. Without SMs it is the roofline's time of 2·m·n·k·batch
+// FLOPs at the matmul fraction.
+func (r Roofline) Matmul(dt DType, batch, m, n, k int64) time.Duration {
+	if batch <= 0 || m <= 0 || n <= 0 || k <= 0 {
+		return 0
+	}
+	peak := r.PeakFLOPS(dt) * r.Eff.matmul()
+	if peak <= 0 {
+		return 0
+	}
+	b, mf, nf, kf := float64(batch), float64(m), float64(n), float64(k)
+	s := 2 * b * mf * nf * kf / peak
+	if sms := float64(r.Eff.SMs); sms > 0 {
+		// Either orientation of the tile, whichever costs less; a side
+		// of the output shorter than the tile's gets a tile no longer
+		// than it needs (a power of two, at least the tensor cores' 16),
+		// as cuBLAS picks narrow tiles for thin products.
+		wave := func(tm, tn float64) float64 {
+			tm, tn = min(tm, fit(mf)), min(tn, fit(nf))
+			return math.Ceil(b*math.Ceil(mf/tm)*math.Ceil(nf/tn)/sms) * 2 * tm * tn * kf / (peak / sms)
+		}
+		s = min(wave(tileM, tileN), wave(tileN, tileM))
+	}
+	bytes := (b*(mf*kf+kf*nf) + b*mf*nf) * float64(dt.Size())
+	return r.kernel(max(s, r.memorySeconds(bytes)))
+}
+
+// fit is the tile side a side of x needs: the power of two at or above
+// it, at least 16.
+func fit(x float64) float64 {
+	return max(16, math.Pow(2, math.Ceil(math.Log2(x))))
+}
+
+// Memory is the time of a memory-bound kernel moving bytes (read and
+// written) on the card: at its memory fraction of the bandwidth, plus a
+// launch.
+func (r Roofline) Memory(bytes int64) time.Duration {
+	if bytes <= 0 {
+		return 0
+	}
+	return r.kernel(r.memorySeconds(float64(bytes)))
+}
+
+func (r Roofline) memorySeconds(bytes float64) float64 {
+	if r.Bandwidth <= 0 {
+		return 0
+	}
+	return bytes / (r.Bandwidth * r.Eff.memory())
+}
+
+// kernel is s seconds of work as one kernel: rounded up to the
+// nanosecond, with the launch.
+func (r Roofline) kernel(s float64) time.Duration {
+	ns := math.Ceil(s * 1e9)
+	if ns >= math.MaxInt64/2 {
+		return time.Duration(math.MaxInt64 / 2)
+	}
+	return time.Duration(ns) + r.Eff.Launch
+}
+
+func (k Efficiency) matmul() float64 {
+	if k.Matmul > 0 {
+		return k.Matmul
+	}
+	return 1
+}
+
+func (k Efficiency) memory() float64 {
+	if k.Memory > 0 {
+		return k.Memory
+	}
+	return 1
 }
 
 // PeakFLOPS is the peak for products stored as dt: 0 when it has none
@@ -106,18 +207,36 @@ const (
 	l4Sheet   = "NVIDIA L4 datasheet (2023): 121 TFLOP/s bf16/fp16 dense, 30.3 TFLOP/s fp32, 300 GB/s"
 )
 
+// The kernel models' sources. Matmul: the largest fraction of the peak
+// a bf16 product reaches, measured by S. Bekman's "maximum achievable
+// matmul FLOPS" finder (stas00/ml-engineering,
+// compute/accelerator/README.md: A100 SXM 271.2 of 312 TFLOP/s, A100
+// PCIe 252.9, H100 SXM 794.5 of 989, H200 the same); for cards it has not
+// measured, the H100's fraction. Memory: a STREAM-like kernel's fraction
+// of the bandwidth (RRZE-HPC/gpu-benches gpu-stream: A100 80GB 1,794 of
+// 2,039 GB/s on triad, H100 PCIe 1,832 of 2,000). Launch: about 2.5 µs a
+// kernel, back-to-back tiny kernels without a CUDA graph
+// (RRZE-HPC/gpu-benches gpu-small-kernels on A100 and H200). SMs: the
+// architecture whitepapers (A100 108, H100 SXM and H200 132, H100 PCIe
+// 114, L40S 142, L4 58).
+const kernelSheet = "matmul: stas00/ml-engineering MAMF table; memory: RRZE-HPC/gpu-benches gpu-stream; launch: gpu-small-kernels; SMs: NVIDIA whitepapers"
+
+func efficiency(sms int, matmul, memory float64) Efficiency {
+	return Efficiency{SMs: sms, Matmul: matmul, Memory: memory, Launch: 2500 * time.Nanosecond, Source: kernelSheet}
+}
+
 // GPUs is the roofline table, in the order a driver's card name is
 // matched (the PCIe and NVL H100s before the SXM one).
 var GPUs = []GPUSpec{
-	{"h100-pcie", []string{"H100", "PCIe"}, Roofline{"H100 PCIe", 756e12, 51e12, 2.0e12, h100Sheet}},
-	{"h100-nvl", []string{"H100", "NVL"}, Roofline{"H100 NVL", 835e12, 60e12, 3.9e12, h100Sheet}},
-	{"h200", []string{"H200"}, Roofline{"H200 SXM", 989e12, 67e12, 4.8e12, h200Sheet}},
-	{"h100", []string{"H100"}, Roofline{"H100 SXM", 989e12, 67e12, 3.35e12, h100Sheet}},
-	{"h800", []string{"H800"}, Roofline{"H800 SXM", 989e12, 67e12, 3.35e12, h100Sheet + " (the H800 as the H100 SXM)"}},
-	{"a100", []string{"A100"}, Roofline{"A100 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet}},
-	{"a800", []string{"A800"}, Roofline{"A800 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet + " (the A800 as the A100)"}},
-	{"l40s", []string{"L40S"}, Roofline{"L40S", 362e12, 91.6e12, 0.864e12, l40sSheet}},
-	{"l4", []string{" L4"}, Roofline{"L4", 121e12, 30.3e12, 0.3e12, l4Sheet}},
+	{"h100-pcie", []string{"H100", "PCIe"}, Roofline{"H100 PCIe", 756e12, 51e12, 2.0e12, h100Sheet, efficiency(114, 0.803, 0.916)}},
+	{"h100-nvl", []string{"H100", "NVL"}, Roofline{"H100 NVL", 835e12, 60e12, 3.9e12, h100Sheet, efficiency(132, 0.803, 0.88)}},
+	{"h200", []string{"H200"}, Roofline{"H200 SXM", 989e12, 67e12, 4.8e12, h200Sheet, efficiency(132, 0.803, 0.88)}},
+	{"h100", []string{"H100"}, Roofline{"H100 SXM", 989e12, 67e12, 3.35e12, h100Sheet, efficiency(132, 0.803, 0.88)}},
+	{"h800", []string{"H800"}, Roofline{"H800 SXM", 989e12, 67e12, 3.35e12, h100Sheet + " (the H800 as the H100 SXM)", efficiency(132, 0.803, 0.88)}},
+	{"a100", []string{"A100"}, Roofline{"A100 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet, efficiency(108, 0.869, 0.88)}},
+	{"a800", []string{"A800"}, Roofline{"A800 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet + " (the A800 as the A100)", efficiency(108, 0.869, 0.88)}},
+	{"l40s", []string{"L40S"}, Roofline{"L40S", 362e12, 91.6e12, 0.864e12, l40sSheet, efficiency(142, 0.803, 0.88)}},
+	{"l4", []string{" L4"}, Roofline{"L4", 121e12, 30.3e12, 0.3e12, l4Sheet, efficiency(58, 0.803, 0.88)}},
 }
 
 // DefaultGPU is the card whose roofline times a simulated step when none

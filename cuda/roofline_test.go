@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -43,5 +44,44 @@ func TestRooflineTime(t *testing.T) {
 	err := (Roofline{Name: "x", HalfFLOPS: 1e15, FP32FLOPS: 1e15, Bandwidth: 1}).Check()
 	if !errors.As(err, &ae) || ae.What != "roofline x: bandwidth" || ae.Value != "1e-09 GB/s" || ae.Detail() != "roofline x: bandwidth 1e-09 GB/s: out of range (valid: 0.1 to 1e+06 GB/s)" {
 		t.Errorf("a roofline of 1 B/s: %#v", err)
+	}
+}
+
+func TestMatmulQuantization(t *testing.T) {
+	a100, _ := GPUByKey("a100")
+	r := a100.Roofline
+	// NVIDIA's guide's example: with 256×128 tiles on the A100's 108 SMs,
+	// M = 2304 (9 tiles) and N = 1536 (12 tiles) fill exactly one wave of
+	// 108; one more column of N opens a second wave, and the product takes
+	// nearly twice as long for 0.07% more work.
+	one := r.Matmul(BF16, 1, 2304, 1536, 4096)
+	two := r.Matmul(BF16, 1, 2304, 1537, 4096)
+	if ratio := float64(two-r.Eff.Launch) / float64(one-r.Eff.Launch); math.Abs(ratio-2) > 0.01 {
+		t.Errorf("one tile column past a full wave: %.3f× the time, want 2", ratio)
+	}
+	// A full wave runs at the matmul fraction of the peak.
+	flops := 2.0 * 2304 * 1536 * 4096
+	if got := flops / (one - r.Eff.Launch).Seconds(); math.Abs(got/(r.HalfFLOPS*r.Eff.Matmul)-1) > 1e-4 {
+		t.Errorf("a full wave at %.1f TFLOP/s, want %.1f", got/1e12, r.HalfFLOPS*r.Eff.Matmul/1e12)
+	}
+	// A large product approaches the matmul fraction from below.
+	big := r.Matmul(BF16, 1, 16384, 16384, 16384)
+	if e := 2 * math.Pow(16384, 3) / big.Seconds() / r.HalfFLOPS; e > r.Eff.Matmul || e < 0.95*r.Eff.Matmul {
+		t.Errorf("16k³ at %.3f of peak, want just under %.3f", e, r.Eff.Matmul)
+	}
+	// A thin product is memory-bound: a matrix-vector product moves its
+	// matrix at the memory fraction of the bandwidth.
+	mv := r.Matmul(BF16, 1, 1, 8192, 8192) - r.Eff.Launch
+	want := float64(2*(8192*8192+8192+8192)) / (r.Bandwidth * r.Eff.Memory)
+	if math.Abs(mv.Seconds()/want-1) > 1e-4 {
+		t.Errorf("8192×8192 by a vector: %v, want %.3g s", mv, want)
+	}
+	// Without a kernel model: the bare roofline's time.
+	bare := Roofline{Name: "bare", HalfFLOPS: 1e14, FP32FLOPS: 1e14, Bandwidth: 1e12}
+	if got, want := bare.Matmul(F16, 2, 1024, 1024, 1024), bare.Time(F16, 2*2*math.Pow(1024, 3), 0); got != want {
+		t.Errorf("bare roofline's product: %v, want %v", got, want)
+	}
+	if bare.Memory(1e9) != bare.Time(F32, 0, 1e9) {
+		t.Errorf("bare roofline's memory-bound kernel: %v, want %v", bare.Memory(1e9), bare.Time(F32, 0, 1e9))
 	}
 }
