@@ -12,6 +12,7 @@ import (
 
 	"trainmem/cuda"
 	"trainmem/model"
+	"trainmem/zero"
 )
 
 // EstimateReport is the estimate of a setup by its formula, with the same
@@ -23,6 +24,35 @@ type EstimateReport struct {
 	// Estimators are DeepSpeed's and Megatron-LM's estimates of the setup
 	// on its cluster.
 	Estimators Estimators
+	// Time is the formula's step time on a card and network (AddTime),
+	// PolicyTimes each compared policy's; nil and none until asked.
+	Time        *zero.StepTime
+	PolicyTimes []zero.StepTime
+}
+
+// AddTime gives the report the formula's step time on opts' card and
+// network, for the setup and for each compared policy.
+func (r *EstimateReport) AddTime(c model.Checked, opts zero.TimeOptions) error {
+	st, err := zero.StepTimeOf(c, opts)
+	if err != nil {
+		return err
+	}
+	r.Time = &st
+	r.PolicyTimes = nil
+	for _, p := range r.Policies {
+		t := c.Setup()
+		t.Checkpoint = p.Setup.Checkpoint
+		tc, err := t.Check()
+		if err != nil {
+			return err
+		}
+		pt, err := zero.StepTimeOf(tc, opts)
+		if err != nil {
+			return err
+		}
+		r.PolicyTimes = append(r.PolicyTimes, pt)
+	}
+	return nil
 }
 
 // Estimate estimates s by formula (model.Formulas), compares the
@@ -120,9 +150,15 @@ func (r *EstimateReport) WriteJSON(w io.Writer) error {
 	s := r.Estimate.Setup
 	d := estimateDoc(r.Estimate, r.Formula)
 	d.Estimators = r.Estimators.doc()
-	for _, p := range r.Policies {
+	if r.Time != nil {
+		d.StepTime = stepTimeDocOf(*r.Time)
+	}
+	for i, p := range r.Policies {
 		pd := policyDoc{Policy: p.Setup.Checkpoint.String(), SegmentLayers: p.Setup.Checkpoint.Segment(s.Model.Layers / s.PP),
 			Activations: map[model.Formula]int64{}, RecomputeFraction: p.Recompute.Fraction}
+		if i < len(r.PolicyTimes) {
+			pd.StepMs = ms(r.PolicyTimes[i].Step)
+		}
 		for _, a := range p.Activations {
 			pd.Activations[a.Formula] = a.Total
 		}
@@ -276,24 +312,36 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 		for _, a := range e.Activations {
 			fmt.Fprintf(w, "  %s: %s\n", a.Formula, a.Source)
 		}
-		r := e.Recompute
+		rc := e.Recompute
 		fmt.Fprintf(w, "\nrecompute: checkpoint %s adds %.1f%% to a step's FLOPs (a step is 3 forward passes, %.3g FLOPs a micro-batch; Narayanan et al. 2021, Korthikanti et al. 2022 Appendix A)\n\n",
-			s.Checkpoint, 100*r.Fraction, r.Step)
+			s.Checkpoint, 100*rc.Fraction, rc.Step)
 		t = Table{}
 		head := []string{"checkpoint policies"}
 		for _, a := range e.Activations {
 			head = append(head, a.Formula.String())
 		}
-		t.Add(append(head, "recompute")...)
-		for _, p := range policies {
-			r := []string{"  " + policyName(p.Setup.Checkpoint, s)}
+		head = append(head, "recompute")
+		if len(r.PolicyTimes) == len(policies) && len(policies) > 0 {
+			head = append(head, "step", "MFU")
+		}
+		t.Add(head...)
+		for i, p := range policies {
+			row := []string{"  " + policyName(p.Setup.Checkpoint, s)}
 			for _, a := range p.Activations {
-				r = append(r, model.GB(a.Total))
+				row = append(row, model.GB(a.Total))
 			}
-			t.Add(append(r, fmt.Sprintf("%.1f%%", 100*p.Recompute.Fraction))...)
+			row = append(row, fmt.Sprintf("%.1f%%", 100*p.Recompute.Fraction))
+			if len(r.PolicyTimes) == len(policies) {
+				row = append(row, msText(ms(r.PolicyTimes[i].Step)), fmt.Sprintf("%.1f%%", 100*r.PolicyTimes[i].MFU))
+			}
+			t.Add(row...)
 		}
 		t.Write(w)
-		fmt.Fprintln(w, "  (activations per rank; recompute: extra FLOPs as a share of a step)")
+		note := "  (activations per rank; recompute: extra FLOPs as a share of a step"
+		if len(r.PolicyTimes) == len(policies) {
+			note += "; step and MFU: the formula's time, below"
+		}
+		fmt.Fprintln(w, note+")")
 		fmt.Fprintln(w)
 	}
 
@@ -323,6 +371,10 @@ func (r *EstimateReport) WriteText(w io.Writer) error {
 	}
 	t.Write(w)
 	fmt.Fprintln(w, "  not counted: temporaries, kernel workspaces, allocator caching and fragmentation, the CUDA context")
+	if r.Time != nil {
+		fmt.Fprintln(w)
+		writeStepTime(w, *r.Time)
+	}
 	return nil
 }
 

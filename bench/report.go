@@ -98,6 +98,9 @@ type (
 		SegmentLayers     int                     `json:"segment_layers"`
 		Activations       map[model.Formula]int64 `json:"activations"`
 		RecomputeFraction float64                 `json:"recompute_fraction"`
+		// StepMs is the formula's step time under the policy, with
+		// --gpu (0: none asked).
+		StepMs float64 `json:"step_ms,omitempty"`
 	}
 	commDoc struct {
 		Collective string `json:"collective"`
@@ -126,7 +129,9 @@ type (
 		Policies      []policyDoc             `json:"checkpoint_policies,omitempty"`
 		Communication commDoc                 `json:"communication"`
 		// Estimators are DeepSpeed's and Megatron-LM's (the estimate's).
-		Estimators *estimatorsJSON  `json:"estimators,omitempty"`
+		Estimators *estimatorsJSON `json:"estimators,omitempty"`
+		// StepTime is the formula's step time on --gpu's card.
+		StepTime   *stepTimeDoc     `json:"step_time,omitempty"`
 		Totals     map[string]int64 `json:"totals"`
 		Formula    model.Formula    `json:"formula"`
 		TotalBytes int64            `json:"total_bytes"`

@@ -217,11 +217,12 @@ func (nw Network) llMaxBW(nodes int) float64 {
 // size. trainmem models it as the bytes' own time again, up to a most:
 // half the bandwidth for small buffers, a fixed cost for large ones. The
 // most is fitted to the published all_reduce_perf tables the tests
-// reproduce (8 A100s in a node: their middle sizes take about 150 µs more
-// than their bytes at full bandwidth; 2 p5 nodes: about 400 µs).
+// reproduce: 8 A100s in a node, whose middle sizes take about 150 µs more
+// than their bytes at full bandwidth, over the ring's 14 steps (a deeper
+// pipeline fills longer: about 10.7 µs a step); 2 p5 nodes, about 400 µs.
 const (
-	fillNVLink  = 150e-6
-	fillNetwork = 400e-6
+	fillNVLinkStep = 150e-6 / 14
+	fillNetwork    = 400e-6
 )
 
 // Span is where a collective's ranks sit: N ranks over Nodes nodes, the
@@ -284,7 +285,7 @@ func (nw Network) Cost(c Collective, S int64, g Span) Cost {
 				f = 1
 			}
 			move := f * float64(S) / bw
-			fill := fillNVLink
+			fill := fillNVLinkStep * ringSteps(c, g.N)
 			if g.Nodes > 1 {
 				fill = fillNetwork
 			}
@@ -296,6 +297,18 @@ func (nw Network) Cost(c Collective, S int64, g Span) Cost {
 		}
 	}
 	return best
+}
+
+// ringSteps is the steps of c's ring over n ranks: 2(n-1) for an
+// all-reduce, n-1 for the others, 1 for a send.
+func ringSteps(c Collective, n int) float64 {
+	switch c {
+	case SendRecv:
+		return 1
+	case AllReduce:
+		return 2 * float64(n-1)
+	}
+	return float64(n - 1)
 }
 
 // algorithm is algorithm a's latency in µs and bus bandwidth in bytes/s
@@ -324,9 +337,9 @@ func (nw Network) algorithm(c Collective, g Span, a Algorithm, p Protocol) (lat,
 		}
 		return baseLat[Ring][p] + nvlinkLat[Ring][p], nw.protocolBW(intra, p, 1)
 	}
-	steps, interSteps := float64(g.N-1), float64(g.Nodes-1)
+	steps, interSteps := ringSteps(c, g.N), float64(g.Nodes-1)
 	if c == AllReduce {
-		steps, interSteps = 2*steps, 2*interSteps
+		interSteps *= 2
 	}
 	switch a {
 	case Ring:

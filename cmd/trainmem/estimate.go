@@ -10,6 +10,7 @@ import (
 
 	"trainmem/bench"
 	"trainmem/model"
+	"trainmem/zero"
 )
 
 func init() {
@@ -43,8 +44,17 @@ func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	var formula model.Formula
 	formulaVar(fs, &formula, "counted in total_bytes")
 	format := newFormatFlag(fs, "text", "json", "csv")
+	card := addCardFlags(fs, "none", "a card to time the step on by formula")
+	network := fs.String("network", "", "the system the ranks sit on, for the step time: "+zero.NetworkNames()+", or nvlink=GB/s,net=GB/s (default: a DGX of the card's generation)")
 	if stop, err := parseFlags(fs, args, stderr, estimateSynopsis); stop {
 		return err
+	}
+	roofline, err := card.roofline(fs)
+	if err != nil {
+		return err
+	}
+	if roofline == nil && given(fs, "network") {
+		return usagef("--network %q places the ranks for the step time: give it with --gpu (or --peak-tflops and --bandwidth)", *network)
 	}
 	c, err := sf.setup()
 	if err != nil {
@@ -58,6 +68,20 @@ func runEstimate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	rep, err := bench.Estimate(c, formula, cl)
 	if err != nil {
 		return badSetup(err) // only a shape too large is left
+	}
+	if roofline != nil {
+		nw := zero.DefaultNetwork(*card.gpu)
+		if *network != "" {
+			if nw, err = zero.ParseNetwork(*network); err != nil {
+				return usagef("--network: %v", err)
+			}
+		}
+		if cl.GPUsPerNode > 0 {
+			nw.GPUsPerNode = cl.GPUsPerNode
+		}
+		if err := rep.AddTime(c, zero.TimeOptions{Card: *roofline, Network: nw}); err != nil {
+			return badSetup(err)
+		}
 	}
 	return writeReport(stdout, format.v, rep)
 }

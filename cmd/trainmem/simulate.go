@@ -60,14 +60,11 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	sweep := fs.String("sweep", "", "sweep: zero (with --ranks N: the parameter server and ZeRO-0 to 3 side by side)")
 	format := newFormatFlag(fs, "text", "json", "summary")
 	trace := addTraceFlag(fs)
-	gpu := fs.String("gpu", cuda.DefaultGPU, "the card that times the simulated step: "+cuda.GPUKeys()+", or none")
-	var peakTFLOPS, bandwidth float64
-	fs.Float64Var(&peakTFLOPS, "peak-tflops", 0, "a roofline of your own: the peak in TFLOP/s of the run's products (with --bandwidth; instead of --gpu)")
-	fs.Float64Var(&bandwidth, "bandwidth", 0, "a roofline of your own: the memory bandwidth in GB/s (with --peak-tflops)")
+	card := addCardFlags(fs, cuda.DefaultGPU, "the card that times the simulated step")
 	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
 		return err
 	}
-	roofline, err := rooflineOf(fs, *gpu, peakTFLOPS, bandwidth)
+	roofline, err := card.roofline(fs)
 	if err != nil {
 		return err
 	}
@@ -81,7 +78,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	s := c.Setup()
 	lay := zero.LayoutOf(s)
 	if lay.Size() > 1 && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
-		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks and --tp (the ranks' collectives are not modelled)")
+		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks and --tp (the simulated ranks' collectives are not timed yet; trainmem estimate --gpu gives a layout's step time by formula)")
 	}
 	set, err := sf.setting()
 	if err != nil {
@@ -160,6 +157,28 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return trace.write(stdout, rec, format.v, nil)
+}
+
+// cardFlags are --gpu, --peak-tflops and --bandwidth: the card that
+// times a step.
+type cardFlags struct {
+	gpu                   *string
+	peakTFLOPS, bandwidth float64
+}
+
+// addCardFlags defines the card's flags, --gpu defaulting to def ("none":
+// no card unless one is named); usage says what the card does.
+func addCardFlags(fs *flag.FlagSet, def, usage string) *cardFlags {
+	f := &cardFlags{}
+	f.gpu = fs.String("gpu", def, usage+": "+cuda.GPUKeys()+", or none")
+	fs.Float64Var(&f.peakTFLOPS, "peak-tflops", 0, "a roofline of your own: the peak in TFLOP/s of the run's products (with --bandwidth; instead of --gpu)")
+	fs.Float64Var(&f.bandwidth, "bandwidth", 0, "a roofline of your own: the memory bandwidth in GB/s (with --peak-tflops)")
+	return f
+}
+
+// roofline is the card the flags choose (nil: none).
+func (f *cardFlags) roofline(fs *flag.FlagSet) (*cuda.Roofline, error) {
+	return rooflineOf(fs, *f.gpu, f.peakTFLOPS, f.bandwidth)
 }
 
 // rooflineOf is the roofline the flags choose: --gpu's card, or
