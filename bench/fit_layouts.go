@@ -59,36 +59,13 @@ type LayoutFitReport struct {
 // simulation's answer: does every rank fit), the layouts side by side on
 // the machine's cores; progress, when set, gets a line a layout.
 func FitLayouts(c model.Checked, gpus int, memory int64, formula model.Formula, progress io.Writer) (*LayoutFitReport, error) {
-	if err := c.Err(); err != nil {
+	s, err := layoutSetup(c, gpus)
+	if err != nil {
 		return nil, err
 	}
-	s := c.Setup()
-	if s.ParamsOnly() {
-		return nil, errors.New("bench: a layout needs a model's shape (--preset or --layers...), not --params")
-	}
-	if gpus < 1 || gpus > model.MaxFitRanks {
-		return nil, fmt.Errorf("bench: %d GPUs: out of range (valid: 1 to %d)", gpus, model.MaxFitRanks)
-	}
-	var cells []layoutCell
-	for tp := 1; tp <= gpus; tp++ {
-		if gpus%tp != 0 {
-			continue
-		}
-		for pp := 1; pp <= gpus/tp; pp++ {
-			if (gpus/tp)%pp != 0 {
-				continue
-			}
-			cells = append(cells, layoutCell{tp: tp, pp: pp, dp: gpus / (tp * pp), outOfMemory: -1})
-		}
-	}
-	sort.SliceStable(cells, func(i, j int) bool {
-		if a, b := cells[i].degree(), cells[j].degree(); a != b {
-			return a < b
-		}
-		return cells[i].pp < cells[j].pp // fewer stages first: no bubble
-	})
+	cells := layoutsOf(gpus)
 	var mu sync.Mutex
-	err := onCores(len(cells), func(i int) error {
+	err = onCores(len(cells), func(i int) error {
 		cell := &cells[i]
 		t := s
 		t.TP, t.PP, t.Ranks, t.MicroBatches, t.Pipeline = cell.tp, cell.pp, cell.dp, 0, model.OneFOneB
@@ -123,6 +100,46 @@ func FitLayouts(c model.Checked, gpus int, memory int64, formula model.Formula, 
 	return &LayoutFitReport{Setup: s, GPUs: gpus, Memory: memory, Formula: formula, cells: cells}, nil
 }
 
+// layoutSetup is c's setup for a search over the layouts of gpus GPUs,
+// or why there is none.
+func layoutSetup(c model.Checked, gpus int) (model.Setup, error) {
+	if err := c.Err(); err != nil {
+		return model.Setup{}, err
+	}
+	s := c.Setup()
+	if s.ParamsOnly() {
+		return s, errors.New("bench: a layout needs a model's shape (--preset or --layers...), not --params")
+	}
+	if gpus < 1 || gpus > model.MaxFitRanks {
+		return s, fmt.Errorf("bench: %d GPUs: out of range (valid: 1 to %d)", gpus, model.MaxFitRanks)
+	}
+	return s, nil
+}
+
+// layoutsOf is every layout tp × pp × dp of gpus GPUs, the smallest
+// tp × pp first, then the fewest stages (no bubble).
+func layoutsOf(gpus int) []layoutCell {
+	var cells []layoutCell
+	for tp := 1; tp <= gpus; tp++ {
+		if gpus%tp != 0 {
+			continue
+		}
+		for pp := 1; pp <= gpus/tp; pp++ {
+			if (gpus/tp)%pp != 0 {
+				continue
+			}
+			cells = append(cells, layoutCell{tp: tp, pp: pp, dp: gpus / (tp * pp), outOfMemory: -1})
+		}
+	}
+	sort.SliceStable(cells, func(i, j int) bool {
+		if a, b := cells[i].degree(), cells[j].degree(); a != b {
+			return a < b
+		}
+		return cells[i].pp < cells[j].pp
+	})
+	return cells
+}
+
 // simulate runs every distinct rank of the layout on cards of memory
 // bytes; a rank that runs out of memory is run again on unbounded cards,
 // so that the report says what the heaviest rank would need.
@@ -130,6 +147,7 @@ func (cell *layoutCell) simulate(c model.Checked, memory int64) error {
 	set := zero.Setting{Stage: c.Setup().ZeRO}
 	rs, err := zero.Simulate(func() cuda.Device { return shape.New(memory) }, c, set, 2, nil)
 	var oom *cuda.OutOfMemoryError
+	cell.simFits = false
 	if errors.As(err, &oom) {
 		cell.outOfMemory = 0
 		var re *zero.RankError

@@ -7,6 +7,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ func (r *SimulateReport) writeRanks(w io.Writer) error {
 		return err
 	}
 	writeOffload(w, r.Setup, "simulated rank 0", r.Ranks[0].Record.Offload, nil)
+	r.writeRankTimes(w)
 	return nil
 }
 
@@ -264,6 +266,9 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 		TrafficByGroup map[string][]trafficDoc `json:"traffic_by_group,omitempty"`
 		// Offload is the rank's offload device under optimizer offload.
 		Offload *train.OffloadRecord `json:"offload,omitempty"`
+		// Timing is the rank's step replayed in time, on a modelled card
+		// over a network.
+		Timing *timingDoc `json:"timing,omitempty"`
 	}
 	doc := struct {
 		Model    modelDoc   `json:"model"`
@@ -274,6 +279,9 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 		States   *statesDoc `json:"zero_paper_states,omitempty"`
 		Ranks    []rankDoc  `json:"ranks"`
 		Seconds  float64    `json:"seconds"`
+		// Predicted is the step's time over the ranks (the slowest's),
+		// with a modelled card and a network.
+		Predicted *ranksTimeDoc `json:"predicted,omitempty"`
 	}{Model: modelDocOf(r.Setup), Setup: setupDocOf(r.Setup), Setting: strings.ToLower(r.Setting.String()),
 		Capacity: r.Capacity, Steps: r.Steps, Seconds: r.Elapsed.Seconds()}
 	if st := r.States; st != nil {
@@ -299,7 +307,83 @@ func (r *SimulateReport) writeRanksJSON(w io.Writer) error {
 				}
 			}
 		}
+		if tm := rr.Timing; tm != nil {
+			d.Timing = &timingDoc{StepMs: ms(tm.Step), ComputeMs: ms(tm.Compute), CommMs: ms(tm.Comm), WaitMs: ms(tm.Wait), CommStreamMs: ms(tm.CommStream)}
+		}
 		doc.Ranks = append(doc.Ranks, d)
 	}
+	doc.Predicted = r.ranksTime()
 	return writeJSON(w, doc)
+}
+
+// timingDoc is a rank's replayed step, in milliseconds.
+type timingDoc struct {
+	StepMs       float64 `json:"step_ms"`
+	ComputeMs    float64 `json:"compute_ms"`
+	CommMs       float64 `json:"comm_exposed_ms"`
+	WaitMs       float64 `json:"waited_ms"`
+	CommStreamMs float64 `json:"comm_stream_ms"`
+}
+
+// ranksTimeDoc is the simulated step's time over the ranks.
+type ranksTimeDoc struct {
+	GPU             string  `json:"gpu"`
+	Network         string  `json:"network"`
+	StepMs          float64 `json:"step_ms"`
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	MFU             float64 `json:"mfu"`
+	HFU             float64 `json:"hfu"`
+}
+
+// ranksTime is the step over the ranks: the slowest rank's replayed step,
+// the run's tokens in it, and its model and hardware FLOPs over the GPUs'
+// peak (nil without timings).
+func (r *SimulateReport) ranksTime() *ranksTimeDoc {
+	var step time.Duration
+	for _, rr := range r.Ranks {
+		if rr.Timing == nil {
+			return nil
+		}
+		step = max(step, rr.Timing.Step)
+	}
+	if r.Roofline == nil || step <= 0 || r.Setting.Network == nil {
+		return nil
+	}
+	s := r.Setup
+	d := &ranksTimeDoc{GPU: r.Roofline.Name, Network: r.Setting.Network.Name, StepMs: ms(step)}
+	steps := float64(max(1, s.MicroBatches)) * float64(s.Ranks)
+	d.TokensPerSecond = float64(s.Batch) * float64(s.Seq) * steps / step.Seconds()
+	if c, err := s.Check(); err == nil {
+		if e, err := c.Estimate(); err == nil {
+			peak := r.Roofline.PeakFLOPS(train.WorkingDType(s.Precision)) * float64(zero.LayoutOf(s).Size())
+			d.MFU = e.Recompute.Step * steps / step.Seconds() / peak
+			d.HFU = (e.Recompute.Step + e.Recompute.Recompute) * steps / step.Seconds() / peak
+		}
+	}
+	return d
+}
+
+// writeRankTimes writes each simulated rank's replayed step and the step
+// over the ranks (nothing without timings).
+func (r *SimulateReport) writeRankTimes(w io.Writer) {
+	d := r.ranksTime()
+	if d == nil {
+		return
+	}
+	fmt.Fprintf(w, "\npredicted step on %s over %s: %s (the slowest rank's), %.0f tokens/s, MFU %.1f%%, HFU %.1f%%\n", d.GPU, d.Network, msText(d.StepMs), d.TokensPerSecond, 100*d.MFU, 100*d.HFU)
+	var t Table
+	t.Add("  rank", "step", "kernels", "collectives", "waited", "comm stream busy")
+	prev := ""
+	for _, rr := range r.Ranks {
+		tm := rr.Timing
+		row := []string{msText(ms(tm.Step)), msText(ms(tm.Compute)), msText(ms(tm.Comm)), msText(ms(tm.Wait)), msText(ms(tm.CommStream))}
+		key := strings.Join(row, "|")
+		if key == prev {
+			continue // alike ranks, one row
+		}
+		prev = key
+		t.Add(append([]string{"  " + strconv.Itoa(rr.Rank)}, row...)...)
+	}
+	t.Write(w)
+	fmt.Fprintln(w, "  each rank's step replayed in time: its kernels on the card's kernel model, collectives holding it (tensor parallelism's, the last gradient reduction, the weights' gather) and those it waited for other ranks to reach, the pipeline's sends; DDP's and ZeRO-2's bucket reductions and ZeRO-3's prefetched gathers on the communication stream, overlapping the kernels until waited for; a model, not a measurement")
 }

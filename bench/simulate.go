@@ -156,8 +156,14 @@ func (r *SimulateReport) WriteText(w io.Writer) error {
 		rec := r.Record
 		fmt.Fprintf(w, "\npredicted step on %s: %s (forward %s, recompute %s, backward %s, optimizer %s), MFU %.0f%%\n",
 			rf.Name, msText(rec.StepMs), msText(rec.ForwardMs), msText(rec.RecomputeMs), msText(rec.BackwardMs), msText(rec.OptimizerMs), 100*rec.MFU)
-		fmt.Fprintf(w, "  a roofline estimate, not a measurement: each op takes the longer of its FLOPs at %.0f TFLOP/s (%s products) and its bytes read and written at %.2f TB/s, one after another; no kernel overheads, launches or overlap (source: %s)\n",
-			rf.PeakFLOPS(train.WorkingDType(r.Setup.Precision))/1e12, train.WorkingDType(r.Setup.Precision), rf.Bandwidth/1e12, rf.Source)
+		dt := train.WorkingDType(r.Setup.Precision)
+		if rf.Eff == (cuda.Efficiency{}) {
+			fmt.Fprintf(w, "  a roofline estimate, not a measurement: each op takes the longer of its FLOPs at %.0f TFLOP/s (%s products) and its bytes read and written at %.2f TB/s, one after another; no kernel overheads, launches or overlap (source: %s)\n",
+				rf.PeakFLOPS(dt)/1e12, dt, rf.Bandwidth/1e12, rf.Source)
+		} else {
+			fmt.Fprintf(w, "  a model, not a measurement: each op one kernel after another, its products in 256×128 tiles over %d SMs at %.1f%% of %.0f TFLOP/s (%s), memory-bound kernels at %.0f%% of %.2f TB/s, %v a launch (sources: %s; %s)\n",
+				rf.Eff.SMs, 100*rf.Eff.Matmul, rf.PeakFLOPS(dt)/1e12, dt, 100*rf.Eff.Memory, rf.Bandwidth/1e12, rf.Eff.Launch, rf.Source, rf.Eff.Source)
+		}
 	}
 	return nil
 }

@@ -38,8 +38,12 @@ type Roofline struct {
 type Efficiency struct {
 	SMs            int
 	Matmul, Memory float64
-	Launch         time.Duration
-	Source         string
+	// Attention is the fraction of the peak a fused attention kernel
+	// (FlashAttention-2, which PyTorch's scaled_dot_product_attention
+	// runs) reaches.
+	Attention float64
+	Launch    time.Duration
+	Source    string
 }
 
 // The tile cuBLAS prefers for large 16-bit products, 256×128 (NVIDIA's
@@ -79,6 +83,48 @@ func (r Roofline) Matmul(dt DType, batch, m, n, k int64) time.Duration {
 	}
 	bytes := (b*(mf*kf+kf*nf) + b*mf*nf) * float64(dt.Size())
 	return r.kernel(max(s, r.memorySeconds(bytes)))
+}
+
+// Product is batch products of an m×k by a k×n matrix: one kernel.
+type Product struct{ Batch, M, N, K int64 }
+
+// Work is what one op does on the device: its arithmetic and the bytes it
+// reads and writes, and, when it multiplies matrices, the products.
+type Work struct {
+	FLOPs    float64
+	Bytes    int64
+	Products []Product
+	// Attention marks a fused attention kernel (flash attention): its
+	// arithmetic at the card's attention fraction of the peak.
+	Attention bool
+}
+
+// Kernel is the time of work w, stored as dt, on the card: its products
+// each by Matmul; else arithmetic without a product's shape (a fused
+// kernel, flash attention's) at the matmul fraction of the peak, or its
+// bytes at the memory fraction of the bandwidth, whichever is longer, and
+// a launch. Without a kernel model (Eff's zero value) it is the bare
+// roofline's Time.
+func (r Roofline) Kernel(dt DType, w Work) time.Duration {
+	if r.Eff == (Efficiency{}) {
+		return r.Time(dt, w.FLOPs, w.Bytes)
+	}
+	if len(w.Products) > 0 {
+		var d time.Duration
+		for _, p := range w.Products {
+			d += r.Matmul(dt, p.Batch, p.M, p.N, p.K)
+		}
+		return d
+	}
+	var s float64
+	frac := r.Eff.matmul()
+	if w.Attention && r.Eff.Attention > 0 {
+		frac = r.Eff.Attention
+	}
+	if peak := r.PeakFLOPS(dt) * frac; peak > 0 && w.FLOPs > 0 {
+		s = w.FLOPs / peak
+	}
+	return r.kernel(max(s, r.memorySeconds(float64(w.Bytes))))
 }
 
 // fit is the tile side a side of x needs: the power of two at or above
@@ -218,25 +264,30 @@ const (
 // kernel, back-to-back tiny kernels without a CUDA graph
 // (RRZE-HPC/gpu-benches gpu-small-kernels on A100 and H200). SMs: the
 // architecture whitepapers (A100 108, H100 SXM and H200 132, H100 PCIe
-// 114, L40S 142, L4 58).
-const kernelSheet = "matmul: stas00/ml-engineering MAMF table; memory: RRZE-HPC/gpu-benches gpu-stream; launch: gpu-small-kernels; SMs: NVIDIA whitepapers"
+// 114, L40S 142, L4 58). Attention: FlashAttention-2's fraction of the
+// peak, its forward and backward passes together: up to 73% on A100 (Dao
+// 2023, arXiv 2307.08691), 35% on H100 (Shah et al. 2024, the
+// FlashAttention-3 paper, arXiv 2407.08608: FA2's utilization there); for
+// Ada cards, which neither measures, the low end of FA2's Ampere range,
+// 50%.
+const kernelSheet = "matmul: stas00/ml-engineering MAMF table; memory: RRZE-HPC/gpu-benches gpu-stream; attention: FlashAttention-2 and -3 papers; launch: gpu-small-kernels; SMs: NVIDIA whitepapers"
 
-func efficiency(sms int, matmul, memory float64) Efficiency {
-	return Efficiency{SMs: sms, Matmul: matmul, Memory: memory, Launch: 2500 * time.Nanosecond, Source: kernelSheet}
+func efficiency(sms int, matmul, memory, attention float64) Efficiency {
+	return Efficiency{SMs: sms, Matmul: matmul, Memory: memory, Attention: attention, Launch: 2500 * time.Nanosecond, Source: kernelSheet}
 }
 
 // GPUs is the roofline table, in the order a driver's card name is
 // matched (the PCIe and NVL H100s before the SXM one).
 var GPUs = []GPUSpec{
-	{"h100-pcie", []string{"H100", "PCIe"}, Roofline{"H100 PCIe", 756e12, 51e12, 2.0e12, h100Sheet, efficiency(114, 0.803, 0.916)}},
-	{"h100-nvl", []string{"H100", "NVL"}, Roofline{"H100 NVL", 835e12, 60e12, 3.9e12, h100Sheet, efficiency(132, 0.803, 0.88)}},
-	{"h200", []string{"H200"}, Roofline{"H200 SXM", 989e12, 67e12, 4.8e12, h200Sheet, efficiency(132, 0.803, 0.88)}},
-	{"h100", []string{"H100"}, Roofline{"H100 SXM", 989e12, 67e12, 3.35e12, h100Sheet, efficiency(132, 0.803, 0.88)}},
-	{"h800", []string{"H800"}, Roofline{"H800 SXM", 989e12, 67e12, 3.35e12, h100Sheet + " (the H800 as the H100 SXM)", efficiency(132, 0.803, 0.88)}},
-	{"a100", []string{"A100"}, Roofline{"A100 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet, efficiency(108, 0.869, 0.88)}},
-	{"a800", []string{"A800"}, Roofline{"A800 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet + " (the A800 as the A100)", efficiency(108, 0.869, 0.88)}},
-	{"l40s", []string{"L40S"}, Roofline{"L40S", 362e12, 91.6e12, 0.864e12, l40sSheet, efficiency(142, 0.803, 0.88)}},
-	{"l4", []string{" L4"}, Roofline{"L4", 121e12, 30.3e12, 0.3e12, l4Sheet, efficiency(58, 0.803, 0.88)}},
+	{"h100-pcie", []string{"H100", "PCIe"}, Roofline{"H100 PCIe", 756e12, 51e12, 2.0e12, h100Sheet, efficiency(114, 0.803, 0.916, 0.35)}},
+	{"h100-nvl", []string{"H100", "NVL"}, Roofline{"H100 NVL", 835e12, 60e12, 3.9e12, h100Sheet, efficiency(132, 0.803, 0.88, 0.35)}},
+	{"h200", []string{"H200"}, Roofline{"H200 SXM", 989e12, 67e12, 4.8e12, h200Sheet, efficiency(132, 0.803, 0.88, 0.35)}},
+	{"h100", []string{"H100"}, Roofline{"H100 SXM", 989e12, 67e12, 3.35e12, h100Sheet, efficiency(132, 0.803, 0.88, 0.35)}},
+	{"h800", []string{"H800"}, Roofline{"H800 SXM", 989e12, 67e12, 3.35e12, h100Sheet + " (the H800 as the H100 SXM)", efficiency(132, 0.803, 0.88, 0.35)}},
+	{"a100", []string{"A100"}, Roofline{"A100 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet, efficiency(108, 0.869, 0.88, 0.73)}},
+	{"a800", []string{"A800"}, Roofline{"A800 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet + " (the A800 as the A100)", efficiency(108, 0.869, 0.88, 0.73)}},
+	{"l40s", []string{"L40S"}, Roofline{"L40S", 362e12, 91.6e12, 0.864e12, l40sSheet, efficiency(142, 0.803, 0.88, 0.5)}},
+	{"l4", []string{" L4"}, Roofline{"L4", 121e12, 30.3e12, 0.3e12, l4Sheet, efficiency(58, 0.803, 0.88, 0.5)}},
 }
 
 // DefaultGPU is the card whose roofline times a simulated step when none
@@ -288,6 +339,8 @@ func GPUByName(name string) (GPUSpec, bool) {
 // the modelled clock, so a simulated step has a predicted time and a
 // timeline shaped like the card's.
 type TimeModel interface {
-	Spend(dt DType, flops float64, bytes int64)
+	Spend(dt DType, w Work)
 	Roofline() Roofline
+	// Now is the modelled clock's reading.
+	Now() time.Duration
 }

@@ -149,6 +149,36 @@ func (op *AttentionBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) e
 	})
 }
 
+// attnProducts are n products of every head's T×T by T×d (or T×d by d×T
+// for the scores: the same FLOPs, the T×T output).
+func attnProducts(B, T, C, NH int, scores, others int) []cuda.Product {
+	bh, t, d := int64(B)*int64(NH), int64(T), int64(C/NH)
+	var ps []cuda.Product
+	for range scores {
+		ps = append(ps, cuda.Product{Batch: bh, M: t, N: t, K: d})
+	}
+	for range others {
+		ps = append(ps, cuda.Product{Batch: bh, M: t, N: d, K: t})
+	}
+	return ps
+}
+
+// Products of the scores, q·kᵀ (T×d by d×T) every head.
+func (op *AttentionProbsOp) Products() []cuda.Product {
+	return attnProducts(op.B, op.T, op.C, op.NH, 1, 0)
+}
+
+// Products of P·v (T×T by T×d) every head.
+func (op *AttentionOutOp) Products() []cuda.Product {
+	return attnProducts(op.B, op.T, op.C, op.NH, 0, 1)
+}
+
+// Products of the backward: dP = dy·vᵀ (a T×T output), dv = Pᵀ·dy, dq =
+// dS·k, dk = dSᵀ·q (T×d outputs).
+func (op *AttentionBackwardOp) Products() []cuda.Product {
+	return attnProducts(op.B, op.T, op.C, op.NH, 1, 3)
+}
+
 // FLOPs of the scores q·kᵀ of every head: 2·B·T·T·C (C = NH·head size).
 func (op *AttentionProbsOp) FLOPs() float64 {
 	return 2 * float64(op.B) * float64(op.T) * float64(op.T) * float64(op.C)

@@ -136,6 +136,11 @@ func checkFlash(op G.Op, c, nh, kv int) error {
 // B·T·(T+1)/2, the scores the flash kernels compute.
 func causalPairs(B, T int) float64 { return float64(B) * float64(T) * float64(T+1) / 2 }
 
+// FusedAttention marks the flash ops as fused attention kernels.
+func (op *FlashAttentionStatsOp) FusedAttention()    {}
+func (op *FlashAttentionOutOp) FusedAttention()      {}
+func (op *FlashAttentionBackwardOp) FusedAttention() {}
+
 // FLOPs of the log-sum-exp: a score (2 a channel) for every causal pair of
 // every head, 2·C·B·T(T+1)/2.
 func (op *FlashAttentionStatsOp) FLOPs() float64 { return 2 * float64(op.C) * causalPairs(op.B, op.T) }

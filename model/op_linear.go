@@ -255,6 +255,20 @@ func (op *LinearBackwardWOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) err
 // head's term of wte's gradient, Accumulator).
 func (op *LinearBackwardWOp) Accumulates() bool { return true }
 
+// Products of y = x·Wᵀ (N×In by In×Out), dx = dy·W (N×Out by Out×In)
+// and dW = dyᵀ·x (Out×N by N×In).
+func (op *LinearOp) Products() []cuda.Product {
+	return []cuda.Product{{Batch: 1, M: int64(op.N), N: int64(op.Out), K: int64(op.In)}}
+}
+
+func (op *LinearBackwardXOp) Products() []cuda.Product {
+	return []cuda.Product{{Batch: 1, M: int64(op.N), N: int64(op.In), K: int64(op.Out)}}
+}
+
+func (op *LinearBackwardWOp) Products() []cuda.Product {
+	return []cuda.Product{{Batch: 1, M: int64(op.Out), N: int64(op.In), K: int64(op.N)}}
+}
+
 // FLOPs of y = x·Wᵀ: 2·N·In·Out.
 func (op *LinearOp) FLOPs() float64 { return 2 * float64(op.N) * float64(op.In) * float64(op.Out) }
 

@@ -131,6 +131,18 @@ type FLOPer interface {
 	FLOPs() float64
 }
 
+// FusedAttention is a fused attention kernel's op (flash attention's):
+// its arithmetic runs at the card's attention fraction of the peak.
+type FusedAttention interface {
+	FusedAttention()
+}
+
+// Producter is an op that multiplies matrices: its products' shapes, each
+// a kernel (cuda.Roofline.Matmul times them in tiles and waves).
+type Producter interface {
+	Products() []cuda.Product
+}
+
 // StatisticLen is how many values a statistic op's output holds (its
 // signature's output shape): a layer norm's (mean, 1/std) a row, RMSNorm's
 // 1/rms. The kernels store statistics in fp32 (fp64 only in the float64

@@ -433,7 +433,7 @@ func (t *Trainer) Step(tokens, targets []int32) (Record, error) {
 		var err error
 		skipped, diverged, err = t.update(rec.Loss)
 		if modelled {
-			tm.Spend(t.dtypes.param, 0, moved) // the update is memory-bound
+			tm.Spend(t.dtypes.param, cuda.Work{Bytes: moved}) // the update is memory-bound
 		}
 		return err
 	})
@@ -565,7 +565,12 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 		if tm != nil {
 			// A modelled clock: the instruction's time at the roofline,
 			// after its allocations and before its frees.
-			tm.Spend(t.dtypes.param, flops, bytes)
+			w := cuda.Work{FLOPs: flops, Bytes: bytes}
+			if p, ok := in.Node.Op().(model.Producter); ok {
+				w.Products = p.Products()
+			}
+			_, w.Attention = in.Node.Op().(model.FusedAttention)
+			tm.Spend(t.dtypes.param, w)
 		}
 		if in.Out == t.sched.Loss {
 			loss, err := t.scalar(t.slots[in.Out])

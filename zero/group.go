@@ -30,6 +30,11 @@ type Group struct {
 	// are its members' communicators in the group it was split from.
 	subs    []*Group
 	parents []*Comm
+
+	// net, when set, times the simulated members' collectives (clock.go),
+	// span saying where the group's ranks sit on it.
+	net  *Network
+	span Span
 }
 
 // NewGroup makes a group of len(devs) ranks, rank r on devs[r].
@@ -145,6 +150,8 @@ type Comm struct {
 	traffic [NumCollectives]Traffic
 	// alike are the ranks this one stands for in a simulation (alike.go).
 	alike []*alikeRank
+	// log is the step's events, for its replay in time (clock.go).
+	log clockLog
 }
 
 var _ Communicator = (*Comm)(nil)

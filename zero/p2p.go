@@ -51,9 +51,11 @@ func (c *Comm) SendRecv(send *cuda.Buffer, to int, recv *cuda.Buffer, from int) 
 	var sent, recvd int64
 	if send != nil {
 		sent = send.Bytes()
+		c.logP2P(true, to, sent)
 	}
 	if recv != nil {
 		recvd = recv.Bytes()
+		c.logP2P(false, from, recvd)
 	}
 	c.countEach(SendRecv, func(int) (int64, int64) { return sent, recvd })
 	return nil

@@ -34,6 +34,11 @@ type Setting struct {
 	// as the pass first reads a unit, so that two units can be gathered at
 	// once (DeepSpeed's prefetch; the memory shows in gathered).
 	Prefetch bool
+	// Network, when set, times a simulation's collectives, sends and
+	// receives over it, each simulated rank's kernels on its device's
+	// modelled clock (cuda.TimeModel): Simulate's results then carry each
+	// rank's replayed step (RankResult.Timing).
+	Network *Network
 	// Native says a native engine (NCCL) moves the collectives' data: it
 	// stages their partial sums in buffers of its own, so a rank's comm
 	// holds none of the ring's staging (the settings' own comm buffers
@@ -122,6 +127,9 @@ type bucket struct {
 	readers  int
 	gathers  int
 	touched  bool // the pass has read the unit (prefetch: the next is gathered)
+	// prefetched is 1 + the id of the prefetched gather on the
+	// communication stream (Comm.Async), 0 when none is in flight.
+	prefetched int
 }
 
 // Layout implements train.Policy.
@@ -250,6 +258,9 @@ func (p *policy) ParamBuffer(t *train.Trainer, row int) (*cuda.Buffer, error) {
 		if err := p.gather(t, u); err != nil {
 			return nil, err
 		}
+	} else if b.prefetched > 0 {
+		wait(p.c, b.prefetched-1) // gathered ahead, on the communication stream
+		b.prefetched = 0
 	}
 	if !b.touched {
 		b.touched = true
@@ -315,7 +326,9 @@ func (p *policy) prefetch(t *train.Trainer, u int, backward bool) error {
 		case v == u:
 			after = true
 		case after && !p.buckets[v].touched && p.buckets[v].gathered == nil:
-			return p.gather(t, v)
+			id, err := async(p.c, func() error { return p.gather(t, v) })
+			p.buckets[v].prefetched = id + 1
+			return err
 		case after:
 			return nil // the next unit is read already or gathered
 		}
@@ -374,18 +387,38 @@ func (p *policy) GradReady(t *train.Trainer, row int) error {
 		return nil
 	}
 	b := &p.buckets[i]
+	// On the communication stream: the backward pass goes on.
 	if p.set.Stage >= 2 {
-		err := p.c.ReduceScatter(b.inflight, t.GradsBuffer().View(b.off, b.shard), Sum)
+		_, err := async(p.c, func() error { return p.c.ReduceScatter(b.inflight, t.GradsBuffer().View(b.off, b.shard), Sum) })
 		p.c.Device().Free(b.inflight)
 		b.inflight = nil
 		return err
 	}
 	g := t.GradsBuffer().View(b.lo, b.hi-b.lo)
-	return p.c.AllReduce(g, g, Sum)
+	_, err := async(p.c, func() error { return p.c.AllReduce(g, g, Sum) })
+	return err
+}
+
+// async runs f, a collective of c, on the communication stream when c
+// times its collectives (Comm.Async); its id, or -1.
+func async(c Communicator, f func() error) (int, error) {
+	if tc, ok := c.(*Comm); ok {
+		return tc.Async(f)
+	}
+	return -1, f()
+}
+
+// wait holds c's compute stream until async collective id has ended
+// (Comm.Wait; -1: every one issued).
+func wait(c Communicator, id int) {
+	if tc, ok := c.(*Comm); ok {
+		tc.Wait(id)
+	}
 }
 
 // ReduceGrads implements train.Policy.
 func (p *policy) ReduceGrads(t *train.Trainer) error {
+	wait(p.c, -1) // the buckets reduced during the backward pass
 	g := t.GradsBuffer()
 	N, r := p.c.Size(), p.c.Rank()
 	switch {

@@ -22,6 +22,8 @@ type Ranks struct {
 	// member's own communicator of g with one data group) and its pipeline
 	// (nil with one stage).
 	tensor, data, pipe []*Comm
+	// timings are the last step's, replayed in time (Timings).
+	timings []Timing
 }
 
 // NewRanks builds a trainer per rank of g on the rank's device, each of
@@ -60,7 +62,10 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 			g.eng = ring{}
 		}
 	}
-	axes, err := axisComms(g, lay)
+	if set.Network != nil && set.Network.GPUsPerNode < 1 {
+		return nil, fmt.Errorf("zero: network %q has %d GPUs a node", set.Network.Name, set.Network.GPUsPerNode)
+	}
+	axes, err := axisComms(g, lay, set.Network)
 	if err != nil {
 		return nil, err
 	}
@@ -111,11 +116,20 @@ func NewRanks(g *Group, c model.Checked, set Setting, opts train.Options) (*Rank
 // axisComms is each member's communicator in its group of each axis:
 // its tensor group and its pipeline (nil with one rank on the axis), its
 // data group (g's own when the layout is data-parallel only).
-func axisComms(g *Group, lay Layout) (axes [NumAxes][]*Comm, err error) {
+func axisComms(g *Group, lay Layout, net *Network) (axes [NumAxes][]*Comm, err error) {
 	data := make([]*Comm, g.Members())
 	axes[DataAxis] = data
+	if net != nil {
+		// The world's group spans every node; its collectives (AnyRank's
+		// flags) cross them all.
+		nodes := (lay.Size() + net.GPUsPerNode - 1) / net.GPUsPerNode
+		g.net, g.span = net, Span{N: lay.Size(), Nodes: nodes}
+	}
 	if lay.TP == 1 && lay.PP == 1 {
 		copy(data, g.comms)
+		if net != nil {
+			g.span = lay.GroupOf(DataAxis, net.GPUsPerNode)
+		}
 		return axes, nil
 	}
 	index := make(map[*Comm]int, g.Members())
@@ -134,6 +148,9 @@ func axisComms(g *Group, lay Layout) (axes [NumAxes][]*Comm, err error) {
 		for _, sub := range subs {
 			if sub == nil {
 				continue
+			}
+			if net != nil {
+				sub.net, sub.span = net, lay.GroupOf(a, net.GPUsPerNode)
 			}
 			for k, p := range sub.parents {
 				out[index[p]] = sub.comms[k]
@@ -310,12 +327,23 @@ func (rk *Ranks) Step(batch func(i int) (tokens, targets []int32)) ([]train.Reco
 	recs := make([]train.Record, len(rk.tr))
 	err := rk.g.Run(func(c *Comm) error {
 		tokens, targets := batch(c.idx)
+		c.logStart()
 		var err error
 		recs[c.idx], err = rk.tr[c.idx].Step(tokens, targets)
+		c.logEnd()
 		return err
 	})
+	rk.timings = nil
+	if err == nil && rk.g.net != nil && rk.g.comms[0].log.on {
+		rk.timings, err = replay(rk.g.comms)
+	}
 	return recs, err
 }
+
+// Timings are the members' last step replayed in time (clock.go), in
+// member order: nil unless the ranks are simulated on devices with a
+// modelled clock under a Setting with a Network.
+func (rk *Ranks) Timings() []Timing { return rk.timings }
 
 var _ train.Stepper = (*Ranks)(nil) // the ranks step in train's run loop (train.Loop)
 

@@ -414,7 +414,19 @@ func (c *Comm) collective(k call, send, recv *cuda.Buffer, lengths func(sendLen,
 		return err
 	}
 	defer c.end()
+	c.logCollective(k.kind, k.bytes())
 	return move()
+}
+
+// bytes is the call's buffer in nccl-tests' terms (Network.Cost's S): the
+// all-reduce's, the reduce-scatter's and the reduce's input, the
+// all-gather's output, the broadcast's buffer.
+func (k call) bytes() int64 {
+	n := k.sendLen
+	if k.kind == AllGather || k.kind == Broadcast {
+		n = k.recvLen
+	}
+	return int64(n) * int64(k.dtype.Size())
 }
 
 // begin allocates this rank's staging (two comm buffers of the call's

@@ -26,6 +26,10 @@ type RankResult struct {
 	// ring) and the device memory it holds outside the allocator.
 	Engine      string
 	EngineBytes int64
+	// Timing is the last step replayed in time (clock.go): set when the
+	// ranks ran on devices with a modelled clock under a Setting with a
+	// Network (a rank stood for by another has that one's).
+	Timing *Timing
 }
 
 // SimulatedRanks are the ranks Simulate runs of a group of n: every rank
@@ -196,9 +200,14 @@ func Run(g *Group, c model.Checked, set Setting, opts train.Options, init []floa
 		return nil, runErr
 	}
 	out := make([]RankResult, len(ranks))
+	timings := rk.Timings()
 	for k, w := range ranks {
 		i := w.member
 		out[k] = RankResult{Rank: g.ranks[i], Record: recs[i], Stats: g.devs[i].Stats()}
+		if timings != nil {
+			t := timings[i]
+			out[k].Timing = &t
+		}
 		if w.alike >= 0 {
 			out[k].Rank = g.comms[i].alike[w.alike].rank
 		}

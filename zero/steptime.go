@@ -240,12 +240,11 @@ func blockTimes(s model.Setup, card cuda.Roofline, nw Network, tp Span, dt cuda.
 	if s.SequenceParallel {
 		E /= t
 	}
-	Eq, Ef, S2 := bs*(h+2*kv)/t, bs*F/t, b*(a/t)*sq*sq
+	Ef, S2 := bs*F/t, b*(a/t)*sq*sq
+	// The biases are added in their products' kernels (trainmem's linear
+	// op; Megatron-LM fuses them into the GELU and the dropout-add).
 	var mem []int64
 	mem = append(mem, 2*E, 2*E, 3*E, 3*E) // two norms, two residual adds
-	if !mc.NoBias {
-		mem = append(mem, 2*Eq, 2*E, 2*in*Ef, 2*E)
-	}
 	if mc.MLP == model.MLPSwiGLU {
 		mem = append(mem, 3*Ef) // silu(gate)·up
 	} else {
@@ -283,22 +282,32 @@ func blockTimes(s model.Setup, card cuda.Roofline, nw Network, tp Span, dt cuda.
 		ar = nw.Cost(AllReduce, bs*h*esz, tp).Time
 	}
 
+	// The attention: two products a head, the scores written (b·(a/t)·s²);
+	// flash attention is one fused kernel a pass, its arithmetic over the
+	// causal half of the scores (the pairs its kernels compute, as
+	// trainmem's flash ops count them) and nothing of s² in memory, its
+	// backward recomputing the scores: 2.5 times the forward's products.
+	attnFwd, attnBwd := mm(attn...), back(attn...)
+	if flash {
+		pairs := float64(b) * float64(a/t) * float64(sq) * float64(sq+1) / 2
+		qkvo := (2*bs*h/t + 2*bs*kv/t) * int64(dt.Size())
+		attnFwd = card.Kernel(dt, cuda.Work{FLOPs: 4 * float64(d) * pairs, Bytes: qkvo, Attention: true})
+		attnBwd = card.Kernel(dt, cuda.Work{FLOPs: 10 * float64(d) * pairs, Bytes: 2 * qkvo, Attention: true})
+	}
+
 	var c blockCosts
-	c.fwd = work{mm(products...) + mm(attn...) + memTime(1, mem), 2 * ar}
+	c.fwd = work{mm(products...) + attnFwd + memTime(1, mem), 2 * ar}
 	// Backward: each product's two gradients, each memory-bound kernel
 	// reading its input and the incoming gradient and writing its own
-	// (twice its forward bytes); flash attention recomputes the scores.
-	bwd := back(products...) + back(attn...) + memTime(2, mem)
-	if flash {
-		bwd += mm(attn[0])
-	}
+	// (twice its forward bytes).
+	bwd := back(products...) + attnBwd + memTime(2, mem)
 	c.bwd = work{bwd, 2 * ar}
 	switch s.Checkpoint.Kind {
 	case model.CheckpointFull, model.CheckpointEvery, model.CheckpointSqrt:
 		c.rec = c.fwd
 	case model.CheckpointSelective:
 		if !flash {
-			c.rec = work{mm(attn...) + memTime(1, []int64{2 * S2}), 0}
+			c.rec = work{attnFwd + memTime(1, []int64{2 * S2}), 0}
 		}
 	}
 	// The ends: the embedding's gather (and its all-reduce over a

@@ -16,6 +16,7 @@ import (
 
 	"trainmem/bench"
 	"trainmem/model"
+	"trainmem/zero"
 )
 
 func init() {
@@ -47,7 +48,13 @@ micro-batch 1 (LoRA at r 16, QLoRA at r 64, on every linear layer, unless
 
 example: trainmem fit --preset gpt2-xl --seq 1024 --precision bf16 --ranks 8 --memory 80GiB
 example: trainmem fit --preset 6b --seq 2048 --precision bf16 --checkpoint selective --zero 1 --gpus 64 --memory 24GiB
-example: trainmem fit --preset llama2-7b --seq 2048 --precision bf16 --attention flash --method all --memory 24GiB`
+With --objective time: every layout of --gpus and every micro-batch of
+--global-batch whose every rank fits by simulation, ranked by the step's
+time by formula on --gpu over --network (as trainmem estimate --gpu), the
+fastest first, with their MFU and memory headroom, and why the others lose.
+
+example: trainmem fit --preset llama2-7b --seq 2048 --precision bf16 --attention flash --method all --memory 24GiB
+example: trainmem fit --preset llama3-8b --seq 8192 --precision bf16 --attention flash --checkpoint full --gpus 8 --memory 80GiB --objective time --global-batch 128 --gpu h100`
 
 func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
@@ -62,8 +69,30 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	parsedVar(fs, &method, "method", "fine-tuning methods to compare ("+bench.MethodList()+"): the largest micro-batch and smallest card, with and without checkpointing and 8-bit states", bench.ParseMethod)
 	cf := addClusterFlags(fs)
 	format := newFormatFlag(fs, "text", "json", "csv")
+	objective := fs.String("objective", "memory", "with --gpus: memory (the smallest tp × pp that fits) or time (every layout and micro-batch that fits, fastest first)")
+	global := 0
+	fs.IntVar(&global, "global-batch", 0, "with --objective time: the sequences a step, `B` (default: one a GPU)")
+	card := addCardFlags(fs, "h100", "with --objective time, the card that times the step by formula")
+	network := fs.String("network", "", "with --objective time, the system the GPUs sit on: "+zero.NetworkNames()+", or nvlink=GB/s,net=GB/s (default: a DGX of the card)")
 	if stop, err := parseFlags(fs, args, stderr, fitSynopsis); stop {
 		return err
+	}
+	switch *objective {
+	case "memory":
+		for _, f := range []string{"global-batch", "gpu", "peak-tflops", "bandwidth", "network"} {
+			if given(fs, f) {
+				return usagef("--%s times a layout: give it with --gpus and --objective time", f)
+			}
+		}
+	case "time":
+		if !sf.set("gpus") {
+			return usagef("--objective time ranks the layouts of --gpus G: give --gpus")
+		}
+		if sf.set("batch") {
+			return usagef("--batch with --objective time: fit searches each layout's micro-batches itself; give the step's sequences with --global-batch")
+		}
+	default:
+		return usagef("--objective %q: unknown (valid: memory, time)", *objective)
 	}
 	if memory < 0 {
 		return usagef("--memory is required (e.g. --memory 80GiB, --memory 24GB)")
@@ -96,6 +125,38 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			rank = sf.loraRank
 		}
 		rep, err := bench.FitMethods(c, memory, formula, method, rank, sf.loraTargets, stderr)
+		if err != nil {
+			return badSetup(err)
+		}
+		return writeReport(stdout, format.v, rep)
+	}
+	if *objective == "time" {
+		roofline, err := card.roofline(fs)
+		if err != nil {
+			return err
+		}
+		if roofline == nil {
+			return usagef("--objective time needs a card to time the step: give --gpu (not none) or --peak-tflops and --bandwidth")
+		}
+		nw := zero.DefaultNetwork(*card.gpu)
+		if *network != "" {
+			if nw, err = zero.ParseNetwork(*network); err != nil {
+				return usagef("--network: %v", err)
+			}
+		}
+		if given(fs, "gpus-per-node") {
+			if cf.c.GPUsPerNode < 1 {
+				return usagef("--gpus-per-node %d: must be a positive integer", cf.c.GPUsPerNode)
+			}
+			nw.GPUsPerNode = cf.c.GPUsPerNode
+		}
+		if !given(fs, "global-batch") {
+			global = gpus
+		}
+		if global < 1 {
+			return usagef("--global-batch %d: must be a positive integer", global)
+		}
+		rep, err := bench.FitTime(c, gpus, global, memory, zero.TimeOptions{Card: *roofline, Network: nw}, stderr)
 		if err != nil {
 			return badSetup(err)
 		}

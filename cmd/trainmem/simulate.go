@@ -61,6 +61,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	format := newFormatFlag(fs, "text", "json", "summary")
 	trace := addTraceFlag(fs)
 	card := addCardFlags(fs, cuda.DefaultGPU, "the card that times the simulated step")
+	network := fs.String("network", "", "over ranks, the system the ranks sit on: "+zero.NetworkNames()+", or nvlink=GB/s,net=GB/s (default: a DGX of the card)")
 	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
 		return err
 	}
@@ -77,8 +78,8 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	s := c.Setup()
 	lay := zero.LayoutOf(s)
-	if lay.Size() > 1 && roofline != nil && (given(fs, "gpu") || given(fs, "peak-tflops")) {
-		return usagef("--gpu and --peak-tflops model one device's clock: give them without --ranks and --tp (the simulated ranks' collectives are not timed yet; trainmem estimate --gpu gives a layout's step time by formula)")
+	if given(fs, "network") && (lay.Size() == 1 || roofline == nil) {
+		return usagef("--network %q places the ranks whose collectives the card's clock times: give it with --ranks, --tp or --pp and a card", *network)
 	}
 	set, err := sf.setting()
 	if err != nil {
@@ -118,12 +119,21 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	case *sweep != "":
 		return usagef("--sweep %q: unknown sweep (valid: zero)", *sweep)
 	}
-	if roofline != nil && lay.Size() > 1 {
-		roofline = nil // the default card's: one device's clock
-	}
 	if roofline != nil {
 		if err := roofline.Check(); err != nil {
 			return usageError{err}
+		}
+		if lay.Size() > 1 {
+			// The ranks' collectives, sends and receives timed over the
+			// network (a rank's step replayed in time, zero/clock.go).
+			nw := zero.DefaultNetwork(*card.gpu)
+			if *network != "" {
+				var err error
+				if nw, err = zero.ParseNetwork(*network); err != nil {
+					return usagef("--network: %v", err)
+				}
+			}
+			set.Network = &nw
 		}
 	}
 	newDevice := func() cuda.Device {

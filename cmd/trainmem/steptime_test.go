@@ -61,3 +61,58 @@ func TestEstimateStepTime(t *testing.T) {
 		wantUsage(t, tc.args, tc.want...)
 	}
 }
+
+// fit --objective time on the issue's own example, llama3-8b on 8 H100s
+// at a global batch of 128 sequences of 8192 (NVIDIA's Megatron-Bridge
+// recipe llama3_8b_pretrain_8gpu_h100_bf16_config: GBS 128, MBS 1, tp 1,
+// pp 1, cp 2): the fastest layout fits, plain data parallelism over 8 does
+// not (16 bytes a parameter of states alone pass 80 GiB), and the flags'
+// bad input is refused by name.
+func TestFitObjectiveTime(t *testing.T) {
+	out, _ := mustRun(t, "fit", "--preset", "llama3-8b", "--seq", "8192", "--precision", "bf16", "--attention", "flash", "--checkpoint", "full",
+		"--gpus", "8", "--memory", "80GiB", "--objective", "time", "--global-batch", "128", "--gpu", "h100", "--format", "json")
+	var doc struct {
+		Question string `json:"question"`
+		Layouts  []struct {
+			TP, PP, DP int
+			NotFit     string  `json:"not_fit"`
+			Micro      int     `json:"micro_batch"`
+			Headroom   int64   `json:"headroom_bytes"`
+			CommShare  float64 `json:"comm_and_bubble_share"`
+			StepTime   *struct {
+				StepMs float64 `json:"step_ms"`
+				MFU    float64 `json:"mfu"`
+			} `json:"step_time"`
+		} `json:"layouts"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Question != "fastest_layout" || len(doc.Layouts) == 0 {
+		t.Fatalf("fit --objective time: %s", out)
+	}
+	best := doc.Layouts[0]
+	if best.StepTime == nil || best.Micro < 1 || best.Headroom < 0 || !(best.StepTime.MFU > 0.2 && best.StepTime.MFU < 0.803) {
+		t.Errorf("fastest layout %+v: want a fitting micro-batch, headroom ≥ 0, an MFU under the H100's matmul fraction", best)
+	}
+	t.Logf("llama3-8b on 8 H100s: fastest tp %d × pp %d × dp %d, micro-batch %d, step %.2f s, MFU %.1f%%", best.TP, best.PP, best.DP, best.Micro, best.StepTime.StepMs/1e3, 100*best.StepTime.MFU)
+	for _, l := range doc.Layouts {
+		if l.TP == 1 && l.PP == 1 && !strings.Contains(l.NotFit, "does not fit") {
+			t.Errorf("tp 1 × pp 1 × dp 8 under ZeRO-0: %+v, want it not to fit", l)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"fit", "--preset", "gpt2", "--memory", "8GiB", "--gpus", "4", "--objective", "speed"}, []string{`"speed"`, "valid: memory, time"}},
+		{[]string{"fit", "--preset", "gpt2", "--memory", "8GiB", "--objective", "time"}, []string{"--gpus"}},
+		{[]string{"fit", "--preset", "gpt2", "--memory", "8GiB", "--gpus", "4", "--global-batch", "8"}, []string{"--global-batch", "--objective time"}},
+		{[]string{"fit", "--preset", "gpt2", "--memory", "8GiB", "--gpus", "4", "--objective", "time", "--batch", "2"}, []string{"--batch", "--global-batch"}},
+		{[]string{"fit", "--preset", "gpt2", "--memory", "8GiB", "--gpus", "4", "--objective", "time", "--gpu", "none"}, []string{"needs a card"}},
+		{[]string{"fit", "--preset", "gpt2", "--memory", "8GiB", "--gpus", "4", "--objective", "time", "--global-batch", "0"}, []string{"--global-batch 0"}},
+		{[]string{"fit", "--preset", "gpt2", "--memory", "8GiB", "--gpus", "4", "--objective", "time", "--network", "x"}, []string{`"x"`, "p5"}},
+	} {
+		wantUsage(t, tc.args, tc.want...)
+	}
+}

@@ -208,22 +208,25 @@ func TestTrainRanks(t *testing.T) {
 	mustRun(t, "train", "--load", save, "--steps", "1", "--batch", "2", "--seq", "16")
 }
 
-// simulate predicts the step's time with a card's roofline (--gpu, H100 by
-// default, or --peak-tflops with --bandwidth) and says it is an estimate;
-// a roofline is one device's, and bad values are refused by name.
+// simulate predicts the step's time with a card's kernel model (--gpu,
+// H100 by default) or a bare roofline (--peak-tflops with --bandwidth) and
+// says it is a model; over ranks it replays the step with the collectives
+// over --network; bad values are refused by name.
 func TestSimulateRoofline(t *testing.T) {
 	base := []string{"simulate", "--preset", "tiny", "--batch", "2", "--seq", "16"}
 	for _, tc := range []struct {
-		args []string
-		want string
+		args       []string
+		want, kind string
 	}{
-		{nil, "predicted step on H100 SXM"},
-		{[]string{"--gpu", "h200"}, "predicted step on H200 SXM"},
-		{[]string{"--peak-tflops", "100", "--bandwidth", "1000"}, "predicted step on 100 TFLOP/s, 1000 GB/s"},
+		{nil, "predicted step on H100 SXM", "a model, not a measurement: each op one kernel after another, its products in 256×128 tiles over 132 SMs"},
+		{[]string{"--gpu", "h200"}, "predicted step on H200 SXM", "a model, not a measurement"},
+		{[]string{"--peak-tflops", "100", "--bandwidth", "1000"}, "predicted step on 100 TFLOP/s, 1000 GB/s", "a roofline estimate, not a measurement"},
+		{[]string{"--ranks", "2", "--gpu", "a100"}, "predicted step on A100 SXM 80GB over dgx-a100", "each rank's step replayed in time"},
+		{[]string{"--tp", "2", "--pp", "2", "--micro-batches", "4", "--network", "p5"}, "predicted step on H100 SXM over p5", "waited"},
 	} {
 		out, _ := mustRun(t, append(append([]string(nil), base...), tc.args...)...)
-		if !strings.Contains(out, tc.want) || !strings.Contains(out, "a roofline estimate, not a measurement") {
-			t.Errorf("%v: no %q in:\n%s", tc.args, tc.want, out)
+		if !strings.Contains(out, tc.want) || !strings.Contains(out, tc.kind) {
+			t.Errorf("%v: no %q and %q in:\n%s", tc.args, tc.want, tc.kind, out)
 		}
 	}
 	if out, _ := mustRun(t, append(append([]string(nil), base...), "--gpu", "none")...); strings.Contains(out, "predicted") {
@@ -235,7 +238,8 @@ func TestSimulateRoofline(t *testing.T) {
 	// A peak of 1e-308 TFLOP/s made a step of -9.22e15 µs and an MFU of +Inf.
 	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "1e-308", "--bandwidth", "3350"), "--peak-tflops 1e-308", "out of range", "valid: --peak-tflops 0.001 to 1e+06")
 	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "989", "--bandwidth", "1e300"), "bandwidth", "out of range")
-	wantUsage(t, append(append([]string(nil), base...), "--ranks", "2", "--gpu", "a100"), "without --ranks")
+	wantUsage(t, append(append([]string(nil), base...), "--network", "p5"), "--network", "with --ranks")
+	wantUsage(t, append(append([]string(nil), base...), "--ranks", "2", "--network", "ib"), `"ib"`, "dgx-a100")
 }
 
 // train --tp 2 --ranks 2 runs the four ranks of a dp 2 × tp 2 layout in one

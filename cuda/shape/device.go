@@ -59,12 +59,15 @@ func (s *Device) Model(r cuda.Roofline) error {
 }
 
 // Spend implements cuda.TimeModel: the clock advances by the work's time
-// at the roofline (nothing without one).
-func (s *Device) Spend(dt cuda.DType, flops float64, bytes int64) {
+// on the card (cuda.Roofline.Kernel; nothing without a roofline).
+func (s *Device) Spend(dt cuda.DType, w cuda.Work) {
 	if s.roofline != nil {
-		s.clock.Add(int64(s.roofline.Time(dt, flops, bytes)))
+		s.clock.Add(int64(s.roofline.Kernel(dt, w)))
 	}
 }
+
+// Now implements cuda.TimeModel: the modelled clock's reading.
+func (s *Device) Now() time.Duration { return time.Duration(s.clock.Load()) }
 
 // Roofline implements cuda.TimeModel: the device's, or the zero Roofline.
 func (s *Device) Roofline() cuda.Roofline {

@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"trainmem/cuda"
+	"trainmem/cuda/shape"
+	"trainmem/model"
+	"trainmem/zero"
+)
+
+// fit --objective time: every layout's micro-batch is one that fits by an
+// independent simulation, the next divisor past its largest does not,
+// its time is the formula's for that micro-batch, the layouts come
+// fastest first, and a layout whose data ranks do not divide the global
+// batch is refused by name.
+func TestFitTime(t *testing.T) {
+	s := setup(t, "tiny", 1, 64, model.BF16, model.Adam, "none")
+	s.Model.Layers, s.Model.Hidden, s.Model.Vocab = 4, 256, 4096
+	const gpus, global = 4, 24
+	const memory = 64 << 20
+	a100, _ := cuda.GPUByKey("a100")
+	nw, _ := zero.NetworkByName("dgx-a100")
+	opts := zero.TimeOptions{Card: a100.Roofline, Network: nw}
+	rep, err := FitTime(checked(t, s), gpus, global, memory, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fitsAt := func(tp, pp, dp, b int) bool {
+		u := s
+		u.TP, u.PP, u.Ranks, u.Batch, u.MicroBatches = tp, pp, dp, b, max(1, min(pp, global/dp/b))
+		_, err := zero.Simulate(func() cuda.Device { return shape.New(memory) }, checked(t, u), zero.Setting{}, 2, nil)
+		if err != nil && !strings.Contains(err.Error(), "out of memory") {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	var fitting, refused int
+	for i, c := range rep.cells {
+		if c.micro == 0 {
+			refused++
+			if c.why == "" {
+				t.Errorf("tp %d × pp %d × dp %d: no micro-batch and no reason", c.tp, c.pp, c.dp)
+			}
+			continue
+		}
+		fitting++
+		if i > 0 && rep.cells[i-1].micro > 0 && rep.cells[i-1].st.Step > c.st.Step {
+			t.Errorf("layout %d (%v) is faster than the one before it (%v)", i, c.st.Step, rep.cells[i-1].st.Step)
+		}
+		if !fitsAt(c.tp, c.pp, c.dp, c.largest) || c.micro > c.largest || (global/c.dp)%c.micro != 0 {
+			t.Errorf("tp %d × pp %d × dp %d: micro-batch %d (largest %d) does not fit by simulation or divide the replica's %d", c.tp, c.pp, c.dp, c.micro, c.largest, global/c.dp)
+		}
+		for b := c.largest + 1; b <= global/c.dp; b++ {
+			if (global/c.dp)%b == 0 {
+				if fitsAt(c.tp, c.pp, c.dp, b) {
+					t.Errorf("tp %d × pp %d × dp %d: micro-batch %d fits, past the largest found, %d", c.tp, c.pp, c.dp, b, c.largest)
+				}
+				break
+			}
+		}
+		u := s
+		u.TP, u.PP, u.Ranks, u.Batch, u.MicroBatches = c.tp, c.pp, c.dp, c.micro, global/(c.dp*c.micro)
+		st, err := zero.StepTimeOf(checked(t, u), opts)
+		if err != nil || st.Step != c.st.Step {
+			t.Errorf("tp %d × pp %d × dp %d: step %v, the formula's %v (%v)", c.tp, c.pp, c.dp, c.st.Step, st.Step, err)
+		}
+	}
+	if fitting < 2 || refused < 1 {
+		t.Errorf("%d layouts fit and %d are refused: want a ranking and a refusal at %d bytes", fitting, refused, memory)
+	}
+	var text, js bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fastest layouts of 4 GPUs", "why the others lose", "tokens/s"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Layouts []timeFitDoc `json:"layouts"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || len(doc.Layouts) != len(rep.cells) || doc.Layouts[0].StepTime == nil {
+		t.Errorf("JSON: %v, %d layouts: %s", err, len(doc.Layouts), js.String())
+	}
+	// A global batch no data-parallel degree above 1 divides but 1 and 3.
+	rep, err = FitTime(checked(t, s), gpus, 3, memory, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.cells {
+		if c.dp == 2 || c.dp == 4 {
+			if !strings.Contains(c.why, "not a multiple of dp") {
+				t.Errorf("dp %d with global batch 3: %q", c.dp, c.why)
+			}
+		}
+	}
+}
