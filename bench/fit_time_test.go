@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/zero"
@@ -102,4 +103,27 @@ func TestFitTime(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The host card with its executor's cost: the calibration step's
+// instructions timed, the launch at least the bare kernel's, the source
+// saying how it was found.
+func TestHostCard(t *testing.T) {
+	d, err := host.New(host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	bare, err := d.Card()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := HostCard(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(); err != nil || r.Eff.Launch < bare.Eff.Launch/2 || r.Eff.SMs != 0 {
+		t.Fatalf("host card %+v (%v)", r, err)
+	}
+	t.Logf("%s", r.Source)
 }

@@ -77,8 +77,11 @@ func Simulate(newDevice func() cuda.Device, capacity int64, o Options, traces Ra
 	if traces != nil {
 		trace = traces.Tracer
 	}
+	if o.Profile != nil && zero.LayoutOf(s).Size() > 1 {
+		return nil, errors.New("bench: a simulated profile times one device's steps: give it one rank")
+	}
 	start := time.Now()
-	res, err := zero.Simulate(devs, c, set, steps, trace)
+	res, err := zero.SimulateWith(devs, c, set, steps, trace, train.Options{Profile: o.Profile})
 	elapsed := time.Since(start)
 	var oom *cuda.OutOfMemoryError
 	lay := zero.LayoutOf(s)
@@ -161,8 +164,12 @@ func (r *SimulateReport) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "  a roofline estimate, not a measurement: each op takes the longer of its FLOPs at %.0f TFLOP/s (%s products) and its bytes read and written at %.2f TB/s, one after another; no kernel overheads, launches or overlap (source: %s)\n",
 				rf.PeakFLOPS(dt)/1e12, dt, rf.Bandwidth/1e12, rf.Source)
 		} else {
-			fmt.Fprintf(w, "  a model, not a measurement: each op one kernel after another, its products in 256×128 tiles over %d SMs at %.1f%% of %.0f TFLOP/s (%s), memory-bound kernels at %.0f%% of %.2f TB/s, %v a launch (sources: %s; %s)\n",
-				rf.Eff.SMs, 100*rf.Eff.Matmul, rf.PeakFLOPS(dt)/1e12, dt, 100*rf.Eff.Memory, rf.Bandwidth/1e12, rf.Eff.Launch, rf.Source, rf.Eff.Source)
+			tiles := fmt.Sprintf("in 256×128 tiles over %d SMs ", rf.Eff.SMs)
+			if rf.Eff.SMs == 0 {
+				tiles = ""
+			}
+			fmt.Fprintf(w, "  a model, not a measurement: each op one kernel after another, its products %sat %.1f%% of %.1f GFLOP/s (%s), memory-bound kernels at %.0f%% of %.1f GB/s, %v a launch (sources: %s; %s)\n",
+				tiles, 100*rf.Eff.Matmul, rf.PeakFLOPS(dt)/1e9, dt, 100*rf.Eff.Memory, rf.Bandwidth/1e9, rf.Eff.Launch, rf.Source, rf.Eff.Source)
 		}
 	}
 	return nil

@@ -554,23 +554,31 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 		if t.profile != nil || tm != nil {
 			flops, bytes = t.instrWork(in)
 		}
+		run := func() error {
+			if err := t.exec(in); err != nil {
+				return err
+			}
+			if tm != nil {
+				// A modelled clock: the instruction's time on the card,
+				// after its allocations and before its frees (and inside
+				// the profile's lap, so a simulated profile is the
+				// model's).
+				w := cuda.Work{FLOPs: flops, Bytes: bytes}
+				if p, ok := in.Node.Op().(model.Producter); ok {
+					w.Products = p.Products()
+				}
+				_, w.Attention = in.Node.Op().(model.FusedAttention)
+				tm.Spend(t.dtypes.param, w)
+			}
+			return nil
+		}
 		if t.profile == nil {
-			err = t.exec(in)
+			err = run()
 		} else {
-			err = t.profiled(opName(in), in.Phase.String(), flops, bytes, func() error { return t.exec(in) })
+			err = t.profiled(opName(in), in.Phase.String(), flops, bytes, run)
 		}
 		if err != nil {
 			return fmt.Errorf("train: %s of %s: %w", in.Phase, in.Node.Name(), err)
-		}
-		if tm != nil {
-			// A modelled clock: the instruction's time at the roofline,
-			// after its allocations and before its frees.
-			w := cuda.Work{FLOPs: flops, Bytes: bytes}
-			if p, ok := in.Node.Op().(model.Producter); ok {
-				w.Products = p.Products()
-			}
-			_, w.Attention = in.Node.Op().(model.FusedAttention)
-			tm.Spend(t.dtypes.param, w)
 		}
 		if in.Out == t.sched.Loss {
 			loss, err := t.scalar(t.slots[in.Out])

@@ -78,6 +78,13 @@ func (l Layout) SimulatedRanks() []int {
 // the allocator's *cuda.OutOfMemoryError, naming the rank. trace, when set,
 // gives each simulated rank's tracer (Group.TraceRanks).
 func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps int, trace func(rank int) cuda.Tracer) ([]RankResult, error) {
+	return SimulateWith(newDevice, c, set, steps, trace, train.Options{})
+}
+
+// SimulateWith is Simulate with the trainers' options opts (a profile of
+// one rank's ops on its modelled clock); their offload is the shape-only
+// one.
+func SimulateWith(newDevice func() cuda.Device, c model.Checked, set Setting, steps int, trace func(rank int) cuda.Tracer, opts train.Options) ([]RankResult, error) {
 	if steps <= 0 {
 		steps = 2
 	}
@@ -116,7 +123,8 @@ func Simulate(newDevice func() cuda.Device, c model.Checked, set Setting, steps 
 	}
 	g.TraceRanks(trace)
 	// Shape-only ranks take no tokens: nothing that grows with the batch.
-	return Run(g, c, set, train.Options{Offload: train.ShapeOffload(c)}, nil, steps, train.NoBatch, nil, nil)
+	opts.Offload = train.ShapeOffload(c)
+	return Run(g, c, set, opts, nil, steps, train.NoBatch, nil, nil)
 }
 
 // simulateEvery, when a test sets it, has Simulate run every rank it

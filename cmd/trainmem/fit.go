@@ -72,7 +72,7 @@ func runFit(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	objective := fs.String("objective", "memory", "with --gpus: memory (the smallest tp × pp that fits) or time (every layout and micro-batch that fits, fastest first)")
 	global := 0
 	fs.IntVar(&global, "global-batch", 0, "with --objective time: the sequences a step, `B` (default: one a GPU)")
-	card := addCardFlags(fs, "h100", "with --objective time, the card that times the step by formula")
+	card := addCardFlags(fs, "h100", "with --objective time, the card")
 	network := fs.String("network", "", "with --objective time, the system the GPUs sit on: "+zero.NetworkNames()+", or nvlink=GB/s,net=GB/s (default: a DGX of the card)")
 	if stop, err := parseFlags(fs, args, stderr, fitSynopsis); stop {
 		return err

@@ -12,6 +12,7 @@ import (
 	"trainmem/bench"
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
+	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model/files"
 	"trainmem/zero"
@@ -61,6 +62,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	format := newFormatFlag(fs, "text", "json", "summary")
 	trace := addTraceFlag(fs)
 	card := addCardFlags(fs, cuda.DefaultGPU, "the card that times the simulated step")
+	profile := fs.Bool("profile", false, "the model's time of every op of the last step, per op family and phase, as train --profile measures them (one rank, a card)")
 	network := fs.String("network", "", "over ranks, the system the ranks sit on: "+zero.NetworkNames()+", or nvlink=GB/s,net=GB/s (default: a DGX of the card)")
 	if stop, err := parseFlags(fs, args, stderr, simulateSynopsis); stop {
 		return err
@@ -78,6 +80,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	s := c.Setup()
 	lay := zero.LayoutOf(s)
+	if *profile && (lay.Size() > 1 || roofline == nil || *sweep != "" || format.v != "text") {
+		return usagef("--profile times one device's ops on the card's model: give it with one rank, a card (--gpu, not none) and text output")
+	}
 	if given(fs, "network") && (lay.Size() == 1 || roofline == nil) {
 		return usagef("--network %q places the ranks whose collectives the card's clock times: give it with --ranks, --tp or --pp and a card", *network)
 	}
@@ -146,6 +151,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	traces := trace.rankRecorder()
 	o := bench.Options{Setting: set}
 	o.Setup, o.Steps = c, steps
+	if *profile {
+		o.Profile = &bench.Profile{}
+	}
 	rep, err := bench.Simulate(newDevice, capacity, o, traces)
 	if lay.Size() > 1 {
 		if err != nil {
@@ -166,6 +174,12 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err := writeReport(stdout, format.v, rep); err != nil {
 		return err
 	}
+	if *profile {
+		fmt.Fprintln(stdout)
+		if err := (bench.ProfileReport{P: o.Profile}).WriteText(stdout); err != nil {
+			return err
+		}
+	}
 	return trace.write(stdout, rec, format.v, nil)
 }
 
@@ -180,7 +194,7 @@ type cardFlags struct {
 // no card unless one is named); usage says what the card does.
 func addCardFlags(fs *flag.FlagSet, def, usage string) *cardFlags {
 	f := &cardFlags{}
-	f.gpu = fs.String("gpu", def, usage+": "+cuda.GPUKeys()+", or none")
+	f.gpu = fs.String("gpu", def, usage+": "+cuda.GPUKeys()+", host (this CPU, timed), or none")
 	fs.Float64Var(&f.peakTFLOPS, "peak-tflops", 0, "a roofline of your own: the peak in TFLOP/s of the run's products (with --bandwidth; instead of --gpu)")
 	fs.Float64Var(&f.bandwidth, "bandwidth", 0, "a roofline of your own: the memory bandwidth in GB/s (with --peak-tflops)")
 	return f
@@ -215,6 +229,18 @@ func rooflineOf(fs *flag.FlagSet, gpu string, peakTFLOPS, bandwidth float64) (*c
 		return &r, nil
 	case gpu == "none":
 		return nil, nil
+	case gpu == "host":
+		// This machine's CPU, its limits timed now (bench.HostCard).
+		d, err := host.New(host.Options{})
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		r, err := bench.HostCard(d)
+		if err != nil {
+			return nil, err
+		}
+		return &r, nil
 	}
 	g, ok := cuda.GPUByKey(gpu)
 	if !ok {

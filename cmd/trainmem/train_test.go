@@ -223,6 +223,7 @@ func TestSimulateRoofline(t *testing.T) {
 		{[]string{"--peak-tflops", "100", "--bandwidth", "1000"}, "predicted step on 100 TFLOP/s, 1000 GB/s", "a roofline estimate, not a measurement"},
 		{[]string{"--ranks", "2", "--gpu", "a100"}, "predicted step on A100 SXM 80GB over dgx-a100", "each rank's step replayed in time"},
 		{[]string{"--tp", "2", "--pp", "2", "--micro-batches", "4", "--network", "p5"}, "predicted step on H100 SXM over p5", "waited"},
+		{[]string{"--gpu", "host", "--profile"}, "predicted step on host", "timed on this host"},
 	} {
 		out, _ := mustRun(t, append(append([]string(nil), base...), tc.args...)...)
 		if !strings.Contains(out, tc.want) || !strings.Contains(out, tc.kind) {
@@ -239,6 +240,12 @@ func TestSimulateRoofline(t *testing.T) {
 	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "1e-308", "--bandwidth", "3350"), "--peak-tflops 1e-308", "out of range", "valid: --peak-tflops 0.001 to 1e+06")
 	wantUsage(t, append(append([]string(nil), base...), "--peak-tflops", "989", "--bandwidth", "1e300"), "bandwidth", "out of range")
 	wantUsage(t, append(append([]string(nil), base...), "--network", "p5"), "--network", "with --ranks")
+	wantUsage(t, append(append([]string(nil), base...), "--ranks", "2", "--profile"), "--profile", "one rank")
+	// The model's profile: the same table train --profile measures, the
+	// products first.
+	if out, _ := mustRun(t, append(append([]string(nil), base...), "--gpu", "a100", "--profile")...); !strings.Contains(out, "profile of shape") || !strings.Contains(out, "LinearBackwardW") {
+		t.Errorf("simulate --profile:\n%s", out)
+	}
 	wantUsage(t, append(append([]string(nil), base...), "--ranks", "2", "--network", "ib"), `"ib"`, "dgx-a100")
 }
 

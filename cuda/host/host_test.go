@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 	"trainmem/cuda"
 	"trainmem/cuda/alloc"
 	"trainmem/cuda/shape"
@@ -533,4 +534,30 @@ func TestAnyExponentAllOnes(t *testing.T) {
 			t.Errorf("float64 %v: got %t, want %t", f, got, want)
 		}
 	}
+}
+
+// The host as a card: every limit measured and in range, its product's
+// fraction of the peak at most 1, the sources saying it was timed here; a
+// kernel model of no SMs times a product at the measured rate plus the
+// launch.
+func TestHostCard(t *testing.T) {
+	h, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	r, err := h.Card()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(); err != nil || !(r.Eff.Matmul > 0 && r.Eff.Matmul <= 1) || r.Eff.Memory != 1 || r.Eff.Launch <= 0 || r.Eff.SMs != 0 ||
+		r.HalfFLOPS != r.FP32FLOPS || !strings.Contains(r.Source, "timed on this host") {
+		t.Fatalf("host card %+v (%v)", r, err)
+	}
+	flops := 2.0 * cardM * cardN * cardK
+	want := time.Duration(math.Ceil(flops/(r.FP32FLOPS*r.Eff.Matmul)*1e9)) + r.Eff.Launch
+	if got := r.Matmul(cuda.F32, 1, cardM, cardN, cardK); got < want-time.Microsecond || got > want+time.Microsecond {
+		t.Errorf("the card's own product: %v, want %v", got, want)
+	}
+	t.Logf("%s: %s", r.Name, r.Source)
 }
