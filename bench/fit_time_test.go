@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -126,4 +127,45 @@ func TestHostCard(t *testing.T) {
 		t.Fatalf("host card %+v (%v)", r, err)
 	}
 	t.Logf("%s", r.Source)
+}
+
+// validate on the host sets the measured step beside the model's on the
+// host as a card, and with a profile every measured op family beside its
+// predicted time; a run with nothing measured has no time check.
+func TestValidateTime(t *testing.T) {
+	s := setup(t, "tiny", 4, 32, model.FP32, model.Adam, "none")
+	d, err := host.New(host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	o := runOf(checked(t, s), 3, nil, zero.Setting{})
+	o.Profile = &Profile{}
+	r, err := Validate(context.Background(), on(d), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := r.Time
+	if tc == nil || !(tc.MeasuredMs > 0) || !(tc.PredictedMs > 0) || !strings.HasPrefix(tc.Card, "host") || len(tc.Ops) == 0 {
+		t.Fatalf("time check %+v", tc)
+	}
+	seen := map[string]bool{}
+	for _, op := range tc.Ops {
+		seen[op.Op+"/"+op.Phase] = true
+		if !(op.PredictedMs > 0) {
+			t.Errorf("%s in %s: measured %.3f ms, no prediction", op.Op, op.Phase, op.MeasuredMs)
+		}
+	}
+	for _, want := range []string{"Linear/forward", "LinearBackwardW/backward", "adam/optimizer"} {
+		if !seen[want] {
+			t.Errorf("no %s among %v", want, tc.Ops)
+		}
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil || !strings.Contains(text.String(), "time a step: measured") || !strings.Contains(text.String(), "rank measured") {
+		t.Errorf("text (%v):\n%s", err, text.String())
+	}
+	if r, err := Validate(context.Background(), nil, runOf(checked(t, s), 2, nil, zero.Setting{})); err != nil || r.Time != nil {
+		t.Errorf("nothing measured: time %+v (%v)", r.Time, err)
+	}
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -147,5 +149,38 @@ func (r *ValidateReport) WriteText(w io.Writer) error {
 			return err
 		}
 	}
+	r.Time.writeText(w)
 	return nil
+}
+
+// writeText writes the measured step's time beside the model's, and the
+// op families' (nothing for a nil check).
+func (tc *TimeCheck) writeText(w io.Writer) {
+	if tc == nil {
+		return
+	}
+	fmt.Fprintf(w, "\ntime a step: measured %s, predicted %s on %s (%+.0f%%)\n", msText(tc.MeasuredMs), msText(tc.PredictedMs), tc.Card, 100*(tc.PredictedMs/tc.MeasuredMs-1))
+	if len(tc.Ops) == 0 {
+		return
+	}
+	// Each family's rank by measured and by predicted time.
+	rank := make([]int, len(tc.Ops))
+	idx := make([]int, len(tc.Ops))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return tc.Ops[idx[a]].PredictedMs > tc.Ops[idx[b]].PredictedMs })
+	for k, i := range idx {
+		rank[i] = k + 1
+	}
+	var t Table
+	t.Add("  op", "phase", "measured", "predicted", "Δ", "rank measured", "predicted")
+	for i, o := range tc.Ops {
+		d := "-"
+		if o.MeasuredMs > 0 {
+			d = fmt.Sprintf("%+.0f%%", 100*(o.PredictedMs/o.MeasuredMs-1))
+		}
+		t.Add("  "+o.Op, o.Phase, msText(o.MeasuredMs), msText(o.PredictedMs), d, strconv.Itoa(i+1), strconv.Itoa(rank[i]))
+	}
+	t.Write(w)
 }

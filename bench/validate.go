@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
+	"trainmem/cuda/host"
 
 	"trainmem/cuda"
 	"trainmem/cuda/shape"
@@ -147,6 +150,78 @@ type ValidateReport struct {
 	// Estimators are DeepSpeed's and Megatron-LM's estimates of the setup,
 	// which the explanations set against the simulation.
 	Estimators Estimators `json:"-"`
+	// Time is the measured step's time beside the model's on the measured
+	// device as a card (one rank, measured; nil otherwise).
+	Time *TimeCheck `json:"time,omitempty"`
+}
+
+// TimeCheck is a measured step's time beside the model's: the card (the
+// host timed as one, or the GPU's row of cuda.GPUs), both step times, and
+// with a profile each op family's predicted time beside the measured.
+type TimeCheck struct {
+	Card        string  `json:"card"`
+	MeasuredMs  float64 `json:"measured_ms"`
+	PredictedMs float64 `json:"predicted_ms"`
+	// Ops are the op families, the measured longest first, with --profile.
+	Ops []OpTime `json:"ops,omitempty"`
+}
+
+// OpTime is an op family in a phase: its measured and predicted time a
+// step, in ms.
+type OpTime struct {
+	Op          string  `json:"op"`
+	Phase       string  `json:"phase"`
+	MeasuredMs  float64 `json:"measured_ms"`
+	PredictedMs float64 `json:"predicted_ms"`
+}
+
+// checkTime times the setup's step on the measured device's card (the
+// host's, timed now; a GPU's from the table; none for another device)
+// and sets it beside the measured step, op family by op family when
+// measured is a profile.
+func (r *ValidateReport) checkTime(c model.Checked, measured *train.Profile) error {
+	if r.Measured == nil {
+		return nil
+	}
+	var card cuda.Roofline
+	if strings.HasPrefix(r.Device, "host") {
+		d, err := host.New(host.Options{})
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if card, err = HostCard(d); err != nil {
+			return err
+		}
+	} else if g, ok := cuda.GPUByName(r.Device); ok {
+		card = g.Roofline
+	} else {
+		return nil
+	}
+	var p *train.Profile
+	if measured != nil {
+		p = &train.Profile{}
+	}
+	res, err := zero.SimulateWith(func() cuda.Device {
+		d := shape.New(0)
+		d.Model(card) // checked by its maker
+		return d
+	}, c, zero.Setting{}, 2, nil, train.Options{Profile: p})
+	if err != nil {
+		return err
+	}
+	tc := &TimeCheck{Card: card.Name, MeasuredMs: r.Measured.StepMs, PredictedMs: res[0].Record.StepMs}
+	if p != nil {
+		pred := map[[2]string]time.Duration{}
+		for _, row := range p.Rows() {
+			pred[[2]string{row.Op, row.Phase}] = row.Time / time.Duration(p.Steps())
+		}
+		for _, row := range measured.Rows() {
+			tc.Ops = append(tc.Ops, OpTime{Op: row.Op, Phase: row.Phase, MeasuredMs: ms(row.Time / time.Duration(measured.Steps())), PredictedMs: ms(pred[[2]string{row.Op, row.Phase}])})
+		}
+	}
+	r.Time = tc
+	return nil
 }
 
 // WriteJSON writes the report with the model, the setup and each formula's
@@ -337,6 +412,11 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 		return nil
 	}
 	finish := func() (*ValidateReport, error) {
+		if one && r.Measured != nil {
+			if err := r.checkTime(c, o.Profile); err != nil {
+				return nil, err
+			}
+		}
 		if one && r.SimulatedRanks != nil {
 			r.Rows = r.rows()
 			r.Explanations = append(explain(r), r.Estimators.explain(s, simulatedOf(r.SimulatedStats, r.Simulated))...)

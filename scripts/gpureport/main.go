@@ -2,7 +2,8 @@
 // script left in OUTDIR: for each setup, the simulated and measured memory
 // per category (trainmem validate --format json, validate-NAME.json) and
 // the measured speed (trainmem train --out, train-NAME.jsonl: step time,
-// tokens/s and MFU, averaged over the steps after the first).
+// tokens/s and MFU, averaged over the steps after the first) beside the
+// step the time model predicts on the card (validate's time check).
 //
 // It travels in the GPU bundle (make gpu-bundle), since the GPU machine may
 // have no Go, Python or jq.
@@ -41,6 +42,11 @@ type validateJSON struct {
 		Simulated *int64 `json:"simulated"`
 		Measured  *int64 `json:"measured"`
 	} `json:"rows"`
+	// Time is the measured step beside the model's on the card.
+	Time *struct {
+		MeasuredMs  float64 `json:"measured_ms"`
+		PredictedMs float64 `json:"predicted_ms"`
+	} `json:"time"`
 }
 
 // record is the part of a `trainmem train --out` line read here.
@@ -74,7 +80,7 @@ func report(w io.Writer, dir string) error {
 	for _, c := range columns {
 		head = append(head, c.head+" sim/meas")
 	}
-	head = append(head, "context", "step ms", "tokens/s", "MFU", "")
+	head = append(head, "context", "step ms", "predicted ms", "tokens/s", "MFU", "")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, f := range files {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "validate-"), ".json")
@@ -97,11 +103,18 @@ func report(w io.Writer, dir string) error {
 			cells = append(cells, mib(r[0])+" / "+mib(r[1]))
 		}
 		cells = append(cells, mib(rows["context_and_libraries"][1]))
+		predicted := "-"
+		if v.Time != nil && v.Time.PredictedMs > 0 {
+			predicted = fmt.Sprintf("%.1f", v.Time.PredictedMs)
+		}
 		ms, tps, mfu, n, err := speed(filepath.Join(dir, "train-"+name+".jsonl"))
 		if err != nil || n == 0 {
-			cells = append(cells, "-", "-", "-")
+			cells = append(cells, "-", predicted, "-", "-")
 		} else {
-			cells = append(cells, fmt.Sprintf("%.1f", ms), fmt.Sprintf("%.0f", tps), fmt.Sprintf("%.1f%%", 100*mfu))
+			if predicted != "-" {
+				predicted += fmt.Sprintf(" (%+.0f%%)", 100*(v.Time.PredictedMs/ms-1))
+			}
+			cells = append(cells, fmt.Sprintf("%.1f", ms), predicted, fmt.Sprintf("%.0f", tps), fmt.Sprintf("%.1f%%", 100*mfu))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
@@ -109,7 +122,7 @@ func report(w io.Writer, dir string) error {
 		return err
 	}
 	fmt.Fprintln(w, "memory in MiB, simulated (shape-only device) / measured (the GPU's caching allocator); context: cuMemGetInfo's used minus reserved")
-	fmt.Fprintln(w, "speed: mean over the steps after the first; MFU: model FLOPs (3 forward passes) / step time / the card's dense peak for the precision")
+	fmt.Fprintln(w, "speed: mean over the steps after the first; predicted: the step on the card's kernel model (validate's time check), against the mean; MFU: model FLOPs (3 forward passes) / step time / the card's dense peak for the precision")
 	return nil
 }
 

@@ -39,7 +39,7 @@ func TestReport(t *testing.T) {
 	}
 	out := b.String()
 	t.Log("\n" + out)
-	for _, want := range []string{"tiny_bf16_full_b4", "activations sim/meas", "MFU", "broken", "validate failed"} {
+	for _, want := range []string{"tiny_bf16_full_b4", "activations sim/meas", "MFU", "predicted ms", "broken", "validate failed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q", want)
 		}
