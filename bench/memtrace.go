@@ -19,6 +19,7 @@ import (
 	"trainmem/cuda/alloc"
 	"trainmem/model"
 	"trainmem/model/files"
+	"trainmem/zero"
 )
 
 // MemoryTrace records one device's allocator events of a step: the last
@@ -40,6 +41,11 @@ type MemoryTrace struct {
 	Segments []alloc.SegmentInfo // at the end of the recorded events
 	oom      bool                // the events end at an oom (Segments are the allocator's then)
 	err      error
+	// Timing, when set, is the recorded step replayed in time (a
+	// simulated rank's, zero/clock.go): the Chrome trace then runs on the
+	// replayed step's clock, with its collectives and waits beside the
+	// kernels.
+	Timing *zero.Timing
 }
 
 // Event implements cuda.Tracer.
@@ -375,7 +381,9 @@ func (m *MemoryTrace) start() (cats [cuda.NumCategories]int64, reserved int64) {
 // event; slices for the phases (thread 1) and for each instruction's op
 // (thread 2), from its first event to the next one's. Times are the
 // allocator events': the host's clock for a measured run, the modelled
-// one (a roofline, cuda.TimeModel) for a simulated one.
+// one (a roofline, cuda.TimeModel) for a simulated one, on the replayed
+// step's clock with Timing, whose collectives holding the kernels and
+// waits are thread 3 and whose communication stream is thread 4.
 func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -394,6 +402,20 @@ func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 		{Name: "process_sort_index", Ph: "M", Args: map[string]any{"sort_index": m.Rank}},
 		{Name: "thread_name", Ph: "M", Tid: 1, Args: map[string]any{"name": "phases"}},
 		{Name: "thread_name", Ph: "M", Tid: 2, Args: map[string]any{"name": "ops"}},
+	}
+	at := func(d time.Duration) time.Duration { return d }
+	if tm := m.Timing; tm != nil {
+		at = tm.Map
+		evs = append(evs, event{Name: "thread_name", Ph: "M", Tid: 3, Args: map[string]any{"name": "collectives and waits (compute stream)"}},
+			event{Name: "thread_name", Ph: "M", Tid: 4, Args: map[string]any{"name": "communication stream"}})
+		for _, iv := range tm.Intervals {
+			tid := 3
+			if iv.Stream == "communication" {
+				tid = 4
+			}
+			d := float64((iv.End - iv.Start).Nanoseconds()) / 1e3
+			evs = append(evs, event{Name: iv.Name, Cat: iv.Stream, Ph: "X", Ts: float64(iv.Start.Nanoseconds()) / 1e3, Dur: &d, Tid: tid})
+		}
 	}
 	cats, reserved := m.start()
 	counters := func(ts float64) {
@@ -423,11 +445,11 @@ func (m *MemoryTrace) WriteChrome(w io.Writer) error {
 	// one counter value per timestamp shows every value, the peak's too.
 	var ts float64
 	if len(m.Events) > 0 {
-		ts = max(float64(m.Events[0].Time.Nanoseconds())/1e3-1e-3, 0) // no negative time
+		ts = max(float64(at(m.Events[0].Time).Nanoseconds())/1e3-1e-3, 0) // no negative time
 	}
 	counters(ts)
 	for _, e := range m.Events {
-		ts = max(float64(e.Time.Nanoseconds())/1e3, ts+1e-3)
+		ts = max(float64(at(e.Time).Nanoseconds())/1e3, ts+1e-3)
 		if s := e.Site; s.Phase != "" {
 			if o := opened[1]; o == nil || o.name != s.Phase {
 				slice(1, ts)

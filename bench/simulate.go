@@ -93,6 +93,13 @@ func Simulate(newDevice func() cuda.Device, capacity int64, o Options, traces Ra
 	case err != nil:
 		return nil, fmt.Errorf("%s, %s over %s: %w", s.Model.Name, set, ranksText(s), err)
 	}
+	if traces != nil {
+		for _, rr := range res {
+			if tr := traces[rr.Rank]; tr != nil && rr.Timing != nil {
+				tr.Timing = rr.Timing
+			}
+		}
+	}
 	r := &SimulateReport{Setup: s, Setting: set, Device: name, Capacity: capacity, Steps: steps, Ranks: res,
 		Record: res[0].Record, Stats: res[0].Stats, Elapsed: elapsed, Roofline: roofline}
 	if lay.Size() > 1 && !set.PS {

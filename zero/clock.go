@@ -39,6 +39,7 @@ const (
 // async id, or a send to or receive from peer (its seq-th of the pair).
 type event struct {
 	kind eventKind
+	coll Collective
 	at   time.Duration
 	g    *Group
 	seq  int
@@ -70,6 +71,44 @@ type Timing struct {
 	// CommStream is the communication stream's busy time (collectives
 	// overlapped with the compute stream, whether or not they held it).
 	CommStream time.Duration
+	// Start is the device clock's reading at the step's start; Shifts say
+	// how far the replayed step runs behind the device's clock from each
+	// reading on (the collectives and waits before it), in order, so that
+	// a reading x of the step is at x - Start + Shift of the last shift at
+	// or before x on the replayed step's clock.
+	Start  time.Duration
+	Shifts []Shift
+	// Intervals are the step's collectives, sends' waits and waits on the
+	// replayed step's clock (from 0 at the step's start).
+	Intervals []Interval
+}
+
+// Shift is the replayed step's lag behind the device clock from reading
+// At on.
+type Shift struct {
+	At, By time.Duration
+}
+
+// Interval is a stretch of a rank's replayed step: a collective on the
+// compute stream (Stream "collectives": it holds the kernels) or the
+// communication stream ("communication"), or the time the compute stream
+// waited ("waited": for other ranks, a send, an overlapped collective).
+type Interval struct {
+	Name, Stream string
+	Start, End   time.Duration
+}
+
+// Map is reading x of the step's device clock on the replayed step's
+// clock.
+func (t *Timing) Map(x time.Duration) time.Duration {
+	by := time.Duration(0)
+	for _, s := range t.Shifts {
+		if s.At > x {
+			break
+		}
+		by = s.By
+	}
+	return x - t.Start + by
 }
 
 // logStart begins a step's log on member c (nothing without a network or
@@ -108,7 +147,7 @@ func (c *Comm) logCollective(k Collective, S int64) {
 	cost := c.g.net.Cost(k, S, c.g.span).Time
 	seq := l.seqs[c.g]
 	l.seqs[c.g]++
-	e := event{kind: evCollective, at: l.tm.Now(), g: c.g, seq: seq, cost: cost}
+	e := event{kind: evCollective, coll: k, at: l.tm.Now(), g: c.g, seq: seq, cost: cost}
 	if l.inAsync {
 		e.kind, e.id = evAsync, l.async
 		l.async++
@@ -236,6 +275,17 @@ func replay(members []*Comm) ([]Timing, error) {
 		s.c += d
 		s.t.Compute += d
 	}
+	// shifted records rank i's lag after an event, and an interval of it.
+	shifted := func(i int, name, stream string, from, to time.Duration) {
+		s := &st[i]
+		if to > from {
+			s.t.Intervals = append(s.t.Intervals, Interval{Name: name, Stream: stream, Start: from, End: to})
+		}
+		by := s.c - (s.last - members[i].log.start)
+		if n := len(s.t.Shifts); n == 0 || s.t.Shifts[n-1].By != by {
+			s.t.Shifts = append(s.t.Shifts, Shift{At: s.last, By: by})
+		}
+	}
 	for {
 		progress, remaining := false, false
 		for i, m := range members {
@@ -246,8 +296,10 @@ func replay(members []*Comm) ([]Timing, error) {
 				case evWait:
 					advance(i, e)
 					if e.id < len(s.asyncEnd) && s.asyncEnd[e.id] > s.c {
+						from := s.c
 						s.t.Comm += s.asyncEnd[e.id] - s.c
 						s.c = s.asyncEnd[e.id]
+						shifted(i, "wait for the communication stream", "waited", from, s.c)
 					}
 				case evSend:
 					advance(i, e)
@@ -263,8 +315,10 @@ func replay(members []*Comm) ([]Timing, error) {
 						at = s.c + e.cost // the peer is a rank this one stands beside: alike, in step
 					}
 					if at > s.c {
+						from := s.c
 						s.t.Wait += at - s.c
 						s.c = at
+						shifted(i, fmt.Sprintf("receive from rank %d", e.peer), "waited", from, s.c)
 					}
 				case evCollective, evAsync:
 					k := key{e.g, e.seq}
@@ -292,17 +346,21 @@ func replay(members []*Comm) ([]Timing, error) {
 						}
 						a.done, a.end = true, start+e.cost
 					}
+					name := e.name()
 					if e.kind == evAsync {
 						s.t.CommStream += e.cost
 						s.k = a.end
 						s.asyncEnd = append(s.asyncEnd, a.end)
+						s.t.Intervals = append(s.t.Intervals, Interval{Name: name, Stream: "communication", Start: a.end - e.cost, End: a.end})
 					} else {
 						start := a.end - e.cost
 						if start > s.c {
 							s.t.Wait += start - s.c
+							s.t.Intervals = append(s.t.Intervals, Interval{Name: "wait for the group: " + name, Stream: "waited", Start: s.c, End: start})
 						}
 						s.t.Comm += e.cost
 						s.c = a.end
+						shifted(i, name, "collectives", start, a.end)
 					}
 				}
 				s.next++
@@ -331,8 +389,14 @@ func replay(members []*Comm) ([]Timing, error) {
 	for i := range st {
 		out[i] = st[i].t
 		out[i].Step = st[i].c
+		out[i].Start = members[i].log.start
 	}
 	return out, nil
+}
+
+// name is a collective event's name: its kind, its size and its group's.
+func (e event) name() string {
+	return fmt.Sprintf("%s over %d", e.coll, e.g.span.N)
 }
 
 // selfIn is root member m's index among g's members.

@@ -63,6 +63,13 @@ func TestReplayedStep(t *testing.T) {
 	}
 }
 
+// totals are a timing's sums alone.
+type totals struct{ Step, Compute, Comm, Wait, CommStream time.Duration }
+
+func sums(t Timing) totals {
+	return totals{Step: t.Step, Compute: t.Compute, Comm: t.Comm, Wait: t.Wait, CommStream: t.CommStream}
+}
+
 // The replay of hand-made logs against times worked out by hand: a
 // collective on the compute stream starts when the later member reaches
 // it; one on the communication stream starts when both have issued it
@@ -71,7 +78,7 @@ func TestReplayedStep(t *testing.T) {
 func TestReplayByHand(t *testing.T) {
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
 	mk := func(n int) (*Group, []*Comm) {
-		g := &Group{}
+		g := &Group{span: Span{N: n, Nodes: 1}}
 		for i := range n {
 			g.comms = append(g.comms, &Comm{g: g, rank: i, idx: i})
 		}
@@ -80,12 +87,12 @@ func TestReplayByHand(t *testing.T) {
 	g, cs := mk(2)
 	a, b := cs[0], cs[1]
 	a.log = clockLog{on: true, end: us(17), events: []event{
-		{kind: evCollective, at: us(10), g: g, seq: 0, cost: us(5)},
+		{kind: evCollective, coll: AllReduce, at: us(10), g: g, seq: 0, cost: us(5)},
 		{kind: evAsync, at: us(12), g: g, seq: 1, cost: us(20), id: 0},
 		{kind: evWait, at: us(15), id: 0},
 	}}
 	b.log = clockLog{on: true, end: us(9), events: []event{
-		{kind: evCollective, at: us(4), g: g, seq: 0, cost: us(5)},
+		{kind: evCollective, coll: AllReduce, at: us(4), g: g, seq: 0, cost: us(5)},
 		{kind: evAsync, at: us(9), g: g, seq: 1, cost: us(20), id: 0},
 		{kind: evWait, at: us(9), id: 0},
 	}}
@@ -93,14 +100,26 @@ func TestReplayByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Timing{
+	want := []totals{
 		{Step: us(42), Compute: us(17), Comm: us(25), Wait: 0, CommStream: us(20)},
 		{Step: us(40), Compute: us(9), Comm: us(25), Wait: us(6), CommStream: us(20)},
 	}
 	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("rank %d: %+v, want %+v", i, got[i], want[i])
+		if sums(got[i]) != want[i] {
+			t.Errorf("rank %d: %+v, want %+v", i, sums(got[i]), want[i])
 		}
+	}
+	// Rank 0's kernels at its clock's 12 µs ran after the collective that
+	// held it to 15: at 17 on the step's clock; at 16, after the wait for
+	// the communication stream (to 40), at 41. Rank 1 waited for rank 0
+	// from 4 to 10.
+	for _, c := range []struct{ x, want time.Duration }{{us(5), us(5)}, {us(12), us(17)}, {us(16), us(41)}} {
+		if m := got[0].Map(c.x); m != c.want {
+			t.Errorf("rank 0's reading %v on the step's clock: %v, want %v", c.x, m, c.want)
+		}
+	}
+	if iv := got[1].Intervals; len(iv) == 0 || iv[0] != (Interval{Name: "wait for the group: all_reduce over 2", Stream: "waited", Start: us(4), End: us(10)}) {
+		t.Errorf("rank 1's intervals %+v", iv)
 	}
 	// A receive before its send in the replay's order: rank 0 receives.
 	h, ps := mk(2)
@@ -110,10 +129,10 @@ func TestReplayByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := (Timing{Step: us(11), Compute: us(4), Wait: us(7)}); got[0] != w {
+	if w := (totals{Step: us(11), Compute: us(4), Wait: us(7)}); sums(got[0]) != w {
 		t.Errorf("the receiver: %+v, want %+v", got[0], w)
 	}
-	if w := (Timing{Step: us(6), Compute: us(6)}); got[1] != w {
+	if w := (totals{Step: us(6), Compute: us(6)}); sums(got[1]) != w {
 		t.Errorf("the sender: %+v, want %+v", got[1], w)
 	}
 	// A collective one member never reaches is an error, not a hang.

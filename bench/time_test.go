@@ -169,3 +169,67 @@ func TestValidateTime(t *testing.T) {
 		t.Errorf("nothing measured: time %+v (%v)", r.Time, err)
 	}
 }
+
+// A simulated rank's Chrome trace over ranks runs on the replayed step's
+// clock: its collectives and waits on a thread of their own, every event
+// within the replayed step, the communication stream's collectives on
+// another thread under data parallelism.
+func TestTraceStreams(t *testing.T) {
+	s := setup(t, "tiny", 2, 32, model.BF16, model.Adam, "none")
+	s.TP, s.PP, s.Ranks, s.MicroBatches = 2, 2, 2, 4
+	h100, _ := cuda.GPUByKey("h100")
+	nw, _ := zero.NetworkByName("dgx-h100")
+	traces := RankTraces{}
+	o := Options{Setting: zero.Setting{Network: &nw}}
+	o.Setup, o.Steps = checked(t, s), 2
+	rep, err := Simulate(func() cuda.Device {
+		d := shape.New(0)
+		d.Model(h100.Roofline)
+		return d
+	}, 0, o, traces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rr := range rep.Ranks {
+		tr := traces[rr.Rank]
+		if tr == nil || tr.Timing == nil || rr.Timing == nil {
+			t.Fatalf("rank %d: trace %v, timing %v", rr.Rank, tr, rr.Timing)
+		}
+		var b bytes.Buffer
+		if err := tr.WriteChrome(&b); err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			TraceEvents []struct {
+				Name string   `json:"name"`
+				Ph   string   `json:"ph"`
+				Ts   float64  `json:"ts"`
+				Dur  *float64 `json:"dur"`
+				Tid  int      `json:"tid"`
+				Cat  string   `json:"cat"`
+			} `json:"traceEvents"`
+		}
+		if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		threads := map[int]int{}
+		step := float64(rr.Timing.Step.Nanoseconds()) / 1e3
+		for _, e := range doc.TraceEvents {
+			if e.Ph == "M" {
+				continue
+			}
+			threads[e.Tid]++
+			end := e.Ts
+			if e.Dur != nil {
+				end += *e.Dur
+			}
+			if e.Ts < 0 || end > step+1 {
+				t.Errorf("rank %d: %s (thread %d) at %.3f–%.3f µs, outside the replayed step of %.3f µs", rr.Rank, e.Name, e.Tid, e.Ts, end, step)
+				break
+			}
+		}
+		if threads[3] == 0 || threads[4] == 0 || threads[2] == 0 {
+			t.Errorf("rank %d: events by thread %v: want ops (2), collectives and waits (3), the communication stream (4)", rr.Rank, threads)
+		}
+	}
+}
