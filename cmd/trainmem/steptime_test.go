@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -96,6 +98,15 @@ func TestFitObjectiveTime(t *testing.T) {
 		t.Errorf("fastest layout %+v: want a fitting micro-batch, headroom ≥ 0, an MFU under the H100's matmul fraction", best)
 	}
 	t.Logf("llama3-8b on 8 H100s: fastest tp %d × pp %d × dp %d, micro-batch %d, step %.2f s, MFU %.1f%%", best.TP, best.PP, best.DP, best.Micro, best.StepTime.StepMs/1e3, 100*best.StepTime.MFU)
+	// The README's example says this answer.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := fmt.Sprintf("tp %d × pp %d × dp %d\nat micro-batch %d, %.1f s a step, MFU %.1f%%", best.TP, best.PP, best.DP, best.Micro, best.StepTime.StepMs/1e3, 100*best.StepTime.MFU)
+	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), strings.Join(strings.Fields(said), " ")) {
+		t.Errorf("README.md no longer says fit --objective time's answer: %q", said)
+	}
 	for _, l := range doc.Layouts {
 		if l.TP == 1 && l.PP == 1 && !strings.Contains(l.NotFit, "does not fit") {
 			t.Errorf("tp 1 × pp 1 × dp 8 under ZeRO-0: %+v, want it not to fit", l)
