@@ -97,11 +97,17 @@ func (cell *timeCell) fit(s model.Setup, global int, memory int64, opts zero.Tim
 		return nil
 	}
 	per := global / cell.dp
-	var bs []int
-	for b := 1; b <= per; b++ {
+	var bs, big []int // the divisors of per up to its square root, and their pairs
+	for b := 1; b*b <= per; b++ {
 		if per%b == 0 {
 			bs = append(bs, b)
+			if b*b != per {
+				big = append(big, per/b)
+			}
 		}
+	}
+	for i := len(big) - 1; i >= 0; i-- {
+		bs = append(bs, big[i])
 	}
 	setup := func(b, m int) model.Setup {
 		t := s

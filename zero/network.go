@@ -127,25 +127,33 @@ func ParseNetwork(s string) (Network, error) {
 	n := Network{Name: s, GPUsPerNode: 8, Intra: LinkSpeed{0, nvlinkEff}, Inter: LinkSpeed{0, netEff}, PCIe: LinkSpeed{32e9, pcieEff}, Source: "given: " + s}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, _ := strings.Cut(kv, "=")
+		what := "network " + strconv.Quote(s) + ": " + k
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0) || f > 1e6 {
-			return Network{}, cuda.Argf("zero", "network "+strconv.Quote(s)+": "+k, strconv.Quote(v), "not a positive number", "0 < value ≤ 1e6")
-		}
-		switch k {
-		case "nvlink":
-			n.Intra.Bandwidth = f * 1e9
-		case "net":
-			n.Inter.Bandwidth = f * 1e9
-		case "pcie":
-			n.PCIe.Bandwidth = f * 1e9
-		case "gpus":
-			if f != math.Trunc(f) || f > 1024 {
-				return Network{}, cuda.Argf("zero", "network "+strconv.Quote(s)+": gpus", v, "not a whole number", "1 to 1024")
+		if k == "gpus" {
+			if err != nil || f != math.Trunc(f) || f < 1 || f > 1024 {
+				return Network{}, cuda.Argf("zero", what, strconv.Quote(v), "not a whole number in range", "1 to 1024")
 			}
 			n.GPUsPerNode = int(f)
+			continue
+		}
+		var to *float64
+		switch k {
+		case "nvlink":
+			to = &n.Intra.Bandwidth
+		case "net":
+			to = &n.Inter.Bandwidth
+		case "pcie":
+			to = &n.PCIe.Bandwidth
 		default:
 			return Network{}, cuda.Argf("zero", "network "+strconv.Quote(s)+": key", strconv.Quote(k), "unknown", "nvlink, net, pcie, gpus")
 		}
+		switch {
+		case err != nil:
+			return Network{}, cuda.Argf("zero", what, strconv.Quote(v), "not a number of GB/s", "0.001 to 1e6")
+		case !(f >= 0.001 && f <= 1e6):
+			return Network{}, cuda.Argf("zero", what, strconv.Quote(v), "out of range", "0.001 to 1e6 GB/s")
+		}
+		*to = f * 1e9
 	}
 	if n.Intra.Bandwidth == 0 || n.Inter.Bandwidth == 0 {
 		return Network{}, cuda.Argf("zero", "network", strconv.Quote(s), "needs both nvlink= and net=", valid)

@@ -128,7 +128,7 @@ func TestParseNetwork(t *testing.T) {
 	if err != nil || n.Intra.Bandwidth != 300e9 || n.Inter.Bandwidth != 100e9 || n.GPUsPerNode != 4 {
 		t.Fatalf("ParseNetwork: %+v, %v", n, err)
 	}
-	for _, bad := range []string{"dgx-b300", "nvlink=300", "nvlink=-1,net=5", "nvlink=300,net=5,wifi=2", "nvlink=300,net=5,gpus=2.5"} {
+	for _, bad := range []string{"dgx-b300", "nvlink=300", "nvlink=-1,net=5", "nvlink=1e9,net=5", "nvlink=x,net=5", "nvlink=300,net=5,wifi=2", "nvlink=300,net=5,gpus=2.5", "nvlink=300,net=5,gpus=0"} {
 		_, err := ParseNetwork(bad)
 		if err == nil || !strings.Contains(err.Error(), "valid") {
 			t.Errorf("ParseNetwork(%q): %v, want an error naming what is valid", bad, err)
