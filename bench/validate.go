@@ -179,7 +179,7 @@ type OpTime struct {
 // host's, timed now; a GPU's from the table; none for another device)
 // and sets it beside the measured step, op family by op family when
 // measured is a profile.
-func (r *ValidateReport) checkTime(c model.Checked, measured *train.Profile) error {
+func (r *ValidateReport) checkTime(c model.Checked, set zero.Setting, measured *train.Profile) error {
 	if r.Measured == nil {
 		return nil
 	}
@@ -206,7 +206,7 @@ func (r *ValidateReport) checkTime(c model.Checked, measured *train.Profile) err
 		d := shape.New(0)
 		d.Model(card) // checked by its maker
 		return d
-	}, c, zero.Setting{}, 2, nil, train.Options{Profile: p})
+	}, c, set, 2, nil, train.Options{Profile: p})
 	if err != nil {
 		return err
 	}
@@ -413,7 +413,7 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 	}
 	finish := func() (*ValidateReport, error) {
 		if one && r.Measured != nil {
-			if err := r.checkTime(c, o.Profile); err != nil {
+			if err := r.checkTime(c, set, o.Profile); err != nil {
 				return nil, err
 			}
 		}

@@ -55,7 +55,7 @@ func TestEstimateStepTime(t *testing.T) {
 		want []string
 	}{
 		{[]string{"estimate", "--preset", "gpt2", "--gpu", "a100", "--network", "infiniband"}, []string{`"infiniband"`, "dgx-a100, dgx-h100, p4d, p5"}},
-		{[]string{"estimate", "--preset", "gpt2", "--gpu", "a100", "--network", "nvlink=300,net=0"}, []string{`net`, "0 < value"}},
+		{[]string{"estimate", "--preset", "gpt2", "--gpu", "a100", "--network", "nvlink=300,net=0"}, []string{`net "0"`, "out of range", "0.001 to 1e6 GB/s"}},
 		{[]string{"estimate", "--preset", "gpt2", "--network", "p5"}, []string{"--network", "with --gpu"}},
 		{[]string{"estimate", "--preset", "gpt2", "--gpu", "b200"}, []string{`"b200"`, "valid: h100-pcie"}},
 		{[]string{"estimate", "--params", "7e9", "--gpu", "a100"}, []string{"needs a model's shape"}},

@@ -112,7 +112,8 @@ func report(w io.Writer, dir string) error {
 			cells = append(cells, "-", predicted, "-", "-")
 		} else {
 			if predicted != "-" {
-				predicted += fmt.Sprintf(" (%+.0f%%)", 100*(v.Time.PredictedMs/ms-1))
+				// A minus sign, not a hyphen: "-" is an empty cell.
+				predicted += strings.Replace(fmt.Sprintf(" (%+.0f%%)", 100*(v.Time.PredictedMs/ms-1)), "-", "−", 1)
 			}
 			cells = append(cells, fmt.Sprintf("%.1f", ms), predicted, fmt.Sprintf("%.0f", tps), fmt.Sprintf("%.1f%%", 100*mfu))
 		}
