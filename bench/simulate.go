@@ -171,12 +171,15 @@ func (r *SimulateReport) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "  a roofline estimate, not a measurement: each op takes the longer of its FLOPs at %.0f TFLOP/s (%s products) and its bytes read and written at %.2f TB/s, one after another; no kernel overheads, launches or overlap (source: %s)\n",
 				rf.PeakFLOPS(dt)/1e12, dt, rf.Bandwidth/1e12, rf.Source)
 		} else {
-			tiles := fmt.Sprintf("in 256×128 tiles over %d SMs ", rf.Eff.SMs)
+			products := fmt.Sprintf("in 256×128 tiles over %d SMs at %.1f%%", rf.Eff.SMs, 100*rf.Eff.Matmul)
 			if rf.Eff.SMs == 0 {
-				tiles = ""
+				products = fmt.Sprintf("at %.1f%%", 100*rf.Eff.Matmul)
+				if rf.Eff.Ladder[0] > 0 {
+					products = fmt.Sprintf("at %.1f%% (a side of %d) to %.1f%% (%d and more)", 100*rf.Eff.Ladder[0], cuda.LadderSides[0], 100*rf.Eff.Matmul, cuda.LadderSides[len(cuda.LadderSides)-1])
+				}
 			}
-			fmt.Fprintf(w, "  a model, not a measurement: each op one kernel after another, its products %sat %.1f%% of %.1f GFLOP/s (%s), memory-bound kernels at %.0f%% of %.1f GB/s, %v a launch (sources: %s; %s)\n",
-				tiles, 100*rf.Eff.Matmul, rf.PeakFLOPS(dt)/1e9, dt, 100*rf.Eff.Memory, rf.Bandwidth/1e9, rf.Eff.Launch, rf.Source, rf.Eff.Source)
+			fmt.Fprintf(w, "  a model, not a measurement: each op one kernel after another, its products %s of %.1f GFLOP/s (%s), memory-bound kernels at %.0f%% of %.1f GB/s, special functions at %.3g a second, %v a launch (sources: %s; %s)\n",
+				products, rf.PeakFLOPS(dt)/1e9, dt, 100*rf.Eff.Memory, rf.Bandwidth/1e9, rf.Eff.Special, rf.Eff.Launch, rf.Source, rf.Eff.Source)
 		}
 	}
 	return nil

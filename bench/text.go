@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -163,16 +162,8 @@ func (tc *TimeCheck) writeText(w io.Writer) {
 	if len(tc.Ops) == 0 {
 		return
 	}
-	// Each family's rank by measured and by predicted time.
-	rank := make([]int, len(tc.Ops))
-	idx := make([]int, len(tc.Ops))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return tc.Ops[idx[a]].PredictedMs > tc.Ops[idx[b]].PredictedMs })
-	for k, i := range idx {
-		rank[i] = k + 1
-	}
+	rank := tc.predictedRanks()
+	fmt.Fprintf(w, "  the ops' ranks by predicted time against the measured: Spearman's ρ %.2f over %d op families\n", tc.RankCorrelation, len(tc.Ops))
 	var t Table
 	t.Add("  op", "phase", "measured", "predicted", "Δ", "rank measured", "predicted")
 	for i, o := range tc.Ops {

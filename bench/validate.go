@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
-	"trainmem/cuda/host"
 
 	"trainmem/cuda"
+	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
@@ -164,6 +165,41 @@ type TimeCheck struct {
 	PredictedMs float64 `json:"predicted_ms"`
 	// Ops are the op families, the measured longest first, with --profile.
 	Ops []OpTime `json:"ops,omitempty"`
+	// RankCorrelation is Spearman's ρ between the families' ranks by
+	// measured and by predicted time (1: the same order), with Ops.
+	RankCorrelation float64 `json:"rank_correlation,omitempty"`
+}
+
+// predictedRanks is each of Ops' rank (1 the longest) by predicted time,
+// ties in the measured order.
+func (tc *TimeCheck) predictedRanks() []int {
+	rank := make([]int, len(tc.Ops))
+	idx := make([]int, len(tc.Ops))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return tc.Ops[idx[a]].PredictedMs > tc.Ops[idx[b]].PredictedMs })
+	for k, i := range idx {
+		rank[i] = k + 1
+	}
+	return rank
+}
+
+// spearman is Spearman's rank correlation of Ops (measured longest
+// first) and their predicted ranks: 1 − 6·Σd²/(n·(n² − 1)); 0 for fewer
+// than two families.
+func (tc *TimeCheck) spearman() float64 {
+	n := len(tc.Ops)
+	if n < 2 {
+		return 0
+	}
+	var d2 float64
+	for i, r := range tc.predictedRanks() {
+		d := float64(r - (i + 1))
+		d2 += d * d
+	}
+	nf := float64(n)
+	return 1 - 6*d2/(nf*(nf*nf-1))
 }
 
 // OpTime is an op family in a phase: its measured and predicted time a
@@ -219,6 +255,7 @@ func (r *ValidateReport) checkTime(c model.Checked, set zero.Setting, measured *
 		for _, row := range measured.Rows() {
 			tc.Ops = append(tc.Ops, OpTime{Op: row.Op, Phase: row.Phase, MeasuredMs: ms(row.Time / time.Duration(measured.Steps())), PredictedMs: ms(pred[[2]string{row.Op, row.Phase}])})
 		}
+		tc.RankCorrelation = tc.spearman()
 	}
 	r.Time = tc
 	return nil

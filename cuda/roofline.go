@@ -43,7 +43,43 @@ type Efficiency struct {
 	// runs) reaches.
 	Attention float64
 	Launch    time.Duration
-	Source    string
+	// Special is the special-function evaluations (exp, tanh, sin, cos,
+	// pow) the card makes a second: a GPU's special-function units (16
+	// results a clock an SM), a CPU's exponential with the arithmetic its
+	// kernels do around it; 0 when they never bind.
+	Special float64
+	// Ladder, where a card has one, is its product kernel's fraction of
+	// the peak on square products of side 64, 128, 256, 512 and 1,024
+	// (LadderSides), a product read at its shortest side (interpolated
+	// in the side's logarithm, the ends beyond them): a CPU's BLAS, whose
+	// small products and thin ones (a reduction of 64) run far from its
+	// peak. Without SMs and a ladder, every product runs at Matmul.
+	Ladder [5]float64
+	Source string
+}
+
+// LadderSides are the sides of the square products Efficiency.Ladder is
+// measured on.
+var LadderSides = [5]int{64, 128, 256, 512, 1024}
+
+// ladder is the fraction of the peak a product whose shortest side is
+// side reaches on the ladder: 0 without one.
+func (k Efficiency) ladder(side float64) float64 {
+	if k.Ladder[0] <= 0 {
+		return 0
+	}
+	l := k.Ladder
+	if side <= float64(LadderSides[0]) {
+		return l[0]
+	}
+	for i := 1; i < len(l); i++ {
+		if hi := float64(LadderSides[i]); side <= hi {
+			lo := float64(LadderSides[i-1])
+			f := math.Log2(side/lo) / math.Log2(hi/lo)
+			return l[i-1] + f*(l[i]-l[i-1])
+		}
+	}
+	return l[len(l)-1]
 }
 
 // The tile cuBLAS prefers for large 16-bit products, 256×128 (NVIDIA's
@@ -59,16 +95,21 @@ const tileM, tileN = 256, 128
 // card's matmul fraction of its share of the peak; at least the time of
 // its bytes (inputs and output) at the memory fraction of the bandwidth;
 // plus a launch. Without SMs it is the roofline's time of 2·m·n·k·batch
-// FLOPs at the matmul fraction.
+// FLOPs at the matmul fraction, or, on a card with a ladder (a CPU), at
+// the ladder's fraction for the product's shortest side.
 func (r Roofline) Matmul(dt DType, batch, m, n, k int64) time.Duration {
 	if batch <= 0 || m <= 0 || n <= 0 || k <= 0 {
 		return 0
 	}
-	peak := r.PeakFLOPS(dt) * r.Eff.matmul()
+	b, mf, nf, kf := float64(batch), float64(m), float64(n), float64(k)
+	frac := r.Eff.matmul()
+	if l := r.Eff.ladder(min(mf, nf, kf)); l > 0 && r.Eff.SMs == 0 {
+		frac = l
+	}
+	peak := r.PeakFLOPS(dt) * frac
 	if peak <= 0 {
 		return 0
 	}
-	b, mf, nf, kf := float64(batch), float64(m), float64(n), float64(k)
 	s := 2 * b * mf * nf * kf / peak
 	if sms := float64(r.Eff.SMs); sms > 0 {
 		// Either orientation of the tile, whichever costs less; a side
@@ -97,14 +138,18 @@ type Work struct {
 	// Attention marks a fused attention kernel (flash attention): its
 	// arithmetic at the card's attention fraction of the peak.
 	Attention bool
+	// Specials are the special-function evaluations (exp, tanh, sin,
+	// cos, pow) it makes, at the card's Special rate.
+	Specials float64
 }
 
 // Kernel is the time of work w, stored as dt, on the card: its products
-// each by Matmul; else arithmetic without a product's shape (a fused
-// kernel, flash attention's) at the matmul fraction of the peak, or its
-// bytes at the memory fraction of the bandwidth, whichever is longer, and
-// a launch. Without a kernel model (Eff's zero value) it is the bare
-// roofline's Time.
+// each by Matmul (with its special functions' time beside them: the
+// attention's softmax); else arithmetic without a product's shape (a
+// fused kernel, flash attention's) at the matmul fraction of the peak, its
+// special functions at the card's rate, or its bytes at the memory
+// fraction of the bandwidth, whichever is longest, and a launch. Without
+// a kernel model (Eff's zero value) it is the bare roofline's Time.
 func (r Roofline) Kernel(dt DType, w Work) time.Duration {
 	if r.Eff == (Efficiency{}) {
 		return r.Time(dt, w.FLOPs, w.Bytes)
@@ -114,7 +159,7 @@ func (r Roofline) Kernel(dt DType, w Work) time.Duration {
 		for _, p := range w.Products {
 			d += r.Matmul(dt, p.Batch, p.M, p.N, p.K)
 		}
-		return d
+		return d + time.Duration(math.Ceil(r.specialSeconds(w.Specials)*1e9))
 	}
 	var s float64
 	frac := r.Eff.matmul()
@@ -124,7 +169,14 @@ func (r Roofline) Kernel(dt DType, w Work) time.Duration {
 	if peak := r.PeakFLOPS(dt) * frac; peak > 0 && w.FLOPs > 0 {
 		s = w.FLOPs / peak
 	}
-	return r.kernel(max(s, r.memorySeconds(float64(w.Bytes))))
+	return r.kernel(max(s, r.memorySeconds(float64(w.Bytes)), r.specialSeconds(w.Specials)))
+}
+
+func (r Roofline) specialSeconds(n float64) float64 {
+	if r.Eff.Special <= 0 || n <= 0 {
+		return 0
+	}
+	return n / r.Eff.Special
 }
 
 // fit is the tile side a side of x needs: the power of two at or above
@@ -269,25 +321,31 @@ const (
 // 2023, arXiv 2307.08691), 35% on H100 (Shah et al. 2024, the
 // FlashAttention-3 paper, arXiv 2407.08608: FA2's utilization there); for
 // Ada cards, which neither measures, the low end of FA2's Ampere range,
-// 50%.
-const kernelSheet = "matmul: stas00/ml-engineering MAMF table; memory: RRZE-HPC/gpu-benches gpu-stream; attention: FlashAttention-2 and -3 papers; launch: gpu-small-kernels; SMs: NVIDIA whitepapers"
+// 50%. Special: 16 results a clock an SM for exp2, sin, cos, log2 and
+// the reciprocal (the CUDA C++ Programming Guide's table of arithmetic
+// instruction throughput, compute capabilities 8.0 to 9.0), one an
+// evaluation, at the datasheets' boost clock (A100 1,410 MHz, H100 SXM
+// and H200 1,980, H100 PCIe 1,755, H100 NVL 1,785, L40S 2,520, L4
+// 2,040).
+const kernelSheet = "matmul: stas00/ml-engineering MAMF table; memory: RRZE-HPC/gpu-benches gpu-stream; attention: FlashAttention-2 and -3 papers; launch: gpu-small-kernels; SMs: NVIDIA whitepapers; special functions: CUDA C++ Programming Guide throughput table at the boost clock"
 
-func efficiency(sms int, matmul, memory, attention float64) Efficiency {
-	return Efficiency{SMs: sms, Matmul: matmul, Memory: memory, Attention: attention, Launch: 2500 * time.Nanosecond, Source: kernelSheet}
+func efficiency(sms int, matmul, memory, attention, clockMHz float64) Efficiency {
+	return Efficiency{SMs: sms, Matmul: matmul, Memory: memory, Attention: attention, Launch: 2500 * time.Nanosecond,
+		Special: float64(sms) * 16 * clockMHz * 1e6, Source: kernelSheet}
 }
 
 // GPUs is the roofline table, in the order a driver's card name is
 // matched (the PCIe and NVL H100s before the SXM one).
 var GPUs = []GPUSpec{
-	{"h100-pcie", []string{"H100", "PCIe"}, Roofline{"H100 PCIe", 756e12, 51e12, 2.0e12, h100Sheet, efficiency(114, 0.803, 0.916, 0.35)}},
-	{"h100-nvl", []string{"H100", "NVL"}, Roofline{"H100 NVL", 835e12, 60e12, 3.9e12, h100Sheet, efficiency(132, 0.803, 0.88, 0.35)}},
-	{"h200", []string{"H200"}, Roofline{"H200 SXM", 989e12, 67e12, 4.8e12, h200Sheet, efficiency(132, 0.803, 0.88, 0.35)}},
-	{"h100", []string{"H100"}, Roofline{"H100 SXM", 989e12, 67e12, 3.35e12, h100Sheet, efficiency(132, 0.803, 0.88, 0.35)}},
-	{"h800", []string{"H800"}, Roofline{"H800 SXM", 989e12, 67e12, 3.35e12, h100Sheet + " (the H800 as the H100 SXM)", efficiency(132, 0.803, 0.88, 0.35)}},
-	{"a100", []string{"A100"}, Roofline{"A100 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet, efficiency(108, 0.869, 0.88, 0.73)}},
-	{"a800", []string{"A800"}, Roofline{"A800 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet + " (the A800 as the A100)", efficiency(108, 0.869, 0.88, 0.73)}},
-	{"l40s", []string{"L40S"}, Roofline{"L40S", 362e12, 91.6e12, 0.864e12, l40sSheet, efficiency(142, 0.803, 0.88, 0.5)}},
-	{"l4", []string{" L4"}, Roofline{"L4", 121e12, 30.3e12, 0.3e12, l4Sheet, efficiency(58, 0.803, 0.88, 0.5)}},
+	{"h100-pcie", []string{"H100", "PCIe"}, Roofline{"H100 PCIe", 756e12, 51e12, 2.0e12, h100Sheet, efficiency(114, 0.803, 0.916, 0.35, 1755)}},
+	{"h100-nvl", []string{"H100", "NVL"}, Roofline{"H100 NVL", 835e12, 60e12, 3.9e12, h100Sheet, efficiency(132, 0.803, 0.88, 0.35, 1785)}},
+	{"h200", []string{"H200"}, Roofline{"H200 SXM", 989e12, 67e12, 4.8e12, h200Sheet, efficiency(132, 0.803, 0.88, 0.35, 1980)}},
+	{"h100", []string{"H100"}, Roofline{"H100 SXM", 989e12, 67e12, 3.35e12, h100Sheet, efficiency(132, 0.803, 0.88, 0.35, 1980)}},
+	{"h800", []string{"H800"}, Roofline{"H800 SXM", 989e12, 67e12, 3.35e12, h100Sheet + " (the H800 as the H100 SXM)", efficiency(132, 0.803, 0.88, 0.35, 1980)}},
+	{"a100", []string{"A100"}, Roofline{"A100 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet, efficiency(108, 0.869, 0.88, 0.73, 1410)}},
+	{"a800", []string{"A800"}, Roofline{"A800 SXM 80GB", 312e12, 19.5e12, 2.039e12, a100Sheet + " (the A800 as the A100)", efficiency(108, 0.869, 0.88, 0.73, 1410)}},
+	{"l40s", []string{"L40S"}, Roofline{"L40S", 362e12, 91.6e12, 0.864e12, l40sSheet, efficiency(142, 0.803, 0.88, 0.5, 2520)}},
+	{"l4", []string{" L4"}, Roofline{"L4", 121e12, 30.3e12, 0.3e12, l4Sheet, efficiency(58, 0.803, 0.88, 0.5, 2040)}},
 }
 
 // DefaultGPU is the card whose roofline times a simulated step when none

@@ -194,3 +194,6 @@ func (op *AttentionOutOp) FLOPs() float64 {
 func (op *AttentionBackwardOp) FLOPs() float64 {
 	return 8 * float64(op.B) * float64(op.T) * float64(op.T) * float64(op.C)
 }
+
+// Specials: the causal softmax's exponential a kept pair of every head.
+func (op *AttentionProbsOp) Specials() float64 { return float64(op.NH) * causalPairs(op.B, op.T) }

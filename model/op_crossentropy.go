@@ -214,3 +214,13 @@ func (op *CrossEntropyPartBackwardOp) String() string {
 func (op *CrossEntropyPartBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	return x.K.CrossEntropyPartBackward(out, a[0], a[1], a[2], a[3], op.N, op.V, cuda.VocabPart{Lo: op.Lo, V: op.Vocab})
 }
+
+// Specials: an exponential a logit, forward (the softmax's sum) and
+// backward (the softmax again); the vocabulary-parallel statistics and
+// backward over their part of it (the loss op reads the statistics only).
+func (op *CrossEntropyOp) Specials() float64         { return float64(op.N) * float64(op.V) }
+func (op *CrossEntropyBackwardOp) Specials() float64 { return float64(op.N) * float64(op.V) }
+func (op *CrossEntropyStatsOp) Specials() float64    { return float64(op.N) * float64(op.V) }
+func (op *CrossEntropyPartBackwardOp) Specials() float64 {
+	return float64(op.N) * float64(op.V)
+}

@@ -155,3 +155,13 @@ func (op *FlashAttentionOutOp) FLOPs() float64 { return 4 * float64(op.C) * caus
 func (op *FlashAttentionBackwardOp) FLOPs() float64 {
 	return 14*float64(op.C)*causalPairs(op.B, op.T) + 2*float64(op.B)*float64(op.T)*float64(op.C)
 }
+
+// Specials: an exponential a causal pair of every head, in each pass
+// (the statistics, the output and the backward recompute them).
+func (op *FlashAttentionStatsOp) Specials() float64 {
+	return float64(op.NH) * causalPairs(op.B, op.T)
+}
+func (op *FlashAttentionOutOp) Specials() float64 { return float64(op.NH) * causalPairs(op.B, op.T) }
+func (op *FlashAttentionBackwardOp) Specials() float64 {
+	return float64(op.NH) * causalPairs(op.B, op.T)
+}

@@ -70,3 +70,8 @@ func (op *GELUBackwardOp) String() string { return fmt.Sprintf("GELUBackward{N=%
 func (op *GELUBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	return x.K.GELUBackward(out, a[0], a[1])
 }
+
+// Specials: GELU's tanh an element (an exponential), forward and
+// backward.
+func (op *GELUOp) Specials() float64         { return float64(op.N) * float64(op.C) }
+func (op *GELUBackwardOp) Specials() float64 { return float64(op.N) * float64(op.C) }

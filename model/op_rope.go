@@ -82,3 +82,13 @@ func (op *RoPEBackwardOp) String() string {
 func (op *RoPEBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	return x.K.RoPEBackward(out, a[0], op.B, op.T, op.C, op.NH, op.KV, op.Theta)
 }
+
+// Specials: the T positions' angles, a power, a sine and a cosine each
+// of a head's hs/2 pairs, once a call (the same for every sequence and
+// head).
+func (op *RoPEOp) Specials() float64         { return ropeSpecials(op.AttentionShape) }
+func (op *RoPEBackwardOp) Specials() float64 { return ropeSpecials(op.AttentionShape) }
+
+func ropeSpecials(sh AttentionShape) float64 {
+	return 3 * float64(sh.T) * float64(sh.C/sh.NH/2)
+}

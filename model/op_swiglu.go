@@ -76,3 +76,8 @@ func (op *SwiGLUBackwardOp) String() string {
 func (op *SwiGLUBackwardOp) Run(x Exec, out *cuda.Buffer, a []*cuda.Buffer) error {
 	return x.K.SwiGLUBackward(out, a[0], a[1], op.N, op.F)
 }
+
+// Specials: an exponential an element of the gate, forward (its sigmoid)
+// and backward (the sigmoid again).
+func (op *SwiGLUOp) Specials() float64         { return float64(op.N) * float64(op.F) }
+func (op *SwiGLUBackwardOp) Specials() float64 { return float64(op.N) * float64(op.F) }

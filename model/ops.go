@@ -131,6 +131,17 @@ type FLOPer interface {
 	FLOPs() float64
 }
 
+// Specialer is an op whose kernels evaluate special functions (exp, tanh,
+// sin, cos, pow), each in its family's file: how many a call makes, as its
+// kernels compute them (GELU's tanh an exponential, the causal softmax's
+// exponentials over the pairs it keeps), for the modelled clock, which
+// runs them at the card's rate (cuda.Efficiency.Special). Square roots
+// (the norms', Adam's) are not counted: a CPU and a GPU take one
+// instruction for each.
+type Specialer interface {
+	Specials() float64
+}
+
 // FusedAttention is a fused attention kernel's op (flash attention's):
 // its arithmetic runs at the card's attention fraction of the peak.
 type FusedAttention interface {

@@ -568,6 +568,9 @@ func (t *Trainer) run(lo, hi int, rec *Record, spent *[numPhases]time.Duration) 
 					w.Products = p.Products()
 				}
 				_, w.Attention = in.Node.Op().(model.FusedAttention)
+				if sp, ok := in.Node.Op().(model.Specialer); ok {
+					w.Specials = sp.Specials()
+				}
 				tm.Spend(t.dtypes.param, w)
 			}
 			return nil

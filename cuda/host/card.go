@@ -7,31 +7,38 @@ package host
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"trainmem/cuda"
 )
 
-// The shapes the card is timed on: a product of a small GPT-2's linear
-// layer (1,024 tokens of 768 channels by a 768×768 weight), an addition
-// of 8 Mi elements (96 MiB read and written: far past the caches), and an
-// addition of 64 (a kernel's cost when it has nothing to do).
+// The shapes the card is timed on: square products of the ladder's
+// sides (cuda.LadderSides, from 64 to 1,024), an addition of 8 Mi
+// elements (96 MiB read and written: far past the caches), an addition of
+// 64 (a kernel's cost when it has nothing to do), and the two activations
+// over 64 rows of 1,024 (GELU's tanh and SwiGLU's sigmoid, an exponential
+// an element, in the caches).
 const (
-	cardM, cardN, cardK = 1024, 768, 768
-	cardAddLen          = 8 << 20
-	cardTinyLen         = 64
+	cardAddLen           = 8 << 20
+	cardTinyLen          = 64
+	cardActRows, cardAct = 64, 1024
 )
 
 // Card is the host as a cuda.Roofline: its fp32 peak (PeakGFLOPS; the
-// product's own rate where the peak is unknown) for every storage type
-// (the host computes 16-bit values in fp32), the fraction of it its
-// product kernel reaches, its memory bandwidth as its Add kernel reaches
-// it, and the time a kernel takes with nothing to do, each the best of a
-// few timings now (about a quarter of a second; a busy machine makes
-// them slower). There are no SMs: a product's time is its FLOPs at the
-// measured rate. What the model then misses on a CPU: its exp and tanh
-// (the cross-entropy's, GELU's) are bound by arithmetic, not memory, and
-// its attention kernels are not BLAS's products.
+// largest product's own rate where the peak is unknown) for every storage
+// type (the host computes 16-bit values in fp32); the fraction of it its
+// product kernel reaches on each square product of the ladder (a small
+// product, or a thin one, is read at its shortest side), the largest the
+// card's matmul fraction; its memory bandwidth as its Add kernel reaches
+// it; the special functions a second (the mean of GELU's and SwiGLU's
+// time an element, less a launch: an exponential with the arithmetic its
+// kernels do around it); and the time a kernel takes with nothing to do,
+// each the best of a few timings now (about a quarter of a second; a busy
+// machine makes them slower). There are no SMs. What the model then
+// misses on a CPU: its attention kernels are loops, not BLAS's products,
+// and its scalar loops (RoPE's, the norms') are bound by instructions,
+// not by memory.
 func (h *Device) Card() (cuda.Roofline, error) {
 	best := func(reps int, f func() error) (time.Duration, error) {
 		d := time.Duration(math.MaxInt64)
@@ -43,6 +50,21 @@ func (h *Device) Card() (cuda.Roofline, error) {
 			d = min(d, time.Since(t))
 		}
 		return max(d, time.Nanosecond), nil
+	}
+	// bestFor is the best of at least 3 timings, more until d is spent
+	// (a product's rate on a shared machine varies by half from call to
+	// call).
+	bestFor := func(d time.Duration, f func() error) (time.Duration, error) {
+		b := time.Duration(math.MaxInt64)
+		start := time.Now()
+		for i := 0; i < 3 || time.Since(start) < d; i++ {
+			t := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			b = min(b, time.Since(t))
+		}
+		return max(b, time.Nanosecond), nil
 	}
 	alloc := func(n int) (*cuda.Buffer, error) {
 		b, err := h.Alloc(cuda.Temporaries, cuda.F32, n)
@@ -65,17 +87,15 @@ func (h *Device) Card() (cuda.Roofline, error) {
 		bufs = append(bufs, b)
 		return b
 	}
-	a, b, c := get(cardM*cardK), get(cardK*cardN), get(cardM*cardN)
-	x, y := get(cardAddLen), get(cardAddLen)
 	u, v := get(cardTinyLen), get(cardTinyLen)
-	for _, p := range []*cuda.Buffer{a, b, c, x, y, u, v} {
+	x, y := get(cardAddLen), get(cardAddLen)
+	ax, ay := get(cardActRows*2*cardAct), get(cardActRows*cardAct)
+	for _, p := range []*cuda.Buffer{x, y, u, v, ax, ay} {
 		if p == nil {
 			return cuda.Roofline{}, fmt.Errorf("cuda: the host card's buffers: out of memory")
 		}
 	}
-	mm, err := best(5, func() error {
-		return h.MatMul(cuda.MatMul{M: cardM, N: cardN, K: cardK, A: a, B: b, C: c, Alpha: 1})
-	})
+	tiny, err := best(200, func() error { return h.Add(v, u, v) })
 	if err != nil {
 		return cuda.Roofline{}, err
 	}
@@ -83,22 +103,54 @@ func (h *Device) Card() (cuda.Roofline, error) {
 	if err != nil {
 		return cuda.Roofline{}, err
 	}
-	tiny, err := best(200, func() error { return h.Add(v, u, v) })
+	gelu, err := best(20, func() error { return h.GELU(ay, ay) })
 	if err != nil {
 		return cuda.Roofline{}, err
 	}
-	rate := 2 * float64(cardM) * cardN * cardK / mm.Seconds()
+	swiglu, err := best(20, func() error { return h.SwiGLU(ay, ax, cardActRows, cardAct) })
+	if err != nil {
+		return cuda.Roofline{}, err
+	}
+	// The ladder, the smallest product first; each product's buffers
+	// freed before the next.
+	var rates [len(cuda.LadderSides)]float64
+	for i, n := range cuda.LadderSides {
+		a, b, c := get(n*n), get(n*n), get(n*n)
+		if a == nil || b == nil || c == nil {
+			return cuda.Roofline{}, fmt.Errorf("cuda: the host card's buffers: out of memory")
+		}
+		mm, err := bestFor(time.Duration(20*(i+1))*time.Millisecond, func() error {
+			return h.MatMul(cuda.MatMul{M: n, N: n, K: n, A: a, B: b, C: c, Alpha: 1})
+		})
+		if err != nil {
+			return cuda.Roofline{}, err
+		}
+		rates[i] = 2 * float64(n) * float64(n) * float64(n) / mm.Seconds()
+		for _, p := range bufs[len(bufs)-3:] {
+			h.Free(p)
+		}
+		bufs = bufs[:len(bufs)-3]
+	}
 	peak, how := PeakGFLOPS()
 	peak *= 1e9
-	if peak < rate {
-		peak, how = rate, "its product's rate (the peak is unknown)"
+	if top := rates[len(rates)-1]; peak < top {
+		peak, how = top, "its largest product's rate (the peak is unknown)"
 	}
-	bw := 3 * 4 * float64(cardAddLen) / (add - tiny).Seconds()
+	var ladder [len(rates)]float64
+	var steps []string
+	for i, rate := range rates {
+		ladder[i] = min(1, rate/peak)
+		steps = append(steps, fmt.Sprintf("%d: %.1f", cuda.LadderSides[i], rate/1e9))
+	}
+	bw := 3 * 4 * float64(cardAddLen) / max(add-tiny, time.Nanosecond).Seconds()
+	act := (gelu + swiglu) / 2
+	special := float64(cardActRows*cardAct) / max(act-tiny, time.Nanosecond).Seconds()
 	r := cuda.Roofline{
 		Name: h.Name(), HalfFLOPS: peak, FP32FLOPS: peak, Bandwidth: bw,
-		Source: fmt.Sprintf("timed on this host: peak %s; a %d×%d×%d product at %.1f GFLOP/s, an addition of %d Mi floats at %.1f GB/s, %v a kernel with nothing to do",
-			how, cardM, cardK, cardN, rate/1e9, cardAddLen>>20, bw/1e9, tiny.Round(time.Microsecond/10)),
-		Eff: cuda.Efficiency{Matmul: rate / peak, Memory: 1, Launch: tiny, Source: "measured"},
+		Source: fmt.Sprintf("timed on this host: peak %s; square products of side %s GFLOP/s, an addition of %d Mi floats at %.1f GB/s, GELU and SwiGLU at %.2f and %.2f ns an element, %v a kernel with nothing to do",
+			how, strings.Join(steps, ", "), cardAddLen>>20, bw/1e9,
+			float64(gelu.Nanoseconds())/(cardActRows*cardAct), float64(swiglu.Nanoseconds())/(cardActRows*cardAct), tiny.Round(time.Microsecond/10)),
+		Eff: cuda.Efficiency{Matmul: ladder[len(ladder)-1], Memory: 1, Launch: tiny, Special: special, Ladder: ladder, Source: "measured"},
 	}
 	if err := r.Check(); err != nil {
 		return cuda.Roofline{}, err

@@ -536,10 +536,12 @@ func TestAnyExponentAllOnes(t *testing.T) {
 	}
 }
 
-// The host as a card: every limit measured and in range, its product's
-// fraction of the peak at most 1, the sources saying it was timed here; a
-// kernel model of no SMs times a product at the measured rate plus the
-// launch.
+// The host as a card: every limit measured and in range, its products'
+// fractions of the peak each at most 1, the largest the card's matmul
+// fraction, the sources saying it was timed here; a kernel model of no
+// SMs times each square product of the ladder at its own measured rate
+// plus the launch, a product of sides between two rungs between their
+// times, and an activation's special functions at the measured rate.
 func TestHostCard(t *testing.T) {
 	h, err := New(Options{})
 	if err != nil {
@@ -550,14 +552,32 @@ func TestHostCard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Check(); err != nil || !(r.Eff.Matmul > 0 && r.Eff.Matmul <= 1) || r.Eff.Memory != 1 || r.Eff.Launch <= 0 || r.Eff.SMs != 0 ||
-		r.HalfFLOPS != r.FP32FLOPS || !strings.Contains(r.Source, "timed on this host") {
+	l := r.Eff.Ladder
+	if err := r.Check(); err != nil || !(r.Eff.Matmul > 0 && r.Eff.Matmul <= 1) || r.Eff.Matmul != l[len(l)-1] || r.Eff.Memory != 1 || r.Eff.Launch <= 0 || r.Eff.SMs != 0 ||
+		!(r.Eff.Special > 0) || r.HalfFLOPS != r.FP32FLOPS || !strings.Contains(r.Source, "timed on this host") {
 		t.Fatalf("host card %+v (%v)", r, err)
 	}
-	flops := 2.0 * cardM * cardN * cardK
-	want := time.Duration(math.Ceil(flops/(r.FP32FLOPS*r.Eff.Matmul)*1e9)) + r.Eff.Launch
-	if got := r.Matmul(cuda.F32, 1, cardM, cardN, cardK); got < want-time.Microsecond || got > want+time.Microsecond {
-		t.Errorf("the card's own product: %v, want %v", got, want)
+	at := func(n int64, frac float64) time.Duration {
+		return time.Duration(math.Ceil(2*float64(n*n*n)/(r.FP32FLOPS*frac)*1e9)) + r.Eff.Launch
+	}
+	for i, side := range cuda.LadderSides {
+		if !(l[i] > 0 && l[i] <= 1) {
+			t.Errorf("ladder rung %d (side %d): fraction %v", i, side, l[i])
+		}
+		n := int64(side)
+		if got, want := r.Matmul(cuda.F32, 1, n, n, n), at(n, l[i]); got < want-time.Microsecond || got > want+time.Microsecond {
+			t.Errorf("the ladder's product of side %d: %v, want %v", side, got, want)
+		}
+	}
+	// 181 ≈ 128·√2, half way up from 128 to 256 in the logarithm.
+	mid := r.Matmul(cuda.F32, 1, 181, 181, 181)
+	lo, hi := at(181, max(l[1], l[2])), at(181, min(l[1], l[2]))
+	if mid < lo-time.Microsecond || mid > hi+time.Microsecond {
+		t.Errorf("a product of side 181: %v, want between %v and %v", mid, lo, hi)
+	}
+	w := cuda.Work{Specials: 1e6, Bytes: 1}
+	if got, want := r.Kernel(cuda.F32, w), time.Duration(math.Ceil(1e6/r.Eff.Special*1e9))+r.Eff.Launch; got != want {
+		t.Errorf("a million special functions: %v, want %v", got, want)
 	}
 	t.Logf("%s: %s", r.Name, r.Source)
 }

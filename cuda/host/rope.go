@@ -10,7 +10,8 @@ import (
 
 // RoPE: q's and k's channel pairs (i, i + hs/2) of every query and key head rotated by
 // t·theta^(-2i/hs), v copied; the angles, their cosines and sines in
-// float64, once a row.
+// float64, once a call for the T positions (the same values for every
+// sequence of the batch and every head).
 func (h *Device) RoPE(y, x *cuda.Buffer, B, T, C, NH, KV int, theta float32) error {
 	return h.launch("RoPE", cuda.Check.RoPE(y, x, B, T, C, NH, KV, theta), func() {
 		instance(cuda.AllF64(y, x), ropeKernel[float64], ropeKernel[float32])(h, y, x, B, T, C, NH, KV, theta, 1)
@@ -31,16 +32,21 @@ func ropeKernel[F float](h *Device, y, x *cuda.Buffer, B, T, C, NH, KV int, thet
 	half := hs / 2
 	W := cuda.QKVWidth(C, NH, KV)
 	R := (NH + KV) * hs // q's and k's heads, one after the other; v is the rest
+	// cs[t] holds position t's cosines and signed sines, pair by pair.
+	cs := make([]float64, 2*half*T)
+	h.parallel(T, rowGrain(8*half), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			for i := range half {
+				s, c := math.Sincos(float64(t) * math.Pow(float64(theta), -2*float64(i)/float64(hs)))
+				cs[2*half*t+2*i], cs[2*half*t+2*i+1] = c, sign*s
+			}
+		}
+	})
 	h.parallel(B*T, rowGrain(W), func(lo, hi int) {
 		tmp := getScratch[F](2 * W)
 		defer putScratch(tmp)
-		cs := make([]float64, 2*half)
 		for r := lo; r < hi; r++ {
-			t := float64(r % T)
-			for i := range half {
-				s, c := math.Sincos(t * math.Pow(float64(theta), -2*float64(i)/float64(hs)))
-				cs[2*i], cs[2*i+1] = c, sign*s
-			}
+			cs := cs[2*half*(r%T) : 2*half*(r%T+1)]
 			xs := vx.get(W*r, W*(r+1), tmp[:W])
 			o := vy.out(W*r, W*(r+1), tmp[W:])
 			for base := 0; base < R; base += hs {

@@ -5,12 +5,17 @@ package host
 import "trainmem/cuda"
 
 // swigluSigmoid sets e[j] = σ(g[j]) = 1/(1 + exp(-g[j])) in float64 (an
-// exponential overflowing to +Inf gives σ = 0), expChunk at a time.
+// exponential overflowing to +Inf gives σ = 0), up to expChunk at a time:
+// the exponentials of -g by expShiftedSum (its AVX2 twin where there is
+// one, the cross entropy's), the sums it keeps unused.
 func swigluSigmoid[F float](e []float64, g []F) {
+	var neg [expChunk]F
+	n := neg[:len(g)]
 	for j, v := range g {
-		e[j] = -float64(v)
+		n[j] = -v
 	}
-	expLoop(e[:len(g)])
+	var sums [4]float64
+	expShiftedSum(e, n, 0, &sums)
 	for j := range g {
 		e[j] = 1 / (1 + e[j])
 	}
