@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"trainmem/cuda"
-	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/train"
@@ -27,14 +26,14 @@ const (
 	calibSteps           = 8
 )
 
-// HostCard is the host as a card (host.Device.Card: its peak, its product
+// HostCard is the host as a card (its Card: its peak, its product
 // kernel's rate, its bandwidth, a kernel with nothing to do) with the
 // executor's cost an instruction added to the launch: the tiny preset's
 // step at b 1, s 8 trained on d, the best of 8 steps after the first, less
 // its kernels' time on the card, over its instructions (about 0.2 s in
 // all). A model predicted on this card is timed on the host's own terms;
 // the workload is none of the presets a user would time.
-func HostCard(d *host.Device) (cuda.Roofline, error) {
+func HostCard(d cuda.Carder) (cuda.Roofline, error) {
 	r, err := d.Card()
 	if err != nil {
 		return r, err

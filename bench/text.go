@@ -158,7 +158,17 @@ func (tc *TimeCheck) writeText(w io.Writer) {
 	if tc == nil {
 		return
 	}
-	fmt.Fprintf(w, "\ntime a step: measured %s, predicted %s on %s (%+.0f%%)\n", msText(tc.MeasuredMs), msText(tc.PredictedMs), tc.Card, 100*(tc.PredictedMs/tc.MeasuredMs-1))
+	fmt.Fprintf(w, "\ntime a step: measured %s (the median of the steps after the first), predicted %s on %s (%+.0f%%)\n", msText(tc.MeasuredMs), msText(tc.PredictedMs), tc.Card, 100*(tc.PredictedMs/tc.MeasuredMs-1))
+	if len(tc.Ranks) > 0 {
+		fmt.Fprintf(w, "  the slowest rank's; the collectives on %s\n", tc.Network)
+		var t Table
+		t.Add("  rank", "measured", "predicted", "Δ", "kernels", "collectives", "waited")
+		for _, r := range tc.Ranks {
+			t.Add("  "+strconv.Itoa(r.Rank), msText(r.MeasuredMs), msText(r.PredictedMs), fmt.Sprintf("%+.0f%%", 100*(r.PredictedMs/r.MeasuredMs-1)),
+				msText(r.ComputeMs), msText(r.CommMs), msText(r.WaitMs))
+		}
+		t.Write(w)
+	}
 	if len(tc.Ops) == 0 {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -161,12 +162,62 @@ func TestValidateTime(t *testing.T) {
 			t.Errorf("no %s among %v", want, tc.Ops)
 		}
 	}
+	// Spearman's ρ from the ranks the table shows: 1 − 6Σd²/(n(n²−1)).
+	var d2 float64
+	for i, r := range tc.predictedRanks() {
+		d2 += float64((r - i - 1) * (r - i - 1))
+	}
+	n := float64(len(tc.Ops))
+	if want := 1 - 6*d2/(n*(n*n-1)); tc.RankCorrelation != want || !(want >= -1 && want <= 1) {
+		t.Errorf("rank correlation %v, want %v", tc.RankCorrelation, want)
+	}
 	var text bytes.Buffer
-	if err := r.WriteText(&text); err != nil || !strings.Contains(text.String(), "time a step: measured") || !strings.Contains(text.String(), "rank measured") {
+	if err := r.WriteText(&text); err != nil || !strings.Contains(text.String(), "time a step: measured") || !strings.Contains(text.String(), "rank measured") ||
+		!strings.Contains(text.String(), "Spearman's ρ") {
 		t.Errorf("text (%v):\n%s", err, text.String())
 	}
 	if r, err := Validate(context.Background(), nil, runOf(checked(t, s), 2, nil, zero.Setting{})); err != nil || r.Time != nil {
 		t.Errorf("nothing measured: time %+v (%v)", r.Time, err)
+	}
+}
+
+// validate of host ranks in one process sets each rank's measured step
+// beside its replayed one: the collectives on the link timed after the
+// run (trainmem's ring over memory), the kernels on the host as a card
+// shared by the ranks (each runs as many threads as the machine has
+// cores, so two take turns: each has half), the step's split into kernels
+// and collectives; the text and the JSON carry it.
+func TestValidateRanksTime(t *testing.T) {
+	s := setup(t, "tiny", 2, 32, model.FP32, model.Adam, "none")
+	s.Ranks = 2
+	where := &Where{New: func() (cuda.Device, error) { return host.New(host.Options{Threads: runtime.NumCPU()}) }}
+	r, err := Validate(context.Background(), where, runOf(checked(t, s), 3, nil, zero.Setting{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := r.Time
+	if tc == nil || len(tc.Ranks) != 2 || !strings.Contains(tc.Network, "trainmem's ring") || !strings.Contains(tc.Card, "shared: 0.50") {
+		t.Fatalf("time check %+v", tc)
+	}
+	var slowest [2]float64
+	for i, rt := range tc.Ranks {
+		if rt.Rank != i || !(rt.MeasuredMs > 0) || !(rt.PredictedMs > 0) || !(rt.ComputeMs > 0) || !(rt.CommMs > 0) || rt.ComputeMs+rt.CommMs > rt.PredictedMs*1.0001 {
+			t.Errorf("rank %d: %+v", i, rt)
+		}
+		slowest = [2]float64{max(slowest[0], rt.MeasuredMs), max(slowest[1], rt.PredictedMs)}
+	}
+	if slowest != [2]float64{tc.MeasuredMs, tc.PredictedMs} {
+		t.Errorf("the step %v and %v, want the slowest rank's %v", tc.MeasuredMs, tc.PredictedMs, slowest)
+	}
+	var text, js bytes.Buffer
+	if err := r.WriteText(&text); err != nil || !strings.Contains(text.String(), "time a step: measured") || !strings.Contains(text.String(), "collectives  waited") {
+		t.Errorf("text (%v):\n%s", err, text.String())
+	}
+	var doc struct {
+		Time *TimeCheck `json:"time"`
+	}
+	if err := r.WriteJSON(&js); err != nil || json.Unmarshal(js.Bytes(), &doc) != nil || doc.Time == nil || len(doc.Time.Ranks) != 2 {
+		t.Errorf("JSON (%v): %s", err, js.String())
 	}
 }
 

@@ -152,12 +152,16 @@ type ValidateReport struct {
 	// which the explanations set against the simulation.
 	Estimators Estimators `json:"-"`
 	// Time is the measured step's time beside the model's on the measured
-	// device as a card (one rank, measured; nil otherwise).
+	// device as a card (one rank measured; host ranks measured, each
+	// rank's; nil otherwise).
 	Time *TimeCheck `json:"time,omitempty"`
+	// hostTimed is the card and the link measured host ranks timed.
+	hostTimed *hostTimed
 }
 
 // TimeCheck is a measured step's time beside the model's: the card (the
-// host timed as one, or the GPU's row of cuda.GPUs), both step times, and
+// host timed as one, or the GPU's row of cuda.GPUs), both step times (the
+// measured one the median of the steps after the first), and
 // with a profile each op family's predicted time beside the measured.
 type TimeCheck struct {
 	Card        string  `json:"card"`
@@ -168,6 +172,109 @@ type TimeCheck struct {
 	// RankCorrelation is Spearman's ρ between the families' ranks by
 	// measured and by predicted time (1: the same order), with Ops.
 	RankCorrelation float64 `json:"rank_correlation,omitempty"`
+	// Over host ranks: the link their collectives were timed on, and each
+	// rank's measured step beside its replayed one (MeasuredMs and
+	// PredictedMs are then the slowest rank's).
+	Network string     `json:"network,omitempty"`
+	Ranks   []RankTime `json:"ranks,omitempty"`
+}
+
+// RankTime is a rank's measured step beside its predicted one, and the
+// predicted step's split: kernels, collectives that held the rank, and
+// time it waited for the others.
+type RankTime struct {
+	Rank        int     `json:"rank"`
+	MeasuredMs  float64 `json:"measured_ms"`
+	PredictedMs float64 `json:"predicted_ms"`
+	ComputeMs   float64 `json:"compute_ms"`
+	CommMs      float64 `json:"comm_ms"`
+	WaitMs      float64 `json:"wait_ms"`
+}
+
+// hostTimed is what host ranks time after their measured steps: their
+// link, every rank at once, and the host as a card, rank 0 alone while
+// the others wait, as the share of it each rank had (the ranks on rank
+// 0's machine together run more threads than it has cores: they take
+// turns).
+type hostTimed struct {
+	card cuda.Roofline
+	ring zero.HostRing
+}
+
+// timeHost times the ring on every member of g at once and the card on
+// rank 0; rank 0's timings come back (nothing on the other processes'
+// ranks).
+func timeHost(g *zero.Group) (*hostTimed, error) {
+	var out *hostTimed
+	err := g.Run(func(c *zero.Comm) error {
+		h, ok := c.Device().(cuda.Carder)
+		if !ok {
+			return fmt.Errorf("bench: timing the host: rank %d's device is %s, which is timed as no card", c.Rank(), c.Device().Name())
+		}
+		ring, err := zero.TimeRing(c)
+		if err != nil {
+			return err
+		}
+		ranks, threads, cores, err := zero.SameHost(c, h.Threads())
+		if err != nil || c.Rank() != 0 {
+			return err
+		}
+		card, err := HostCard(h)
+		if err != nil {
+			return err
+		}
+		if threads > cores {
+			card = card.Shared(float64(cores)/float64(threads), fmt.Sprintf("%d ranks on this machine run %d threads on its %d cores", ranks, threads, cores))
+		}
+		out = &hostTimed{card: card, ring: ring}
+		return nil
+	})
+	return out, err
+}
+
+// measuredMs is a measured rank's step time: the median of its steps
+// after the first.
+func measuredMs(m zero.RankResult) float64 {
+	if m.MedianStepMs > 0 {
+		return m.MedianStepMs
+	}
+	return m.Record.StepMs
+}
+
+// checkRankTime sets each measured host rank's step beside the
+// simulation's replayed step, the collectives costed as trainmem's ring
+// runs them on the timed link and the kernels on the timed card.
+func (r *ValidateReport) checkRankTime(c model.Checked, set zero.Setting) error {
+	ht := r.hostTimed
+	n := zero.LayoutOf(r.Setup).Size()
+	name := r.Engine
+	if name == "" {
+		name = "memory"
+	}
+	nw := zero.HostNetwork(name, n, ht.ring, ht.card.Bandwidth)
+	set.Network = &nw
+	res, err := zero.SimulateWith(func() cuda.Device {
+		d := shape.New(0)
+		d.Model(ht.card) // checked by its maker
+		return d
+	}, c, set, 2, nil, train.Options{})
+	if err != nil {
+		return err
+	}
+	tc := &TimeCheck{Card: ht.card.Name, Network: nw.String()}
+	for _, rr := range res {
+		if rr.Rank < 0 || rr.Rank >= len(r.MeasuredRanks) {
+			return fmt.Errorf("bench: simulated rank %d of %d measured", rr.Rank, len(r.MeasuredRanks))
+		}
+		rt := RankTime{Rank: rr.Rank, MeasuredMs: measuredMs(r.MeasuredRanks[rr.Rank]), PredictedMs: rr.Record.StepMs}
+		if t := rr.Timing; t != nil {
+			rt.PredictedMs, rt.ComputeMs, rt.CommMs, rt.WaitMs = ms(t.Step), ms(t.Compute), ms(t.Comm), ms(t.Wait)
+		}
+		tc.Ranks = append(tc.Ranks, rt)
+		tc.MeasuredMs, tc.PredictedMs = max(tc.MeasuredMs, rt.MeasuredMs), max(tc.PredictedMs, rt.PredictedMs)
+	}
+	r.Time = tc
+	return nil
 }
 
 // predictedRanks is each of Ops' rank (1 the longest) by predicted time,
@@ -246,7 +353,7 @@ func (r *ValidateReport) checkTime(c model.Checked, set zero.Setting, measured *
 	if err != nil {
 		return err
 	}
-	tc := &TimeCheck{Card: card.Name, MeasuredMs: r.Measured.StepMs, PredictedMs: res[0].Record.StepMs}
+	tc := &TimeCheck{Card: card.Name, MeasuredMs: measuredMs(r.MeasuredRanks[0]), PredictedMs: res[0].Record.StepMs}
 	if p != nil {
 		pred := map[[2]string]time.Duration{}
 		for _, row := range p.Rows() {
@@ -454,6 +561,12 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 				return nil, err
 			}
 		}
+		if !one && r.hostTimed != nil && len(r.MeasuredRanks) == zero.LayoutOf(s).Size() {
+			o.progress("validate: replaying the ranks' step on the timed card and link")
+			if err := r.checkRankTime(c, set); err != nil {
+				return nil, err
+			}
+		}
 		if one && r.SimulatedRanks != nil {
 			r.Rows = r.rows()
 			r.Explanations = append(explain(r), r.Estimators.explain(s, simulatedOf(r.SimulatedStats, r.Simulated))...)
@@ -521,8 +634,18 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 	}
 	finished := 0
 	errStopped := errors.New("stopped")
+	// Each of this process's ranks' step times, for their medians.
+	var stepMs [][]float64
 	mine, err := zero.Run(g, c, set, opts, init, steps, where.stream(batches, lay, s.MicroBatches), func(step int, recs []train.Record, _ error) error {
 		finished = step + 1
+		if stepMs == nil {
+			stepMs = make([][]float64, len(recs))
+		}
+		for i, rec := range recs {
+			if step > 0 || steps == 1 {
+				stepMs[i] = append(stepMs[i], rec.StepMs)
+			}
+		}
 		if one {
 			rec := recs[0]
 			o.progress("validate: step %d/%d: loss %.4f, %.1f ms, peak %s", step+1, steps, rec.Loss, rec.StepMs, model.GiB(rec.PeakAllocatedBytes))
@@ -546,6 +669,19 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 		return fmt.Errorf("the measured run diverged: %w", err)
 	case err != nil:
 		return err
+	}
+	for i := range mine {
+		if i < len(stepMs) && len(stepMs[i]) > 0 {
+			mine[i].MedianStepMs = median(stepMs[i])
+		}
+	}
+	if _, ok := devs[0].(cuda.Carder); ok && !one {
+		// Every rank at once, so that each shares the cores and the
+		// memory as it did while it trained.
+		o.progress("validate: timing the host and the ranks' link")
+		if r.hostTimed, err = timeHost(g); err != nil {
+			return err
+		}
 	}
 	if r.MeasuredRanks, err = zero.Gather(g, mine); err != nil || !where.Root() {
 		return err

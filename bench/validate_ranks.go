@@ -189,6 +189,7 @@ func (v *ValidateReport) writeRanks(w io.Writer) error {
 			c.Collective, model.Comma(c.Elements), model.Bytes(c.Bytes), c.DType, model.Bytes(c.RingBytes))
 		fmt.Fprintln(w, "(trainmem's sums beside it include the ranks' agreement on skipping a step, one all-reduce of two int32 flags; under ZeRO-3 a unit that the backward pass does not read, such as untied embeddings, is not gathered again)")
 	}
+	v.Time.writeText(w)
 	return nil
 }
 
@@ -300,7 +301,9 @@ func (v *ValidateReport) writeRanksJSON(w io.Writer) error {
 		// (Megatron-LM's of a layout's most loaded rank).
 		Estimators *estimatorsJSON `json:"estimators"`
 		Ranks      []rankDoc       `json:"ranks"`
-	}{Model: modelDocOf(v.Setup), Setup: setupDocOf(v.Setup), Setting: v.Setting.String(), Engine: v.Engine, Steps: v.Steps,
+		// Time is each measured host rank's step beside the replayed one.
+		Time *TimeCheck `json:"time,omitempty"`
+	}{Time: v.Time, Model: modelDocOf(v.Setup), Setup: setupDocOf(v.Setup), Setting: v.Setting.String(), Engine: v.Engine, Steps: v.Steps,
 		Paper: statesDocOf(st),
 		Comm:  commDoc{v.Estimate.Comm.Collective, v.Estimate.Comm.Elements, v.Estimate.Comm.Bytes, v.Estimate.Comm.RingBytes, v.Estimate.Comm.DType}}
 	doc.Estimators = v.Estimators.doc()

@@ -231,6 +231,15 @@ type PeakReporter interface {
 	PeakFLOPS(dt DType) (flops float64, how string)
 }
 
+// Carder is a device timed as a card of the time model on its own
+// kernels (the host: Roofline's limits measured, not read from a
+// datasheet), its kernels run by Threads threads.
+type Carder interface {
+	Device
+	Card() (Roofline, error)
+	Threads() int
+}
+
 // PeakEnv is the environment variable that overrides every device's peak,
 // in GFLOP/s.
 const PeakEnv = "TRAINMEM_PEAK_GFLOPS"

@@ -226,6 +226,26 @@ func (k Efficiency) memory() float64 {
 	return 1
 }
 
+// Shared is the card as one of the users that take turns on it, each
+// with share (above 0, at most 1) of its arithmetic, its bandwidth and its
+// special functions, and each launch taking 1/share as long (on a CPU
+// the executor's work runs on the shared cores too): host ranks that
+// together run more threads than the machine has cores. why says who
+// shares it.
+func (r Roofline) Shared(share float64, why string) Roofline {
+	if !(share > 0 && share <= 1) {
+		return r
+	}
+	r.HalfFLOPS *= share
+	r.FP32FLOPS *= share
+	r.Bandwidth *= share
+	r.Eff.Special *= share
+	r.Eff.Launch = time.Duration(math.Ceil(float64(r.Eff.Launch) / share))
+	r.Name += fmt.Sprintf(", shared: %.2f of it", share)
+	r.Source += fmt.Sprintf("; each user has %.2f of it: %s", share, why)
+	return r
+}
+
 // PeakFLOPS is the peak for products stored as dt: 0 when it has none
 // (fp64 and int32 are not trainmem's products).
 func (r Roofline) PeakFLOPS(dt DType) float64 {

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -83,5 +84,32 @@ func TestMatmulQuantization(t *testing.T) {
 	}
 	if bare.Memory(1e9) != bare.Time(F32, 0, 1e9) {
 		t.Errorf("bare roofline's memory-bound kernel: %v, want %v", bare.Memory(1e9), bare.Time(F32, 0, 1e9))
+	}
+}
+
+// A card shared by users that take turns: each has share of its
+// arithmetic, its bandwidth and its special functions and pays 1/share of
+// each launch, so a kernel of any kind takes 1/share as long (to the
+// nanosecond's rounding); a share outside (0, 1] leaves the card as it is.
+func TestShared(t *testing.T) {
+	g, ok := GPUByKey("a100")
+	if !ok {
+		t.Fatal("no a100")
+	}
+	r := g.Roofline
+	half := r.Shared(0.5, "two users")
+	if !strings.Contains(half.Name, "shared: 0.50") || !strings.Contains(half.Source, "two users") || half.Eff.Launch != 2*r.Eff.Launch {
+		t.Errorf("shared card %+v", half)
+	}
+	for _, w := range []Work{{FLOPs: 1e12}, {Bytes: 1 << 30}, {Specials: 1e10, Bytes: 1}, {Products: []Product{{1, 4096, 4096, 4096}}}} {
+		a, b := r.Kernel(BF16, w), half.Kernel(BF16, w)
+		if d := b - 2*a; d < -2 || d > 2 {
+			t.Errorf("%+v: %v alone, %v shared by two, want twice", w, a, b)
+		}
+	}
+	for _, s := range []float64{0, -1, 1.5, math.NaN()} {
+		if got := r.Shared(s, "x"); got != r {
+			t.Errorf("share %v changed the card: %+v", s, got)
+		}
 	}
 }

@@ -49,6 +49,10 @@ type Network struct {
 	NVLS        float64
 	PCIe        LinkSpeed
 	Source      string
+	// Ring, when set, is a link between host ranks timed for trainmem's
+	// own ring (HostNetwork): every collective costs what the ring takes
+	// on it, not what NCCL would.
+	Ring *HostRing
 }
 
 // The sources of the systems' numbers.
@@ -77,10 +81,10 @@ const (
 
 // Networks are the named systems --network takes.
 var Networks = []Network{
-	{"dgx-a100", 8, LinkSpeed{300e9, nvlinkEff}, LinkSpeed{8 * 25e9, netEff}, 0, LinkSpeed{32e9, pcieEff}, dgxA100Sheet},
-	{"dgx-h100", 8, LinkSpeed{450e9, nvlinkEff}, LinkSpeed{8 * 50e9, netEff}, nvlsH100, LinkSpeed{64e9, pcieEff}, dgxH100Sheet},
-	{"p4d", 8, LinkSpeed{300e9, nvlinkEff}, LinkSpeed{50e9, netEff}, 0, LinkSpeed{32e9, pcieEff}, p4dSheet},
-	{"p5", 8, LinkSpeed{450e9, nvlinkEff}, LinkSpeed{400e9, netEff}, nvlsH100, LinkSpeed{64e9, pcieEff}, p5Sheet},
+	{"dgx-a100", 8, LinkSpeed{300e9, nvlinkEff}, LinkSpeed{8 * 25e9, netEff}, 0, LinkSpeed{32e9, pcieEff}, dgxA100Sheet, nil},
+	{"dgx-h100", 8, LinkSpeed{450e9, nvlinkEff}, LinkSpeed{8 * 50e9, netEff}, nvlsH100, LinkSpeed{64e9, pcieEff}, dgxH100Sheet, nil},
+	{"p4d", 8, LinkSpeed{300e9, nvlinkEff}, LinkSpeed{50e9, netEff}, 0, LinkSpeed{32e9, pcieEff}, p4dSheet, nil},
+	{"p5", 8, LinkSpeed{450e9, nvlinkEff}, LinkSpeed{400e9, netEff}, nvlsH100, LinkSpeed{64e9, pcieEff}, p5Sheet, nil},
 }
 
 // DefaultNetwork is the system a layout sits on when none is named, for
@@ -281,6 +285,9 @@ func (nw Network) Cost(c Collective, S int64, g Span) Cost {
 	if g.N <= 1 && c != SendRecv || S <= 0 {
 		return Cost{}
 	}
+	if nw.Ring != nil {
+		return nw.Ring.cost(c, S, g.N)
+	}
 	best := Cost{Time: time.Duration(math.MaxInt64)}
 	for a := range numAlgorithms {
 		for p := range numProtocols {
@@ -397,6 +404,9 @@ func (nw Network) protocolBW(bw float64, p Protocol, nodes int) float64 {
 
 // String names the network for reports.
 func (nw Network) String() string {
+	if nw.Ring != nil {
+		return fmt.Sprintf("%s (%d ranks: trainmem's ring, %v a collective, %v a step, %.2f GB/s)", nw.Name, nw.GPUsPerNode, nw.Ring.Call.Round(100*time.Nanosecond), nw.Ring.Step.Round(100*time.Nanosecond), nw.Ring.Bandwidth/1e9)
+	}
 	return fmt.Sprintf("%s (%d GPUs a node, NVLink %.0f GB/s, network %.0f GB/s a node)", nw.Name, nw.GPUsPerNode, nw.Intra.Bandwidth/1e9, nw.Inter.Bandwidth/1e9)
 }
 

@@ -30,6 +30,11 @@ type RankResult struct {
 	// ranks ran on devices with a modelled clock under a Setting with a
 	// Network (a rank stood for by another has that one's).
 	Timing *Timing
+	// MedianStepMs is a measured rank's median step time over its steps
+	// after the first (the only one when there is one): less at the mercy
+	// of one slow step than the last step's Record.StepMs. Set by runs
+	// that measure (bench.Validate); 0 otherwise.
+	MedianStepMs float64
 }
 
 // SimulatedRanks are the ranks Simulate runs of a group of n: every rank

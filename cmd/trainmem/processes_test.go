@@ -35,6 +35,15 @@ type rankReport struct {
 		MeasTraffic     map[string]json.RawMessage `json:"measured_traffic"`
 		MeasEngineBytes int64                      `json:"measured_engine_bytes"`
 	} `json:"ranks"`
+	// Time: each measured host rank's step beside its replayed one.
+	Time *struct {
+		Network string `json:"network"`
+		Ranks   []struct {
+			Rank        int     `json:"rank"`
+			MeasuredMs  float64 `json:"measured_ms"`
+			PredictedMs float64 `json:"predicted_ms"`
+		} `json:"ranks"`
+	} `json:"time"`
 }
 
 func parseRankReport(t *testing.T, what, out string) rankReport {
@@ -425,6 +434,17 @@ func TestTorchrun(t *testing.T) {
 		procs := parseRankReport(t, fmt.Sprintf("torchrun %v", how), json.String())
 		if procs.Engine != "tcp" {
 			t.Errorf("torchrun %v: engine %q, want tcp", how, procs.Engine)
+		}
+		// The ranks' steps in time, their collectives costed on the TCP
+		// link they timed.
+		if tm := procs.Time; tm == nil || !strings.HasPrefix(tm.Network, "tcp (") || len(tm.Ranks) != nproc {
+			t.Errorf("torchrun %v: time %+v", how, tm)
+		} else {
+			for _, r := range tm.Ranks {
+				if !(r.MeasuredMs > 0 && r.PredictedMs > 0) {
+					t.Errorf("torchrun %v: rank %d's time %+v", how, r.Rank, r)
+				}
+			}
 		}
 		return procs
 	}

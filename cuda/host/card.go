@@ -25,6 +25,14 @@ const (
 	cardActRows, cardAct = 64, 1024
 )
 
+// cardReps are the timings of each of the ladder's products (a product's
+// rate on a shared machine varies by half from call to call; the small
+// ones more), about 0.2 s in all.
+var cardReps = [len(cuda.LadderSides)]int{400, 200, 60, 20, 10}
+
+// cardRounds is how many turns the ladder's products take.
+const cardRounds = 5
+
 // Card is the host as a cuda.Roofline: its fp32 peak (PeakGFLOPS; the
 // largest product's own rate where the peak is unknown) for every storage
 // type (the host computes 16-bit values in fp32); the fraction of it its
@@ -50,21 +58,6 @@ func (h *Device) Card() (cuda.Roofline, error) {
 			d = min(d, time.Since(t))
 		}
 		return max(d, time.Nanosecond), nil
-	}
-	// bestFor is the best of at least 3 timings, more until d is spent
-	// (a product's rate on a shared machine varies by half from call to
-	// call).
-	bestFor := func(d time.Duration, f func() error) (time.Duration, error) {
-		b := time.Duration(math.MaxInt64)
-		start := time.Now()
-		for i := 0; i < 3 || time.Since(start) < d; i++ {
-			t := time.Now()
-			if err := f(); err != nil {
-				return 0, err
-			}
-			b = min(b, time.Since(t))
-		}
-		return max(b, time.Nanosecond), nil
 	}
 	alloc := func(n int) (*cuda.Buffer, error) {
 		b, err := h.Alloc(cuda.Temporaries, cuda.F32, n)
@@ -111,25 +104,34 @@ func (h *Device) Card() (cuda.Roofline, error) {
 	if err != nil {
 		return cuda.Roofline{}, err
 	}
-	// The ladder, the smallest product first; each product's buffers
-	// freed before the next.
-	var rates [len(cuda.LadderSides)]float64
+	// The ladder: its products in turn, cardRounds times over, each
+	// rung the best of its timings (a busy spell of the machine then
+	// slows one round of every rung, not one rung's every timing), a
+	// rung no slower than the one below it (a larger product is no less
+	// efficient: its packing costs amortize over more work).
+	type rung struct{ a, b, c *cuda.Buffer }
+	var rungs [len(cuda.LadderSides)]rung
 	for i, n := range cuda.LadderSides {
-		a, b, c := get(n*n), get(n*n), get(n*n)
-		if a == nil || b == nil || c == nil {
+		rungs[i] = rung{get(n * n), get(n * n), get(n * n)}
+		if rungs[i].a == nil || rungs[i].b == nil || rungs[i].c == nil {
 			return cuda.Roofline{}, fmt.Errorf("cuda: the host card's buffers: out of memory")
 		}
-		mm, err := bestFor(time.Duration(20*(i+1))*time.Millisecond, func() error {
-			return h.MatMul(cuda.MatMul{M: n, N: n, K: n, A: a, B: b, C: c, Alpha: 1})
-		})
-		if err != nil {
-			return cuda.Roofline{}, err
+	}
+	var rates [len(cuda.LadderSides)]float64
+	for range cardRounds {
+		for i, n := range cuda.LadderSides {
+			g := rungs[i]
+			mm, err := best(cardReps[i]/cardRounds, func() error {
+				return h.MatMul(cuda.MatMul{M: n, N: n, K: n, A: g.a, B: g.b, C: g.c, Alpha: 1})
+			})
+			if err != nil {
+				return cuda.Roofline{}, err
+			}
+			rates[i] = max(rates[i], 2*float64(n)*float64(n)*float64(n)/mm.Seconds())
 		}
-		rates[i] = 2 * float64(n) * float64(n) * float64(n) / mm.Seconds()
-		for _, p := range bufs[len(bufs)-3:] {
-			h.Free(p)
-		}
-		bufs = bufs[:len(bufs)-3]
+	}
+	for i := 1; i < len(rates); i++ {
+		rates[i] = max(rates[i], rates[i-1])
 	}
 	peak, how := PeakGFLOPS()
 	peak *= 1e9

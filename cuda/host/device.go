@@ -53,6 +53,7 @@ type Device struct {
 }
 
 var _ cuda.Device = (*Device)(nil)
+var _ cuda.Carder = (*Device)(nil)
 
 // New returns a host device. It fails when opts.Threads is negative or
 // the BLAS asked for cannot be had.

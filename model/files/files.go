@@ -345,21 +345,6 @@ var temps struct {
 	closing bool // RemoveTemps ran: no new temporary file
 }
 
-// trackTemp records a new temporary file; it fails once RemoveTemps has
-// run (the process is about to exit).
-func trackTemp(name string) error {
-	temps.Lock()
-	defer temps.Unlock()
-	if temps.closing {
-		return errors.New("the process is stopping")
-	}
-	if temps.names == nil {
-		temps.names = map[string]bool{}
-	}
-	temps.names[name] = true
-	return nil
-}
-
 func untrackTemp(name string) {
 	temps.Lock()
 	defer temps.Unlock()
@@ -397,17 +382,25 @@ func TempsIn(dir string) []string {
 }
 
 // createTemp makes the temporary file that will replace the regular file
-// (or new file) t, tracked for RemoveTemps.
+// (or new file) t, tracked for RemoveTemps; it fails once RemoveTemps has
+// run (the process is about to exit). The file is made and tracked under
+// the lock RemoveTemps takes, so that a signal between the two cannot
+// leave it behind (TestSecondSignalDuringSave, on a loaded machine, saw
+// one left when the second signal came just as the file appeared).
 func createTemp(t string) (*os.File, error) {
+	temps.Lock()
+	defer temps.Unlock()
+	if temps.closing {
+		return nil, errors.New("the process is stopping")
+	}
 	f, err := os.CreateTemp(filepath.Dir(t), "."+filepath.Base(t)+tempMark+"*")
 	if err != nil {
 		return nil, err
 	}
-	if err := trackTemp(f.Name()); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
+	if temps.names == nil {
+		temps.names = map[string]bool{}
 	}
+	temps.names[f.Name()] = true
 	return f, nil
 }
 
