@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -855,8 +856,65 @@ func siteStages(s model.Setup, o SiteOptions) (Section, error) {
 		t.Rows = append(t.Rows, []any{row.Setting, row.ModelStates, bytesCell(row.PaperStates), beyond, row.Peaks[cuda.Activations], row.Peaks[cuda.Gathered], row.Peaks[cuda.Comm],
 			row.PeakAllocated, row.PeakReserved, row.SentBytes, bytesCell(row.PaperRingBytes)})
 	}
-	return Section{ID: "zero", Title: fmt.Sprintf("ZeRO stages over %d ranks", n), Intro: fmt.Sprintf("trainmem simulate --ranks %d --sweep zero.", n), Tables: []SiteTable{t}}, nil
+	sec := Section{ID: "zero", Title: fmt.Sprintf("ZeRO stages over %d ranks", n), Intro: fmt.Sprintf("trainmem simulate --ranks %d --sweep zero.", n), Tables: []SiteTable{t}}
+	fig, caption, err := stageStreams(uc, n, o.simSteps())
+	if err != nil {
+		return Section{}, err
+	}
+	svg, err := renderSVG(fig)
+	if err != nil {
+		return Section{}, err
+	}
+	sec.Figures = append(sec.Figures, SiteFigure{ID: "zero-streams", Caption: caption, SVG: svg})
+	return sec, nil
 }
+
+// stageStreams is rank 0's step at each ZeRO stage over n ranks, replayed
+// in time on the default card and its network (a DGX of its generation),
+// and a caption from its numbers: what each stage's collectives cost and
+// how much of it the kernels hide.
+func stageStreams(c model.Checked, n, steps int) (figure, string, error) {
+	g, ok := cuda.GPUByKey(cuda.DefaultGPU)
+	if !ok {
+		return figure{}, "", fmt.Errorf("bench: no card %s", cuda.DefaultGPU)
+	}
+	nw := zero.DefaultNetwork(g.Key)
+	var rows []streamRow
+	var parts []string
+	for stage := 0; stage <= 3; stage++ {
+		set := zero.Setting{Stage: stage, Network: &nw}
+		u := c.Setup()
+		u.ZeRO = stage
+		uc, err := u.Check()
+		if err != nil {
+			return figure{}, "", err
+		}
+		res, err := zero.SimulateWith(func() cuda.Device {
+			d := shape.New(0)
+			d.Model(g.Roofline) // a row of the table, checked by its tests
+			return d
+		}, uc, set, steps, nil, train.Options{})
+		if err != nil {
+			return figure{}, "", err
+		}
+		t := res[0].Timing
+		if t == nil {
+			return figure{}, "", fmt.Errorf("bench: %s over %d ranks: no replayed step", set, n)
+		}
+		rows = append(rows, streamRow{set.String(), t})
+		parts = append(parts, fmt.Sprintf("%s %s (collectives holding the kernels %s, beside them %s)", set, durText(t.Step), durText(t.Comm), durText(t.CommStream)))
+	}
+	fig, err := streamsFigure(fmt.Sprintf("rank 0's step over %d ranks on %s, %s", n, g.Name, nw.Name), rows)
+	if err != nil {
+		return figure{}, "", err
+	}
+	caption := fmt.Sprintf("Rank 0's step in time at each ZeRO stage over %d ranks, simulated on %s (its kernel model) over %s, each collective costed as NCCL runs it: the compute stream (grey, red where a collective holds the kernels, yellow where the rank waits, for the other ranks or for an overlapped collective to end) and the communication stream (blue: DDP's and ZeRO-2's bucket reductions during the backward pass, ZeRO-3's prefetched gathers), the time ZeRO trades for its memory. %s.",
+		n, g.Name, nw.String(), strings.Join(parts, "; "))
+	return fig, caption, nil
+}
+
+// durText is a duration in ms to three figures.
+func durText(d time.Duration) string { return msText(ms(d)) }
 
 // stagesCaption says what the stage table shows, from its numbers: what
 // each stage shards, and why the simulated model states of ZeRO-2 and 3

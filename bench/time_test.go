@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"trainmem/cuda/host"
 	"trainmem/cuda/shape"
 	"trainmem/model"
+	"trainmem/train"
 	"trainmem/zero"
 )
 
@@ -282,5 +284,53 @@ func TestTraceStreams(t *testing.T) {
 		if threads[3] == 0 || threads[4] == 0 || threads[2] == 0 {
 			t.Errorf("rank %d: events by thread %v: want ops (2), collectives and waits (3), the communication stream (4)", rr.Rank, threads)
 		}
+	}
+}
+
+// The report's ZeRO streams: rank 0's step at each stage over 4 ranks of
+// gpt2 on the default card and its network, one row a stage with its two
+// lanes; the caption gives each stage's step and collectives from the
+// replayed steps, which say what the stages do: DDP and ZeRO-2 reduce
+// buckets beside the backward pass, ZeRO-1 reduces after it (nothing
+// beside the kernels), ZeRO-3 gathers every unit (more of the step held
+// by collectives than DDP's).
+func TestStageStreams(t *testing.T) {
+	s := setup(t, "gpt2", 4, 256, model.BF16, model.Adam, "none")
+	s.Ranks = 4
+	fig, caption, err := stageStreams(checked(t, s), 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, err := renderSVG(fig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ZeRO-0 (DDP): compute", "ZeRO-1: compute", "ZeRO-2: compute", "ZeRO-3: compute", "collective (overlapped)", "time in the step (ms)"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("the figure has no %q", want)
+		}
+	}
+	g, _ := cuda.GPUByKey(cuda.DefaultGPU)
+	nw := zero.DefaultNetwork(g.Key)
+	var tm [4]*zero.Timing
+	for stage := range 4 {
+		u := s
+		u.ZeRO = stage
+		res, err := zero.SimulateWith(func() cuda.Device {
+			d := shape.New(0)
+			d.Model(g.Roofline)
+			return d
+		}, checked(t, u), zero.Setting{Stage: stage, Network: &nw}, 2, nil, train.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm[stage] = res[0].Timing
+		want := fmt.Sprintf("%s %s (collectives holding the kernels %s, beside them %s)", zero.Setting{Stage: stage}, durText(tm[stage].Step), durText(tm[stage].Comm), durText(tm[stage].CommStream))
+		if !strings.Contains(caption, want) {
+			t.Errorf("the caption has no %q:\n%s", want, caption)
+		}
+	}
+	if !(tm[0].CommStream > 0 && tm[2].CommStream > 0 && tm[1].CommStream == 0 && tm[3].Comm > tm[0].Comm) {
+		t.Errorf("beside the kernels %v %v %v; holding them at ZeRO-0 %v, ZeRO-3 %v", tm[0].CommStream, tm[1].CommStream, tm[2].CommStream, tm[0].Comm, tm[3].Comm)
 	}
 }

@@ -65,8 +65,8 @@ func TestReport(t *testing.T) {
 			}
 		}
 	}
-	if n := bytes.Count(page, []byte("<figure")); n != 7 || bytes.Count(page, []byte("<svg")) != 7 {
-		t.Errorf("index.html has %d figures, want 7 inline SVGs", n)
+	if n := bytes.Count(page, []byte("<figure")); n != 8 || bytes.Count(page, []byte("<svg")) != 8 {
+		t.Errorf("index.html has %d figures, want 8 inline SVGs", n)
 	}
 	if bytes.Contains(page, []byte("http://")) && !bytes.Contains(page, []byte("http://www.w3.org/")) || bytes.Contains(page, []byte("https://")) {
 		t.Error("index.html reaches the network")
@@ -134,9 +134,9 @@ func TestReportInChromium(t *testing.T) {
 		}
 	}
 	dom, logs := run("--dump-dom")
-	if !strings.Contains(dom, `data-figures="ok 7"`) {
+	if !strings.Contains(dom, `data-figures="ok 8"`) {
 		i := strings.Index(dom, "data-figures")
-		t.Errorf("the page's check says %q, want every one of 7 figures drawn and every image loaded", dom[max(i, 0):min(i+30, len(dom))])
+		t.Errorf("the page's check says %q, want every one of 8 figures drawn and every image loaded", dom[max(i, 0):min(i+30, len(dom))])
 	}
 	if !strings.Contains(dom, `data-wrapped="0"`) { // numbers wrapped inside their cells
 		i := strings.Index(dom, "data-wrapped")
