@@ -36,6 +36,12 @@ bench:
 build:
 	$(GO) build -o bin/trainmem ./cmd/trainmem
 
+# The web page (docs/guide.md, "The web page"): bin/web, a static site any
+# static host serves; trainmem itself compiled to WebAssembly runs in it.
+.PHONY: web
+web:
+	GO=$(GO) scripts/web.sh bin/web
+
 # ---- MPI (docs/architecture.md, "Ranks over processes"): bin/trainmem-mpi,
 # cgo against Open MPI (Debian: libopenmpi-dev, openmpi-bin), for
 # `mpirun -np N bin/trainmem-mpi validate ...`. The default build needs no MPI.

@@ -53,7 +53,7 @@ func (e reportedError) Unwrap() error { return e.error }
 func withSignals(stderr io.Writer) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(ch, append([]os.Signal{syscall.SIGINT, syscall.SIGTERM}, hangup...)...)
 	go func() {
 		first, ok := <-ch
 		if !ok {
@@ -89,7 +89,8 @@ func (e *signalError) name() string {
 		return "SIGINT"
 	case syscall.SIGTERM:
 		return "SIGTERM"
-	case syscall.SIGHUP:
+	}
+	if len(hangup) > 0 && e.sig == hangup[0] {
 		return "SIGHUP"
 	}
 	return e.sig.String()
