@@ -93,7 +93,12 @@ type webReport struct {
 	Simulate string            `json:"simulate"`
 	Error    string            `json:"error"`
 	URL      string            `json:"url"`
-	MS       float64           `json:"ms"`
+	// Config is the dropped config.json's name ("" for a preset);
+	// Timeline whether the timeline drew; Downloads the files offered.
+	Config    string   `json:"config"`
+	Timeline  bool     `json:"timeline"`
+	Downloads []string `json:"downloads"`
+	MS        float64  `json:"ms"`
 	// SinceLoad is the page's clock at the report: ms since it began
 	// loading.
 	SinceLoad float64 `json:"sinceLoad"`
@@ -102,6 +107,33 @@ type webReport struct {
 		Cells    [][2]json.RawMessage `json:"cells"`
 	} `json:"rows"`
 }
+
+// tinyLlamaConfig is TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T's
+// config.json on the Hugging Face Hub.
+const tinyLlamaConfig = `{
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 5632,
+  "max_position_embeddings": 2048,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 22,
+  "num_key_value_heads": 4,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 10000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "float32",
+  "transformers_version": "4.31.0.dev0",
+  "use_cache": true,
+  "vocab_size": 32000
+}`
 
 // wallClock is the one field a simulation's JSON has that no two runs
 // share: how long it took.
@@ -146,6 +178,9 @@ func TestWebInChromium(t *testing.T) {
 		{"ranks": "1", "zero": "0", "tp": "2", "pp": "2"},
 		{"batch": "0"},
 		{"batch": "2"},
+		{"config": tinyLlamaConfig},
+		{"config": "{not json"},
+		{"preset": "gpt2"},
 	}
 	steps, _ := json.Marshal(drive)
 	page := srv.URL + "/index.html?report=1&drive=" + url.QueryEscape(string(steps))
@@ -179,8 +214,20 @@ func TestWebInChromium(t *testing.T) {
 	for i, r := range got {
 		s := r.State
 		what := fmt.Sprintf("update %d (%v)", i, s)
+		model := []string{"--preset", s["preset"]}
+		same := func(x string) string { return x }
+		if r.Config != "" {
+			// The dropped file, as the command line reads it: the page's
+			// copy is /in/config.json.
+			path := filepath.Join(t.TempDir(), "config.json")
+			if err := os.WriteFile(path, []byte(drive[i-1]["config"]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			model = []string{"--hf-config", path}
+			same = func(x string) string { return strings.ReplaceAll(x, "/in/config.json", path) }
+		}
 		a := func(cmd string) []string {
-			out := []string{cmd, "--preset", s["preset"], "--batch", s["batch"], "--seq", s["seq"], "--precision", s["precision"], "--optimizer", s["optimizer"],
+			out := []string{cmd, model[0], model[1], "--batch", s["batch"], "--seq", s["seq"], "--precision", s["precision"], "--optimizer", s["optimizer"],
 				"--checkpoint", s["checkpoint"], "--ranks", s["ranks"], "--zero", s["zero"], "--tp", s["tp"], "--pp", s["pp"]}
 			if s["attention"] != "" {
 				out = append(out, "--attention", s["attention"])
@@ -202,21 +249,26 @@ func TestWebInChromium(t *testing.T) {
 			}
 		}
 		estOut, estErr, estCode := runArgs(t, a("estimate")...)
-		if s["batch"] == "0" {
-			if r.Code != 2 || estCode != 2 || !strings.Contains(r.Error, strings.TrimSpace(estErr)) || !strings.Contains(r.Error, "--batch 0") {
+		if bad := s["batch"] == "0" || strings.HasPrefix(drive[max(i-1, 0)]["config"], "{not"); bad || estCode != 0 {
+			// Bad input: the command line's own message in the page.
+			if !bad || r.Code != 2 || estCode != 2 || !strings.Contains(same(r.Error), strings.TrimSpace(estErr)) {
 				t.Errorf("%s: the page says %q (exit %d); the command line %q (exit %d)", what, r.Error, r.Code, estErr, estCode)
 			}
 			continue
 		}
-		if r.Code != 0 || estCode != 0 {
-			t.Fatalf("%s: the page's exit %d (%s), the command line's %d (%s)", what, r.Code, r.Stderr, estCode, estErr)
+		if r.Code != 0 {
+			t.Fatalf("%s: the page's exit %d (%s)", what, r.Code, r.Stderr)
 		}
 		simOut, _ := mustRun(t, a("simulate")...)
-		if r.Estimate != estOut {
+		if same(r.Estimate) != estOut {
 			t.Errorf("%s: the page's estimate differs from the command line's", what)
 		}
-		if wallClock.ReplaceAllString(r.Simulate, "") != wallClock.ReplaceAllString(simOut, "") {
+		if wallClock.ReplaceAllString(same(r.Simulate), "") != wallClock.ReplaceAllString(simOut, "") {
 			t.Errorf("%s: the page's simulation differs from the command line's", what)
+		}
+		// The timeline drew, and the simulation's files are offered.
+		if !r.Timeline || !slices.Equal(r.Downloads, []string{"snapshot.pickle", "trace.json", "estimate.json", "simulate.json"}) {
+			t.Errorf("%s: timeline %v, downloads %v", what, r.Timeline, r.Downloads)
 		}
 		// The rows the page shows are the JSON's bytes.
 		var sim struct {

@@ -36,15 +36,24 @@ function state() {
 	for (const k of Object.keys(DEFAULTS)) s[k] = form.elements[k].value.trim();
 	return s;
 }
+// A dropped Hugging Face config.json stands in for the preset: its bytes
+// go to the worker as /in/config.json with every command. (It is not in
+// the URL: a link carries the preset.)
+let config = null; // {name, bytes}
+const CONFIG = "/in/config.json";
 function args(cmd, s) {
-	const a = [cmd, "--preset", s.preset, "--batch", s.batch, "--seq", s.seq, "--precision", s.precision, "--optimizer", s.optimizer,
+	const model = config ? ["--hf-config", CONFIG] : ["--preset", s.preset];
+	const a = [cmd, ...model, "--batch", s.batch, "--seq", s.seq, "--precision", s.precision, "--optimizer", s.optimizer,
 		"--checkpoint", s.checkpoint, "--ranks", s.ranks, "--zero", s.zero, "--tp", s.tp, "--pp", s.pp];
 	if (s.attention) a.push("--attention", s.attention);
-	if (cmd === "simulate") a.push("--gpu", s.gpu);
+	if (cmd === "simulate") a.push("--gpu", s.gpu, "--memory-trace", "/out/trace", "--plot-timeline", "/out/timeline.svg");
 	a.push("--format", "json");
 	return a;
 }
-function quote(a) { return a.map((x) => (/^[\w.:=,-]+$/.test(x) ? x : "'" + x + "'")).join(" "); }
+// The command line as a person runs it: files in the working directory.
+function quote(a) {
+	return a.map((x) => x.replace(/^\/(in|out)\//, "")).map((x) => (/^[\w.:=,-]+$/.test(x) ? x : "'" + x + "'")).join(" ");
+}
 
 // The worker, and a promise a request.
 const worker = new Worker("worker.js");
@@ -66,7 +75,7 @@ function trainmem(a) {
 	return new Promise((resolve) => {
 		const id = nextID++;
 		pending.set(id, resolve);
-		worker.postMessage({ id, args: a });
+		worker.postMessage({ id, args: a, inputs: config ? { [CONFIG]: config.bytes } : {} });
 	});
 }
 
@@ -140,6 +149,44 @@ function show(est, sim) {
 	if (ms) $("headline").dataset.stepMs = String(ms);
 }
 
+// offer shows the simulation's timeline and links its files and the
+// answers' JSON for download (rank 0's traces over ranks).
+let urls = [];
+async function offer(est, sim, files, one) {
+	for (const u of urls) URL.revokeObjectURL(u);
+	urls = [];
+	const blob = (bytes, type) => {
+		const u = URL.createObjectURL(new Blob([bytes], { type }));
+		urls.push(u);
+		return u;
+	};
+	const img = $("timeline").querySelector("img");
+	const svg = files["/out/timeline.svg"];
+	$("timeline").hidden = !svg;
+	if (svg) {
+		img.src = blob(svg, "image/svg+xml");
+		await img.decode().catch(() => {});
+	}
+	const trace = one ? "/out/trace" : "/out/trace.rank0";
+	const list = $("downloads");
+	list.replaceChildren();
+	for (const [name, bytes, type, what] of [
+		["snapshot.pickle", files[trace + ".pickle"], "application/octet-stream", "PyTorch's memory snapshot of the simulated step: open it at pytorch.org/memory_viz"],
+		["trace.json", files[trace + ".json"], "application/json", "the Chrome trace of the simulated step: open it at ui.perfetto.dev"],
+		["estimate.json", est, "application/json", "trainmem estimate --format json"],
+		["simulate.json", sim, "application/json", "trainmem simulate --format json"],
+	]) {
+		if (!bytes) continue;
+		const li = document.createElement("li");
+		const a = document.createElement("a");
+		a.href = blob(bytes, type);
+		a.download = name;
+		a.textContent = name;
+		li.append(a, ": " + what + (one || !name.startsWith("s") && !name.startsWith("t") ? "" : " (rank 0's)"));
+		list.append(li);
+	}
+}
+
 // update runs the two commands of the controls' setup and shows them; a
 // newer update makes an older one's answer stale.
 let generation = 0;
@@ -171,6 +218,7 @@ async function update() {
 	err.hidden = true;
 	const e = JSON.parse(est.stdout), m = JSON.parse(sim.stdout);
 	show(e, m);
+	await offer(est.stdout, sim.stdout, sim.files, !m.ranks);
 	$("answer").hidden = false;
 	const took = performance.now() - started;
 	$("status").textContent = `computed in ${(took / 1000).toFixed(2)} s`;
@@ -180,9 +228,38 @@ async function update() {
 
 // Changes recompute, the typing in a number box once it pauses.
 let timer, lastRun;
-form.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => { lastRun = run(); }, 300); });
+form.addEventListener("input", (e) => {
+	if (e.target.type === "file") return; // its change says when it is read
+	clearTimeout(timer);
+	timer = setTimeout(() => { lastRun = run(); }, 300);
+});
 form.addEventListener("change", () => { clearTimeout(timer); lastRun = run(); });
 form.addEventListener("submit", (e) => e.preventDefault());
+
+// A config.json, chosen or dropped on the page, replaces the preset until
+// the preset is chosen again.
+async function useConfig(file) {
+	config = { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) };
+	$("dropnote").textContent = `The model is ${file.name}'s (a Hugging Face config.json), not the preset's; a link to this page carries the preset, not the file.`;
+	$("dropnote").hidden = false;
+	return run();
+}
+form.elements.config.addEventListener("change", (e) => {
+	e.stopPropagation();
+	if (e.target.files.length) lastRun = useConfig(e.target.files[0]);
+});
+form.elements.preset.addEventListener("change", () => {
+	config = null;
+	form.elements.config.value = "";
+	$("dropnote").hidden = true;
+});
+document.addEventListener("dragover", (e) => { e.preventDefault(); document.body.classList.add("dragging"); });
+document.addEventListener("dragleave", () => document.body.classList.remove("dragging"));
+document.addEventListener("drop", (e) => {
+	e.preventDefault();
+	document.body.classList.remove("dragging");
+	if (e.dataTransfer.files.length) lastRun = useConfig(e.dataTransfer.files[0]);
+});
 
 // With ?report=1 (the tests'), each finished update is posted back to the
 // page's server, with the rows the page shows.
@@ -195,6 +272,9 @@ async function run() {
 			cells: [...tr.querySelectorAll("td[data-bytes]")].map((td) => [td.className, Number(td.dataset.bytes)]),
 		}));
 		r.url = location.search;
+		r.config = config ? config.name : "";
+		r.timeline = !$("timeline").hidden && $("timeline").querySelector("img").complete && $("timeline").querySelector("img").naturalWidth > 0;
+		r.downloads = [...document.querySelectorAll("#downloads a")].map((a) => a.download);
 		r.sinceLoad = performance.now();
 		r.error = $("error").hidden ? "" : $("error").textContent;
 		await fetch("report", { method: "POST", body: JSON.stringify(r) });
@@ -208,6 +288,14 @@ async function drive() {
 	await run();
 	if (!params.has("drive")) return;
 	for (const step of JSON.parse(params.get("drive"))) {
+		if ("config" in step) {
+			// A file dropped on the page, as a person's drop delivers it.
+			const dt = new DataTransfer();
+			dt.items.add(new File([step.config], "config.json", { type: "application/json" }));
+			document.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+			await lastRun;
+			continue;
+		}
 		for (const [k, v] of Object.entries(step)) {
 			form.elements[k].value = v;
 			form.elements[k].dispatchEvent(new Event("change", { bubbles: true }));
