@@ -108,32 +108,35 @@ type webReport struct {
 	} `json:"rows"`
 }
 
-// tinyLlamaConfig is TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T's
-// config.json on the Hugging Face Hub.
-const tinyLlamaConfig = `{
-  "architectures": ["LlamaForCausalLM"],
-  "attention_bias": false,
+// mistralConfig is mistralai/Mistral-7B-Instruct-v0.2's config.json on
+// the Hugging Face Hub (attention over the whole context: no sliding
+// window); mistralV01 is Mistral-7B-v0.1's difference, a sliding window
+// of 4,096, which trainmem refuses by name.
+const mistralConfig = `{
+  "architectures": ["MistralForCausalLM"],
+  "attention_dropout": 0.0,
   "bos_token_id": 1,
   "eos_token_id": 2,
   "hidden_act": "silu",
-  "hidden_size": 2048,
+  "hidden_size": 4096,
   "initializer_range": 0.02,
-  "intermediate_size": 5632,
-  "max_position_embeddings": 2048,
-  "model_type": "llama",
+  "intermediate_size": 14336,
+  "max_position_embeddings": 32768,
+  "model_type": "mistral",
   "num_attention_heads": 32,
-  "num_hidden_layers": 22,
-  "num_key_value_heads": 4,
-  "pretraining_tp": 1,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
   "rms_norm_eps": 1e-05,
-  "rope_scaling": null,
-  "rope_theta": 10000.0,
+  "rope_theta": 1000000.0,
+  "sliding_window": null,
   "tie_word_embeddings": false,
-  "torch_dtype": "float32",
-  "transformers_version": "4.31.0.dev0",
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.36.0",
   "use_cache": true,
   "vocab_size": 32000
 }`
+
+var mistralV01 = strings.Replace(strings.Replace(mistralConfig, `"sliding_window": null`, `"sliding_window": 4096`, 1), `"rope_theta": 1000000.0`, `"rope_theta": 10000.0`, 1)
 
 // wallClock is the one field a simulation's JSON has that no two runs
 // share: how long it took.
@@ -178,8 +181,9 @@ func TestWebInChromium(t *testing.T) {
 		{"ranks": "1", "zero": "0", "tp": "2", "pp": "2"},
 		{"batch": "0"},
 		{"batch": "2"},
-		{"config": tinyLlamaConfig},
+		{"config": mistralConfig},
 		{"config": "{not json"},
+		{"config": mistralV01},
 		{"preset": "gpt2"},
 	}
 	steps, _ := json.Marshal(drive)
@@ -249,7 +253,7 @@ func TestWebInChromium(t *testing.T) {
 			}
 		}
 		estOut, estErr, estCode := runArgs(t, a("estimate")...)
-		if bad := s["batch"] == "0" || strings.HasPrefix(drive[max(i-1, 0)]["config"], "{not"); bad || estCode != 0 {
+		if bad := s["batch"] == "0" || strings.HasPrefix(drive[max(i-1, 0)]["config"], "{not") || drive[max(i-1, 0)]["config"] == mistralV01; bad || estCode != 0 {
 			// Bad input: the command line's own message in the page.
 			if !bad || r.Code != 2 || estCode != 2 || !strings.Contains(same(r.Error), strings.TrimSpace(estErr)) {
 				t.Errorf("%s: the page says %q (exit %d); the command line %q (exit %d)", what, r.Error, r.Code, estErr, estCode)
