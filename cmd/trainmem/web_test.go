@@ -98,7 +98,13 @@ type webReport struct {
 	Config    string   `json:"config"`
 	Timeline  bool     `json:"timeline"`
 	Downloads []string `json:"downloads"`
-	MS        float64  `json:"ms"`
+	// Policies are the checkpointing table's rows.
+	Policies []struct {
+		Policy   string `json:"policy"`
+		Chosen   bool   `json:"chosen"`
+		Trainmem int64  `json:"trainmem"`
+	} `json:"policies"`
+	MS float64 `json:"ms"`
 	// SinceLoad is the page's clock at the report: ms since it began
 	// loading.
 	SinceLoad float64 `json:"sinceLoad"`
@@ -269,6 +275,26 @@ func TestWebInChromium(t *testing.T) {
 		}
 		if wallClock.ReplaceAllString(same(r.Simulate), "") != wallClock.ReplaceAllString(simOut, "") {
 			t.Errorf("%s: the page's simulation differs from the command line's", what)
+		}
+		// The checkpointing table is the estimate's policies, the chosen
+		// one marked.
+		var est struct {
+			Policies []struct {
+				Policy      string           `json:"policy"`
+				Activations map[string]int64 `json:"activations"`
+			} `json:"checkpoint_policies"`
+		}
+		if err := json.Unmarshal([]byte(estOut), &est); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Policies) != len(est.Policies) || len(est.Policies) < 4 {
+			t.Errorf("%s: the page shows %d policies, the estimate has %d", what, len(r.Policies), len(est.Policies))
+		} else {
+			for k, p := range r.Policies {
+				if e := est.Policies[k]; p.Policy != e.Policy || p.Trainmem != e.Activations["trainmem"] || p.Chosen != (p.Policy == s["checkpoint"]) {
+					t.Errorf("%s: policy row %+v, the estimate's %+v (chosen: %s)", what, p, e, s["checkpoint"])
+				}
+			}
 		}
 		// The timeline drew, and the simulation's files are offered.
 		if !r.Timeline || !slices.Equal(r.Downloads, []string{"snapshot.pickle", "trace.json", "estimate.json", "simulate.json"}) {

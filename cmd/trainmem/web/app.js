@@ -140,6 +140,23 @@ function show(est, sim) {
 	cell(tr, peakAlloc, "simulated");
 	tr.append(document.createElement("td"));
 	tbody.append(tr);
+	const pol = $("policies").tBodies[0];
+	pol.replaceChildren();
+	for (const p of est.checkpoint_policies || []) {
+		const tr = document.createElement("tr");
+		tr.dataset.policy = p.policy;
+		if (p.policy === est.setup.checkpoint) tr.className = "chosen";
+		const th = document.createElement("th");
+		th.scope = "row";
+		th.textContent = p.policy;
+		tr.append(th);
+		for (const f of FORMULAS) cell(tr, p.activations[f], "formula-" + f);
+		const td = document.createElement("td");
+		td.textContent = (100 * p.recompute_fraction).toFixed(1) + "%";
+		td.dataset.fraction = String(p.recompute_fraction);
+		tr.append(td);
+		pol.append(tr);
+	}
 	let head = `Simulated peak: ${bytes(peakAlloc)} allocated, ${bytes(peakRes)} reserved by the caching allocator.`;
 	const p = sim.predicted;
 	const ms = p ? (one ? p.step_ms : sim.ranks[0].timing && sim.ranks[0].timing.step_ms) : null;
@@ -273,6 +290,10 @@ async function run() {
 		}));
 		r.url = location.search;
 		r.config = config ? config.name : "";
+		r.policies = [...document.querySelectorAll("#policies tbody tr")].map((tr) => ({
+			policy: tr.dataset.policy, chosen: tr.className === "chosen",
+			trainmem: Number(tr.querySelector("td.formula-trainmem").dataset.bytes),
+		}));
 		r.timeline = !$("timeline").hidden && $("timeline").querySelector("img").complete && $("timeline").querySelector("img").naturalWidth > 0;
 		r.downloads = [...document.querySelectorAll("#downloads a")].map((a) => a.download);
 		r.sinceLoad = performance.now();
