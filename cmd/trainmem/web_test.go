@@ -46,7 +46,7 @@ func TestWebLists(t *testing.T) {
 	if got[0] != cuda.DefaultGPU || !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
 		t.Errorf("the page's cards %v, trainmem's %v (and none), the default %s first", got, want, cuda.DefaultGPU)
 	}
-	if d := webDefaults(t); d["gpu"] != cuda.DefaultGPU || d["preset"] != "gpt2" || len(d) != 12 {
+	if d := webDefaults(t); d["gpu"] != cuda.DefaultGPU || d["preset"] != "gpt2" || len(d) != 13 {
 		t.Errorf("the page's defaults %v", d)
 	}
 }
@@ -91,6 +91,8 @@ type webReport struct {
 	Stderr   string            `json:"stderr"`
 	Estimate string            `json:"estimate"`
 	Simulate string            `json:"simulate"`
+	Fit      string            `json:"fit"`
+	FitCode  int               `json:"fitCode"`
 	Error    string            `json:"error"`
 	URL      string            `json:"url"`
 	// Config is the dropped config.json's name ("" for a preset);
@@ -184,7 +186,7 @@ func TestWebInChromium(t *testing.T) {
 		{"preset": "gpt2-xl", "batch": "32", "seq": "1000", "precision": "fp16", "checkpoint": "full"},
 		{"preset": "llama3-8b", "batch": "1", "seq": "4096", "precision": "bf16", "checkpoint": "none", "attention": "flash"},
 		{"preset": "gpt2", "batch": "4", "seq": "1024", "attention": "", "ranks": "64", "zero": "3"},
-		{"ranks": "1", "zero": "0", "tp": "2", "pp": "2"},
+		{"ranks": "1", "zero": "0", "tp": "2", "pp": "2", "memory": "24"},
 		{"batch": "0"},
 		{"batch": "2"},
 		{"config": mistralConfig},
@@ -275,6 +277,15 @@ func TestWebInChromium(t *testing.T) {
 		}
 		if wallClock.ReplaceAllString(same(r.Simulate), "") != wallClock.ReplaceAllString(simOut, "") {
 			t.Errorf("%s: the page's simulation differs from the command line's", what)
+		}
+		// fit's answer for the card's memory, as the command line gives it.
+		fitArgs := []string{"fit", model[0], model[1], "--seq", s["seq"], "--precision", s["precision"], "--optimizer", s["optimizer"], "--ranks", s["ranks"], "--memory", s["memory"] + "GB"}
+		if s["attention"] != "" {
+			fitArgs = append(fitArgs, "--attention", s["attention"])
+		}
+		fitOut, _, fitCode := runArgs(t, append(fitArgs, "--format", "json")...)
+		if r.FitCode != fitCode || same(r.Fit) != fitOut {
+			t.Errorf("%s: the page's fit (exit %d) differs from the command line's (exit %d)", what, r.FitCode, fitCode)
 		}
 		// The checkpointing table is the estimate's policies, the chosen
 		// one marked.

@@ -8,7 +8,7 @@
 // TestWebLists keeps them equal).
 const PRESETS = ["tiny", "tiny-llama", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "6b", "llama2-7b", "tinyllama-1.1b", "llama3-8b"];
 const CARDS = ["h100", "h100-pcie", "h100-nvl", "h200", "h800", "a100", "a800", "l40s", "l4", "none"];
-const DEFAULTS = { preset: "gpt2", batch: "8", seq: "1024", precision: "bf16", optimizer: "adam", checkpoint: "none", attention: "", ranks: "1", zero: "0", tp: "1", pp: "1", gpu: "h100" };
+const DEFAULTS = { preset: "gpt2", batch: "8", seq: "1024", precision: "bf16", optimizer: "adam", checkpoint: "none", attention: "", ranks: "1", zero: "0", tp: "1", pp: "1", gpu: "h100", memory: "80" };
 const CATEGORIES = ["params", "grads", "master", "adam_m", "adam_v", "frozen", "quant_state", "activations", "gathered", "temporaries", "workspace", "comm"];
 const STATES = ["params", "grads", "master", "adam_m", "adam_v"];
 const FORMULAS = ["zero_paper", "korthikanti", "trainmem"];
@@ -47,6 +47,15 @@ function args(cmd, s) {
 		"--checkpoint", s.checkpoint, "--ranks", s.ranks, "--zero", s.zero, "--tp", s.tp, "--pp", s.pp];
 	if (s.attention) a.push("--attention", s.attention);
 	if (cmd === "simulate") a.push("--gpu", s.gpu, "--memory-trace", "/out/trace", "--plot-timeline", "/out/timeline.svg");
+	a.push("--format", "json");
+	return a;
+}
+// fitArgs asks fit for the largest micro-batch in the card's memory: the
+// setup but its micro-batch, over its data-parallel ranks.
+function fitArgs(s) {
+	const model = config ? ["--hf-config", CONFIG] : ["--preset", s.preset];
+	const a = ["fit", ...model, "--seq", s.seq, "--precision", s.precision, "--optimizer", s.optimizer, "--ranks", s.ranks, "--memory", s.memory + "GB"];
+	if (s.attention) a.push("--attention", s.attention);
 	a.push("--format", "json");
 	return a;
 }
@@ -215,7 +224,7 @@ async function update() {
 	for (const k of ["report", "drive"]) if (params.has(k)) q.set(k, params.get(k));
 	history.replaceState(null, "", q.toString() ? "?" + q : location.pathname);
 	const cmds = [args("estimate", s), args("simulate", s)];
-	$("commands").textContent = cmds.map((a) => "trainmem " + quote(a)).join("\n");
+	$("commands").textContent = [...cmds, fitArgs(s)].map((a) => "trainmem " + quote(a)).join("\n");
 	$("status").textContent = "computing…";
 	document.body.dataset.state = "computing";
 	const started = performance.now();
@@ -239,8 +248,40 @@ async function update() {
 	$("answer").hidden = false;
 	const took = performance.now() - started;
 	$("status").textContent = `computed in ${(took / 1000).toFixed(2)} s`;
+	// fit simulates many micro-batches: the answer above comes first.
+	$("fitstatus").textContent = "fitting…";
+	$("fit").hidden = true;
+	const fit = await trainmem(fitArgs(s));
+	if (g !== generation) return null;
+	showFit(fit);
 	document.body.dataset.state = "ready";
-	return { state: s, code: 0, estimate: est.stdout, simulate: sim.stdout, ms: took };
+	return { state: s, code: 0, estimate: est.stdout, simulate: sim.stdout, fit: fit.stdout, fitCode: fit.code, ms: took };
+}
+
+// showFit fills the fit table, or says why fit gave no answer.
+function showFit(fit) {
+	const body = $("fit").tBodies[0];
+	body.replaceChildren();
+	if (fit.code !== 0) {
+		$("fitstatus").textContent = fit.stderr.trim().split("\n").pop();
+		return;
+	}
+	const f = JSON.parse(fit.stdout);
+	for (const r of f.results) {
+		const tr = document.createElement("tr");
+		const th = document.createElement("th");
+		th.scope = "row";
+		th.textContent = r.checkpoint;
+		tr.append(th);
+		for (const v of [r.zero, r.max_micro_batch, r.simulated_max_micro_batch]) {
+			const td = document.createElement("td");
+			td.textContent = v === 0 ? "none fits" : String(v);
+			tr.append(td);
+		}
+		body.append(tr);
+	}
+	$("fitstatus").textContent = `in ${bytes(f.memory_bytes)} (${f.memory_bytes.toLocaleString("en")} bytes) a rank:`;
+	$("fit").hidden = false;
 }
 
 // Changes recompute, the typing in a number box once it pauses.
