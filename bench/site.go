@@ -840,9 +840,16 @@ func siteStages(s model.Setup, o SiteOptions) (Section, error) {
 	if err != nil {
 		return Section{}, err
 	}
+	// On the default card over its network (a DGX of its generation), so
+	// that each stage's step comes replayed in time too.
+	g, ok := cuda.GPUByKey(cuda.DefaultGPU)
+	if !ok {
+		return Section{}, fmt.Errorf("bench: no card %s", cuda.DefaultGPU)
+	}
+	nw := zero.DefaultNetwork(g.Key)
 	so := o.Options
-	so.Setup, so.Steps, so.Setting = uc, o.simSteps(), zero.Setting{}
-	r, err := SweepStages(0, so)
+	so.Setup, so.Steps, so.Setting = uc, o.simSteps(), zero.Setting{Network: &nw}
+	r, err := SweepStages(onCard(g.Roofline), so)
 	if err != nil {
 		return Section{}, err
 	}
@@ -857,7 +864,7 @@ func siteStages(s model.Setup, o SiteOptions) (Section, error) {
 			row.PeakAllocated, row.PeakReserved, row.SentBytes, bytesCell(row.PaperRingBytes)})
 	}
 	sec := Section{ID: "zero", Title: fmt.Sprintf("ZeRO stages over %d ranks", n), Intro: fmt.Sprintf("trainmem simulate --ranks %d --sweep zero.", n), Tables: []SiteTable{t}}
-	fig, caption, err := stageStreams(uc, n, o.simSteps())
+	fig, caption, err := stageStreams(r, n, g, nw)
 	if err != nil {
 		return Section{}, err
 	}
@@ -869,40 +876,23 @@ func siteStages(s model.Setup, o SiteOptions) (Section, error) {
 	return sec, nil
 }
 
-// stageStreams is rank 0's step at each ZeRO stage over n ranks, replayed
-// in time on the default card and its network (a DGX of its generation),
-// and a caption from its numbers: what each stage's collectives cost and
-// how much of it the kernels hide.
-func stageStreams(c model.Checked, n, steps int) (figure, string, error) {
-	g, ok := cuda.GPUByKey(cuda.DefaultGPU)
-	if !ok {
-		return figure{}, "", fmt.Errorf("bench: no card %s", cuda.DefaultGPU)
-	}
-	nw := zero.DefaultNetwork(g.Key)
+// stageStreams draws the ZeRO stages' rank 0 steps of the sweep r over n
+// ranks, replayed in time on card g over network nw, with a caption from
+// their numbers: what each stage's collectives cost and how much of it the
+// kernels hide.
+func stageStreams(r *StagesReport, n int, g cuda.GPUSpec, nw zero.Network) (figure, string, error) {
 	var rows []streamRow
 	var parts []string
-	for stage := 0; stage <= 3; stage++ {
-		set := zero.Setting{Stage: stage, Network: &nw}
-		u := c.Setup()
-		u.ZeRO = stage
-		uc, err := u.Check()
-		if err != nil {
-			return figure{}, "", err
+	for _, row := range r.Rows {
+		if row.Setting == (zero.Setting{PS: true}).String() {
+			continue // the parameter server is no ZeRO stage
 		}
-		res, err := zero.SimulateWith(func() cuda.Device {
-			d := shape.New(0)
-			d.Model(g.Roofline) // a row of the table, checked by its tests
-			return d
-		}, uc, set, steps, nil, train.Options{})
-		if err != nil {
-			return figure{}, "", err
-		}
-		t := res[0].Timing
+		t := row.Timing
 		if t == nil {
-			return figure{}, "", fmt.Errorf("bench: %s over %d ranks: no replayed step", set, n)
+			return figure{}, "", fmt.Errorf("bench: %s over %d ranks: no replayed step", row.Setting, n)
 		}
-		rows = append(rows, streamRow{set.String(), t})
-		parts = append(parts, fmt.Sprintf("%s %s (collectives holding the kernels %s, beside them %s)", set, durText(t.Step), durText(t.Comm), durText(t.CommStream)))
+		rows = append(rows, streamRow{row.Setting, t})
+		parts = append(parts, fmt.Sprintf("%s %s (collectives holding the kernels %s, beside them %s)", row.Setting, durText(t.Step), durText(t.Comm), durText(t.CommStream)))
 	}
 	fig, err := streamsFigure(fmt.Sprintf("rank 0's step over %d ranks on %s, %s", n, g.Name, nw.Name), rows)
 	if err != nil {

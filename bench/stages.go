@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"trainmem/cuda"
-	"trainmem/cuda/shape"
 	"trainmem/model"
 	"trainmem/zero"
 )
@@ -30,6 +29,9 @@ type StageRow struct {
 	PaperRingBytes *int64 `json:"zero_paper_ring_bytes,omitempty"`
 
 	Peaks map[cuda.Category]int64 `json:"peak_requested"`
+	// Timing is rank 0's step replayed in time, when the sweep ran under a
+	// network on devices with a modelled clock (nil otherwise).
+	Timing *zero.Timing `json:"-"`
 }
 
 // StagesReport is the stage table of a setup.
@@ -39,11 +41,13 @@ type StagesReport struct {
 	Elapsed time.Duration
 }
 
-// SweepStages simulates o.Setup over its ranks, each of capacity bytes (0:
-// unlimited), o.Steps steps, under the parameter server and ZeRO-0 to 3,
-// DDP's and ZeRO-2's gradient buckets of o.Setting.BucketBytes (0: the
-// default); o.Setting's stage is the sweep's.
-func SweepStages(capacity int64, o Options) (*StagesReport, error) {
+// SweepStages simulates o.Setup over its ranks, each on a device
+// newDevice makes, o.Steps steps, under the parameter server and ZeRO-0
+// to 3, DDP's and ZeRO-2's gradient buckets of o.Setting.BucketBytes (0:
+// the default); o.Setting's stage is the sweep's. With o.Setting.Network
+// (and devices with a modelled clock) each row keeps rank 0's step
+// replayed in time.
+func SweepStages(newDevice func() cuda.Device, o Options) (*StagesReport, error) {
 	if err := o.Setup.Err(); err != nil {
 		return nil, err
 	}
@@ -56,15 +60,16 @@ func SweepStages(capacity int64, o Options) (*StagesReport, error) {
 		if set.Stage == 0 && !set.PS || set.Stage == 2 {
 			set.BucketBytes = bucketBytes
 		}
+		set.Network = o.Setting.Network
 		tc, err := t.Check()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", set, err)
 		}
-		res, err := zero.Simulate(func() cuda.Device { return shape.New(capacity) }, tc, set, steps, nil)
+		res, err := zero.Simulate(newDevice, tc, set, steps, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", set, err)
 		}
-		row := StageRow{Setting: set.String(), Peaks: map[cuda.Category]int64{}}
+		row := StageRow{Setting: set.String(), Peaks: map[cuda.Category]int64{}, Timing: res[0].Timing}
 		for _, rr := range res {
 			st := rr.Stats
 			row.ModelStates = max(row.ModelStates, requestedStates(st))

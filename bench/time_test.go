@@ -235,11 +235,7 @@ func TestTraceStreams(t *testing.T) {
 	traces := RankTraces{}
 	o := Options{Setting: zero.Setting{Network: &nw}}
 	o.Setup, o.Steps = checked(t, s), 2
-	rep, err := Simulate(func() cuda.Device {
-		d := shape.New(0)
-		d.Model(h100.Roofline)
-		return d
-	}, 0, o, traces)
+	rep, err := Simulate(onCard(h100.Roofline), 0, o, traces)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +293,15 @@ func TestTraceStreams(t *testing.T) {
 func TestStageStreams(t *testing.T) {
 	s := setup(t, "gpt2", 4, 256, model.BF16, model.Adam, "none")
 	s.Ranks = 4
-	fig, caption, err := stageStreams(checked(t, s), 4, 2)
+	g, _ := cuda.GPUByKey(cuda.DefaultGPU)
+	nw := zero.DefaultNetwork(g.Key)
+	o := Options{Setting: zero.Setting{Network: &nw}}
+	o.Setup, o.Steps = checked(t, s), 2
+	rep, err := SweepStages(onCard(g.Roofline), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fig, caption, err := stageStreams(rep, 4, g, nw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,17 +314,11 @@ func TestStageStreams(t *testing.T) {
 			t.Errorf("the figure has no %q", want)
 		}
 	}
-	g, _ := cuda.GPUByKey(cuda.DefaultGPU)
-	nw := zero.DefaultNetwork(g.Key)
 	var tm [4]*zero.Timing
 	for stage := range 4 {
 		u := s
 		u.ZeRO = stage
-		res, err := zero.SimulateWith(func() cuda.Device {
-			d := shape.New(0)
-			d.Model(g.Roofline)
-			return d
-		}, checked(t, u), zero.Setting{Stage: stage, Network: &nw}, 2, nil, train.Options{})
+		res, err := zero.SimulateWith(onCard(g.Roofline), checked(t, u), zero.Setting{Stage: stage, Network: &nw}, 2, nil, train.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -232,6 +232,16 @@ func timeHost(g *zero.Group) (*hostTimed, error) {
 	return out, err
 }
 
+// onCard makes shape-only devices whose clock is modelled on card r,
+// which the caller has checked (a row of cuda.GPUs, a timed host).
+func onCard(r cuda.Roofline) func() cuda.Device {
+	return func() cuda.Device {
+		d := shape.New(0)
+		d.Model(r) // checked by the caller
+		return d
+	}
+}
+
 // measuredMs is a measured rank's step time: the median of its steps
 // after the first.
 func measuredMs(m zero.RankResult) float64 {
@@ -253,11 +263,7 @@ func (r *ValidateReport) checkRankTime(c model.Checked, set zero.Setting) error 
 	}
 	nw := zero.HostNetwork(name, n, ht.ring, ht.card.Bandwidth)
 	set.Network = &nw
-	res, err := zero.SimulateWith(func() cuda.Device {
-		d := shape.New(0)
-		d.Model(ht.card) // checked by its maker
-		return d
-	}, c, set, 2, nil, train.Options{})
+	res, err := zero.SimulateWith(onCard(ht.card), c, set, 2, nil, train.Options{})
 	if err != nil {
 		return err
 	}
@@ -345,11 +351,7 @@ func (r *ValidateReport) checkTime(c model.Checked, set zero.Setting, measured *
 	if measured != nil {
 		p = &train.Profile{}
 	}
-	res, err := zero.SimulateWith(func() cuda.Device {
-		d := shape.New(0)
-		d.Model(card) // checked by its maker
-		return d
-	}, c, set, 2, nil, train.Options{Profile: p})
+	res, err := zero.SimulateWith(onCard(card), c, set, 2, nil, train.Options{Profile: p})
 	if err != nil {
 		return err
 	}
@@ -535,11 +537,7 @@ func Validate(ctx context.Context, where *Where, o Options) (*ValidateReport, er
 				if err := g.Roofline.Check(); !ok || err != nil {
 					return fmt.Errorf("bench: the default card %s has no roofline: %v", cuda.DefaultGPU, err)
 				}
-				newDevice = func() cuda.Device {
-					d := shape.New(0)
-					d.Model(g.Roofline) // checked above
-					return d
-				}
+				newDevice = onCard(g.Roofline)
 				trace = func(int) cuda.Tracer { return o.Trace }
 			}
 		} else {
@@ -676,8 +674,8 @@ func (r *ValidateReport) measure(ctx context.Context, where Where, o Options, st
 		}
 	}
 	if _, ok := devs[0].(cuda.Carder); ok && !one {
-		// Every rank at once, so that each shares the cores and the
-		// memory as it did while it trained.
+		// The link by every rank at once, the card by rank 0 alone
+		// (timeHost).
 		o.progress("validate: timing the host and the ranks' link")
 		if r.hostTimed, err = timeHost(g); err != nil {
 			return err

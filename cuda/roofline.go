@@ -54,7 +54,7 @@ type Efficiency struct {
 	// in the side's logarithm, the ends beyond them): a CPU's BLAS, whose
 	// small products and thin ones (a reduction of 64) run far from its
 	// peak. Without SMs and a ladder, every product runs at Matmul.
-	Ladder [5]float64
+	Ladder [len(LadderSides)]float64
 	Source string
 }
 

@@ -196,4 +196,4 @@ func (op *AttentionBackwardOp) FLOPs() float64 {
 }
 
 // Specials: the causal softmax's exponential a kept pair of every head.
-func (op *AttentionProbsOp) Specials() float64 { return float64(op.NH) * causalPairs(op.B, op.T) }
+func (op *AttentionProbsOp) Specials() float64 { return op.causalScores() }

@@ -158,10 +158,10 @@ func (op *FlashAttentionBackwardOp) FLOPs() float64 {
 
 // Specials: an exponential a causal pair of every head, in each pass
 // (the statistics, the output and the backward recompute them).
-func (op *FlashAttentionStatsOp) Specials() float64 {
-	return float64(op.NH) * causalPairs(op.B, op.T)
-}
-func (op *FlashAttentionOutOp) Specials() float64 { return float64(op.NH) * causalPairs(op.B, op.T) }
-func (op *FlashAttentionBackwardOp) Specials() float64 {
-	return float64(op.NH) * causalPairs(op.B, op.T)
-}
+func (op *FlashAttentionStatsOp) Specials() float64    { return op.causalScores() }
+func (op *FlashAttentionOutOp) Specials() float64      { return op.causalScores() }
+func (op *FlashAttentionBackwardOp) Specials() float64 { return op.causalScores() }
+
+// causalScores is the scores a causal mask keeps over every head: B·NH
+// pairs (s ≤ t) of T positions.
+func (sh AttentionShape) causalScores() float64 { return float64(sh.NH) * causalPairs(sh.B, sh.T) }

@@ -7,6 +7,7 @@ package zero
 // measured one took.
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -76,16 +77,15 @@ func TimeRing(c *Comm) (HostRing, error) {
 		return b, err
 	}
 	big := PaddedLen(ringTimingBig, n)
-	var small, out, bigIn, bigOut *cuda.Buffer
-	for _, p := range []struct {
-		b   **cuda.Buffer
-		len int
-	}{{&small, n}, {&out, n}, {&bigIn, big}, {&bigOut, big}} {
-		b, err := alloc(p.len)
-		if err != nil {
-			return HostRing{}, fmt.Errorf("zero: timing the ring: %w", err)
-		}
-		*p.b = b
+	var aerr error
+	mk := func(len int) *cuda.Buffer {
+		b, err := alloc(len)
+		aerr = cmp.Or(aerr, err)
+		return b
+	}
+	small, out, bigIn, bigOut := mk(n), mk(n), mk(big), mk(big)
+	if aerr != nil {
+		return HostRing{}, fmt.Errorf("zero: timing the ring: %w", aerr)
 	}
 	best := func(reps int, f func() error) (time.Duration, error) {
 		b := time.Duration(math.MaxInt64)

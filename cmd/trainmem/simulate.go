@@ -116,7 +116,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	case *sweep == "zero":
 		o := bench.Options{Setting: zero.Setting{BucketBytes: sf.bucketBytes}}
 		o.Setup, o.Steps = c, steps
-		rep, err := bench.SweepStages(capacity, o)
+		rep, err := bench.SweepStages(func() cuda.Device { return shape.New(capacity) }, o)
 		if err != nil {
 			return err
 		}
