@@ -33,11 +33,14 @@ fmt-check:
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) $(PKGS)
 
+# The command with its web page inside (trainmem web serves it): the page's
+# WebAssembly is built first (scripts/web.sh, into bin/web as make web).
 build:
-	$(GO) build -o bin/trainmem ./cmd/trainmem
+	GO=$(GO) scripts/web.sh bin/web bin/trainmem
 
 # The web page (docs/guide.md, "The web page"): bin/web, a static site any
-# static host serves; trainmem itself compiled to WebAssembly runs in it.
+# static host serves (or trainmem web --dir bin/web); trainmem itself
+# compiled to WebAssembly runs in it.
 .PHONY: web
 web:
 	GO=$(GO) scripts/web.sh bin/web

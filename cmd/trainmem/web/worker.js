@@ -232,7 +232,28 @@ globalThis.process = {
 };
 importScripts("wasm_exec.js");
 
-const module = WebAssembly.compileStreaming(fetch("trainmem.wasm"));
+// The WebAssembly is fetched and compiled once, its arrival reported as it
+// comes (its size is known when it is sent as it is, not when a server
+// compresses it on the way); every run instantiates the compiled module,
+// so the page needs no network once it has loaded.
+async function load() {
+	const res = await fetch("trainmem.wasm");
+	if (!res.ok) throw new Error(`trainmem.wasm: ${res.status} ${res.statusText}`);
+	const total = res.headers.get("Content-Encoding") ? 0 : Number(res.headers.get("Content-Length")) || 0;
+	let loaded = 0, shown = 0;
+	const counted = res.body.pipeThrough(new TransformStream({
+		transform(chunk, out) {
+			loaded += chunk.byteLength;
+			if (loaded - shown >= 1 << 20) {
+				shown = loaded;
+				postMessage({ loaded, total });
+			}
+			out.enqueue(chunk);
+		},
+	}));
+	return WebAssembly.compileStreaming(new Response(counted, { headers: { "Content-Type": "application/wasm" } }));
+}
+const module = load();
 
 // One run at a time: requests queue in order.
 let queue = Promise.resolve();
