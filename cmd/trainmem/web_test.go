@@ -54,7 +54,7 @@ func TestWebLists(t *testing.T) {
 	if got[0] != cuda.DefaultGPU || !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
 		t.Errorf("the page's cards %v, trainmem's %v (and none), the default %s first", got, want, cuda.DefaultGPU)
 	}
-	if d := webDefaults(t); d["gpu"] != cuda.DefaultGPU || d["preset"] != "gpt2" || len(d) != 13 {
+	if d := webDefaults(t); d["gpu"] != cuda.DefaultGPU || d["preset"] != "gpt2" || len(d) != 16 {
 		t.Errorf("the page's defaults %v", d)
 	}
 }
@@ -158,7 +158,7 @@ type webShown struct {
 const readPage = `(async () => {
 	const form = document.getElementById("setup"), $ = (id) => document.getElementById(id);
 	const state = {};
-	for (const k of ["preset", "batch", "seq", "precision", "optimizer", "checkpoint", "attention", "ranks", "zero", "tp", "pp", "gpu", "memory"]) state[k] = form.elements[k].value;
+	for (const k of ["preset", "batch", "seq", "precision", "optimizer", "checkpoint", "attention", "method", "rank", "targets", "ranks", "zero", "tp", "pp", "gpu", "memory"]) state[k] = form.elements[k].value;
 	const downloads = {};
 	for (const a of document.querySelectorAll("#downloads a")) {
 		const r = await fetch(a.href);
@@ -319,7 +319,10 @@ func TestWebInChromium(t *testing.T) {
 		{name: "gpt2-xl b 32 s 1000 fp16 full", act: set(map[string]string{"preset": "gpt2-xl", "batch": "32", "seq": "1000", "precision": "fp16", "checkpoint": "full"}),
 			shots: []webShot{{"gpt2-xl-laptop-light", laptop, false}, {"gpt2-xl-phone-dark", phone, true}}},
 		{name: "llama3-8b s 4096 bf16 flash", act: set(map[string]string{"preset": "llama3-8b", "batch": "1", "seq": "4096", "precision": "bf16", "checkpoint": "none", "attention": "flash"})},
-		{name: "ZeRO-3 over 64 ranks", act: set(map[string]string{"preset": "gpt2", "batch": "4", "seq": "1024", "attention": "", "ranks": "64", "zero": "3"}),
+		{name: "QLoRA r 64 on every linear layer, llama2-7b in 24 GB", act: set(map[string]string{"preset": "llama2-7b", "seq": "2048", "attention": "", "checkpoint": "full", "method": "qlora", "rank": "64", "targets": "all-linear", "memory": "24"}),
+			shots: []webShot{{"qlora-laptop-light", laptop, false}}},
+		{name: "LoRA r 16, PEFT's targets", act: set(map[string]string{"method": "lora", "rank": "16", "targets": ""})},
+		{name: "ZeRO-3 over 64 ranks", act: set(map[string]string{"preset": "gpt2", "batch": "4", "seq": "1024", "attention": "", "checkpoint": "none", "method": "full", "memory": "80", "ranks": "64", "zero": "3"}),
 			shots: []webShot{{"zero3-64-ranks-laptop-dark", laptop, true}}},
 		{name: "tp 2 × pp 2 in 24 GB", act: set(map[string]string{"ranks": "1", "zero": "0", "tp": "2", "pp": "2", "memory": "24"})},
 		{name: "a shape that overflows: b 16777216 × s 1024 rows", act: set(map[string]string{"batch": "16777216"})},
@@ -379,7 +382,9 @@ func TestWebInChromium(t *testing.T) {
 	}
 	at, _ := timing()
 	t.Logf("first answer (the defaults) %.2f s after the page began loading; with fit and every policy's peak, %.2f s after it was asked for", at, time.Since(start).Seconds())
-	order := []string{"preset", "config", "batch", "seq", "precision", "optimizer", "checkpoint", "attention", "ranks", "zero", "tp", "pp", "gpu", "memory"}
+	// LoRA's rank and targets are disabled (no Tab stop) until adapters are
+	// trained.
+	order := []string{"preset", "config", "batch", "seq", "precision", "optimizer", "checkpoint", "attention", "method", "ranks", "zero", "tp", "pp", "gpu", "memory"}
 	focus("preset")
 	for _, want := range order[1:] {
 		b.key("Tab", tab, "", 0)
@@ -443,11 +448,23 @@ func checkWebAnswer(t *testing.T, what, config string, r webShown, defaults map[
 			t.Errorf("%s: the page does not say the model is the config's: %q", what, r.Config)
 		}
 	}
+	// Fine-tuning: LoRA's rank and targets, QLoRA's NF4 base.
+	var adapters []string
+	if s["method"] != "full" {
+		adapters = []string{"--lora-rank", s["rank"]}
+		if s["targets"] != "" {
+			adapters = append(adapters, "--lora-targets", s["targets"])
+		}
+	}
 	a := func(cmd, checkpoint string) []string {
 		out := []string{cmd, model[0], model[1], "--batch", s["batch"], "--seq", s["seq"], "--precision", s["precision"], "--optimizer", s["optimizer"],
 			"--checkpoint", checkpoint, "--ranks", s["ranks"], "--zero", s["zero"], "--tp", s["tp"], "--pp", s["pp"]}
 		if s["attention"] != "" {
 			out = append(out, "--attention", s["attention"])
+		}
+		out = append(out, adapters...)
+		if s["method"] == "qlora" {
+			out = append(out, "--quantize", "nf4")
 		}
 		if cmd == "simulate" {
 			out = append(out, "--gpu", s["gpu"])
@@ -488,6 +505,9 @@ func checkWebAnswer(t *testing.T, what, config string, r webShown, defaults map[
 	fitArgs := []string{"fit", model[0], model[1], "--seq", s["seq"], "--precision", s["precision"], "--optimizer", s["optimizer"], "--ranks", s["ranks"], "--memory", s["memory"] + "GB"}
 	if s["attention"] != "" {
 		fitArgs = append(fitArgs, "--attention", s["attention"])
+	}
+	if s["method"] != "full" {
+		fitArgs = append(append(fitArgs, "--method", s["method"]), adapters...)
 	}
 	fitOut, fitErr, fitCode := runArgs(t, append(fitArgs, "--format", "json")...)
 	if fitCode == 0 && same(r.Downloads["fit.json"]) != fitOut {

@@ -8,9 +8,9 @@
 // TestWebLists keeps them equal).
 const PRESETS = ["tiny", "tiny-llama", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "6b", "llama2-7b", "tinyllama-1.1b", "llama3-8b"];
 const CARDS = ["h100", "h100-pcie", "h100-nvl", "h200", "h800", "a100", "a800", "l40s", "l4", "none"];
-const DEFAULTS = { preset: "gpt2", batch: "8", seq: "1024", precision: "bf16", optimizer: "adam", checkpoint: "none", attention: "", ranks: "1", zero: "0", tp: "1", pp: "1", gpu: "h100", memory: "80" };
+const DEFAULTS = { preset: "gpt2", batch: "8", seq: "1024", precision: "bf16", optimizer: "adam", checkpoint: "none", attention: "", method: "full", rank: "16", targets: "", ranks: "1", zero: "0", tp: "1", pp: "1", gpu: "h100", memory: "80" };
 const CATEGORIES = ["params", "grads", "master", "adam_m", "adam_v", "frozen", "quant_state", "activations", "gathered", "temporaries", "workspace", "comm"];
-const STATES = ["params", "grads", "master", "adam_m", "adam_v"];
+const STATES = ["params", "grads", "master", "adam_m", "adam_v", "frozen", "quant_state"];
 const FORMULAS = ["zero_paper", "korthikanti", "trainmem"];
 
 const form = document.getElementById("setup");
@@ -46,17 +46,33 @@ function args(cmd, s, files = true) {
 	const a = [cmd, ...model, "--batch", s.batch, "--seq", s.seq, "--precision", s.precision, "--optimizer", s.optimizer,
 		"--checkpoint", s.checkpoint, "--ranks", s.ranks, "--zero", s.zero, "--tp", s.tp, "--pp", s.pp];
 	if (s.attention) a.push("--attention", s.attention);
+	a.push(...adapters(s));
 	if (cmd === "simulate") a.push("--gpu", s.gpu);
 	if (cmd === "simulate" && files) a.push("--memory-trace", "/out/trace", "--plot-timeline", "/out/timeline.svg");
 	a.push("--format", "json");
 	return a;
 }
+// adapters are the fine-tuning flags: LoRA's rank and targets, and QLoRA's
+// 4-bit base.
+function adapters(s) {
+	if (s.method === "full") return [];
+	const a = ["--lora-rank", s.rank];
+	if (s.targets) a.push("--lora-targets", s.targets);
+	if (s.method === "qlora") a.push("--quantize", "nf4");
+	return a;
+}
 // fitArgs asks fit for the largest micro-batch in the card's memory: the
-// setup but its micro-batch, over its data-parallel ranks.
+// setup but its micro-batch, over its data-parallel ranks, for each
+// checkpointing policy and ZeRO stage; fine-tuning, for the method with and
+// without full checkpointing, and Adam's states in 32 and 8 bits.
 function fitArgs(s) {
 	const model = config ? ["--hf-config", CONFIG] : ["--preset", s.preset];
 	const a = ["fit", ...model, "--seq", s.seq, "--precision", s.precision, "--optimizer", s.optimizer, "--ranks", s.ranks, "--memory", s.memory + "GB"];
 	if (s.attention) a.push("--attention", s.attention);
+	if (s.method !== "full") {
+		a.push("--method", s.method, "--lora-rank", s.rank);
+		if (s.targets) a.push("--lora-targets", s.targets);
+	}
 	a.push("--format", "json");
 	return a;
 }
@@ -355,15 +371,28 @@ function showFit(fit) {
 		return;
 	}
 	const f = JSON.parse(fit.stdout);
+	// Fine-tuning's answer has a row a method, checkpointing and optimizer,
+	// with the smallest card that holds micro-batch 1.
+	const byMethod = f.question === "max_micro_batch_by_method";
+	const cols = byMethod ? ["method", "checkpointing", "optimizer", "by the formula", "simulated", "smallest card for micro-batch 1"] : ["checkpointing", "ZeRO", "by the formula", "simulated"];
+	const head = document.createElement("tr");
+	for (const c of cols) {
+		const th = document.createElement("th");
+		th.scope = "col";
+		th.textContent = c;
+		head.append(th);
+	}
+	$("fit").tHead.replaceChildren(head);
 	for (const r of f.results) {
 		const tr = document.createElement("tr");
 		const th = document.createElement("th");
 		th.scope = "row";
-		th.textContent = r.checkpoint;
+		th.textContent = byMethod ? `${r.method}${r.lora_rank ? " r " + r.lora_rank : ""}` : r.checkpoint;
 		tr.append(th);
-		for (const [i, v] of [r.zero, r.max_micro_batch, r.simulated_max_micro_batch].entries()) {
+		const cells = byMethod ? [r.checkpoint, r.optimizer, r.max_micro_batch, r.simulated_max_micro_batch, r.smallest_card || "none"] : [String(r.zero), r.max_micro_batch, r.simulated_max_micro_batch];
+		for (const v of cells) {
 			const td = document.createElement("td");
-			td.textContent = i > 0 && v === 0 ? "none fits" : String(v);
+			td.textContent = v === 0 ? "none fits" : String(v);
 			tr.append(td);
 		}
 		tbody.append(tr);
@@ -398,6 +427,14 @@ form.addEventListener("change", (e) => {
 	if (e.target.type !== "file") soon(0);
 });
 form.addEventListener("submit", (e) => e.preventDefault());
+// LoRA's rank and targets count only when adapters are trained.
+function adapterControls() {
+	const full = form.elements.method.value === "full";
+	form.elements.rank.disabled = full;
+	form.elements.targets.disabled = full;
+}
+form.elements.method.addEventListener("change", adapterControls);
+adapterControls();
 
 // A config.json, chosen or dropped on the page, replaces the preset until
 // the preset is chosen again.
