@@ -27,7 +27,22 @@ type fitCell struct {
 	answer    int // micro-batch or ranks by the formula; 0: none fits
 	simulated int // the largest micro-batch the simulation fits; -1: not simulated
 	est       model.Estimate
+	// refused: trainmem runs no such setup (pipelineRefused), so nothing
+	// fits in it, whatever the formula says.
+	refused bool
 }
+
+// pipelineRefused says whether ZeRO stage z is refused with s's pipeline:
+// over several ranks (byRanks: any rank count but one, which is alike at
+// every stage) a stage adds each micro-batch's gradients into the step's,
+// which needs every gradient whole on the rank, and ZeRO-2 and 3 keep
+// shards (train.setupMicro refuses them; DeepSpeed's pipeline engine too).
+func pipelineRefused(s model.Setup, z int, byRanks bool) bool {
+	return s.PP > 1 && z >= 2 && (byRanks || s.Ranks > 1)
+}
+
+// refusedNote says why a refused cell has no answer.
+const refusedNote = "refused: ZeRO-2 and 3 with a pipeline over several ranks (a stage adds each micro-batch's gradients into the step's, which needs every gradient whole on the rank, and ZeRO-2 and 3 keep shards; DeepSpeed's pipeline engine refuses them too)"
 
 // FitReport answers, for a setup and a memory a rank has, the largest
 // micro-batch that fits (or, with ByRanks, the fewest data-parallel ranks)
@@ -87,6 +102,9 @@ func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, cl 
 			if err != nil {
 				return nil, err
 			}
+			if pipelineRefused(s, z, byRanks) {
+				c.answer, c.refused = 0, true
+			}
 			cells = append(cells, c)
 		}
 		if byRanks {
@@ -95,6 +113,9 @@ func Fit(c model.Checked, memory int64, formula model.Formula, byRanks bool, cl 
 			z, e, err := t.LowestStage(memory, formula)
 			if err != nil {
 				return nil, err
+			}
+			if pipelineRefused(s, z, false) {
+				z = -1 // what fits at --ranks is a stage trainmem refuses
 			}
 			lowest[p] = fitCell{policy: p, zero: z, answer: s.Ranks, est: e}
 		}
@@ -127,6 +148,10 @@ func simulateCells(s model.Setup, memory int64, cells []fitCell, byRanks bool, p
 	err := onCores(len(cells), func(i int) error {
 		c := &cells[i]
 		if alike(*c) {
+			return nil
+		}
+		if c.refused {
+			c.simulated = 0
 			return nil
 		}
 		t := s.AtStage(c.zero)
@@ -212,7 +237,7 @@ func batchText(s model.Setup, n int, byRanks bool) string {
 // simFits reports whether s's simulation fits a card of memory bytes: the
 // single-rank schedule, or rank 0 of a ZeRO setting (every rank's buffers
 // have the same sizes) or of a tensor-parallel layout (its part has the
-// most rows of the vocabulary).
+// most rows of the vocabulary), of every pipeline stage.
 func simFits(c model.Checked, memory int64) (bool, error) {
 	dev := shape.New(memory)
 	defer dev.Close()
@@ -220,7 +245,19 @@ func simFits(c model.Checked, memory int64) (bool, error) {
 	if s := c.Setup(); zero.LayoutOf(s).Size() == 1 && s.Offload != model.OffloadParams {
 		_, _, err = train.Simulate(dev, c, 2, nil)
 	} else {
-		_, err = zero.SimulateRank(dev, c, zero.Setting{Stage: s.ZeRO}, 0, 2)
+		// Rank 0 of each pipeline stage: the stages hold different layers
+		// (the last the head and its logits), and each must fit.
+		l := zero.LayoutOf(s)
+		for p := 0; p < l.PP && err == nil; p++ {
+			var at zero.Coord
+			at[zero.PipelineAxis] = p
+			d := dev
+			if p > 0 {
+				d = shape.New(memory)
+				defer d.Close()
+			}
+			_, err = zero.SimulateRank(d, c, zero.Setting{Stage: s.ZeRO}, l.Rank(at), 2)
+		}
 	}
 	var oom *cuda.OutOfMemoryError
 	if errors.As(err, &oom) {
@@ -260,6 +297,11 @@ func simulatedFits(s model.Setup, memory int64, set func(*model.Setup, int)) fun
 	return func(n int) (bool, error) {
 		t := s
 		set(&t, n)
+		if t.PP > 1 && t.MicroBatches == 0 {
+			// A pipeline runs micro-batches: as many as its stages, the
+			// formula's M ≥ P (its first stage holds P micro-batches).
+			t.MicroBatches = t.PP
+		}
 		c, err := t.Check()
 		if err != nil {
 			return false, nil
@@ -365,6 +407,11 @@ func (r *FitReport) WriteText(w io.Writer) error {
 				continue
 			}
 			rec = c.est.Recompute.Fraction
+			if c.refused {
+				r = append(r, "refused")
+				note(refusedNote)
+				continue
+			}
 			cellText := simPrefix(s, c, byRanks) + batchText(s, c.answer, byRanks)
 			if !byRanks && (atLimit(s, c.answer) || atLimit(s, c.simulated)) {
 				note(fmt.Sprintf("≥ N: the memory holds more than the largest micro-batch this setup can have (at most %s, and batch × seq at most 2^31-1 rows): at least that many fit", model.Comma(model.MaxFitBatch)))
@@ -450,6 +497,9 @@ type fitRowDoc struct {
 	SimulatedMaxMicroBatch *int `json:"simulated_max_micro_batch,omitempty"`
 	// SimulatedMinRanks is the simulation's fewest ranks (0: none fits).
 	SimulatedMinRanks *int `json:"simulated_min_ranks,omitempty"`
+	// Refused says trainmem runs no such setup: ZeRO-2 and 3 with a
+	// pipeline over several ranks.
+	Refused bool `json:"refused,omitempty"`
 	// AtLeast says the micro-batch answers are the search's limit
 	// (model.MaxFitBatch), a lower bound: more would fit than a setup can
 	// ask for.
@@ -466,7 +516,7 @@ type fitRowDoc struct {
 
 func fitRow(s model.Setup, c fitCell, byRanks bool, formula model.Formula) fitRowDoc {
 	ans := c.answer
-	r := fitRowDoc{Checkpoint: c.policy.String(), ZeRO: c.zero, Fits: ans > 0, TotalBytes: c.est.Total(formula),
+	r := fitRowDoc{Checkpoint: c.policy.String(), ZeRO: c.zero, Fits: ans > 0, Refused: c.refused, TotalBytes: c.est.Total(formula),
 		ModelStatesBytes: c.est.States.Total(), RecomputeShare: c.est.Recompute.Fraction}
 	if byRanks {
 		r.MinRanks = &ans

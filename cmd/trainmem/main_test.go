@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"trainmem/model"
@@ -261,6 +262,60 @@ func TestFitLayouts(t *testing.T) {
 	}
 	if _, errOut, code := runArgs(t, "fit", "--preset", "tiny", "--gpus", "0", "--memory", "1GB"); code != 2 || !strings.Contains(errOut, "--gpus 0: out of range (valid: 1 to") {
 		t.Errorf("fit --gpus 0: exit %d: %s", code, errOut)
+	}
+}
+
+// fit over a pipeline: its simulation runs the pipeline's micro-batches (as
+// many as its stages, the formula's M ≥ P) and simulates every stage (the
+// last holds the head), so each simulated answer is the edge simulate
+// finds: micro-batch B fits every rank, B+1 runs one out of memory. ZeRO-2
+// and 3 with a pipeline over several ranks, which trainmem does not run,
+// are refused by name, not answered by the formula alone.
+func TestFitPipeline(t *testing.T) {
+	base := []string{"--preset", "gpt2", "--seq", "512", "--memory", "4GB", "--tp", "2", "--pp", "2"}
+	js, _ := mustRun(t, append(append([]string{"fit"}, base...), "--ranks", "2", "--format", "json")...)
+	var doc struct {
+		Results []struct {
+			Checkpoint string `json:"checkpoint"`
+			ZeRO       int    `json:"zero"`
+			Formula    int    `json:"max_micro_batch"`
+			Simulated  int    `json:"simulated_max_micro_batch"`
+			Refused    bool   `json:"refused"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Results) != 16 {
+		t.Fatalf("fit over a pipeline: %d rows (%v)", len(doc.Results), err)
+	}
+	for _, r := range doc.Results {
+		if r.ZeRO >= 2 {
+			if !r.Refused || r.Formula != 0 || r.Simulated != 0 {
+				t.Errorf("%s ZeRO-%d over a pipeline of 2 ranks: %+v, want refused", r.Checkpoint, r.ZeRO, r)
+			}
+			continue
+		}
+		if r.Refused || r.Simulated < 1 {
+			t.Errorf("%s ZeRO-%d: %+v", r.Checkpoint, r.ZeRO, r)
+			continue
+		}
+		if r.Checkpoint != "none" && r.Checkpoint != "selective" {
+			continue // the edge is checked on two policies: each is 16 ranks' simulations
+		}
+		for b, want := range map[int]int{r.Simulated: 0, r.Simulated + 1: 1} {
+			args := append(append([]string{"simulate"}, base...), "--ranks", "2", "--zero", strconv.Itoa(r.ZeRO), "--checkpoint", r.Checkpoint,
+				"--micro-batches", "2", "--batch", strconv.Itoa(b))
+			if _, errOut, code := runArgs(t, args...); code != want {
+				t.Errorf("fit says %s ZeRO-%d fits micro-batch %d; simulate at %d: exit %d, want %d: %s", r.Checkpoint, r.ZeRO, r.Simulated, b, code, want, errOut)
+			}
+		}
+	}
+	out, _ := mustRun(t, append(append([]string{"fit"}, base...), "--ranks", "2")...)
+	if !strings.Contains(out, "refused: ZeRO-2 and 3 with a pipeline over several ranks") {
+		t.Errorf("fit's text does not say why ZeRO-2 and 3 are refused:\n%s", out)
+	}
+	// One rank of each stage: every ZeRO stage runs (they are alike).
+	js, _ = mustRun(t, append(append([]string{"fit"}, base...), "--format", "json")...)
+	if strings.Contains(js, `"refused"`) {
+		t.Errorf("fit over one pipeline refuses a stage:\n%s", js)
 	}
 }
 

@@ -322,6 +322,7 @@ func TestWebInChromium(t *testing.T) {
 		{name: "QLoRA r 64 on every linear layer, llama2-7b in 24 GB", act: set(map[string]string{"preset": "llama2-7b", "seq": "2048", "attention": "", "checkpoint": "full", "method": "qlora", "rank": "64", "targets": "all-linear", "memory": "24"}),
 			shots: []webShot{{"qlora-laptop-light", laptop, false}}},
 		{name: "LoRA r 16, PEFT's targets", act: set(map[string]string{"method": "lora", "rank": "16", "targets": ""})},
+		{name: "llama3-8b trained whole in 24 GB: nothing fits on one card", act: set(map[string]string{"preset": "llama3-8b", "seq": "4096", "method": "full", "checkpoint": "none", "attention": "flash"})},
 		{name: "ZeRO-3 over 64 ranks", act: set(map[string]string{"preset": "gpt2", "batch": "4", "seq": "1024", "attention": "", "checkpoint": "none", "method": "full", "memory": "80", "ranks": "64", "zero": "3"}),
 			shots: []webShot{{"zero3-64-ranks-laptop-dark", laptop, true}}},
 		{name: "tp 2 × pp 2 in 24 GB", act: set(map[string]string{"ranks": "1", "zero": "0", "tp": "2", "pp": "2", "memory": "24"})},
@@ -502,7 +503,7 @@ func checkWebAnswer(t *testing.T, what, config string, r webShown, defaults map[
 		t.Errorf("%s: the page's simulation differs from the command line's", what)
 	}
 	// fit's answer for the card's memory, as the command line gives it.
-	fitArgs := []string{"fit", model[0], model[1], "--seq", s["seq"], "--precision", s["precision"], "--optimizer", s["optimizer"], "--ranks", s["ranks"], "--memory", s["memory"] + "GB"}
+	fitArgs := []string{"fit", model[0], model[1], "--seq", s["seq"], "--precision", s["precision"], "--optimizer", s["optimizer"], "--ranks", s["ranks"], "--tp", s["tp"], "--pp", s["pp"], "--memory", s["memory"] + "GB"}
 	if s["attention"] != "" {
 		fitArgs = append(fitArgs, "--attention", s["attention"])
 	}
@@ -512,6 +513,32 @@ func checkWebAnswer(t *testing.T, what, config string, r webShown, defaults map[
 	fitOut, fitErr, fitCode := runArgs(t, append(fitArgs, "--format", "json")...)
 	if fitCode == 0 && same(r.Downloads["fit.json"]) != fitOut {
 		t.Errorf("%s: the page's fit differs from the command line's", what)
+	}
+	// When nothing fits at the setup's ranks, the fewest ranks that hold
+	// the micro-batch (fit --batch), as the command line gives them.
+	var fitted struct {
+		Results []struct {
+			Sim     int `json:"simulated_max_micro_batch"`
+			Formula int `json:"max_micro_batch"`
+		} `json:"results"`
+	}
+	nothing := false
+	if fitCode == 0 && s["method"] == "full" {
+		if err := json.Unmarshal([]byte(fitOut), &fitted); err != nil {
+			t.Fatal(err)
+		}
+		nothing = !slices.ContainsFunc(fitted.Results, func(r struct {
+			Sim     int `json:"simulated_max_micro_batch"`
+			Formula int `json:"max_micro_batch"`
+		}) bool {
+			return r.Sim > 0 || r.Formula > 0
+		})
+	}
+	if nothing {
+		few, _ := mustRun(t, append(fitArgs, "--format", "json", "--batch", s["batch"])...)
+		if same(r.Downloads["fit-ranks.json"]) != few {
+			t.Errorf("%s: nothing fits, and the page's fewest ranks differ from the command line's", what)
+		}
 	}
 	if fitCode != 0 {
 		last := strings.Split(strings.TrimSpace(fitErr), "\n")
@@ -571,6 +598,9 @@ func checkWebAnswer(t *testing.T, what, config string, r webShown, defaults map[
 	if fitCode != 0 {
 		want = slices.DeleteFunc(want, func(n string) bool { return n == "fit.json" })
 	}
+	if nothing {
+		want = slices.Sorted(slices.Values(append(want, "fit-ranks.json")))
+	}
 	if got := slices.Sorted(maps.Keys(r.Downloads)); !r.Timeline || !slices.Equal(got, want) {
 		t.Errorf("%s: timeline %v, downloads %v", what, r.Timeline, got)
 	}
@@ -612,8 +642,13 @@ func checkWebAnswer(t *testing.T, what, config string, r webShown, defaults map[
 				continue
 			}
 			want := cats[row.Category]
-			if row.Category == "total" {
+			switch row.Category {
+			case "total":
 				want = peakOf(simOut)
+			case "reserved":
+				want = reserved
+			case "unallocated":
+				want = reserved - peakOf(simOut)
 			}
 			if v != want {
 				t.Errorf("%s: %s shows %d simulated bytes, the JSON %d", what, row.Category, v, want)

@@ -62,12 +62,12 @@ function adapters(s) {
 	return a;
 }
 // fitArgs asks fit for the largest micro-batch in the card's memory: the
-// setup but its micro-batch, over its data-parallel ranks, for each
+// setup but its micro-batch, over its ranks and layout, for each
 // checkpointing policy and ZeRO stage; fine-tuning, for the method with and
 // without full checkpointing, and Adam's states in 32 and 8 bits.
 function fitArgs(s) {
 	const model = config ? ["--hf-config", CONFIG] : ["--preset", s.preset];
-	const a = ["fit", ...model, "--seq", s.seq, "--precision", s.precision, "--optimizer", s.optimizer, "--ranks", s.ranks, "--memory", s.memory + "GB"];
+	const a = ["fit", ...model, "--seq", s.seq, "--precision", s.precision, "--optimizer", s.optimizer, "--ranks", s.ranks, "--tp", s.tp, "--pp", s.pp, "--memory", s.memory + "GB"];
 	if (s.attention) a.push("--attention", s.attention);
 	if (s.method !== "full") {
 		a.push("--method", s.method, "--lora-rank", s.rank);
@@ -175,6 +175,20 @@ function show(est, sim, s) {
 	cell(tr, peakAlloc, "simulated");
 	tr.append(document.createElement("td"));
 	tbody.append(tr);
+	// What the caching allocator holds beyond the allocated peak: the
+	// formulas have no reserve.
+	for (const [category, label, n] of [["reserved", "reserved by the allocator", peakRes], ["unallocated", "of it not allocated at the peak (cache, fragmentation)", peakRes - peakAlloc]]) {
+		const r = document.createElement("tr");
+		r.dataset.category = category;
+		const h = document.createElement("th");
+		h.scope = "row";
+		h.textContent = label;
+		r.append(h);
+		for (const f of FORMULAS) cell(r, null, "formula-" + f);
+		cell(r, n, "simulated");
+		r.append(document.createElement("td"));
+		tbody.append(r);
+	}
 	// Each formula's source, on its column and in full below the table.
 	const sources = $("sources");
 	sources.replaceChildren();
@@ -330,6 +344,14 @@ async function update() {
 	const fit = await trainmem(fitArgs(s));
 	if (g !== generation) return;
 	showFit(fit);
+	$("ranks").hidden = true;
+	if (nothingFits(fit, s)) {
+		// Then the other question: how many ranks would hold this batch?
+		progress(null, "nothing fits at these ranks: finding the fewest ranks that hold the micro-batch…");
+		const few = await trainmem([...fitArgs(s), "--batch", s.batch]);
+		if (g !== generation) return;
+		showRanks(few);
+	}
 	if (!(await policyPeaks(g, s, e))) return;
 	idle(`computed in ${(took / 1000).toFixed(2)} s`);
 	finish(g, "ready");
@@ -362,6 +384,41 @@ async function policyPeaks(g, s, est) {
 	return true;
 }
 
+// nothingFits says whether fit's answer (for every weight trained) has no
+// micro-batch that fits at the setup's ranks.
+function nothingFits(fit, s) {
+	if (fit.code !== 0 || s.method !== "full") return false;
+	return JSON.parse(fit.stdout).results.every((r) => r.simulated_max_micro_batch === 0 && r.max_micro_batch === 0);
+}
+
+// showRanks fills the table of the fewest data-parallel ranks that hold the
+// micro-batch (fit --batch), or says why fit gave none.
+function showRanks(few) {
+	const tbody = $("ranks").tBodies[0];
+	tbody.replaceChildren();
+	$("ranks").hidden = false;
+	if (few.code !== 0) {
+		$("ranks").caption.textContent = few.stderr.trim().split("\n").pop();
+		return;
+	}
+	const f = JSON.parse(few.stdout);
+	$("ranks").caption.textContent = `Nothing fits at ${f.setup.ranks} rank${f.setup.ranks === 1 ? "" : "s"}: the fewest data-parallel ranks whose every rank holds micro-batch ${f.setup.batch} in the card's memory, for each checkpointing policy and ZeRO stage, by the formula and by the simulation (trainmem fit --batch; "none" past 1,048,576 ranks).`;
+	for (const r of f.results) {
+		const tr = document.createElement("tr");
+		const th = document.createElement("th");
+		th.scope = "row";
+		th.textContent = r.checkpoint;
+		tr.append(th);
+		for (const v of r.refused ? [String(r.zero), "refused", "refused"] : [String(r.zero), r.min_ranks, r.simulated_min_ranks]) {
+			const td = document.createElement("td");
+			td.textContent = v === 0 ? "none" : String(v);
+			tr.append(td);
+		}
+		tbody.append(tr);
+	}
+	link("fit-ranks.json", few.stdout, "application/json", "trainmem fit --batch --format json");
+}
+
 // showFit fills the fit table, or says why fit gave no answer.
 function showFit(fit) {
 	const tbody = $("fit").tBodies[0];
@@ -389,7 +446,8 @@ function showFit(fit) {
 		th.scope = "row";
 		th.textContent = byMethod ? `${r.method}${r.lora_rank ? " r " + r.lora_rank : ""}` : r.checkpoint;
 		tr.append(th);
-		const cells = byMethod ? [r.checkpoint, r.optimizer, r.max_micro_batch, r.simulated_max_micro_batch, r.smallest_card || "none"] : [String(r.zero), r.max_micro_batch, r.simulated_max_micro_batch];
+		const cells = byMethod ? [r.checkpoint, r.optimizer, r.max_micro_batch, r.simulated_max_micro_batch, r.smallest_card || "none"]
+			: r.refused ? [String(r.zero), "refused", "refused"] : [String(r.zero), r.max_micro_batch, r.simulated_max_micro_batch];
 		for (const v of cells) {
 			const td = document.createElement("td");
 			td.textContent = v === 0 ? "none fits" : String(v);
