@@ -134,6 +134,16 @@ function cell(tr, n, cls) {
 // show fills the answer: the categories, the headline against the card's
 // memory, the formulas' sources and the checkpointing policies (their
 // simulated peaks come later: see policyPeaks).
+// row is a table row headed by label (a row header cell).
+function row(label) {
+	const tr = document.createElement("tr");
+	const th = document.createElement("th");
+	th.scope = "row";
+	th.textContent = label;
+	tr.append(th);
+	return tr;
+}
+
 function show(est, sim, s) {
 	const one = !sim.ranks;
 	const simCats = one ? sim.memory.peak_requested : sim.ranks[0].peak_requested;
@@ -148,12 +158,8 @@ function show(est, sim, s) {
 		if (STATES.includes(c)) formula = est.model_states[c];
 		if (c === "gathered") formula = est.gathered;
 		if (simulated === 0 && !formula) continue;
-		const tr = document.createElement("tr");
+		const tr = row(c);
 		tr.dataset.category = c;
-		const th = document.createElement("th");
-		th.scope = "row";
-		th.textContent = c;
-		tr.append(th);
 		for (const f of FORMULAS) cell(tr, c === "activations" ? est.activations[f] : formula, "formula-" + f);
 		cell(tr, simulated, "simulated");
 		const bar = document.createElement("td");
@@ -164,13 +170,9 @@ function show(est, sim, s) {
 		tr.append(bar);
 		tbody.append(tr);
 	}
-	const tr = document.createElement("tr");
+	const tr = row("total peak (allocated)");
 	tr.className = "total";
 	tr.dataset.category = "total";
-	const th = document.createElement("th");
-	th.scope = "row";
-	th.textContent = "total peak (allocated)";
-	tr.append(th);
 	for (const f of FORMULAS) cell(tr, est.totals[f], "formula-" + f);
 	cell(tr, peakAlloc, "simulated");
 	tr.append(document.createElement("td"));
@@ -178,12 +180,8 @@ function show(est, sim, s) {
 	// What the caching allocator holds beyond the allocated peak: the
 	// formulas have no reserve.
 	for (const [category, label, n] of [["reserved", "reserved by the allocator", peakRes], ["unallocated", "of it not allocated at the peak (cache, fragmentation)", peakRes - peakAlloc]]) {
-		const r = document.createElement("tr");
+		const r = row(label);
 		r.dataset.category = category;
-		const h = document.createElement("th");
-		h.scope = "row";
-		h.textContent = label;
-		r.append(h);
 		for (const f of FORMULAS) cell(r, null, "formula-" + f);
 		cell(r, n, "simulated");
 		r.append(document.createElement("td"));
@@ -206,13 +204,9 @@ function show(est, sim, s) {
 	const pol = $("policies").tBodies[0];
 	pol.replaceChildren();
 	for (const p of est.checkpoint_policies || []) {
-		const tr = document.createElement("tr");
+		const tr = row(p.policy);
 		tr.dataset.policy = p.policy;
 		if (p.policy === est.setup.checkpoint) tr.className = "chosen";
-		const th = document.createElement("th");
-		th.scope = "row";
-		th.textContent = p.policy;
-		tr.append(th);
 		for (const f of FORMULAS) cell(tr, p.activations[f], "formula-" + f);
 		const peak = cell(tr, p.policy === est.setup.checkpoint ? peakAlloc : null, "simulated-peak");
 		if (p.policy !== est.setup.checkpoint) peak.textContent = "…";
@@ -404,11 +398,7 @@ function showRanks(few) {
 	const f = JSON.parse(few.stdout);
 	$("ranks").caption.textContent = `Nothing fits at ${f.setup.ranks} rank${f.setup.ranks === 1 ? "" : "s"}: the fewest data-parallel ranks whose every rank holds micro-batch ${f.setup.batch} in the card's memory, for each checkpointing policy and ZeRO stage, by the formula and by the simulation (trainmem fit --batch; "none" past 1,048,576 ranks).`;
 	for (const r of f.results) {
-		const tr = document.createElement("tr");
-		const th = document.createElement("th");
-		th.scope = "row";
-		th.textContent = r.checkpoint;
-		tr.append(th);
+		const tr = row(r.checkpoint);
 		for (const v of r.refused ? [String(r.zero), "refused", "refused"] : [String(r.zero), r.min_ranks, r.simulated_min_ranks]) {
 			const td = document.createElement("td");
 			td.textContent = v === 0 ? "none" : String(v);
@@ -441,11 +431,7 @@ function showFit(fit) {
 	}
 	$("fit").tHead.replaceChildren(head);
 	for (const r of f.results) {
-		const tr = document.createElement("tr");
-		const th = document.createElement("th");
-		th.scope = "row";
-		th.textContent = byMethod ? `${r.method}${r.lora_rank ? " r " + r.lora_rank : ""}` : r.checkpoint;
-		tr.append(th);
+		const tr = row(byMethod ? `${r.method}${r.lora_rank ? " r " + r.lora_rank : ""}` : r.checkpoint);
 		const cells = byMethod ? [r.checkpoint, r.optimizer, r.max_micro_batch, r.simulated_max_micro_batch, r.smallest_card || "none"]
 			: r.refused ? [String(r.zero), "refused", "refused"] : [String(r.zero), r.max_micro_batch, r.simulated_max_micro_batch];
 		for (const v of cells) {
