@@ -193,6 +193,9 @@ type webStep struct {
 	act    func(b *browserPage)
 	config string
 	shots  []webShot
+	// want are controls' values the step must leave (those a key or a
+	// slider sets).
+	want map[string]string
 }
 
 // webShot is a screenshot taken after a step: at a width, light or dark.
@@ -295,7 +298,7 @@ func TestWebInChromium(t *testing.T) {
 				document.body.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true })); })()`, nil)
 		}
 	}
-	const tab, down, backspace = 9, 40, 8
+	const tab, down, right, backspace = 9, 40, 39, 8
 	focus := func(name string) {
 		b.must(`document.getElementById("setup").elements["`+name+`"].focus()`, nil)
 	}
@@ -329,22 +332,30 @@ func TestWebInChromium(t *testing.T) {
 		{name: "a shape that overflows: b 16777216 × s 1024 rows", act: set(map[string]string{"batch": "16777216"})},
 		{name: "a batch of 0, typed", act: func(b *browserPage) {
 			focus("seq")
-			b.key("Tab", tab, "", 1<<3) // Shift-Tab: back to the micro-batch
+			b.key("Tab", tab, "", 1<<3) // Shift-Tab twice: back past the slider to the micro-batch
+			b.key("Tab", tab, "", 1<<3)
 			if f := focused(); f != "batch" {
-				t.Fatalf("Shift-Tab from the sequence reached %q, not the micro-batch", f)
+				t.Fatalf("two Shift-Tabs from the sequence reached %q, not the micro-batch", f)
 			}
 			typeNumber("0")(b)
 		}, shots: []webShot{{"batch-0-phone-light", phone, false}}},
-		{name: "a batch of 2, typed", act: typeNumber("2")},
+		{name: "a batch of 2, typed", act: typeNumber("2"), want: map[string]string{"batch": "2"}},
+		{name: "the micro-batch's slider moved a step with the arrow key", act: func(b *browserPage) {
+			b.key("Tab", tab, "", 0) // the box → its slider
+			if f := focused(); f != "batchslider" {
+				t.Fatalf("Tab from the micro-batch reached %q, not its slider", f)
+			}
+			b.key("ArrowRight", right, "", 0)
+		}, want: map[string]string{"batch": "3"}},
 		{name: "checkpointing stepped with the arrow keys", act: func(b *browserPage) {
-			for range 4 { // batch → seq → precision → optimizer → checkpoint
+			for range 4 { // slider → seq → precision → optimizer → checkpoint
 				b.key("Tab", tab, "", 0)
 			}
 			if f := focused(); f != "checkpoint" {
-				t.Fatalf("four Tabs from the micro-batch reached %q, not checkpointing", f)
+				t.Fatalf("four Tabs from the micro-batch's slider reached %q, not checkpointing", f)
 			}
 			b.key("ArrowDown", down, "", 0)
-		}},
+		}, want: map[string]string{"checkpoint": "selective"}},
 		{name: "Mistral-7B-Instruct-v0.2's config.json, chosen", act: choose(mistralConfig), config: mistralConfig,
 			shots: []webShot{{"mistral-config-laptop-light", laptop, false}}},
 		{name: "a malformed config.json, dropped", act: drop("{not json"), config: "{not json"},
@@ -385,7 +396,7 @@ func TestWebInChromium(t *testing.T) {
 	t.Logf("first answer (the defaults) %.2f s after the page began loading; with fit and every policy's peak, %.2f s after it was asked for", at, time.Since(start).Seconds())
 	// LoRA's rank and targets are disabled (no Tab stop) until adapters are
 	// trained.
-	order := []string{"preset", "config", "batch", "seq", "precision", "optimizer", "checkpoint", "attention", "method", "ranks", "zero", "tp", "pp", "gpu", "memory"}
+	order := []string{"preset", "config", "batch", "batchslider", "seq", "precision", "optimizer", "checkpoint", "attention", "method", "ranks", "zero", "tp", "pp", "gpu", "memory"}
 	focus("preset")
 	for _, want := range order[1:] {
 		b.key("Tab", tab, "", 0)
@@ -393,20 +404,29 @@ func TestWebInChromium(t *testing.T) {
 			t.Fatalf("Tab reached %q, want %q (the order: %v)", f, want, order)
 		}
 	}
-	check := func(what, config string) {
+	check := func(what, config string, want map[string]string) {
 		var r webShown
 		b.must(readPage, &r)
+		for k, v := range want {
+			if r.State[k] != v {
+				t.Errorf("%s: %s is %q, want %q", what, k, r.State[k], v)
+			}
+		}
 		checkWebAnswer(t, what, config, r, defaults)
 	}
-	check("the defaults", "")
+	check("the defaults", "", nil)
 	for _, st := range steps {
+		// The page's clock at the change, and when the answer showed on it:
+		// what the person waited, the typing's pause included.
+		var before float64
+		b.must(`performance.now()`, &before)
 		began := time.Now()
 		st.act(b)
 		update = waitDone(update)
 		took := time.Since(began)
-		check(st.name, st.config)
-		if _, main := timing(); webAnswered(b) {
-			t.Logf("%s: answered in %.2f s, with fit and every policy's peak in %.2f s", st.name, main, took.Seconds())
+		check(st.name, st.config, st.want)
+		if at, main := timing(); webAnswered(b) {
+			t.Logf("%s: answered %.2f s after the change (%.2f s computing), with fit and every policy's peak %.2f s after", st.name, at-before/1000, main, took.Seconds())
 		} else {
 			t.Logf("%s: the message in %.2f s", st.name, took.Seconds())
 		}

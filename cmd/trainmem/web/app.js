@@ -29,6 +29,12 @@ fill(form.elements.gpu, CARDS);
 for (const [k, v] of Object.entries(DEFAULTS)) {
 	form.elements[k].value = params.has(k) ? params.get(k) : v;
 }
+// The micro-batch has a slider beside its box: moving it sets the box (and
+// the answer follows as it moves), typing in the box moves it.
+const slider = form.elements.batchslider;
+slider.value = form.elements.batch.value;
+slider.addEventListener("input", () => { form.elements.batch.value = slider.value; });
+form.elements.batch.addEventListener("input", () => { slider.value = form.elements.batch.value; });
 
 // state is the controls' values; args the command line of one command.
 function state() {
@@ -465,7 +471,9 @@ function failure(err) {
 	finish(generation, "error");
 }
 form.addEventListener("input", (e) => {
-	if (e.target.type !== "file") soon(300); // a file's change says when it is read
+	// A slider's answer follows it as it moves; typing waits for a pause.
+	// A file's change says when it is read.
+	if (e.target.type !== "file") soon(e.target.type === "range" ? 100 : 300);
 });
 form.addEventListener("change", (e) => {
 	if (e.target.type !== "file") soon(0);
