@@ -24,7 +24,7 @@ GOOS=js GOARCH=wasm "$GO" build -trimpath -ldflags=-s -o "$tmp/trainmem.wasm" ./
 gzip -9 -n -c "$tmp/trainmem.wasm" > "$tmp/trainmem.wasm.gz"
 mv "$tmp/trainmem.wasm" "$tmp/trainmem.wasm.gz" "$out/"
 cp "$exec_js" "$out/wasm_exec.js"
-cp cmd/trainmem/web/index.html cmd/trainmem/web/app.js cmd/trainmem/web/worker.js cmd/trainmem/web/style.css "$out/"
+cp cmd/trainmem/web/index.html cmd/trainmem/web/app.js cmd/trainmem/web/worker.js cmd/trainmem/web/sw.js cmd/trainmem/web/style.css "$out/"
 echo "web: $out ($(du -sh "$out/trainmem.wasm" | cut -f1) of WebAssembly, $(wc -c < "$out/trainmem.wasm.gz") bytes gzip'd)"
 if [ -n "$bin" ]; then
 	abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }

@@ -55,7 +55,7 @@ make web instead. docs/guide.md, "The web page", describes the page.
 example: trainmem web --addr 127.0.0.1:8080`
 
 // webNeeds are the files a page needs: without one of them it cannot start.
-var webNeeds = []string{"index.html", "app.js", "worker.js", "style.css", "wasm_exec.js"}
+var webNeeds = []string{"index.html", "app.js", "worker.js", "sw.js", "style.css", "wasm_exec.js"}
 
 func runWeb(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("web", flag.ContinueOnError)

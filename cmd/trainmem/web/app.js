@@ -514,3 +514,7 @@ document.addEventListener("drop", (e) => {
 });
 
 update().catch(failure);
+
+// The service worker keeps the site's files for a reload without a network
+// (sw.js). Where it cannot run (a file:// page), the page works as it is.
+if ("serviceWorker" in navigator) navigator.serviceWorker.register("sw.js").catch(() => {});
