@@ -58,10 +58,10 @@ example: trainmem web --addr 127.0.0.1:8080`
 var webNeeds = []string{"index.html", "app.js", "worker.js", "sw.js", "style.css", "wasm_exec.js"}
 
 func runWeb(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("web", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: a free one, printed)")
-	dir := fs.String("dir", "", "serve the site in this folder (built by make web) instead of the one in this binary")
-	if stop, err := parseFlags(fs, args, stderr, webSynopsis); stop {
+	flags := flag.NewFlagSet("web", flag.ContinueOnError)
+	addr := flags.String("addr", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: a free one, printed)")
+	dir := flags.String("dir", "", "serve the site in this folder (built by make web) instead of the one in this binary")
+	if stop, err := parseFlags(flags, args, stderr, webSynopsis); stop {
 		return err
 	}
 	site, err := webSource(*dir)
