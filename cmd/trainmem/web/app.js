@@ -243,9 +243,14 @@ function show(est, sim, s) {
 // answers' JSON for download (rank 0's traces over ranks); more adds one
 // (fit's, when it comes).
 let urls = [];
-function link(name, bytes, type, what) {
+// blobURL is a URL of bytes, revoked at the next answer.
+function blobURL(bytes, type) {
 	const u = URL.createObjectURL(new Blob([bytes], { type }));
 	urls.push(u);
+	return u;
+}
+function link(name, bytes, type, what) {
+	const u = blobURL(bytes, type);
 	const li = document.createElement("li");
 	const a = document.createElement("a");
 	a.href = u;
@@ -262,9 +267,7 @@ async function offer(est, sim, files, one) {
 	const svg = files["/out/timeline.svg"];
 	$("timeline").hidden = !svg;
 	if (svg) {
-		const u = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
-		urls.push(u);
-		img.src = u;
+		img.src = blobURL(svg, "image/svg+xml");
 		await img.decode().catch(() => {});
 	}
 	const trace = one ? "/out/trace" : "/out/trace.rank0";
@@ -343,10 +346,11 @@ async function update() {
 	progress(null, `computed in ${(took / 1000).toFixed(2)} s; fitting the card…`);
 	const fit = await trainmem(fitArgs(s));
 	if (g !== generation) return;
-	showFit(fit);
+	const fitted = showFit(fit);
 	$("ranks").hidden = true;
-	if (nothingFits(fit, s)) {
-		// Then the other question: how many ranks would hold this batch?
+	// Nothing fits at the setup's ranks (every weight trained): then the
+	// other question, how many ranks would hold this batch?
+	if (s.method === "full" && fitted && fitted.results.every((r) => r.simulated_max_micro_batch === 0 && r.max_micro_batch === 0)) {
 		progress(null, "nothing fits at these ranks: finding the fewest ranks that hold the micro-batch…");
 		const few = await trainmem([...fitArgs(s), "--batch", s.batch]);
 		if (g !== generation) return;
@@ -384,13 +388,6 @@ async function policyPeaks(g, s, est) {
 	return true;
 }
 
-// nothingFits says whether fit's answer (for every weight trained) has no
-// micro-batch that fits at the setup's ranks.
-function nothingFits(fit, s) {
-	if (fit.code !== 0 || s.method !== "full") return false;
-	return JSON.parse(fit.stdout).results.every((r) => r.simulated_max_micro_batch === 0 && r.max_micro_batch === 0);
-}
-
 // showRanks fills the table of the fewest data-parallel ranks that hold the
 // micro-batch (fit --batch), or says why fit gave none.
 function showRanks(few) {
@@ -415,13 +412,14 @@ function showRanks(few) {
 	link("fit-ranks.json", few.stdout, "application/json", "trainmem fit --batch --format json");
 }
 
-// showFit fills the fit table, or says why fit gave no answer.
+// showFit fills the fit table and returns fit's answer, or says why fit
+// gave none.
 function showFit(fit) {
 	const tbody = $("fit").tBodies[0];
 	tbody.replaceChildren();
 	if (fit.code !== 0) {
 		$("fitstatus").textContent = fit.stderr.trim().split("\n").pop();
-		return;
+		return null;
 	}
 	const f = JSON.parse(fit.stdout);
 	// Fine-tuning's answer has a row a method, checkpointing and optimizer,
@@ -450,6 +448,7 @@ function showFit(fit) {
 	$("fitstatus").textContent = `in ${bytes(f.memory_bytes)} (${f.memory_bytes.toLocaleString("en")} bytes) a rank:`;
 	$("fit").hidden = false;
 	link("fit.json", fit.stdout, "application/json", "trainmem fit --format json");
+	return f;
 }
 
 // Changes recompute, the typing in a number box once it pauses; the page
